@@ -1,0 +1,158 @@
+// Package events is toolgate's wire contract: CloudEvents types, subjects,
+// payloads and the codec between CloudEvents and NATS messages.
+//
+// Every agent, in any language, codes against what this package describes;
+// docs/EVENTS.md is its prose twin.
+package events
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// CloudEvents types published and consumed by toolgate. Types are reverse-DNS
+// and versioned; a breaking change to a payload gets a new version suffix.
+const (
+	TypeCallRequested     = "dev.toolgate.call.requested.v1"
+	TypeCallCompleted     = "dev.toolgate.call.completed.v1"
+	TypeCallProgress      = "dev.toolgate.call.progress.v1"
+	TypeCallAudited       = "dev.toolgate.call.audited.v1"
+	TypeToolRegistered    = "dev.toolgate.tool.registered.v1"
+	TypeToolUnregistered  = "dev.toolgate.tool.unregistered.v1"
+	TypePolicyViolation   = "dev.toolgate.policy.violation.v1"
+	TypePolicyRejected    = "dev.toolgate.policy.rejected.v1"
+	TypePolicyApplied     = "dev.toolgate.policy.applied.v1"
+	TypeApprovalRequested = "dev.toolgate.approval.requested.v1"
+	TypeApprovalDecided   = "dev.toolgate.approval.decided.v1"
+)
+
+// Status is the outcome of a call as reported in its result.
+type Status string
+
+// The statuses a result can carry.
+const (
+	StatusOK          Status = "ok"          // the tool ran and succeeded
+	StatusError       Status = "error"       // bad input, unknown tool, or the tool failed
+	StatusDenied      Status = "denied"      // the policy gate refused the call
+	StatusPending     Status = "pending"     // parked, waiting for a person's decision
+	StatusRejected    Status = "rejected"    // a person rejected the call
+	StatusExpired     Status = "expired"     // no decision arrived before the deadline
+	StatusTimeout     Status = "timeout"     // the tool ran past its timeout and was killed
+	StatusInterrupted Status = "interrupted" // the worker stopped while the tool ran
+	StatusCancelled   Status = "cancelled"   // the caller cancelled the call
+)
+
+// Final reports whether no further result will follow for the call.
+func (s Status) Final() bool { return s != StatusPending }
+
+// CallData is the data of a dev.toolgate.call.requested.v1 event.
+type CallData struct {
+	// Arguments are the tool's arguments, validated against its JSON Schema.
+	Arguments json.RawMessage `json:"arguments"`
+	// SessionID groups calls of one agent conversation (optional).
+	SessionID string `json:"session_id,omitempty"`
+	// TimeoutMS asks for a shorter timeout than the tool's default (optional).
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+}
+
+// Decision is the policy decision recorded in results, audit and violation
+// events.
+type Decision struct {
+	Action    string `json:"action"`
+	Reason    string `json:"reason,omitempty"`
+	Rule      string `json:"rule,omitempty"`
+	Offending string `json:"offending,omitempty"`
+	Revision  string `json:"revision,omitempty"`
+	// Approvers lists who approved the call, when it was approved by people.
+	Approvers []string `json:"approvers,omitempty"`
+}
+
+// ResultData is the data of a dev.toolgate.call.completed.v1 event.
+type ResultData struct {
+	CallID     string         `json:"call_id"`
+	Agent      string         `json:"agent"`
+	Tool       string         `json:"tool"`
+	SessionID  string         `json:"session_id,omitempty"`
+	Status     Status         `json:"status"`
+	Output     string         `json:"output"`
+	IsError    bool           `json:"is_error"`
+	Metadata   map[string]any `json:"metadata,omitempty"`
+	Decision   *Decision      `json:"decision,omitempty"`
+	DurationMS int64          `json:"duration_ms"`
+	// Error is a machine-readable code for failures that did not come from
+	// the tool itself: "invalid_event", "invalid_arguments", "unknown_tool",
+	// "payload_too_large", "source_mismatch", "internal".
+	Error string `json:"error,omitempty"`
+}
+
+// ProgressData is the data of a dev.toolgate.call.progress.v1 event: a chunk
+// of output streamed while a tool runs. Progress is best effort (core NATS,
+// not persisted); the result is authoritative.
+type ProgressData struct {
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	Stream string `json:"stream"` // "stdout" or "stderr"
+	Seq    int64  `json:"seq"`
+	Chunk  string `json:"chunk"`
+}
+
+// AuditData is the data of a dev.toolgate.call.audited.v1 event, one per
+// call that reached a final status.
+type AuditData struct {
+	CallID      string    `json:"call_id"`
+	Agent       string    `json:"agent"`
+	Tool        string    `json:"tool"`
+	SessionID   string    `json:"session_id,omitempty"`
+	Status      Status    `json:"status"`
+	IsError     bool      `json:"is_error"`
+	Decision    *Decision `json:"decision,omitempty"`
+	DurationMS  int64     `json:"duration_ms"`
+	ArgsSHA256  string    `json:"args_sha256"`
+	OutputBytes int       `json:"output_bytes"`
+	Worker      string    `json:"worker"`
+	Error       string    `json:"error,omitempty"`
+	Time        time.Time `json:"time"`
+	// Approval says who decided a parked call, when and why.
+	Approval *ApprovalAudit `json:"approval,omitempty"`
+}
+
+// ApprovalAudit records the people's decision on a parked call.
+type ApprovalAudit struct {
+	Outcome   string    `json:"outcome"`
+	Approvers []string  `json:"approvers,omitempty"`
+	Comment   string    `json:"comment,omitempty"`
+	DecidedAt time.Time `json:"decided_at"`
+}
+
+// ToolData is the data of tool.registered / tool.unregistered events.
+type ToolData struct {
+	Name        string          `json:"name"`
+	Aliases     []string        `json:"aliases,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Kind        string          `json:"kind,omitempty"`
+	Version     string          `json:"version,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Worker      string          `json:"worker"`
+}
+
+// ViolationData is the data of a dev.toolgate.policy.violation.v1 event,
+// published for every deny and every ask.
+type ViolationData struct {
+	CallID    string `json:"call_id"`
+	Agent     string `json:"agent"`
+	Tool      string `json:"tool"`
+	Action    string `json:"action"`
+	Rule      string `json:"rule,omitempty"`
+	Reason    string `json:"reason"`
+	Offending string `json:"offending,omitempty"`
+	Revision  string `json:"revision,omitempty"`
+}
+
+// PolicyChangeData is the data of policy.applied and policy.rejected events.
+type PolicyChangeData struct {
+	Source   string   `json:"source"` // "file:<path>" or "kv:<key>"
+	Revision string   `json:"revision,omitempty"`
+	Errors   []string `json:"errors,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	Worker   string   `json:"worker"`
+}

@@ -1,0 +1,206 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/toolgate/toolgate/pkg/policy"
+)
+
+// Pipeline runs calls through the fixed order of steps every call takes:
+//
+//	Recover → Resolve → Validate → Gate → Timeout → Bound → tool
+//
+// Extra middleware (budgets, hooks) goes between Gate and Timeout through
+// Use. The zero value is not usable; use NewPipeline.
+type Pipeline struct {
+	reg       *Registry
+	gate      policy.Evaluator
+	workspace string
+	log       *slog.Logger
+	extra     []Middleware
+}
+
+// PipelineOption configures a Pipeline.
+type PipelineOption func(*Pipeline)
+
+// WithGate sets the policy evaluator; the default allows every call.
+func WithGate(g policy.Evaluator) PipelineOption { return func(p *Pipeline) { p.gate = g } }
+
+// WithWorkspace sets the workspace root handed to the gate.
+func WithWorkspace(dir string) PipelineOption { return func(p *Pipeline) { p.workspace = dir } }
+
+// WithLogger sets the logger for recovered panics.
+func WithLogger(l *slog.Logger) PipelineOption { return func(p *Pipeline) { p.log = l } }
+
+// Use adds middleware that runs after the gate and before the timeout.
+func Use(mws ...Middleware) PipelineOption {
+	return func(p *Pipeline) { p.extra = append(p.extra, mws...) }
+}
+
+// NewPipeline returns a pipeline over reg.
+func NewPipeline(reg *Registry, opts ...PipelineOption) *Pipeline {
+	p := &Pipeline{reg: reg, gate: policy.AllowAll, log: slog.Default()}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Registry returns the pipeline's registry.
+func (p *Pipeline) Registry() *Registry { return p.reg }
+
+// SetGate replaces the policy evaluator; calls already past the gate are
+// not affected.
+func (p *Pipeline) SetGate(g policy.Evaluator) { p.gate = g }
+
+// Handler returns the composed handler.
+func (p *Pipeline) Handler() Handler {
+	mws := []Middleware{p.recover, p.resolve, p.validate, p.policy}
+	mws = append(mws, p.extra...)
+	mws = append(mws, timeout, bound)
+	return Chain(HandlerFunc(execute), mws...)
+}
+
+// Handle runs one call through the pipeline.
+func (p *Pipeline) Handle(ctx context.Context, c *Call) (*Output, error) {
+	return p.Handler().Handle(ctx, c)
+}
+
+func (p *Pipeline) recover(next Handler) Handler {
+	return HandlerFunc(func(ctx context.Context, c *Call) (out *Output, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				p.log.Error("tool panicked", "call_id", c.ID, "tool", c.Name, "panic", r, "stack", string(debug.Stack()))
+				out, err = nil, fmt.Errorf("%w: %v", ErrPanic, r)
+			}
+		}()
+		return next.Handle(ctx, c)
+	})
+}
+
+func (p *Pipeline) resolve(next Handler) Handler {
+	return HandlerFunc(func(ctx context.Context, c *Call) (*Output, error) {
+		e, ok := p.reg.get(c.Name)
+		if !ok {
+			return nil, &UnknownToolError{Name: c.Name, Available: p.reg.Names()}
+		}
+		c.Tool = e.tool
+		return next.Handle(ctx, c)
+	})
+}
+
+func (p *Pipeline) validate(next Handler) Handler {
+	return HandlerFunc(func(ctx context.Context, c *Call) (*Output, error) {
+		e, ok := p.reg.get(c.Tool.Name)
+		if !ok {
+			return nil, &UnknownToolError{Name: c.Name, Available: p.reg.Names()}
+		}
+		args, err := validate(e, c.Arguments)
+		if err != nil {
+			return nil, err
+		}
+		c.Args = args
+		return next.Handle(ctx, c)
+	})
+}
+
+func (p *Pipeline) policy(next Handler) Handler {
+	return HandlerFunc(func(ctx context.Context, c *Call) (*Output, error) {
+		d := p.Decide(ctx, c)
+		c.Decision = &d
+		switch {
+		case d.Action == policy.Allow:
+		case d.Action == policy.Ask && c.Approved:
+		default: // deny, an ask not yet approved, or anything unknown
+			return nil, &PolicyError{Decision: d}
+		}
+		if d.Timeout > 0 && (c.Timeout == 0 || d.Timeout < c.Timeout) {
+			c.Timeout = d.Timeout
+		}
+		return next.Handle(ctx, c)
+	})
+}
+
+// Decide asks the gate about a resolved, validated call. A panic in the
+// gate is a deny: evaluation errors fail closed.
+func (p *Pipeline) Decide(ctx context.Context, c *Call) (d policy.Decision) {
+	defer func() {
+		if r := recover(); r != nil {
+			d = policy.Decision{Action: policy.Deny, Reason: fmt.Sprintf("policy evaluation failed: %v", r), Rule: "builtin.fail_closed"}
+		}
+	}()
+	req := policy.Request{Agent: c.Agent, Tool: c.Name, Known: c.Tool != nil, Arguments: c.Args, Workspace: p.workspace}
+	if c.Tool != nil {
+		req.Tool, req.Kind = c.Tool.Name, c.Tool.Kind
+	}
+	return p.gate.Evaluate(ctx, req)
+}
+
+// timeout bounds the call by the tool's default, the caller's request, or
+// the gate's override, whichever is smallest, never above the tool's
+// maximum.
+func timeout(next Handler) Handler {
+	return HandlerFunc(func(ctx context.Context, c *Call) (*Output, error) {
+		d := c.Tool.timeout()
+		if c.Timeout > 0 {
+			d = min(c.Timeout, c.Tool.maxTimeout())
+		}
+		ctx, cancel := context.WithTimeoutCause(ctx, d, ErrTimeout)
+		defer cancel()
+		out, err := next.Handle(ctx, c)
+		if context.Cause(ctx) == ErrTimeout {
+			// Whatever the tool returned, it was cut short: keep its partial
+			// output and report the timeout.
+			return out, fmt.Errorf("%w after %s", ErrTimeout, d)
+		}
+		return out, err
+	})
+}
+
+// bound cuts an output above the tool's MaxOutput (head and tail kept).
+func bound(next Handler) Handler {
+	return HandlerFunc(func(ctx context.Context, c *Call) (*Output, error) {
+		out, err := next.Handle(ctx, c)
+		if out != nil {
+			if s, cut := Truncate(out.Content, c.Tool.maxOutput()); cut > 0 {
+				out.Content = s
+				if out.Metadata == nil {
+					out.Metadata = map[string]any{}
+				}
+				out.Metadata["truncated"] = true
+				out.Metadata["truncated_chars"] = cut
+			}
+		}
+		return out, err
+	})
+}
+
+func execute(ctx context.Context, c *Call) (*Output, error) {
+	out, err := c.Tool.Handler.Handle(ctx, c)
+	if err != nil {
+		return out, err
+	}
+	if out == nil {
+		out = &Output{}
+	}
+	return out, nil
+}
+
+// Elapsed is a helper for runners: milliseconds since start, at least 0.
+func Elapsed(start time.Time) int64 { return max(time.Since(start).Milliseconds(), 0) }
+
+// IsPipelineError reports whether err is one of the pipeline's own
+// conditions (as opposed to an unexpected failure).
+func IsPipelineError(err error) bool {
+	for _, e := range []error{ErrUnknownTool, ErrInvalidArguments, ErrDenied, ErrApprovalRequired, ErrTimeout, ErrPanic} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
