@@ -1,0 +1,179 @@
+// Package bus provisions the JetStream streams, consumers and key-value
+// buckets toolgate runs on, idempotently, and names them in one place.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// Stream, consumer and bucket names.
+const (
+	// StreamCalls is the work queue of calls (toolgate.call.>).
+	StreamCalls = "TOOLGATE_CALLS"
+	// StreamResults retains results (toolgate.result.>).
+	StreamResults = "TOOLGATE_RESULTS"
+	// StreamEvents retains domain events (toolgate.event.>).
+	StreamEvents = "TOOLGATE_EVENTS"
+	// StreamAudit retains audit events (toolgate.audit.>).
+	StreamAudit = "TOOLGATE_AUDIT"
+	// StreamApprovals retains approval requests and decisions (toolgate.approval.>).
+	StreamApprovals = "TOOLGATE_APPROVALS"
+	// StreamDeadLetter keeps calls that exhausted their deliveries.
+	StreamDeadLetter = "TOOLGATE_DLQ"
+
+	// ConsumerWorkers is the durable pull consumer every worker shares.
+	ConsumerWorkers = "workers"
+	// ConsumerApprovalDecisions is the durable consumer of decisions that
+	// every worker shares.
+	ConsumerApprovalDecisions = "decisions"
+	// ConsumerApprover is the approver service's durable consumer of requests.
+	ConsumerApprover = "approver"
+
+	// BucketCalls holds one record per call id: the idempotency claim and
+	// the stored result.
+	BucketCalls = "toolgate_calls"
+	// BucketPolicy holds the shared policy document and amendments.
+	BucketPolicy = "toolgate_policy"
+	// BucketApprovals holds parked calls keyed by call id.
+	BucketApprovals = "toolgate_approvals"
+)
+
+// Subjects of the dead-letter stream.
+const SubjectDeadLetter = events.Prefix + ".dlq.>"
+
+// Config tunes what Provision creates. The zero value is the default.
+type Config struct {
+	// Replicas for streams and buckets (1 for a single server, 3 for a cluster).
+	Replicas int
+	// ResultsMaxAge is how long results are kept; default 24h.
+	ResultsMaxAge time.Duration
+	// EventsMaxAge is how long domain events are kept; default 7 days.
+	EventsMaxAge time.Duration
+	// AuditMaxAge is how long audit events are kept; default 30 days.
+	AuditMaxAge time.Duration
+	// CallRecordTTL is how long a call's idempotency record is kept; default 24h.
+	CallRecordTTL time.Duration
+	// AckWait is the workers consumer's ack wait; default 30s.
+	AckWait time.Duration
+	// MaxDeliver bounds redeliveries of one call; default 5.
+	MaxDeliver int
+	// MaxPayload bounds a call message's size in the stream; default 1 MiB.
+	MaxPayload int32
+	// Storage is file (default) or memory.
+	Storage jetstream.StorageType
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = 1
+	}
+	def(&c.ResultsMaxAge, 24*time.Hour)
+	def(&c.EventsMaxAge, 7*24*time.Hour)
+	def(&c.AuditMaxAge, 30*24*time.Hour)
+	def(&c.CallRecordTTL, 24*time.Hour)
+	def(&c.AckWait, 30*time.Second)
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = 5
+	}
+	if c.MaxPayload <= 0 {
+		c.MaxPayload = 1 << 20
+	}
+	return c
+}
+
+// Streams returns the stream configurations Provision applies.
+func (c Config) Streams() []jetstream.StreamConfig {
+	c = c.withDefaults()
+	return []jetstream.StreamConfig{
+		{
+			Name: StreamCalls, Subjects: []string{events.SubjectCalls},
+			Retention: jetstream.WorkQueuePolicy, Storage: c.Storage, Replicas: c.Replicas,
+			Duplicates: 2 * time.Minute, MaxMsgSize: c.MaxPayload, Discard: jetstream.DiscardOld,
+			Description: "tool calls, one durable consumer shared by all workers",
+		},
+		{
+			Name: StreamResults, Subjects: []string{events.SubjectResults},
+			Retention: jetstream.LimitsPolicy, Storage: c.Storage, Replicas: c.Replicas,
+			MaxAge: c.ResultsMaxAge, Duplicates: 2 * time.Minute,
+			Description: "call results, kept so an agent can fetch one it missed",
+		},
+		{
+			Name: StreamEvents, Subjects: []string{events.SubjectEvents},
+			Retention: jetstream.LimitsPolicy, Storage: c.Storage, Replicas: c.Replicas,
+			MaxAge: c.EventsMaxAge, Description: "domain events: registry changes, policy violations and changes",
+		},
+		{
+			Name: StreamAudit, Subjects: []string{events.SubjectAudit},
+			Retention: jetstream.LimitsPolicy, Storage: c.Storage, Replicas: c.Replicas,
+			MaxAge: c.AuditMaxAge, Duplicates: 2 * time.Minute, Description: "one audit event per finished call",
+		},
+		{
+			Name: StreamApprovals, Subjects: []string{events.SubjectApprovals},
+			Retention: jetstream.LimitsPolicy, Storage: c.Storage, Replicas: c.Replicas,
+			MaxAge: c.EventsMaxAge, Duplicates: 2 * time.Minute, Description: "approval requests and decisions",
+		},
+		{
+			Name: StreamDeadLetter, Subjects: []string{SubjectDeadLetter},
+			Retention: jetstream.LimitsPolicy, Storage: c.Storage, Replicas: c.Replicas,
+			MaxAge: c.EventsMaxAge, Description: "calls that exhausted their deliveries",
+		},
+	}
+}
+
+// WorkersConsumer returns the configuration of the shared call consumer.
+func (c Config) WorkersConsumer() jetstream.ConsumerConfig {
+	c = c.withDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:       ConsumerWorkers,
+		Description:   "shared by every worker; each call runs on one of them",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    c.MaxDeliver,
+		BackOff:       nil,
+		MaxAckPending: 4096,
+		FilterSubject: events.SubjectCalls,
+	}
+}
+
+// Provision creates or updates every stream, the workers consumer and the
+// buckets. Running it again with the same Config changes nothing.
+func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
+	c = c.withDefaults()
+	for _, sc := range c.Streams() {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("provision stream %s: %w", sc.Name, err)
+		}
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, StreamCalls, c.WorkersConsumer()); err != nil {
+		return fmt.Errorf("provision consumer %s: %w", ConsumerWorkers, err)
+	}
+	buckets := []jetstream.KeyValueConfig{
+		{Bucket: BucketCalls, Description: "call records: idempotency claim and stored result", TTL: c.CallRecordTTL, Storage: c.Storage, Replicas: c.Replicas, History: 1},
+		{Bucket: BucketPolicy, Description: "shared policy document and amendments", Storage: c.Storage, Replicas: c.Replicas, History: 10},
+		{Bucket: BucketApprovals, Description: "parked calls waiting for a decision", Storage: c.Storage, Replicas: c.Replicas, History: 5},
+	}
+	for _, kc := range buckets {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+			return fmt.Errorf("provision bucket %s: %w", kc.Bucket, err)
+		}
+	}
+	return nil
+}
+
+// IsNotFound reports whether err says a stream, consumer or key is missing.
+func IsNotFound(err error) bool {
+	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+		errors.Is(err, jetstream.ErrKeyNotFound)
+}
