@@ -99,3 +99,10 @@ func (f EvaluatorFunc) Evaluate(ctx context.Context, req Request) Decision { ret
 var AllowAll Evaluator = EvaluatorFunc(func(context.Context, Request) Decision {
 	return Decision{Action: Allow, Reason: "no policy configured", Rule: "builtin.allow_all"}
 })
+
+// PathChecker is implemented by evaluators that also judge the real path of
+// a file a tool has opened (after symlinks), so that a link named notes.txt
+// pointing at secrets/server.pem is caught by a denied_paths glob.
+type PathChecker interface {
+	CheckPath(req Request, realPath string) Decision
+}

@@ -119,6 +119,19 @@ func (p *Pipeline) policy(next Handler) Handler {
 		default: // deny, an ask not yet approved, or anything unknown
 			return nil, &PolicyError{Decision: d}
 		}
+		if pc, ok := p.gate.(policy.PathChecker); ok {
+			req := p.request(c)
+			c.CheckPath = func(realPath string) error {
+				pd := pc.CheckPath(req, realPath)
+				if pd.Action == policy.Allow || (pd.Action == policy.Ask && c.Approved) {
+					return nil
+				}
+				// A path the gate would only ask about was not what the
+				// call named: without an approval for it, refuse.
+				pd.Action = policy.Deny
+				return &PolicyError{Decision: pd}
+			}
+		}
 		if d.Timeout > 0 && (c.Timeout == 0 || d.Timeout < c.Timeout) {
 			c.Timeout = d.Timeout
 		}
@@ -134,11 +147,15 @@ func (p *Pipeline) Decide(ctx context.Context, c *Call) (d policy.Decision) {
 			d = policy.Decision{Action: policy.Deny, Reason: fmt.Sprintf("policy evaluation failed: %v", r), Rule: "builtin.fail_closed"}
 		}
 	}()
+	return p.gate.Evaluate(ctx, p.request(c))
+}
+
+func (p *Pipeline) request(c *Call) policy.Request {
 	req := policy.Request{Agent: c.Agent, Tool: c.Name, Known: c.Tool != nil, Arguments: c.Args, Workspace: p.workspace}
 	if c.Tool != nil {
 		req.Tool, req.Kind = c.Tool.Name, c.Tool.Kind
 	}
-	return p.gate.Evaluate(ctx, req)
+	return req
 }
 
 // timeout bounds the call by the tool's default, the caller's request, or

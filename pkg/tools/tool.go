@@ -110,6 +110,11 @@ type Call struct {
 	Args map[string]any
 	// Decision is set by the pipeline once the gate has judged.
 	Decision *policy.Decision
+	// CheckPath is set by the pipeline when the gate judges real paths:
+	// file tools call it with the real path of every file they open (or
+	// create) and refuse the access when it returns an error. Nil means
+	// no path rules apply.
+	CheckPath func(realPath string) error
 }
 
 // Output is what a tool returns.
