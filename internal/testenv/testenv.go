@@ -1,0 +1,30 @@
+// Package testenv holds what tests share: finding the outside programs a
+// test needs, and starting real embedded NATS servers.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// CI reports whether the tests run under CI (CI=true), where a missing
+// outside program is a failure rather than a skip.
+func CI() bool { return os.Getenv("CI") == "true" }
+
+// LookPath returns the path of program. When it is missing the test is
+// skipped with a message naming the Debian package that provides it, or
+// fails when CI is set, so CI always runs it.
+func LookPath(t testing.TB, program, debianPackage string) string {
+	t.Helper()
+	p, err := exec.LookPath(program)
+	if err == nil {
+		return p
+	}
+	msg := program + " not found: install the Debian package " + debianPackage + " (apt-get install -y " + debianPackage + ")"
+	if CI() {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
