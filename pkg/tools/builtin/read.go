@@ -1,0 +1,183 @@
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tools"
+)
+
+func (s *set) readTool() *tools.Tool {
+	return &tools.Tool{
+		Name:    "read",
+		Aliases: []string{"read_file"},
+		Description: "Read a text file of the workspace. Lines are numbered from 1 (`cat -n` style). " +
+			"By default up to " + strconv.Itoa(s.cfg.ReadLimit) + " lines from the start; choose a window with offset/limit or start_line/end_line. " +
+			"A directory is an error (use ls); binary files return a notice instead of bytes; files larger than " +
+			strconv.FormatInt(s.cfg.MaxReadSize, 10) + " bytes are refused; lines longer than " + strconv.Itoa(s.cfg.MaxLineLength) + " characters are clipped.",
+		Parameters: schema(props{
+			"path":       strProp("File to read: relative to the workspace, or absolute inside an allowed root."),
+			"offset":     intProp("Line number to start reading from (1-based; 0 also means the first line).", 0),
+			"limit":      intProp("Number of lines to read.", 1),
+			"start_line": intProp("First line to read (1-based, inclusive). Alternative to offset.", 1),
+			"end_line":   intProp("Last line to read (1-based, inclusive). Alternative to limit.", 1),
+		}, "path"),
+		Kind:           policy.KindRead,
+		DefaultTimeout: 30 * time.Second,
+		MaxTimeout:     120 * time.Second,
+		Annotations:    tools.Annotations{ReadOnly: true, Idempotent: true},
+		Handler:        tools.HandlerFunc(s.read),
+	}
+}
+
+func (s *set) read(ctx context.Context, c *tools.Call) (*tools.Output, error) {
+	path, _ := argString(c.Args, "path")
+	offset, hasOffset := argInt(c.Args, "offset")
+	limit, hasLimit := argInt(c.Args, "limit")
+	startLine, hasStart := argInt(c.Args, "start_line")
+	endLine, hasEnd := argInt(c.Args, "end_line")
+	if (hasOffset || hasLimit) && (hasStart || hasEnd) {
+		return failf("read %s: use offset/limit or start_line/end_line, not both", path), nil
+	}
+	if hasStart && hasEnd && endLine < startLine {
+		return failf("read %s: end_line %d is before start_line %d", path, endLine, startLine), nil
+	}
+	first := int64(1)
+	count := int64(s.cfg.ReadLimit)
+	switch {
+	case hasStart || hasEnd:
+		if hasStart {
+			first = startLine
+		}
+		if hasEnd {
+			count = endLine - first + 1
+		}
+	default:
+		if hasOffset && offset > 0 {
+			first = offset
+		}
+		if hasLimit {
+			count = limit
+		}
+	}
+
+	data, f, err := s.ws.ReadFile(path, s.cfg.MaxReadSize, c.CheckPath)
+	if err != nil {
+		return fileFailure("read", path, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	shown := s.display(f.Real)
+	meta := map[string]any{"path": shown, "size": len(data)}
+	if isBinary(data) {
+		meta["binary"] = true
+		return &tools.Output{
+			Content:  fmt.Sprintf("%s is a binary file (%d bytes, %s); its bytes are not shown.", shown, len(data), http.DetectContentType(data)),
+			Metadata: meta,
+		}, nil
+	}
+	total := countLines(data)
+	meta["total_lines"] = total
+	if total == 0 {
+		return &tools.Output{Content: fmt.Sprintf("%s is empty.", shown), Metadata: meta}, nil
+	}
+	if first > int64(total) {
+		return &tools.Output{
+			IsError:  true,
+			Content:  fmt.Sprintf("read %s: line %d is past the end of the file, which has %d %s", shown, first, total, plural(total, "line", "lines")),
+			Metadata: meta,
+		}, nil
+	}
+	// Skip to the first line wanted.
+	rest := data
+	for n := int64(1); n < first; n++ {
+		i := bytes.IndexByte(rest, '\n')
+		rest = rest[i+1:]
+	}
+	var b strings.Builder
+	budget := s.cfg.MaxOutput - 200 // room for the closing notice
+	line := first
+	clipped := 0
+	stopped := false
+	for ; line < first+count && len(rest) > 0; line++ {
+		var l []byte
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			l, rest = rest[:i], rest[i+1:]
+		} else {
+			l, rest = rest, nil
+		}
+		text, cut := clipLine(l, s.cfg.MaxLineLength)
+		if cut > 0 {
+			clipped++
+		}
+		entry := fmt.Sprintf("%6d\t%s\n", line, text)
+		if b.Len() > 0 && b.Len()+len(entry) > budget {
+			stopped = true
+			break
+		}
+		b.WriteString(entry)
+	}
+	last := line - 1
+	meta["start_line"] = first
+	meta["end_line"] = last
+	if clipped > 0 {
+		meta["clipped_lines"] = clipped
+	}
+	if last < int64(total) {
+		meta["truncated"] = true
+		meta["next_offset"] = last + 1
+		reason := "limit reached"
+		if stopped {
+			reason = "output size limit reached"
+		}
+		fmt.Fprintf(&b, "\n(%s: showing lines %d-%d of %d; continue with offset=%d)\n", reason, first, last, total, last+1)
+	}
+	return &tools.Output{Content: b.String(), Metadata: meta}, nil
+}
+
+// isBinary reports whether data looks binary: a NUL byte in the first
+// 8 KB, or invalid UTF-8.
+func isBinary(data []byte) bool {
+	head := data[:min(len(data), 8192)]
+	if bytes.IndexByte(head, 0) >= 0 {
+		return true
+	}
+	return !utf8.Valid(data)
+}
+
+// countLines counts lines: a final line without a newline counts.
+func countLines(data []byte) int {
+	n := bytes.Count(data, []byte{'\n'})
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		n++
+	}
+	return n
+}
+
+// clipLine returns the line as text, clipped to max characters with a
+// marker saying how many were cut.
+func clipLine(l []byte, max int) (string, int) {
+	if len(l) <= max { // bytes >= runes
+		return string(l), 0
+	}
+	n := utf8.RuneCount(l)
+	if n <= max {
+		return string(l), 0
+	}
+	i, k := 0, 0
+	for k < max {
+		_, size := utf8.DecodeRune(l[i:])
+		i += size
+		k++
+	}
+	cut := n - max
+	return string(l[:i]) + fmt.Sprintf("... [%d characters clipped]", cut), cut
+}
