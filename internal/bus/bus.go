@@ -106,7 +106,7 @@ func (c Config) Streams() []jetstream.StreamConfig {
 		{
 			Name: StreamResults, Subjects: []string{events.SubjectResults},
 			Retention: jetstream.LimitsPolicy, Storage: c.Storage, Replicas: c.Replicas,
-			MaxAge: c.ResultsMaxAge, Duplicates: 2 * time.Minute,
+			MaxAge: c.ResultsMaxAge, Duplicates: 2 * time.Minute, AllowDirect: true,
 			Description: "call results, kept so an agent can fetch one it missed",
 		},
 		{

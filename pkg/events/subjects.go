@@ -102,3 +102,7 @@ func SourceAgent(source string) (string, bool) {
 	}
 	return id, true
 }
+
+// SubjectToolsList is a request/reply subject any worker answers with the
+// registry listing (JSON array of ToolData).
+const SubjectToolsList = Prefix + ".api.tools"

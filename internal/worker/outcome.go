@@ -1,0 +1,72 @@
+package worker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tools"
+)
+
+// outcome maps what the pipeline returned to the wire result. This is the
+// one place where error kinds become statuses.
+func outcome(c *tools.Call, out *tools.Output, err error, shuttingDown bool) events.ResultData {
+	r := events.ResultData{CallID: c.ID, Agent: c.Agent, Tool: c.Name, SessionID: c.SessionID}
+	if c.Tool != nil {
+		r.Tool = c.Tool.Name
+	}
+	if out != nil {
+		r.Output, r.IsError, r.Metadata = out.Content, out.IsError, out.Metadata
+	}
+	if c.Decision != nil {
+		r.Decision = wireDecision(*c.Decision)
+	}
+	var (
+		pe *tools.PolicyError
+		ae *tools.ArgumentError
+	)
+	switch {
+	case err == nil && r.IsError:
+		r.Status = events.StatusError
+	case err == nil:
+		r.Status = events.StatusOK
+	case errors.As(err, &pe):
+		r.Decision = wireDecision(pe.Decision)
+		r.Status, r.IsError, r.Output = events.StatusDenied, true, err.Error()
+		if pe.Decision.Action == policy.Ask {
+			r.Status, r.IsError = events.StatusPending, false
+		}
+	case errors.As(err, &ae):
+		r.Status, r.IsError, r.Error, r.Output = events.StatusError, true, events.CodeInvalidArguments, err.Error()
+		r.Metadata = map[string]any{"fields": ae.Fields}
+	case errors.Is(err, tools.ErrUnknownTool):
+		r.Status, r.IsError, r.Error, r.Output = events.StatusError, true, events.CodeUnknownTool, err.Error()
+	case errors.Is(err, tools.ErrTimeout):
+		r.Status, r.IsError = events.StatusTimeout, true
+		r.Output = appendLine(r.Output, err.Error())
+	case errors.Is(err, context.Canceled) && shuttingDown:
+		r.Status, r.IsError = events.StatusInterrupted, true
+		r.Output = appendLine(r.Output, "interrupted: the worker shut down while the tool ran")
+	case errors.Is(err, context.Canceled):
+		r.Status, r.IsError = events.StatusCancelled, true
+		r.Output = appendLine(r.Output, "cancelled")
+	case errors.Is(err, tools.ErrPanic):
+		r.Status, r.IsError, r.Error, r.Output = events.StatusError, true, events.CodeInternal, err.Error()
+	default:
+		r.Status, r.IsError = events.StatusError, true
+		r.Output = appendLine(r.Output, err.Error())
+	}
+	return r
+}
+
+func wireDecision(d policy.Decision) *events.Decision {
+	return &events.Decision{Action: string(d.Action), Reason: d.Reason, Rule: d.Rule, Offending: d.Offending, Revision: d.Revision}
+}
+
+func appendLine(s, line string) string {
+	if s == "" {
+		return line
+	}
+	return s + "\n" + line
+}

@@ -1,0 +1,526 @@
+// Package worker runs toolgate's call loop: it takes calls from the shared
+// JetStream consumer, claims each call id once, runs it through the tool
+// pipeline on a bounded pool, and publishes the result, the audit event and
+// the policy violations. It is the only place that acks call messages.
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/tools"
+)
+
+// Config tunes a Worker. The zero value of each field means its default.
+type Config struct {
+	// Name identifies this worker in results and audit; default host-pid.
+	Name string
+	// Concurrency bounds the calls this worker runs at once; default 16.
+	Concurrency int
+	// MaxPayload bounds a call's message data in bytes; default 1 MiB.
+	MaxPayload int
+	// ShutdownGrace is how long running calls may finish after a stop
+	// signal before they are interrupted; default 30s.
+	ShutdownGrace time.Duration
+	// Bus is the stream, consumer and bucket configuration provisioned at
+	// start.
+	Bus bus.Config
+	// Parker parks calls the gate asks about; nil means an ask is refused.
+	Parker Parker
+	// Logger receives the worker's logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		host, _ := os.Hostname()
+		c.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 16
+	}
+	if c.MaxPayload <= 0 {
+		c.MaxPayload = 1 << 20
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Parker parks a call the policy gate asked about until people decide.
+type Parker interface {
+	// Park records the call and publishes an approval request. The worker
+	// then publishes a pending result and acks the call message.
+	Park(ctx context.Context, in *events.Call, c *tools.Call) error
+}
+
+// Worker takes calls from the bus and runs them.
+type Worker struct {
+	cfg      Config
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	pipe     *tools.Pipeline
+	handler  tools.Handler
+	log      *slog.Logger
+	calls    jetstream.KeyValue
+	results  jetstream.Stream
+	sem      chan struct{}
+	inflight sync.WaitGroup
+	stopping atomic.Bool
+
+	execCtx    context.Context
+	execCancel context.CancelFunc
+
+	// executions counts tool executions started by this worker (tests
+	// assert it to prove exactly-once).
+	executions atomic.Int64
+	// beforeAck, when set (tests only), runs after the result is published;
+	// returning false skips the ack, as a crash at that point would.
+	beforeAck func() bool
+}
+
+// New returns a worker over nc running calls through p.
+func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	w := &Worker{cfg: cfg, nc: nc, js: js, pipe: p, handler: p.Handler(), log: cfg.Logger.With("worker", cfg.Name),
+		sem: make(chan struct{}, cfg.Concurrency)}
+	w.execCtx, w.execCancel = context.WithCancel(context.Background())
+	return w, nil
+}
+
+// Name is the worker's name.
+func (w *Worker) Name() string { return w.cfg.Name }
+
+// Executions is how many calls this worker has handed to a tool.
+func (w *Worker) Executions() int64 { return w.executions.Load() }
+
+// Run provisions the bus, announces the registry, and takes calls until ctx
+// is done; then it stops taking calls, lets running ones finish within the
+// shutdown grace, flushes, and returns nil.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := bus.Provision(ctx, w.js, w.cfg.Bus); err != nil {
+		return err
+	}
+	var err error
+	if w.calls, err = w.js.KeyValue(ctx, bus.BucketCalls); err != nil {
+		return fmt.Errorf("open bucket %s: %w", bus.BucketCalls, err)
+	}
+	if w.results, err = w.js.Stream(ctx, bus.StreamResults); err != nil {
+		return fmt.Errorf("open stream %s: %w", bus.StreamResults, err)
+	}
+	cons, err := w.js.Consumer(ctx, bus.StreamCalls, bus.ConsumerWorkers)
+	if err != nil {
+		return fmt.Errorf("open consumer %s: %w", bus.ConsumerWorkers, err)
+	}
+	w.announce(ctx)
+	sub, err := w.nc.QueueSubscribe(events.SubjectToolsList, "workers", w.listTools)
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", events.SubjectToolsList, err)
+	}
+	defer sub.Unsubscribe()
+
+	cc, err := cons.Consume(w.receive,
+		jetstream.PullMaxMessages(w.cfg.Concurrency),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+				w.log.Warn("consume", "err", err)
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	w.log.Info("worker taking calls", "concurrency", w.cfg.Concurrency, "tools", len(w.pipe.Registry().List()))
+	<-ctx.Done()
+	w.shutdown(cc)
+	return nil
+}
+
+func (w *Worker) shutdown(cc jetstream.ConsumeContext) {
+	w.stopping.Store(true)
+	cc.Stop()
+	w.log.Info("stopping: finishing running calls", "grace", w.cfg.ShutdownGrace)
+	done := make(chan struct{})
+	go func() { w.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.cfg.ShutdownGrace):
+		w.log.Warn("shutdown grace over: interrupting running calls")
+		w.execCancel()
+		<-done
+	}
+	w.execCancel()
+	if err := w.nc.Flush(); err != nil {
+		w.log.Warn("flush", "err", err)
+	}
+	w.log.Info("worker stopped")
+}
+
+// receive is the consume callback: it only waits for a free slot and hands
+// the message to the pool, so executions never run inside the callback.
+func (w *Worker) receive(msg jetstream.Msg) {
+	if w.stopping.Load() {
+		_ = msg.Nak() // let another worker take it now
+		return
+	}
+	w.sem <- struct{}{}
+	if w.stopping.Load() {
+		<-w.sem
+		_ = msg.Nak()
+		return
+	}
+	w.inflight.Add(1)
+	go func() {
+		defer func() { <-w.sem; w.inflight.Done() }()
+		w.handle(msg)
+	}()
+}
+
+// record is what the calls bucket holds per call id: the claim.
+type record struct {
+	State     string    `json:"state"` // running
+	Worker    string    `json:"worker"`
+	Started   time.Time `json:"started"`
+	Heartbeat time.Time `json:"heartbeat"`
+}
+
+func (w *Worker) handle(msg jetstream.Msg) {
+	start := time.Now()
+	in, err := events.DecodeCall(msg.Subject(), msg.Headers(), msg.Data(), w.cfg.MaxPayload)
+	if err != nil {
+		w.reject(msg, in, err, start)
+		return
+	}
+	key := CallKey(in.Agent, in.ID)
+	rec, _ := json.Marshal(record{State: "running", Worker: w.cfg.Name, Started: start, Heartbeat: start})
+	rev, err := w.calls.Create(w.execCtx, key, rec)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		w.duplicate(msg, in, key)
+		return
+	}
+	if err != nil {
+		w.log.Warn("claim failed; will retry", "call_id", in.ID, "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	stop := w.heartbeat(msg, key, rev, start)
+	res := w.run(in)
+	stop()
+	res.DurationMS = tools.Elapsed(start)
+	if res.Status == events.StatusPending {
+		w.publishResult(in, res, false)
+		_ = msg.Ack()
+		return
+	}
+	w.publishResult(in, res, true)
+	if w.beforeAck != nil && !w.beforeAck() {
+		return
+	}
+	if err := msg.Ack(); err != nil {
+		w.log.Warn("ack", "call_id", in.ID, "err", err)
+	}
+}
+
+// run executes a decoded call through the pipeline and parks it on ask.
+func (w *Worker) run(in *events.Call) events.ResultData {
+	c := &tools.Call{ID: in.ID, Agent: in.Agent, SessionID: in.Data.SessionID, Name: in.Tool,
+		Arguments: in.Data.Arguments, Timeout: time.Duration(in.Data.TimeoutMS) * time.Millisecond}
+	c.Progress = w.progress(in, c)
+	w.executions.Add(1)
+	out, err := w.handler.Handle(w.execCtx, c)
+	res := outcome(c, out, err, w.stopping.Load())
+	var pe *tools.PolicyError
+	if errors.As(err, &pe) {
+		w.violation(in, c, pe)
+	}
+	if res.Status == events.StatusPending {
+		if w.cfg.Parker == nil {
+			res.Status, res.IsError = events.StatusDenied, true
+			res.Output = "approval required, but this worker has no approvals configured: " + err.Error()
+			return res
+		}
+		if perr := w.cfg.Parker.Park(w.execCtx, in, c); perr != nil {
+			w.log.Error("park failed", "call_id", in.ID, "err", perr)
+			res.Status, res.IsError, res.Error = events.StatusError, true, events.CodeInternal
+			res.Output = "could not park the call for approval: " + perr.Error()
+			return res
+		}
+		res.Output = "waiting for approval: " + pe.Decision.Reason
+	}
+	return res
+}
+
+// heartbeat keeps the message and the claim alive while a call runs long.
+func (w *Worker) heartbeat(msg jetstream.Msg, key string, rev uint64, start time.Time) (stop func()) {
+	every := w.ackWait() / 3
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				if err := msg.InProgress(); err != nil {
+					w.log.Warn("in-progress", "err", err)
+				}
+				rec, _ := json.Marshal(record{State: "running", Worker: w.cfg.Name, Started: start, Heartbeat: now})
+				if r, err := w.calls.Update(context.Background(), key, rec, rev); err == nil {
+					rev = r
+				}
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func (w *Worker) ackWait() time.Duration {
+	if w.cfg.Bus.AckWait > 0 {
+		return w.cfg.Bus.AckWait
+	}
+	return 30 * time.Second
+}
+
+// duplicate handles a call id that was already claimed: the stored result
+// is published again; a claim whose owner stopped heartbeating is reported
+// as interrupted (never run twice); a live claim is left to its owner.
+func (w *Worker) duplicate(msg jetstream.Msg, in *events.Call, key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	raw, err := w.results.GetLastMsgForSubject(ctx, events.ResultSubject(in.Agent, in.ID))
+	if err == nil {
+		var res events.ResultData
+		if _, derr := events.DecodeData(raw.Header, raw.Data, &res); derr == nil {
+			w.log.Info("duplicate call: republishing stored result", "call_id", in.ID, "status", res.Status)
+			w.publishResult(in, res, false)
+			_ = msg.Ack()
+			return
+		}
+	}
+	entry, err := w.calls.Get(ctx, key)
+	if err != nil {
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	var rec record
+	_ = json.Unmarshal(entry.Value(), &rec)
+	if time.Since(rec.Heartbeat) > 2*w.ackWait() {
+		w.log.Warn("call claimed by a worker that stopped; reporting interrupted", "call_id", in.ID, "owner", rec.Worker)
+		res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID,
+			Status: events.StatusInterrupted, IsError: true,
+			Output: fmt.Sprintf("interrupted: worker %s stopped while running this call; it is not run again", rec.Worker)}
+		w.publishResult(in, res, true)
+		_ = msg.Ack()
+		return
+	}
+	// The owner is alive and will ack; look again after the ack wait.
+	_ = msg.NakWithDelay(w.ackWait())
+}
+
+// reject answers a message that could not be decoded: an error result on
+// the agent's result subject when there is an agent to answer, an audit
+// event, and the message terminated so it never blocks the queue.
+func (w *Worker) reject(msg jetstream.Msg, in *events.Call, err error, start time.Time) {
+	code := events.ErrorCode(err)
+	w.log.Warn("rejected call", "subject", msg.Subject(), "code", code, "err", err)
+	if events.ValidToken(in.ID) != nil {
+		// No usable call id: name the result after the stream sequence.
+		in.ID = "invalid"
+		if meta, merr := msg.Metadata(); merr == nil {
+			in.ID = fmt.Sprintf("seq-%d", meta.Sequence.Stream)
+		}
+	}
+	res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, Status: events.StatusError, IsError: true,
+		Error: code, Output: "rejected: " + err.Error(), DurationMS: tools.Elapsed(start)}
+	if events.ValidToken(in.Agent) == nil {
+		w.publishResult(in, res, true)
+	} else {
+		w.audit(in, res)
+	}
+	_ = msg.TermWithReason(code)
+}
+
+// publishResult publishes res on the agent's result subject in the mode
+// the call came in and, when audit is set, the audit event; it waits for
+// both to be stored.
+func (w *Worker) publishResult(in *events.Call, res events.ResultData, audit bool) {
+	res.Agent = in.Agent
+	id := CallKey(in.Agent, in.ID) + ":" + string(res.Status)
+	if res.Status.Final() {
+		id = CallKey(in.Agent, in.ID) + ":result"
+	}
+	ev, err := events.New(id, "toolgate://worker/"+w.cfg.Name, events.TypeCallCompleted, res)
+	if err != nil {
+		w.log.Error("encode result", "call_id", in.ID, "err", err)
+		return
+	}
+	ev.SetSubject(in.ID)
+	if in.TraceParent != "" {
+		ev.SetExtension("traceparent", in.TraceParent)
+	}
+	m, err := events.Encode(events.ResultSubject(in.Agent, in.ID), ev, in.Mode)
+	if err != nil {
+		w.log.Error("encode result", "call_id", in.ID, "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	f, err := w.js.PublishMsgAsync(m)
+	if err != nil {
+		w.log.Error("publish result", "call_id", in.ID, "err", err)
+		return
+	}
+	if audit {
+		w.audit(in, res)
+	}
+	select {
+	case <-f.Ok():
+	case err := <-f.Err():
+		w.log.Error("publish result", "call_id", in.ID, "err", err)
+	case <-ctx.Done():
+		w.log.Error("publish result timed out", "call_id", in.ID)
+	}
+}
+
+func (w *Worker) audit(in *events.Call, res events.ResultData) {
+	sum := sha256.Sum256(in.Data.Arguments)
+	a := events.AuditData{CallID: in.ID, Agent: in.Agent, Tool: res.Tool, SessionID: in.Data.SessionID, Status: res.Status,
+		IsError: res.IsError, Decision: res.Decision, DurationMS: res.DurationMS, ArgsSHA256: hex.EncodeToString(sum[:]),
+		OutputBytes: len(res.Output), Worker: w.cfg.Name, Error: res.Error, Time: time.Now().UTC()}
+	agent, tool := tokenOr(in.Agent, "_"), tokenOr(res.Tool, "_")
+	w.publishEvent(events.AuditSubject(agent, tool), CallKey(in.Agent, in.ID)+":audit", events.TypeCallAudited, a)
+}
+
+func (w *Worker) violation(in *events.Call, c *tools.Call, pe *tools.PolicyError) {
+	d := pe.Decision
+	v := events.ViolationData{CallID: in.ID, Agent: in.Agent, Tool: c.Name, Action: string(d.Action), Rule: d.Rule,
+		Reason: d.Reason, Offending: d.Offending, Revision: d.Revision}
+	if c.Tool != nil {
+		v.Tool = c.Tool.Name
+	}
+	w.publishEvent(events.ViolationSubject(in.Agent), CallKey(in.Agent, in.ID)+":violation", events.TypePolicyViolation, v)
+}
+
+// publishEvent publishes a binary-mode event asynchronously; JetStream's
+// async window bounds how many are outstanding.
+func (w *Worker) publishEvent(subject, id, typ string, data any) {
+	ev, err := events.New(id, "toolgate://worker/"+w.cfg.Name, typ, data)
+	if err != nil {
+		w.log.Error("encode event", "type", typ, "err", err)
+		return
+	}
+	m, err := events.Encode(subject, ev, events.Binary)
+	if err != nil {
+		w.log.Error("encode event", "type", typ, "err", err)
+		return
+	}
+	if _, err := w.js.PublishMsgAsync(m); err != nil {
+		w.log.Error("publish event", "type", typ, "err", err)
+	}
+}
+
+// progress returns the call's progress sink: best-effort core NATS events.
+func (w *Worker) progress(in *events.Call, c *tools.Call) func(stream, chunk string) {
+	var seq atomic.Int64
+	subject := events.ProgressSubject(in.Agent, in.ID)
+	return func(stream, chunk string) {
+		n := seq.Add(1)
+		ev, err := events.New(fmt.Sprintf("%s:progress:%d", CallKey(in.Agent, in.ID), n), "toolgate://worker/"+w.cfg.Name,
+			events.TypeCallProgress, events.ProgressData{CallID: in.ID, Tool: c.Name, Stream: stream, Seq: n, Chunk: chunk})
+		if err != nil {
+			return
+		}
+		if m, err := events.Encode(subject, ev, events.Binary); err == nil {
+			_ = w.nc.PublishMsg(m)
+		}
+	}
+}
+
+// announce publishes a registered event for every tool, and registry
+// changes from now on.
+func (w *Worker) announce(ctx context.Context) {
+	for _, t := range w.pipe.Registry().List() {
+		w.toolEvent(events.TypeToolRegistered, t)
+	}
+	w.pipe.Registry().Watch(func(ch tools.Change) {
+		typ := events.TypeToolRegistered
+		if ch.Kind == tools.Unregistered {
+			typ = events.TypeToolUnregistered
+		}
+		w.toolEvent(typ, ch.Tool)
+	})
+}
+
+func (w *Worker) toolEvent(typ string, t *tools.Tool) {
+	w.publishEvent(events.ToolEventSubject(t.Name), nuid.Next(), typ, ToolData(t, w.cfg.Name))
+}
+
+// ToolData describes t for registry events and listings.
+func ToolData(t *tools.Tool, worker string) events.ToolData {
+	return events.ToolData{Name: t.Name, Aliases: t.Aliases, Description: t.Description, Kind: string(t.Kind),
+		Version: t.Version, Parameters: t.Parameters, Worker: worker}
+}
+
+func (w *Worker) listTools(m *nats.Msg) {
+	var out []events.ToolData
+	for _, t := range w.pipe.Registry().List() {
+		out = append(out, ToolData(t, w.cfg.Name))
+	}
+	b, _ := json.Marshal(out)
+	_ = m.Respond(b)
+}
+
+// CallKey is the calls-bucket key of a call: the agent and the call id when
+// the id is a safe key token, else a hash of it.
+func CallKey(agent, id string) string {
+	if safeKey(id) {
+		return agent + "." + id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return agent + ".h" + hex.EncodeToString(sum[:16])
+}
+
+func safeKey(s string) bool {
+	if s == "" || len(s) > 200 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '=') {
+			return false
+		}
+	}
+	return true
+}
+
+func tokenOr(s, def string) string {
+	if events.ValidToken(s) != nil {
+		return def
+	}
+	return s
+}
