@@ -1,0 +1,36 @@
+// Command worker runs a toolgate worker. With no --nats it starts an
+// embedded NATS server with JetStream, so nothing else is needed.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/toolgate/toolgate/internal/daemon"
+)
+
+func main() {
+	var o daemon.Options
+	fs := flag.NewFlagSet("worker", flag.ExitOnError)
+	fs.StringVar(&o.NATSURL, "nats", os.Getenv("NATS_URL"), "NATS server or cluster URL (env NATS_URL); empty starts an embedded server")
+	fs.StringVar(&o.Listen, "listen", "127.0.0.1:4222", "where the embedded NATS server listens")
+	fs.StringVar(&o.DataDir, "data", ".toolgate", "where the embedded NATS server stores its data")
+	fs.StringVar(&o.Workspace, "workspace", ".", "directory the tools are confined to")
+	fs.StringVar(&o.SkillsDir, "skills", "", "directory of SKILL.md files (default <workspace>/.skills)")
+	fs.IntVar(&o.Concurrency, "concurrency", 16, "calls this worker runs at once")
+	fs.StringVar(&o.Name, "name", "", "worker name in results and audit (default host-pid)")
+	fs.IntVar(&o.MaxPayload, "max-payload", 1<<20, "largest call message accepted, in bytes")
+	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 0, "how long running calls may finish on SIGTERM (default 30s)")
+	fs.IntVar(&o.Replicas, "replicas", 1, "stream replicas when provisioning a JetStream cluster")
+	_ = fs.Parse(os.Args[1:])
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := daemon.Run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
