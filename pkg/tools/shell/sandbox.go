@@ -1,0 +1,223 @@
+package shell
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sandbox kinds.
+const (
+	// KindBwrap: commands run inside bubblewrap.
+	KindBwrap = "bwrap"
+	// KindNone: commands run without a sandbox.
+	KindNone = "none"
+)
+
+// ErrSandboxUnavailable is returned by Detect in ModeRequire when
+// bubblewrap is missing or does not work on this machine.
+var ErrSandboxUnavailable = errors.New("sandbox unavailable")
+
+// nobody is the uid and gid commands run as when the worker is root and
+// the workspace belongs to root.
+const nobody = 65534
+
+// probeTimeout bounds the start-up check that bubblewrap works.
+const probeTimeout = 30 * time.Second
+
+// Sandbox says what isolation commands get, as Detect found it.
+type Sandbox struct {
+	// Mode is the mode asked for.
+	Mode Mode `json:"mode"`
+	// Kind is KindBwrap or KindNone.
+	Kind string `json:"kind"`
+	// Bwrap is the path of the bwrap program; empty for KindNone.
+	Bwrap string `json:"bwrap,omitempty"`
+	// Version is what bwrap --version printed, e.g. "bubblewrap 0.8.0".
+	Version string `json:"version,omitempty"`
+	// Setpriv is the path of setpriv, which drops root inside the sandbox;
+	// set only when the worker runs as root.
+	Setpriv string `json:"setpriv,omitempty"`
+	// Reason says why Kind is KindNone.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Enabled reports whether commands run inside bubblewrap.
+func (s Sandbox) Enabled() bool { return s.Kind == KindBwrap }
+
+// String describes the sandbox in one line for the start-up log.
+func (s Sandbox) String() string {
+	if !s.Enabled() {
+		return "none: commands run WITHOUT a sandbox (" + s.Reason + ")"
+	}
+	msg := "bwrap " + s.Bwrap
+	if s.Version != "" {
+		msg += " (" + s.Version + ")"
+	}
+	if s.Setpriv != "" {
+		msg += ", root dropped with " + s.Setpriv
+	}
+	return msg
+}
+
+// Detect says what Config.Sandbox = mode will use: bubblewrap (its path
+// and version) or none (and why). In ModeAuto and ModeRequire it looks up
+// bwrap in PATH (and setpriv when the worker runs as root) and runs one
+// trivial command in a sandbox built like the real ones, so that a bwrap
+// that is installed but cannot create namespaces here is found at start-up
+// rather than on the first call. ModeAuto falls back to none; ModeRequire
+// returns an error wrapping ErrSandboxUnavailable. An unknown mode is an
+// error wrapping ErrInvalidMode.
+func Detect(mode Mode) (Sandbox, error) {
+	m, err := ParseMode(string(mode))
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if m == ModeOff {
+		return Sandbox{Mode: m, Kind: KindNone, Reason: "sandbox mode off"}, nil
+	}
+	s, reason := find()
+	s.Mode = m
+	if reason == "" {
+		return s, nil
+	}
+	if m == ModeRequire {
+		return Sandbox{}, fmt.Errorf("%w: sandbox mode require: %s", ErrSandboxUnavailable, reason)
+	}
+	return Sandbox{Mode: m, Kind: KindNone, Reason: reason}, nil
+}
+
+// find looks for a working bubblewrap; reason is empty when it found one.
+func find() (s Sandbox, reason string) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		return s, "bwrap not found in PATH: install the bubblewrap package"
+	}
+	s = Sandbox{Kind: KindBwrap, Bwrap: bwrap}
+	if os.Geteuid() == 0 {
+		p, err := exec.LookPath("setpriv")
+		if err != nil {
+			return s, "the worker runs as root and setpriv (util-linux), needed to drop root inside bwrap, is not in PATH"
+		}
+		s.Setpriv = p
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bwrap, "--version").Output()
+	if err != nil {
+		return s, fmt.Sprintf("%s --version failed: %v", bwrap, err)
+	}
+	s.Version = strings.TrimSpace(string(out))
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		truePath = "/bin/true"
+	}
+	id := identity{}
+	if s.Setpriv != "" {
+		id = identity{drop: true, uid: nobody, gid: nobody}
+	}
+	argv := s.argv("", "/", false, id, []string{truePath})
+	probe := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	probe.Env = []string{"PATH=" + defaultPath}
+	var stderr bytes.Buffer
+	probe.Stderr = &stderr
+	if err := probe.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return s, fmt.Sprintf("bwrap at %s cannot build a sandbox here: %s", bwrap, msg)
+	}
+	return s, ""
+}
+
+// identity is who the command runs as.
+type identity struct {
+	drop     bool // switch to uid:gid (the worker is root)
+	uid, gid uint32
+}
+
+// argv builds the bwrap command line that runs inner with the workspace
+// ws (empty: none) as the only writable directory besides private /tmp and
+// /dev/shm, starting in cwd.
+func (s Sandbox) argv(ws, cwd string, network bool, id identity, inner []string) []string {
+	a := []string{s.Bwrap,
+		"--ro-bind", "/", "/",
+		"--dev", "/dev",
+		"--perms", "1777", "--tmpfs", "/dev/shm",
+		"--proc", "/proc",
+		"--perms", "1777", "--tmpfs", "/tmp",
+	}
+	if ws != "" {
+		// The workspace may lie under a directory the sandbox replaces
+		// with a fresh tmpfs; bwrap would create the parents root-only,
+		// so an unprivileged user could not reach the workspace by its
+		// absolute path. Create them searchable.
+		for _, d := range parentsUnder(ws, "/tmp", "/dev/shm") {
+			a = append(a, "--perms", "0755", "--dir", d)
+		}
+		a = append(a, "--bind", ws, ws)
+	}
+	a = append(a,
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+	)
+	if !network {
+		a = append(a, "--unshare-net")
+	}
+	a = append(a, "--die-with-parent", "--new-session", "--cap-drop", "ALL")
+	if id.drop {
+		// Just what setpriv needs to switch to the unprivileged user;
+		// setpriv then empties the bounding set, and the uid change
+		// clears the rest.
+		a = append(a, "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
+	}
+	a = append(a, "--chdir", cwd, "--")
+	if id.drop {
+		a = append(a, s.Setpriv,
+			"--reuid="+strconv.FormatUint(uint64(id.uid), 10),
+			"--regid="+strconv.FormatUint(uint64(id.gid), 10),
+			"--clear-groups",
+			"--no-new-privs",
+			"--bounding-set=-all",
+			"--inh-caps=-all",
+			"--")
+	}
+	return append(a, inner...)
+}
+
+// parentsUnder lists the directories strictly between each of roots and
+// p, outermost first, for the root p lies under.
+func parentsUnder(p string, roots ...string) []string {
+	for _, root := range roots {
+		rel, ok := within(root, p)
+		if !ok || rel == "." {
+			continue
+		}
+		var out []string
+		d := root
+		parts := strings.Split(rel, string(filepath.Separator))
+		for _, part := range parts[:len(parts)-1] {
+			d = filepath.Join(d, part)
+			out = append(out, d)
+		}
+		return out
+	}
+	return nil
+}
+
+// within reports whether p is root or lies under it (both clean and
+// absolute), and p relative to root.
+func within(root, p string) (string, bool) {
+	rel, err := filepath.Rel(root, p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return "", false
+	}
+	return rel, true
+}

@@ -1,0 +1,709 @@
+// Package shell is toolgate's bash tool. It runs a command line with bash
+// in the workspace and returns stdout, stderr and the exit code apart.
+//
+// Every command gets a scrubbed environment (an allowlist: PATH, LANG,
+// HOME set to the workspace), resource limits (CPU seconds, file size,
+// address space, open files, no core files), and its own process group,
+// which is killed as a whole when the command ends, times out or is
+// cancelled, so that nothing it started outlives the call. Output is
+// bounded while it is read (head and tail kept per stream), so a command
+// printing gigabytes leaves the worker's memory flat, and it is streamed
+// to Call.Progress while the command runs.
+//
+// With bubblewrap (Config.Sandbox auto or require, see Detect) the
+// command also runs in a sandbox: the root filesystem read-only, the
+// workspace the only writable place besides a private /tmp and /dev/shm,
+// fresh PID, IPC, UTS and cgroup namespaces, no network unless
+// Config.NetworkAllowed grants it, all capabilities dropped, no new
+// privileges, a new session, dying with the worker.
+//
+// When the worker runs as root, commands never do: they run as Config.UID
+// and Config.GID, by default the owner of the workspace when that is not
+// root (so that they can write it), else nobody (65534:65534), who can
+// write the workspace only if its mode lets others write. Give the
+// workspace to an unprivileged user (chown) when the worker runs as root.
+// Inside bubblewrap the switch is made by setpriv after the sandbox is
+// built; without it, by the kernel at exec.
+package shell
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tools"
+)
+
+// Timeouts of the bash tool; the call's timeout argument is in ms.
+const (
+	DefaultTimeout = 60 * time.Second
+	MaxTimeout     = 600 * time.Second
+)
+
+// Default resource limits, for the zero fields of Limits.
+const (
+	DefaultCPUSeconds   = 600
+	DefaultFileSize     = 2 << 30 // bytes
+	DefaultAddressSpace = 8 << 30 // bytes
+	DefaultOpenFiles    = 1024
+)
+
+// waitDelay bounds how long exec.Cmd.Wait waits for the leader to die
+// after Cancel, before it kills the leader itself.
+const waitDelay = 5 * time.Second
+
+// drainGrace bounds how long output is read after the command's process
+// group is gone: only a process that left the group (setsid without a
+// sandbox) can hold a pipe open that long.
+var drainGrace = 2 * time.Second
+
+// Limits are resource limits set (soft and hard, so the command cannot
+// raise them) for every command. Zero means the default; a negative value
+// means no limit of that kind. A limit above the worker's own hard limit
+// is lowered to it. Core files are always off.
+type Limits struct {
+	// CPUSeconds is the CPU time of each process (RLIMIT_CPU). Zero means
+	// 600.
+	CPUSeconds int `yaml:"cpu_seconds,omitempty" json:"cpu_seconds,omitempty"`
+	// FileSize is the largest file a command may write, in bytes
+	// (RLIMIT_FSIZE). Zero means 2 GiB.
+	FileSize int64 `yaml:"file_size,omitempty" json:"file_size,omitempty"`
+	// AddressSpace is the virtual memory of each process, in bytes
+	// (RLIMIT_AS). Zero means 8 GiB; runtimes that reserve much address
+	// space (V8, the JVM) may need more or none.
+	AddressSpace int64 `yaml:"address_space,omitempty" json:"address_space,omitempty"`
+	// OpenFiles is the number of open files per process (RLIMIT_NOFILE).
+	// Zero means 1024.
+	OpenFiles int `yaml:"open_files,omitempty" json:"open_files,omitempty"`
+	// Processes is RLIMIT_NPROC. The kernel counts it per user across the
+	// machine (and ignores it for root), so it is off unless set.
+	Processes int `yaml:"processes,omitempty" json:"processes,omitempty"`
+}
+
+// Config configures the bash tool.
+type Config struct {
+	// Workspace is where commands start and the only directory the
+	// sandbox lets them write. Required.
+	Workspace string `yaml:"workspace" json:"workspace"`
+	// Sandbox is auto (the default), require or off; see Detect.
+	Sandbox Mode `yaml:"sandbox,omitempty" json:"sandbox,omitempty"`
+	// NetworkAllowed says whether a call may use the network (when the
+	// policy grants the network kind). Nil means never. Only a sandbox
+	// can take the network away: with none, commands have the worker's.
+	NetworkAllowed func(c *tools.Call) bool `yaml:"-" json:"-"`
+	// Limits are the resource limits of every command.
+	Limits Limits `yaml:"limits,omitempty" json:"limits,omitempty"`
+	// MaxOutput bounds each of stdout and stderr, and the content given to
+	// the model, in characters. Zero means tools.DefaultMaxOutput.
+	MaxOutput int `yaml:"max_output,omitempty" json:"max_output,omitempty"`
+	// Shell is the path of bash. Empty means bash from PATH.
+	Shell string `yaml:"shell,omitempty" json:"shell,omitempty"`
+	// Env adds variables to the commands' environment. Names that look
+	// like secrets (key, token, password, ...), LD_*, GIT_*, BASH_ENV and
+	// the like are refused; HOME is always the workspace.
+	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	// UID and GID are who commands run as when the worker runs as root.
+	// Zero means the owner of the workspace when it is not root, else
+	// 65534 (nobody). They must not be root.
+	UID int `yaml:"uid,omitempty" json:"uid,omitempty"`
+	GID int `yaml:"gid,omitempty" json:"gid,omitempty"`
+	// Logger receives one debug line per command and warnings. Nil means
+	// slog.Default().
+	Logger *slog.Logger `yaml:"-" json:"-"`
+}
+
+// Validate names the field that is wrong.
+func (c Config) Validate() error {
+	if c.Workspace == "" {
+		return errors.New("bash config: workspace: required")
+	}
+	if _, err := ParseMode(string(c.Sandbox)); err != nil {
+		return fmt.Errorf("bash config: sandbox: %w", err)
+	}
+	if c.MaxOutput < 0 {
+		return errors.New("bash config: max_output: must not be negative")
+	}
+	if c.UID < 0 || c.GID < 0 {
+		return errors.New("bash config: uid, gid: must not be negative")
+	}
+	for k, v := range c.Env {
+		if err := checkEnvName(k); err != nil {
+			return fmt.Errorf("bash config: env: %w", err)
+		}
+		if strings.ContainsRune(v, 0) {
+			return fmt.Errorf("bash config: env: %s: value contains a NUL byte", k)
+		}
+	}
+	return nil
+}
+
+// bash is the tool's state, fixed at New.
+type bash struct {
+	ws      string
+	shell   string
+	sb      Sandbox
+	id      identity
+	env     []string
+	limits  Limits
+	maxOut  int
+	network func(*tools.Call) bool
+	log     *slog.Logger
+}
+
+// New returns the bash tool (aliases run_shell and exec) for cfg. It
+// fails when cfg is invalid, the workspace is not a directory or is /,
+// bash is missing, or the sandbox mode cannot be met (Detect).
+func New(cfg Config) (*tools.Tool, error) {
+	if !supported {
+		return nil, fmt.Errorf("bash tool: %w on %s", errors.ErrUnsupported, runtime.GOOS)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ws, err := realDir(cfg.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("bash config: workspace: %w", err)
+	}
+	if ws == "/" {
+		return nil, errors.New("bash config: workspace: / cannot be the workspace: commands could write the whole filesystem")
+	}
+	sh := cfg.Shell
+	if sh == "" {
+		sh = "bash"
+	}
+	if sh, err = exec.LookPath(sh); err != nil {
+		return nil, fmt.Errorf("bash config: shell: %w", err)
+	}
+	sb, err := Detect(cfg.Sandbox)
+	if err != nil {
+		return nil, err
+	}
+	id, err := runAs(ws, cfg.UID, cfg.GID)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	b := &bash{
+		ws:      ws,
+		shell:   sh,
+		sb:      sb,
+		id:      id,
+		env:     environ(ws, cfg.Env, os.Getenv),
+		limits:  resolveLimits(cfg.Limits),
+		maxOut:  cfg.MaxOutput,
+		network: cfg.NetworkAllowed,
+		log:     log,
+	}
+	if b.maxOut == 0 {
+		b.maxOut = tools.DefaultMaxOutput
+	}
+	if !sb.Enabled() {
+		log.Warn("bash commands run without a sandbox", "reason", sb.Reason)
+	}
+	return &tools.Tool{
+		Name:           "bash",
+		Aliases:        []string{"run_shell", "exec"},
+		Description:    b.description(),
+		Parameters:     json.RawMessage(parameters),
+		Kind:           policy.KindExecute,
+		Category:       "builtin",
+		DefaultTimeout: DefaultTimeout,
+		MaxTimeout:     MaxTimeout,
+		MaxOutput:      b.maxOut,
+		Annotations:    tools.Annotations{Destructive: true, OpenWorld: true},
+		Handler:        tools.HandlerFunc(b.handle),
+	}, nil
+}
+
+const parameters = `{
+  "type": "object",
+  "properties": {
+    "command": {"type": "string", "minLength": 1, "pattern": "\\S", "description": "The command line, run with bash -c."},
+    "cwd": {"type": "string", "description": "Directory to run in: relative to the workspace, or absolute inside it. Default: the workspace."},
+    "timeout": {"type": "integer", "minimum": 0, "maximum": 600000, "description": "Timeout in milliseconds, at most 600000. 0 or absent: 60000."},
+    "description": {"type": "string", "description": "What the command does, in a few words, for people reading the log."}
+  },
+  "required": ["command"],
+  "additionalProperties": false
+}`
+
+func (b *bash) description() string {
+	d := "Run a bash command line in the workspace and return its stdout, stderr and exit code. " +
+		"The command starts in the workspace (or cwd inside it) with HOME set to the workspace and a minimal environment; " +
+		"it is killed with everything it started when it ends, after timeout ms (default 60000, at most 600000), or when the call is cancelled; " +
+		"background processes do not survive the call. Each of stdout and stderr keeps at most " + strconv.Itoa(b.maxOut) +
+		" characters (the middle is cut). A non-zero exit code is an error result with stderr."
+	if b.sb.Enabled() {
+		d += " It runs in a sandbox: the workspace is the only writable directory (plus a private /tmp), and there is no network access unless granted."
+	}
+	return d
+}
+
+// realDir is the absolute path of dir with symlinks resolved; it must be a
+// directory.
+func realDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", real)
+	}
+	return real, nil
+}
+
+// runAs decides who commands run as; see Config.UID.
+func runAs(ws string, uid, gid int) (identity, error) {
+	if os.Geteuid() != 0 {
+		return identity{}, nil
+	}
+	fi, err := os.Stat(ws)
+	if err != nil {
+		return identity{}, fmt.Errorf("bash config: workspace: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return identity{}, fmt.Errorf("bash config: workspace: cannot read the owner of %s", ws)
+	}
+	id := identity{drop: true, uid: nobody, gid: nobody}
+	if st.Uid != 0 {
+		id.uid = st.Uid
+		if st.Gid != 0 {
+			id.gid = st.Gid
+		}
+	}
+	if uid > 0 {
+		id.uid, id.gid = uint32(uid), nobody
+	}
+	if gid > 0 {
+		id.gid = uint32(gid)
+	}
+	return id, nil
+}
+
+// resolveLimits applies the defaults and lowers each limit to the
+// worker's own hard limit, which an unprivileged command could not exceed.
+func resolveLimits(l Limits) Limits {
+	def := func(v, d int64) int64 {
+		if v == 0 {
+			return d
+		}
+		return v
+	}
+	capTo := func(v int64, resource int) int64 {
+		var rl syscall.Rlimit
+		if v > 0 && syscall.Getrlimit(resource, &rl) == nil && rl.Max != ^uint64(0) && uint64(v) > rl.Max {
+			return int64(rl.Max)
+		}
+		return v
+	}
+	return Limits{
+		CPUSeconds:   int(capTo(def(int64(l.CPUSeconds), DefaultCPUSeconds), syscall.RLIMIT_CPU)),
+		FileSize:     capTo(def(l.FileSize, DefaultFileSize), syscall.RLIMIT_FSIZE),
+		AddressSpace: capTo(def(l.AddressSpace, DefaultAddressSpace), syscall.RLIMIT_AS),
+		OpenFiles:    int(capTo(def(int64(l.OpenFiles), DefaultOpenFiles), syscall.RLIMIT_NOFILE)),
+		Processes:    l.Processes,
+	}
+}
+
+// prologue is the bash text that sets the limits before the command runs.
+// bash's ulimit builtin is setrlimit(2) in the process that then execs the
+// command's own bash: it needs no other program, works the same in and
+// out of the sandbox, and without -H or -S sets the hard limit too.
+func (l Limits) prologue() string {
+	parts := []string{"ulimit -c 0"}
+	add := func(flag string, v int64) {
+		if v > 0 {
+			parts = append(parts, "ulimit -"+flag+" "+strconv.FormatInt(v, 10))
+		}
+	}
+	add("t", int64(l.CPUSeconds))
+	if l.FileSize > 0 {
+		add("f", (l.FileSize+1023)/1024) // 1024-byte blocks
+	}
+	if l.AddressSpace > 0 {
+		add("v", (l.AddressSpace+1023)/1024) // KiB
+	}
+	add("n", int64(l.OpenFiles))
+	add("u", int64(l.Processes))
+	return strings.Join(parts, " && ")
+}
+
+// inner is the command line that sets the limits and runs command.
+func (b *bash) inner(command string) []string {
+	script := b.limits.prologue() + ` || { echo "toolgate: cannot set resource limits" >&2; exit 126; }; exec "$0" -c "$1"`
+	return []string{b.shell, "-c", script, b.shell, command}
+}
+
+// args are a call's decoded arguments.
+type args struct {
+	command, cwd string
+	timeout      time.Duration
+}
+
+func argErr(field, format string, a ...any) error {
+	return &tools.ArgumentError{Tool: "bash", Fields: []tools.FieldError{{Field: field, Message: fmt.Sprintf(format, a...)}}}
+}
+
+// parseArgs reads the arguments the pipeline validated, checking them
+// again so that the handler fails closed when called directly.
+func parseArgs(c *tools.Call) (args, error) {
+	m := c.Args
+	if m == nil && len(c.Arguments) > 0 {
+		if err := json.Unmarshal(c.Arguments, &m); err != nil {
+			return args{}, argErr("", "not a JSON object: %v", err)
+		}
+	}
+	var a args
+	cmd, ok := m["command"].(string)
+	switch {
+	case !ok:
+		return a, argErr("/command", "required, a string")
+	case strings.TrimSpace(cmd) == "":
+		return a, argErr("/command", "must not be empty")
+	case strings.ContainsRune(cmd, 0):
+		return a, argErr("/command", "must not contain NUL bytes")
+	}
+	a.command = cmd
+	if v, present := m["cwd"]; present {
+		s, ok := v.(string)
+		if !ok {
+			return a, argErr("/cwd", "must be a string")
+		}
+		if strings.ContainsRune(s, 0) {
+			return a, argErr("/cwd", "must not contain NUL bytes")
+		}
+		a.cwd = s
+	}
+	a.timeout = DefaultTimeout
+	if v, present := m["timeout"]; present {
+		ms, ok := intArg(v)
+		if !ok || ms < 0 || ms > MaxTimeout.Milliseconds() {
+			return a, argErr("/timeout", "must be an integer number of milliseconds from 0 to %d", MaxTimeout.Milliseconds())
+		}
+		if ms > 0 {
+			a.timeout = time.Duration(ms) * time.Millisecond
+		}
+	}
+	return a, nil
+}
+
+func intArg(v any) (int64, bool) {
+	switch n := v.(type) {
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	case float64:
+		return int64(n), n == float64(int64(n))
+	case int:
+		return int64(n), true
+	case int64:
+		return n, true
+	}
+	return 0, false
+}
+
+// resolveCwd is the real directory a call asked for, which must be the
+// workspace or inside it. The sandbox, not this check, is what confines
+// a command: a command can cd anywhere it may read.
+func (b *bash) resolveCwd(p string) (string, error) {
+	if p == "" {
+		return b.ws, nil
+	}
+	full := p
+	if !filepath.IsAbs(full) {
+		full = filepath.Join(b.ws, full)
+	}
+	if _, ok := within(b.ws, filepath.Clean(full)); !ok {
+		return "", argErr("/cwd", "%q is outside the workspace %s", p, b.ws)
+	}
+	real, err := filepath.EvalSymlinks(full)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", argErr("/cwd", "%q does not exist in the workspace", p)
+		}
+		return "", argErr("/cwd", "%q: %v", p, err)
+	}
+	if _, ok := within(b.ws, real); !ok {
+		return "", argErr("/cwd", "%q leads outside the workspace (to %s)", p, real)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", argErr("/cwd", "%q: %v", p, err)
+	}
+	if !fi.IsDir() {
+		return "", argErr("/cwd", "%q is not a directory", p)
+	}
+	return real, nil
+}
+
+// allowNetwork asks Config.NetworkAllowed; a panic in it is a no.
+func (b *bash) allowNetwork(c *tools.Call) (ok bool) {
+	if b.network == nil {
+		return false
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			b.log.Error("NetworkAllowed panicked; network denied", "call_id", c.ID, "panic", r)
+			ok = false
+		}
+	}()
+	return b.network(c)
+}
+
+func (b *bash) handle(ctx context.Context, c *tools.Call) (*tools.Output, error) {
+	a, err := parseArgs(c)
+	if err != nil {
+		return nil, err
+	}
+	cwd, err := b.resolveCwd(a.cwd)
+	if err != nil {
+		return nil, err
+	}
+	network := b.allowNetwork(c)
+	cause := fmt.Errorf("%w: the command ran past its timeout of %s", tools.ErrTimeout, a.timeout)
+	runCtx, cancel := context.WithTimeoutCause(ctx, a.timeout, cause)
+	defer cancel()
+	res, err := b.run(runCtx, c, a.command, cwd, network)
+	if err != nil {
+		return nil, err
+	}
+	var killed error
+	if res.cancelled {
+		killed = killedError(runCtx)
+	}
+	out := b.output(res, network, killed)
+	b.log.Debug("bash command ended", "call_id", c.ID, "tool", "bash", "agent", c.Agent,
+		"sandbox", b.sb.Kind, "exit_code", res.code, "killed", killed != nil,
+		"stdout_bytes", res.out.bytes, "stderr_bytes", res.err.bytes, "duration", res.duration)
+	return out, killed
+}
+
+// killedError is the error of a call whose command was killed because
+// ctx was done: it wraps ctx's error and its cause, and tools.ErrTimeout
+// for a deadline.
+func killedError(ctx context.Context) error {
+	e, cause := ctx.Err(), context.Cause(ctx)
+	if errors.Is(e, context.DeadlineExceeded) && !errors.Is(cause, tools.ErrTimeout) {
+		cause = fmt.Errorf("%w: %w", tools.ErrTimeout, cause)
+	}
+	if errors.Is(cause, e) {
+		return fmt.Errorf("bash: command killed: %w", cause)
+	}
+	return fmt.Errorf("bash: command killed: %w (%w)", cause, e)
+}
+
+// result is what a run gathered.
+type result struct {
+	out, err  *capture
+	code      int
+	cancelled bool // killed because the context was done
+	duration  time.Duration
+}
+
+// run starts the command, reads its output while it runs, and returns
+// once its process group is gone.
+func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, network bool) (*result, error) {
+	argv, dir, id := b.inner(command), cwd, b.id
+	if b.sb.Enabled() {
+		// bwrap starts as the worker; setpriv drops root inside.
+		argv, dir, id = b.sb.argv(b.ws, cwd, network, b.id, argv), "/", identity{}
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("bash: stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("bash: stderr pipe: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = b.env
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.SysProcAttr = sysProcAttr(id)
+	g := &group{}
+	cmd.Cancel = func() error { return g.cancel(cmd.Process.Pid) }
+	cmd.WaitDelay = waitDelay
+
+	start := time.Now()
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if ctx.Err() != nil {
+			return nil, killedError(ctx)
+		}
+		return nil, fmt.Errorf("bash: start %s in %s: %w", argv[0], dir, err)
+	}
+	pid := cmd.Process.Pid
+
+	res := &result{out: newCapture(b.maxOut), err: newCapture(b.maxOut)}
+	var p *pump
+	if c.Progress != nil {
+		p = newPump(c.Progress, b.log.With("call_id", c.ID))
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go drain(&wg, outR, 0, res.out, p)
+	go drain(&wg, errR, 1, res.err, p)
+
+	if err := waitExited(pid); err != nil {
+		b.log.Error("bash: waiting for the command failed; killing its group", "call_id", c.ID, "err", err)
+	}
+	res.cancelled = g.finish(pid)
+	waitErr := cmd.Wait()
+	res.duration = time.Since(start)
+
+	// What the group wrote is in the pipes and is read to the end; only a
+	// process that left the group can keep a pipe open, and it is not
+	// waited for.
+	deadline := time.Now().Add(drainGrace)
+	for _, f := range []*os.File{outR, errR} {
+		if err := f.SetReadDeadline(deadline); err != nil {
+			b.log.Warn("bash: cannot bound the output drain", "call_id", c.ID, "err", err)
+		}
+	}
+	wg.Wait()
+	outR.Close()
+	errR.Close()
+	if p != nil {
+		var grace time.Duration
+		if ctx.Err() != nil {
+			grace = drainGrace
+		}
+		p.close(grace)
+	}
+
+	st := cmd.ProcessState
+	if st == nil {
+		return nil, fmt.Errorf("bash: wait: %w", waitErr)
+	}
+	res.code = exitCode(st)
+	return res, nil
+}
+
+// drain reads one stream into its capture and the progress pump.
+func drain(wg *sync.WaitGroup, f *os.File, i int, c *capture, p *pump) {
+	defer wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			c.Write(buf[:n])
+			if p != nil {
+				p.write(i, buf[:n])
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// exitCode is the exit status, or 128 plus the signal that killed the
+// process, as shells report it.
+func exitCode(st *os.ProcessState) int {
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
+}
+
+// output builds the tool's Output from a run.
+func (b *bash) output(res *result, network bool, killed error) *tools.Output {
+	stdout, outCut := res.out.render(b.maxOut)
+	stderr, errCut := res.err.render(b.maxOut)
+	md := map[string]any{
+		"exit_code":    res.code,
+		"stdout":       stdout,
+		"stderr":       stderr,
+		"stdout_bytes": res.out.bytes,
+		"stderr_bytes": res.err.bytes,
+		"sandbox":      b.sb.Kind,
+		"network":      network || !b.sb.Enabled(),
+		"timed_out":    killed != nil && errors.Is(killed, context.DeadlineExceeded),
+		"duration_ms":  res.duration.Milliseconds(),
+	}
+	if outCut > 0 || errCut > 0 {
+		md["truncated"] = true
+		md["stdout_truncated_chars"] = outCut
+		md["stderr_truncated_chars"] = errCut
+	}
+	return &tools.Output{
+		Content:  b.content(res, killed),
+		IsError:  res.code != 0 || killed != nil,
+		Metadata: md,
+	}
+}
+
+// content is the text for the model: stdout, then stderr, then how the
+// command ended, within MaxOutput characters in all.
+func (b *bash) content(res *result, killed error) string {
+	var foot []string
+	if res.code != 0 && killed == nil {
+		foot = append(foot, fmt.Sprintf("[exit code %d]", res.code))
+	}
+	if killed != nil {
+		foot = append(foot, "["+strings.TrimPrefix(killed.Error(), "bash: ")+"]")
+	}
+	footer := strings.Join(foot, "\n")
+	const label = "[stderr]\n"
+	avail := max(b.maxOut-len([]rune(footer))-len(label)-4, 64)
+	outN, errN := int(res.out.runes), int(res.err.runes)
+	outShare, errShare := outN, errN
+	if outN+errN > avail {
+		errShare = min(errN, max(avail/3, avail-outN))
+		outShare = avail - errShare
+	}
+	var s strings.Builder
+	if outN > 0 && outShare > 0 {
+		text, _ := res.out.render(outShare)
+		s.WriteString(text)
+	}
+	if errN > 0 && errShare > 0 {
+		if s.Len() > 0 && !strings.HasSuffix(s.String(), "\n") {
+			s.WriteByte('\n')
+		}
+		text, _ := res.err.render(errShare)
+		s.WriteString(label)
+		s.WriteString(text)
+	}
+	if footer != "" {
+		if s.Len() > 0 && !strings.HasSuffix(s.String(), "\n") {
+			s.WriteByte('\n')
+		}
+		s.WriteString(footer)
+	}
+	if s.Len() == 0 {
+		return "(no output)"
+	}
+	return s.String()
+}
