@@ -1,0 +1,181 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/pkg/approval"
+)
+
+// ListAmendments returns the amendments stored in the policy bucket kv,
+// oldest first, including expired ones (see Amendment.Active).
+func ListAmendments(ctx context.Context, kv jetstream.KeyValue) ([]approval.Amendment, error) {
+	lister, err := kv.ListKeysFiltered(ctx, approval.AmendmentKeyPrefix+">")
+	if err != nil {
+		return nil, fmt.Errorf("list amendments: %w", err)
+	}
+	defer lister.Stop()
+	var out []approval.Amendment
+	for key := range lister.Keys() {
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list amendments: %s: %w", key, err)
+		}
+		a, err := decodeAmendment(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	sortAmendments(out)
+	return out, nil
+}
+
+// RevokeAmendment deletes the amendment id; ErrNotFound when there is none.
+func RevokeAmendment(ctx context.Context, kv jetstream.KeyValue, id string) error {
+	key := approval.AmendmentKeyPrefix + id
+	if strings.ContainsAny(id, ".*> ") || id == "" {
+		return fmt.Errorf("%w: amendment %q", ErrNotFound, id)
+	}
+	if _, err := kv.Get(ctx, key); err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("%w: amendment %q", ErrNotFound, id)
+		}
+		return fmt.Errorf("revoke amendment %s: %w", id, err)
+	}
+	if err := kv.Delete(ctx, key); err != nil {
+		return fmt.Errorf("revoke amendment %s: %w", id, err)
+	}
+	return nil
+}
+
+// WatchAmendments calls fn with the active amendments in the policy bucket
+// kv once they are loaded and again after every change (and whenever one
+// expires), until ctx ends. Calls to fn do not overlap. A record that does
+// not decode is logged and left out.
+func WatchAmendments(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger, fn func([]approval.Amendment)) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	var mu sync.Mutex
+	all := map[string]approval.Amendment{}
+	publish := func() {
+		now := time.Now()
+		var active []approval.Amendment
+		for _, a := range all {
+			if a.Active(now) {
+				active = append(active, a)
+			}
+		}
+		sortAmendments(active)
+		fn(active)
+	}
+	for ctx.Err() == nil {
+		w, err := kv.Watch(ctx, approval.AmendmentKeyPrefix+">")
+		if err != nil {
+			log.Debug("watch amendments", "err", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(250 * time.Millisecond):
+			}
+			continue
+		}
+		tick := time.NewTicker(time.Second)
+		loaded := false
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				break loop
+			case <-tick.C:
+				mu.Lock()
+				expiring := false
+				for _, a := range all {
+					if a.ExpiresAt != nil && !a.Active(time.Now()) {
+						delete(all, a.ID)
+						expiring = true
+					}
+				}
+				if expiring && loaded {
+					publish()
+				}
+				mu.Unlock()
+			case e, ok := <-w.Updates():
+				if !ok {
+					break loop
+				}
+				mu.Lock()
+				if e == nil {
+					loaded = true
+					publish()
+					mu.Unlock()
+					continue
+				}
+				id := strings.TrimPrefix(e.Key(), approval.AmendmentKeyPrefix)
+				if e.Operation() != jetstream.KeyValuePut {
+					delete(all, id)
+				} else if a, err := decodeAmendment(e); err != nil {
+					log.Error("unreadable amendment", "key", e.Key(), "err", err)
+					delete(all, id)
+				} else {
+					all[id] = a
+				}
+				if loaded {
+					publish()
+				}
+				mu.Unlock()
+			}
+		}
+		tick.Stop()
+		_ = w.Stop()
+	}
+	return nil
+}
+
+func decodeAmendment(e jetstream.KeyValueEntry) (approval.Amendment, error) {
+	var a approval.Amendment
+	if err := json.Unmarshal(e.Value(), &a); err != nil {
+		return a, fmt.Errorf("amendment %s: %w", e.Key(), err)
+	}
+	a.ID = strings.TrimPrefix(e.Key(), approval.AmendmentKeyPrefix)
+	return a, nil
+}
+
+func sortAmendments(as []approval.Amendment) {
+	slices.SortFunc(as, func(a, b approval.Amendment) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}
+
+// RegisterApproverKey records an approver service's public key in the
+// approvals bucket kv, where workers with no configured trusted keys find
+// it. Registering a key again keeps its first registration.
+func RegisterApproverKey(ctx context.Context, kv jetstream.KeyValue, k approval.ApproverKey) error {
+	if k.RegisteredAt.IsZero() {
+		k.RegisteredAt = time.Now().UTC()
+	}
+	if _, err := approval.NewKeySet(k.PublicKey); err != nil {
+		return fmt.Errorf("register approver key: %w", err)
+	}
+	val, _ := json.Marshal(k)
+	if _, err := kv.Create(ctx, approverKeyPrefix+k.PublicKey, val); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("register approver key: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,412 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/pkg/approval"
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// ResumeFunc continues a decided call: the worker re-evaluates the policy in
+// force now, runs the call when it was approved (or answered), and
+// publishes the result (rejected or expired otherwise). The Manager calls
+// it once per decided call; an error makes it try again later with backoff,
+// so it must be safe to call again for a call it already finished.
+type ResumeFunc func(ctx context.Context, p *Parked, o Outcome) error
+
+// Options configures a Manager. The zero value is the default.
+type Options struct {
+	// Name names this worker in claims and events; default host-pid.
+	Name string
+	// TrustedKeys are the nkey public keys (U...) whose decisions are
+	// accepted. Empty means: trust every key an approver service registered
+	// in the approvals bucket (the zero-config setup; logged loudly).
+	TrustedKeys []string
+	// DefaultTimeout is how long people have when the rule sets nothing;
+	// default approval.DefaultTimeout (10 minutes).
+	DefaultTimeout time.Duration
+	// SweepInterval is how often expired calls and lapsed claims are looked
+	// for; default 1s.
+	SweepInterval time.Duration
+	// ClaimLease is how long a resume claim lasts unless renewed; renewed
+	// every third of it while the resume runs; default 1 minute.
+	ClaimLease time.Duration
+	// Retention is how long a resumed call's record is kept for the
+	// history before the sweep deletes it; default 24h.
+	Retention time.Duration
+	// MaxResumes bounds resumes running at once; default 16.
+	MaxResumes int
+	// DecisionAckWait is the decisions consumer's ack wait; default 30s.
+	DecisionAckWait time.Duration
+	// Logger receives the manager's logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Name == "" {
+		host, _ := os.Hostname()
+		o.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = approval.DefaultTimeout
+	}
+	if o.SweepInterval <= 0 {
+		o.SweepInterval = time.Second
+	}
+	if o.ClaimLease <= 0 {
+		o.ClaimLease = time.Minute
+	}
+	if o.Retention <= 0 {
+		o.Retention = 24 * time.Hour
+	}
+	if o.MaxResumes <= 0 {
+		o.MaxResumes = 16
+	}
+	if o.DecisionAckWait <= 0 {
+		o.DecisionAckWait = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// DecisionsConsumer is the configuration of the decisions consumer every
+// worker shares.
+func DecisionsConsumer(ackWait time.Duration) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       bus.ConsumerApprovalDecisions,
+		Description:   "approval decisions, shared by every worker",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		MaxDeliver:    10,
+		BackOff:       nil,
+		MaxAckPending: 1024,
+		FilterSubject: approval.SubjectDecisions,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
+// Manager parks calls and resumes them once decided. Every worker runs one;
+// they share the bucket and the decisions consumer, and compare-and-set on
+// the parked record makes them agree.
+type Manager struct {
+	opts    Options
+	js      jetstream.JetStream
+	kv      jetstream.KeyValue
+	policy  jetstream.KeyValue
+	log     *slog.Logger
+	trusted approval.KeySet // nil: trust registered keys
+	now     func() time.Time
+
+	mu         sync.Mutex
+	registered map[string]bool    // registered approver keys (zero-config)
+	index      map[string]*Parked // call key → last seen record
+	busy       map[string]bool    // call keys this manager is resuming
+	sem        chan struct{}
+	resumes    sync.WaitGroup
+}
+
+// NewManager opens the approvals and policy buckets (provisioned by
+// bus.Provision) and creates the shared decisions consumer.
+func NewManager(ctx context.Context, js jetstream.JetStream, opts Options) (*Manager, error) {
+	opts = opts.withDefaults()
+	m := &Manager{opts: opts, js: js, log: opts.Logger.With("component", "approvals", "worker", opts.Name),
+		now: time.Now, registered: map[string]bool{}, index: map[string]*Parked{}, busy: map[string]bool{},
+		sem: make(chan struct{}, opts.MaxResumes)}
+	var err error
+	if m.kv, err = js.KeyValue(ctx, bus.BucketApprovals); err != nil {
+		return nil, fmt.Errorf("approvals bucket %s: %w", bus.BucketApprovals, err)
+	}
+	if m.policy, err = js.KeyValue(ctx, bus.BucketPolicy); err != nil {
+		return nil, fmt.Errorf("policy bucket %s: %w", bus.BucketPolicy, err)
+	}
+	if len(opts.TrustedKeys) > 0 {
+		if m.trusted, err = approval.NewKeySet(opts.TrustedKeys...); err != nil {
+			return nil, fmt.Errorf("trusted approver keys: %w", err)
+		}
+	} else {
+		m.log.Warn("NO TRUSTED APPROVER KEYS CONFIGURED: trusting every approver key registered in the approvals bucket; " +
+			"anyone who can write to bucket " + bus.BucketApprovals + " can approve calls. Configure trusted keys in production.")
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, bus.StreamApprovals, DecisionsConsumer(opts.DecisionAckWait)); err != nil {
+		return nil, fmt.Errorf("decisions consumer: %w", err)
+	}
+	return m, nil
+}
+
+// Name is the worker name the manager claims calls under.
+func (m *Manager) Name() string { return m.opts.Name }
+
+// Park stores the parked call (pending, keyed by call id, with its expiry:
+// the question's or rule's timeout, else the default) and publishes its
+// approval request on toolgate.approval.request.<call id>, deduplicated by
+// Nats-Msg-Id. Parking the same call again is harmless; parking a different
+// call under a taken id fails with ErrConflict.
+func (m *Manager) Park(ctx context.Context, p *Parked) error {
+	if err := p.prepare(m.now(), m.opts.DefaultTimeout); err != nil {
+		return err
+	}
+	if p.Worker == "" {
+		p.Worker = m.opts.Name
+	}
+	rec, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("park %s: encode: %w", p.CallID, err)
+	}
+	key := CallKey(p.CallID)
+	if _, err := m.kv.Create(ctx, key, rec); err != nil {
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("park %s: %w", p.CallID, err)
+		}
+		old, _, gerr := m.get(ctx, p.CallID)
+		if gerr != nil {
+			return fmt.Errorf("park %s: %w", p.CallID, gerr)
+		}
+		if old.ArgsSHA256 != p.ArgsSHA256 {
+			return fmt.Errorf("%w: call %s", ErrConflict, p.CallID)
+		}
+		if old.Status.Final() {
+			return nil // decided already; nothing to ask
+		}
+		*p = *old
+	}
+	req := p.Request()
+	data, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("park %s: encode request: %w", p.CallID, err)
+	}
+	msg := ceMsg(events.ApprovalRequestSubject(p.CallID), "approval-request-"+p.CallID,
+		"toolgate://worker/"+m.opts.Name, events.TypeApprovalRequested, data)
+	if _, err := m.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("park %s: publish request: %w", p.CallID, err)
+	}
+	m.log.Info("call parked", "call_id", p.CallID, "agent", p.Agent, "tool", p.Tool,
+		"rule", p.Decision.Rule, "approvers", p.Threshold(), "expires_at", p.ExpiresAt)
+	return nil
+}
+
+// Get returns the parked record of callID, or ErrNotFound.
+func (m *Manager) Get(ctx context.Context, callID string) (*Parked, error) {
+	p, _, err := m.get(ctx, callID)
+	return p, err
+}
+
+func (m *Manager) get(ctx context.Context, callID string) (*Parked, uint64, error) {
+	return getParked(ctx, m.kv, callID)
+}
+
+func getParked(ctx context.Context, kv jetstream.KeyValue, callID string) (*Parked, uint64, error) {
+	e, err := kv.Get(ctx, CallKey(callID))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, 0, fmt.Errorf("%w: %s", ErrNotFound, callID)
+		}
+		return nil, 0, fmt.Errorf("get parked call %s: %w", callID, err)
+	}
+	var p Parked
+	if err := json.Unmarshal(e.Value(), &p); err != nil {
+		return nil, 0, fmt.Errorf("%w: record %s: %v", ErrInvalidParked, e.Key(), err)
+	}
+	return &p, e.Revision(), nil
+}
+
+// Pending lists the calls waiting for a decision, oldest first.
+func (m *Manager) Pending(ctx context.Context) ([]*Parked, error) {
+	all, err := List(ctx, m.kv)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Parked
+	for _, p := range all {
+		if p.Status == approval.Pending {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// List returns every parked-call record in the approvals bucket kv (pending
+// and decided), oldest first.
+func List(ctx context.Context, kv jetstream.KeyValue) ([]*Parked, error) {
+	lister, err := kv.ListKeysFiltered(ctx, callKeyPrefix+">")
+	if err != nil {
+		return nil, fmt.Errorf("list parked calls: %w", err)
+	}
+	defer lister.Stop()
+	var out []*Parked
+	for key := range lister.Keys() {
+		e, err := kv.Get(ctx, key)
+		if err != nil {
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				continue
+			}
+			return nil, fmt.Errorf("list parked calls: %s: %w", key, err)
+		}
+		var p Parked
+		if err := json.Unmarshal(e.Value(), &p); err != nil {
+			continue // not ours to judge here; the sweep logs it
+		}
+		out = append(out, &p)
+	}
+	slices.SortFunc(out, func(a, b *Parked) int { return a.ParkedAt.Compare(b.ParkedAt) })
+	return out, nil
+}
+
+// Run consumes decisions and sweeps for expired calls and lapsed claims
+// until ctx ends, calling resume once for every call that becomes final.
+// It returns after the resumes it started have returned (their ctx is
+// cancelled with Run's).
+func (m *Manager) Run(ctx context.Context, resume ResumeFunc) error {
+	if resume == nil {
+		return errors.New("approvals: Run needs a resume callback")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer m.resumes.Wait()
+
+	cons, err := m.js.CreateOrUpdateConsumer(ctx, bus.StreamApprovals, DecisionsConsumer(m.opts.DecisionAckWait))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("decisions consumer: %w", err)
+	}
+	cc, err := cons.Consume(func(msg jetstream.Msg) { m.handleDecision(ctx, msg, resume) },
+		jetstream.PullMaxMessages(16), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if ctx.Err() == nil {
+				m.log.Debug("decisions consumer", "err", err)
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("consume decisions: %w", err)
+	}
+	defer cc.Stop()
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); m.watchCalls(ctx) }()
+	go func() { defer wg.Done(); m.watchKeys(ctx) }()
+	t := time.NewTicker(m.opts.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			cc.Stop()
+			wg.Wait()
+			return nil
+		case <-t.C:
+			m.sweep(ctx, resume)
+		}
+	}
+}
+
+// watchCalls keeps the index of parked calls the sweep walks, re-opening
+// the watch when it ends (server restart).
+func (m *Manager) watchCalls(ctx context.Context) {
+	watchLoop(ctx, m.kv, callKeyPrefix+">", m.log, func(e jetstream.KeyValueEntry) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if e.Operation() != jetstream.KeyValuePut {
+			delete(m.index, e.Key())
+			return
+		}
+		var p Parked
+		if err := json.Unmarshal(e.Value(), &p); err != nil {
+			m.log.Error("unreadable parked record", "key", e.Key(), "err", err)
+			return
+		}
+		m.index[e.Key()] = &p
+	})
+}
+
+// watchKeys keeps the registered approver keys (zero-config trust).
+func (m *Manager) watchKeys(ctx context.Context) {
+	if m.trusted != nil {
+		return
+	}
+	watchLoop(ctx, m.kv, approverKeyPrefix+">", m.log, func(e jetstream.KeyValueEntry) {
+		pub := strings.TrimPrefix(e.Key(), approverKeyPrefix)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if e.Operation() != jetstream.KeyValuePut {
+			delete(m.registered, pub)
+			return
+		}
+		if !m.registered[pub] {
+			m.log.Warn("trusting registered approver key (no trusted keys configured)", "public_key", pub)
+		}
+		m.registered[pub] = true
+	})
+}
+
+// watchLoop runs a KV watch on filter, calling fn for every entry, and
+// re-opens it whenever it ends until ctx does.
+func watchLoop(ctx context.Context, kv jetstream.KeyValue, filter string, log *slog.Logger, fn func(jetstream.KeyValueEntry)) {
+	for ctx.Err() == nil {
+		w, err := kv.Watch(ctx, filter)
+		if err != nil {
+			log.Debug("watch", "filter", filter, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			continue
+		}
+		for e := range w.Updates() {
+			if e != nil {
+				fn(e)
+			}
+		}
+		_ = w.Stop()
+	}
+}
+
+// isTrusted reports whether pub may sign decisions.
+func (m *Manager) isTrusted(ctx context.Context, pub string) bool {
+	if m.trusted != nil {
+		return m.trusted.Trusted(pub)
+	}
+	m.mu.Lock()
+	ok := m.registered[pub]
+	m.mu.Unlock()
+	if ok {
+		return true
+	}
+	// The watch may lag a key registered a moment ago: ask the bucket.
+	if _, err := m.kv.Get(ctx, approverKeyPrefix+pub); err == nil {
+		m.mu.Lock()
+		m.registered[pub] = true
+		m.mu.Unlock()
+		return true
+	}
+	return false
+}
+
+// ceMsg builds a binary-mode CloudEvent message, deduplicated by id.
+func ceMsg(subject, id, source, typ string, data []byte) *nats.Msg {
+	msg := nats.NewMsg(subject)
+	msg.Header.Set("ce-specversion", "1.0")
+	msg.Header.Set("ce-id", id)
+	msg.Header.Set("ce-source", source)
+	msg.Header.Set("ce-type", typ)
+	msg.Header.Set("ce-time", time.Now().UTC().Format(time.RFC3339Nano))
+	msg.Header.Set("content-type", "application/json")
+	msg.Header.Set(nats.MsgIdHdr, id)
+	msg.Data = data
+	return msg
+}
