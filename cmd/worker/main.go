@@ -26,6 +26,7 @@ func main() {
 	fs.IntVar(&o.MaxPayload, "max-payload", 1<<20, "largest call message accepted, in bytes")
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 0, "how long running calls may finish on SIGTERM (default 30s)")
 	fs.IntVar(&o.Replicas, "replicas", 1, "stream replicas when provisioning a JetStream cluster")
+	fs.Var(&o.Sandbox, "sandbox", "bash isolation: auto (bubblewrap when installed), require (refuse to start without it), off")
 	_ = fs.Parse(os.Args[1:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/worker"
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/builtin"
+	"github.com/toolgate/toolgate/pkg/tools/shell"
 )
 
 // Options configure a worker process. The zero value of each field means
@@ -47,6 +48,8 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// Replicas for streams and buckets when provisioning a cluster.
 	Replicas int
+	// Sandbox is the bash tool's isolation: auto (default), require, off.
+	Sandbox shell.Mode
 	// Logger receives logs; default a text logger on stderr.
 	Logger *slog.Logger
 	// Out receives the start-up banner; default stderr.
@@ -64,6 +67,15 @@ func Run(ctx context.Context, o Options) error {
 	ws, err := workspace(o.Workspace)
 	if err != nil {
 		return err
+	}
+	sb, err := shell.Detect(o.Sandbox)
+	if err != nil {
+		return err // require without a working bubblewrap: refuse to start
+	}
+	if sb.Enabled() {
+		fmt.Fprintf(o.Out, "toolgate: bash sandbox: %s\n", sb)
+	} else {
+		fmt.Fprintf(o.Out, "toolgate: WARNING: bash sandbox: %s; install bubblewrap (apt-get install -y bubblewrap) or run with --sandbox require to refuse this\n", sb)
 	}
 	url := o.NATSURL
 	if url == "" {
@@ -88,6 +100,13 @@ func Run(ctx context.Context, o Options) error {
 	reg := tools.NewRegistry()
 	if err := builtin.Register(reg, builtin.Config{Workspace: ws, SkillsDir: o.SkillsDir}); err != nil {
 		return fmt.Errorf("register built-in tools: %w", err)
+	}
+	bash, err := shell.New(shell.Config{Workspace: ws, Sandbox: o.Sandbox, Logger: o.Logger})
+	if err != nil {
+		return fmt.Errorf("bash tool: %w", err)
+	}
+	if err := reg.Register(bash); err != nil {
+		return err
 	}
 	pipe := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithLogger(o.Logger))
 	w, err := worker.New(nc, pipe, worker.Config{

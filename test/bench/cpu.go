@@ -1,0 +1,5 @@
+package main
+
+import "runtime"
+
+func runtimeNumCPU() int { return runtime.NumCPU() }
