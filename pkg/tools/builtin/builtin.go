@@ -131,7 +131,7 @@ func Register(reg *tools.Registry, cfg Config) error {
 		return fmt.Errorf("builtin: %w", err)
 	}
 	s := &set{cfg: cfg, ws: ws}
-	ts := []*tools.Tool{s.readTool(), s.lsTool(), s.globTool(), s.grepTool()}
+	ts := []*tools.Tool{s.readTool(), s.writeTool(), s.editTool(), s.lsTool(), s.globTool(), s.grepTool(), s.skillTool()}
 	for _, t := range ts {
 		t.Category = "builtin"
 		if t.MaxOutput == 0 {

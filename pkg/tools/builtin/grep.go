@@ -572,7 +572,7 @@ func (s *set) contentLines(r *fileResult, data []byte, m *matcher, o *grepOption
 		if i+1 < len(starts) {
 			end = starts[i+1] - 1
 		}
-		return data[starts[i]:end]
+		return bytes.TrimSuffix(data[starts[i]:end], []byte{'\n'})
 	}
 	isHit := make(map[int]bool, len(hits))
 	for _, h := range hits {

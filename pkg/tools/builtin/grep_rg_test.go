@@ -53,8 +53,8 @@ func TestGrepAgreesWithRipgrep(t *testing.T) {
 	e := newEnv(t, Config{Workspace: src, MaxOutput: 1 << 24, MaxReadSize: 1 << 30})
 	for _, tc := range []struct {
 		name, pattern, path string
-		extra             map[string]any
-		rgExtra           []string
+		extra               map[string]any
+		rgExtra             []string
 	}{
 		{name: "literal", pattern: "func main", path: "cmd/go"},
 		{name: "regex", pattern: `^func \(\w+ \*Server\) Serve`, path: "net"},
