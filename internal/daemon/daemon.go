@@ -54,6 +54,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Out receives the start-up banner; default stderr.
 	Out io.Writer
+	// Ready, if set, is called with the NATS URL once the worker takes
+	// calls (tests and embedding programs use it).
+	Ready func(natsURL string)
 }
 
 // Run runs a worker process until ctx is done, then shuts down cleanly.
@@ -117,6 +120,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	fmt.Fprintf(o.Out, "toolgate: workspace %s; tools: %v\n", ws, reg.Names())
+	if o.Ready != nil {
+		w.OnReady(func() { o.Ready(url) })
+	}
 	if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

@@ -93,6 +93,7 @@ type Worker struct {
 	// executions counts tool executions started by this worker (tests
 	// assert it to prove exactly-once).
 	executions atomic.Int64
+	onReady func()
 	// beforeAck, when set (tests only), runs after the result is published;
 	// returning false skips the ack, as a crash at that point would.
 	beforeAck func() bool
@@ -116,6 +117,9 @@ func (w *Worker) Name() string { return w.cfg.Name }
 
 // Executions is how many calls this worker has handed to a tool.
 func (w *Worker) Executions() int64 { return w.executions.Load() }
+
+// OnReady sets a function Run calls once the worker takes calls.
+func (w *Worker) OnReady(fn func()) { w.onReady = fn }
 
 // Run provisions the bus, announces the registry, and takes calls until ctx
 // is done; then it stops taking calls, lets running ones finish within the
@@ -153,6 +157,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("consume: %w", err)
 	}
 	w.log.Info("worker taking calls", "concurrency", w.cfg.Concurrency, "tools", len(w.pipe.Registry().List()))
+	if w.onReady != nil {
+		w.onReady()
+	}
 	<-ctx.Done()
 	w.shutdown(cc)
 	return nil

@@ -1,0 +1,191 @@
+// Package test holds end-to-end tests: a whole worker process (embedded
+// nats-server, built-in tools, sandbox) driven through the bus by the Go
+// client and by toolctl, as users drive it.
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/toolctl"
+	"github.com/toolgate/toolgate/pkg/client"
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// process is a running worker process, as `go run ./cmd/worker` starts it.
+type process struct {
+	url  string
+	ws   string
+	out  *bytes.Buffer
+	stop func() error
+}
+
+func startProcess(t *testing.T, ws string, mod func(*daemon.Options)) *process {
+	t.Helper()
+	ready := make(chan string, 1)
+	out := &bytes.Buffer{}
+	o := daemon.Options{
+		Listen: "127.0.0.1:0", DataDir: t.TempDir(), Workspace: ws,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: out,
+		Ready: func(url string) { ready <- url },
+	}
+	if mod != nil {
+		mod(&o)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- daemon.Run(ctx, o) }()
+	p := &process{ws: ws, out: out}
+	select {
+	case p.url = <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("worker exited at start: %v\n%s", err, out)
+	case <-time.After(60 * time.Second):
+		cancel()
+		t.Fatal("worker did not become ready")
+	}
+	stopped := false
+	p.stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() { _ = p.stop() })
+	return p
+}
+
+func (p *process) toolctl(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	code = toolctl.Run(ctx, append([]string{"--nats", p.url, "--agent", "cli"}, args...), &o, &e)
+	return o.String(), e.String(), code
+}
+
+func (p *process) client(t *testing.T, agent string) *client.Client {
+	t.Helper()
+	nc, err := nats.Connect(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c, err := client.New(nc, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestQuickStart is the README's quick start: a worker with no
+// configuration, and `toolctl call read path=README.md` printing the file.
+func TestQuickStart(t *testing.T) {
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "README.md"), "# hello\nfrom the quick start\n")
+	p := startProcess(t, ws, nil)
+	if !strings.Contains(p.out.String(), "listening on nats://127.0.0.1:") || !strings.Contains(p.out.String(), "data in ") {
+		t.Fatalf("start-up banner does not say where it listens and stores:\n%s", p.out)
+	}
+	out, errOut, code := p.toolctl(t, "call", "read", "path=README.md")
+	if code != toolctl.ExitOK || !strings.Contains(out, "from the quick start") || !strings.Contains(out, "     2\t") {
+		t.Fatalf("toolctl call read: code %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	out, _, code = p.toolctl(t, "tools")
+	for _, name := range []string{"read (read_file)", "bash (run_shell, exec)", "grep (search_files)"} {
+		if code != 0 || !strings.Contains(out, name) {
+			t.Fatalf("toolctl tools lacks %q:\n%s", name, out)
+		}
+	}
+	// A failing call exits non-zero and says why.
+	_, errOut, code = p.toolctl(t, "call", "read", "path=../outside")
+	if code != toolctl.ExitFailed || !strings.Contains(errOut, "status error") {
+		t.Fatalf("read outside: code %d stderr %s", code, errOut)
+	}
+	out, _, code = p.toolctl(t, "events", "--json")
+	if code != 0 || !strings.Contains(out, events.TypeCallCompleted) || !strings.Contains(out, events.TypeCallAudited) || !strings.Contains(out, events.TypeToolRegistered) {
+		t.Fatalf("toolctl events:\n%s", out)
+	}
+	if err := p.stop(); err != nil {
+		t.Fatalf("worker did not stop cleanly: %v", err)
+	}
+}
+
+// TestEveryToolOverTheBus runs each built-in tool end to end through the
+// bus.
+func TestEveryToolOverTheBus(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "src", "main.go"), "package main\n\nfunc main() { println(\"needle\") }\n")
+	writeFile(t, filepath.Join(ws, ".skills", "review", "SKILL.md"), "---\nname: review\ndescription: review a change\n---\nRead the diff twice.\n")
+	p := startProcess(t, ws, nil)
+	c := p.client(t, "agent-e2e")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	steps := []struct {
+		tool    string
+		args    string
+		status  events.Status
+		contain string
+	}{
+		{"write", `{"path":"notes/todo.txt","content":"one\ntwo\n"}`, events.StatusOK, ""},
+		{"read_file", `{"path":"notes/todo.txt"}`, events.StatusOK, "     2\ttwo"},
+		{"edit", `{"path":"notes/todo.txt","old_string":"two","new_string":"three"}`, events.StatusOK, "+three"},
+		{"read", `{"path":"notes/todo.txt","start_line":2,"end_line":2}`, events.StatusOK, "three"},
+		{"ls", `{"path":"notes"}`, events.StatusOK, "todo.txt"},
+		{"glob", `{"pattern":"**/*.go"}`, events.StatusOK, "src/main.go"},
+		{"grep", `{"pattern":"needle","output_mode":"content"}`, events.StatusOK, "main.go:3:"},
+		{"grep", `{"pattern":"absent-word"}`, events.StatusOK, ""},
+		{"bash", `{"command":"echo out; echo err >&2; cat notes/todo.txt"}`, events.StatusOK, "three"},
+		{"bash", `{"command":"exit 7"}`, events.StatusError, "7"},
+		{"skill", `{"skill":"review"}`, events.StatusOK, "Read the diff twice."},
+		{"read", `{"path":"/etc/passwd"}`, events.StatusError, "outside"},
+		{"edit", `{"path":"notes/todo.txt","old_string":"same","new_string":"same"}`, events.StatusError, ""},
+	}
+	for _, s := range steps {
+		res, err := c.Call(ctx, s.tool, json.RawMessage(s.args))
+		if err != nil {
+			t.Fatalf("%s %s: %v", s.tool, s.args, err)
+		}
+		if res.Status != s.status || !strings.Contains(res.Output, s.contain) {
+			t.Fatalf("%s %s: status %s, want %s containing %q:\n%s", s.tool, s.args, res.Status, s.status, s.contain, res.Output)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(ws, "notes", "todo.txt"))
+	if err != nil || string(b) != "one\nthree\n" {
+		t.Fatalf("file after write+edit = %q, %v", b, err)
+	}
+	// The bash result keeps stdout, stderr and the exit code apart.
+	res, err := c.Call(ctx, "bash", map[string]any{"command": "echo out; echo err >&2; exit 3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Metadata["stdout"] != "out\n" || res.Metadata["stderr"] != "err\n" || res.Metadata["exit_code"] != float64(3) {
+		t.Fatalf("bash metadata = %v", res.Metadata)
+	}
+}
