@@ -93,7 +93,7 @@ type Worker struct {
 	// executions counts tool executions started by this worker (tests
 	// assert it to prove exactly-once).
 	executions atomic.Int64
-	onReady func()
+	onReady    func()
 	// beforeAck, when set (tests only), runs after the result is published;
 	// returning false skips the ack, as a crash at that point would.
 	beforeAck func() bool
