@@ -1,10 +1,10 @@
 package shell
 
 import (
-	"encoding/binary"
 	"math/bits"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/toolgate/toolgate/pkg/tools"
 )
@@ -40,6 +40,9 @@ func (c *capture) Write(p []byte) (int, error) {
 	n := len(p)
 	c.bytes += int64(n)
 	c.runes += runeCount(p)
+	if c.head == nil && len(p) > 0 {
+		c.head = make([]byte, 0, c.headCap)
+	}
 	if room := c.headCap - len(c.head); room > 0 {
 		k := min(room, len(p))
 		c.head = append(c.head, p[:k]...)
@@ -121,18 +124,32 @@ func runeSuffix(b []byte, n int) string {
 
 // runeCount counts the bytes of p that are not UTF-8 continuation bytes
 // (10xxxxxx): the number of characters of valid UTF-8, whatever the
-// chunk boundaries, and close to it for anything else. Eight bytes at a
-// time, because a command may print gigabytes through it.
+// chunk boundaries, and close to it for anything else. It reads aligned
+// words eight bytes at a time, because a command may print gigabytes
+// through it.
 func runeCount(p []byte) int64 {
 	var n int64
-	i := 0
-	for ; i+8 <= len(p); i += 8 {
-		w := binary.LittleEndian.Uint64(p[i:])
-		// A continuation byte has bit 7 set and bit 6 clear.
-		cont := w & ^(w << 1) & 0x8080808080808080
-		n += int64(8 - bits.OnesCount64(cont))
+	// Bytes before the first aligned word, and the words.
+	head := 0
+	if len(p) > 0 {
+		head = min(int((8-uintptr(unsafe.Pointer(&p[0]))%8)%8), len(p))
 	}
-	for _, b := range p[i:] {
+	n += slowCount(p[:head])
+	p = p[head:]
+	words := len(p) / 8
+	if words > 0 {
+		for _, w := range unsafe.Slice((*uint64)(unsafe.Pointer(&p[0])), words) {
+			// A continuation byte has bit 7 set and bit 6 clear.
+			cont := w & ^(w << 1) & 0x8080808080808080
+			n += int64(8 - bits.OnesCount64(cont))
+		}
+	}
+	return n + slowCount(p[words*8:])
+}
+
+func slowCount(p []byte) int64 {
+	var n int64
+	for _, b := range p {
 		if b&0xC0 != 0x80 {
 			n++
 		}

@@ -19,6 +19,10 @@ const (
 	flushEvery = 100 * time.Millisecond
 )
 
+// DefaultMaxProgress is how many bytes of output one call streams to
+// Call.Progress when Config.MaxProgress is zero.
+const DefaultMaxProgress = 1 << 20
+
 // Stream names handed to Call.Progress.
 const (
 	Stdout = "stdout"
@@ -30,12 +34,16 @@ var streamNames = [2]string{Stdout, Stderr}
 // pump hands output to a Call.Progress function from its own goroutine,
 // so that the command's readers never wait for the consumer.
 type pump struct {
-	fn  func(stream, chunk string)
-	log *slog.Logger
+	fn    func(stream, chunk string)
+	log   *slog.Logger
+	limit int64 // bytes streamed per call; <= 0 unbounded
 
-	mu      sync.Mutex
-	pending [2][]byte
-	dropped [2]int64
+	mu       sync.Mutex
+	pending  [2][]byte
+	dropped  [2]int64
+	accepted int64 // bytes queued so far
+	capped   bool  // limit reached
+	noted    bool  // the cap's note was sent; only the pump goroutine touches it
 
 	wake chan struct{}
 	stop chan struct{}
@@ -43,8 +51,8 @@ type pump struct {
 	dead bool // fn panicked; only the pump goroutine touches it
 }
 
-func newPump(fn func(stream, chunk string), log *slog.Logger) *pump {
-	p := &pump{fn: fn, log: log, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+func newPump(fn func(stream, chunk string), limit int64, log *slog.Logger) *pump {
+	p := &pump{fn: fn, limit: limit, log: log, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p
 }
@@ -53,10 +61,17 @@ func newPump(fn func(stream, chunk string), log *slog.Logger) *pump {
 // consumer.
 func (p *pump) write(i int, b []byte) {
 	p.mu.Lock()
+	if p.limit > 0 {
+		if left := max(p.limit-p.accepted, 0); int64(len(b)) > left {
+			p.capped = true
+			b = b[:left]
+		}
+	}
 	if room := pendingMax - len(p.pending[i]); len(b) > room {
 		p.dropped[i] += int64(len(b) - room)
 		b = b[:room]
 	}
+	p.accepted += int64(len(b))
 	p.pending[i] = append(p.pending[i], b...)
 	full := len(p.pending[i]) >= chunkSize
 	p.mu.Unlock()
@@ -133,6 +148,13 @@ func (p *pump) flush(final bool) {
 		if dropped > 0 {
 			p.emit(i, fmt.Sprintf("\n... [%d bytes not streamed: the progress consumer fell behind; the result keeps head and tail] ...\n", dropped))
 		}
+	}
+	p.mu.Lock()
+	capped := p.capped
+	p.mu.Unlock()
+	if capped && !p.noted {
+		p.noted = true
+		p.emit(0, fmt.Sprintf("\n... [streaming stopped after %d bytes; the result keeps head and tail] ...\n", p.limit))
 	}
 }
 

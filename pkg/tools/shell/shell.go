@@ -108,6 +108,10 @@ type Config struct {
 	// MaxOutput bounds each of stdout and stderr, and the content given to
 	// the model, in characters. Zero means tools.DefaultMaxOutput.
 	MaxOutput int `yaml:"max_output,omitempty" json:"max_output,omitempty"`
+	// MaxProgress bounds the bytes of output one call streams to
+	// Call.Progress, so that a command printing gigabytes does not flood
+	// the bus. Zero means DefaultMaxProgress; negative means no bound.
+	MaxProgress int64 `yaml:"max_progress,omitempty" json:"max_progress,omitempty"`
 	// Shell is the path of bash. Empty means bash from PATH.
 	Shell string `yaml:"shell,omitempty" json:"shell,omitempty"`
 	// Env adds variables to the commands' environment. Names that look
@@ -158,6 +162,7 @@ type bash struct {
 	env     []string
 	limits  Limits
 	maxOut  int
+	maxProg int64
 	network func(*tools.Call) bool
 	log     *slog.Logger
 }
@@ -206,11 +211,15 @@ func New(cfg Config) (*tools.Tool, error) {
 		env:     environ(ws, cfg.Env, os.Getenv),
 		limits:  resolveLimits(cfg.Limits),
 		maxOut:  cfg.MaxOutput,
+		maxProg: cfg.MaxProgress,
 		network: cfg.NetworkAllowed,
 		log:     log,
 	}
 	if b.maxOut == 0 {
 		b.maxOut = tools.DefaultMaxOutput
+	}
+	if b.maxProg == 0 {
+		b.maxProg = DefaultMaxProgress
 	}
 	if !sb.Enabled() {
 		log.Warn("bash commands run without a sandbox", "reason", sb.Reason)
@@ -568,7 +577,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	res := &result{out: newCapture(b.maxOut), err: newCapture(b.maxOut)}
 	var p *pump
 	if c.Progress != nil {
-		p = newPump(c.Progress, b.log.With("call_id", c.ID))
+		p = newPump(c.Progress, b.maxProg, b.log.With("call_id", c.ID))
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)
