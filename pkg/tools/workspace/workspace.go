@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Sentinel errors, wrapped (inside an *fs.PathError carrying the path) by
@@ -33,8 +34,7 @@ var (
 	// ErrHardLink: a path policy is in force and the file has more than
 	// one hard link, so its other names cannot be judged.
 	ErrHardLink = errors.New("file has several hard links")
-	// ErrInvalidPath: the path is empty, holds a NUL byte or uses an
-	// unsupported form such as ~user.
+	// ErrInvalidPath: the path is empty or holds a NUL byte.
 	ErrInvalidPath = errors.New("invalid path")
 )
 
@@ -129,8 +129,8 @@ type Location struct {
 func (l Location) Abs() string { return filepath.Join(l.Root, l.Rel) }
 
 // Resolve maps name to a root. Relative names are taken from the
-// workspace; absolute names (and ~ for the home directory) must lie inside
-// one of the roots. It is lexical: symlinks are judged when the file is
+// workspace; absolute names (and ~ or ~/... for the home directory) must
+// lie inside one of the roots; ~name is an ordinary relative name. It is lexical: symlinks are judged when the file is
 // opened. The error wraps ErrOutside or ErrInvalidPath.
 func (w *Workspace) Resolve(name string) (Location, error) {
 	switch {
@@ -146,8 +146,6 @@ func (w *Workspace) Resolve(name string) (Location, error) {
 			return Location{}, &fs.PathError{Op: "resolve", Path: name, Err: fmt.Errorf("%w: no home directory: %v", ErrOutside, err)}
 		}
 		p = filepath.Join(home, p[1:])
-	} else if strings.HasPrefix(p, "~") && !filepath.IsLocal(p) {
-		return Location{}, &fs.PathError{Op: "resolve", Path: name, Err: fmt.Errorf("%w: ~user paths are not supported", ErrInvalidPath)}
 	}
 	if !filepath.IsAbs(p) {
 		c := filepath.Clean(p)
@@ -224,8 +222,12 @@ func classify(op, name string, err error) error {
 	if errors.As(err, &pe) {
 		cause = pe.Err
 	}
-	if escapeErr != nil && errors.Is(cause, escapeErr) {
+	switch {
+	case escapeErr != nil && errors.Is(cause, escapeErr):
 		cause = fmt.Errorf("%w: a symlink or .. on the way leads out of its root", ErrOutside)
+	case errors.Is(cause, syscall.ENXIO):
+		// What open(2) says of a socket, or of a device without a driver.
+		cause = fmt.Errorf("%w (socket or device: %v)", ErrNotRegular, cause)
 	}
 	return &fs.PathError{Op: op, Path: name, Err: cause}
 }
