@@ -1,0 +1,176 @@
+package shell
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseMode(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Mode
+		wantErr bool
+	}{
+		{"", ModeAuto, false},
+		{"auto", ModeAuto, false},
+		{" Require ", ModeRequire, false},
+		{"OFF", ModeOff, false},
+		{"on", "", true},
+		{"bwrap", "", true},
+	}
+	for _, tt := range tests {
+		got, err := ParseMode(tt.in)
+		if tt.wantErr {
+			if !errors.Is(err, ErrInvalidMode) || !strings.Contains(err.Error(), tt.in) || !strings.Contains(err.Error(), "auto, require or off") {
+				t.Errorf("ParseMode(%q) error = %v; want ErrInvalidMode naming the value and the choices", tt.in, err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ParseMode(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+	var m Mode
+	if err := m.UnmarshalText([]byte("require")); err != nil || m != ModeRequire {
+		t.Errorf("UnmarshalText(require) = %q, %v", m, err)
+	}
+	if err := m.Set("sometimes"); !errors.Is(err, ErrInvalidMode) || m != ModeRequire {
+		t.Errorf("Set(sometimes) = %v and changed the mode to %q", err, m)
+	}
+	if Mode("").String() != "auto" {
+		t.Errorf("zero Mode is %q, want auto", Mode("").String())
+	}
+}
+
+func TestCheckEnvName(t *testing.T) {
+	for _, ok := range []string{"GOPATH", "TZ", "LANG", "PATH", "NODE_OPTIONS", "lower_case"} {
+		if err := checkEnvName(ok); err != nil {
+			t.Errorf("checkEnvName(%s) = %v, want nil", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "1X", "A-B", "A=B", "LD_PRELOAD", "ld_library_path", "GIT_DIR", "BASH_ENV", "ENV", "SHELLOPTS", "HOME", "DYLD_INSERT_LIBRARIES", "BASH_FUNC_x%%",
+		"API_KEY", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "PGPASSWORD", "SSH_AUTH_SOCK", "GOOGLE_APPLICATION_CREDENTIALS", "PRIVATE_PEM"} {
+		if err := checkEnvName(bad); err == nil {
+			t.Errorf("checkEnvName(%q) = nil, want an error", bad)
+		}
+	}
+}
+
+func TestEnviron(t *testing.T) {
+	worker := map[string]string{
+		"PATH":         "/usr/bin:.:bin::/usr/local/bin:/usr/bin",
+		"LANG":         "de_DE.UTF-8",
+		"SECRET_TOKEN": "s3cr3t",
+		"LD_PRELOAD":   "/evil.so",
+		"HOME":         "/root",
+	}
+	got := environ("/ws", map[string]string{"TZ": "UTC"}, func(k string) string { return worker[k] })
+	want := []string{"HOME=/ws", "LANG=de_DE.UTF-8", "PATH=/usr/bin:/usr/local/bin", "TZ=UTC"}
+	if !slices.Equal(got, want) {
+		t.Errorf("environ = %q, want %q", got, want)
+	}
+	got = environ("/ws", nil, func(string) string { return "" })
+	want = []string{"HOME=/ws", "LANG=" + defaultLang, "PATH=" + defaultPath}
+	if !slices.Equal(got, want) {
+		t.Errorf("environ with an empty worker env = %q, want %q", got, want)
+	}
+}
+
+func TestSandboxArgv(t *testing.T) {
+	s := Sandbox{Kind: KindBwrap, Bwrap: "/usr/bin/bwrap", Setpriv: "/usr/bin/setpriv"}
+	inner := []string{"/bin/bash", "-c", "true"}
+	tests := []struct {
+		name     string
+		ws       string
+		network  bool
+		id       identity
+		want     [][]string // each must appear as consecutive arguments
+		wantNot  []string
+		wantTail []string
+	}{
+		{
+			name: "root worker, no network",
+			ws:   "/tmp/a/b/ws", id: identity{drop: true, uid: 1000, gid: 1001},
+			want: [][]string{{"--ro-bind", "/", "/"}, {"--perms", "1777", "--tmpfs", "/tmp"}, {"--perms", "0755", "--dir", "/tmp/a"},
+				{"--perms", "0755", "--dir", "/tmp/a/b"}, {"--bind", "/tmp/a/b/ws", "/tmp/a/b/ws"}, {"--unshare-net"}, {"--unshare-pid"},
+				{"--die-with-parent"}, {"--new-session"}, {"--cap-drop", "ALL"}, {"--chdir", "/tmp/a/b/ws/sub"},
+				{"/usr/bin/setpriv", "--reuid=1000", "--regid=1001", "--clear-groups", "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--"}},
+			wantTail: inner,
+		},
+		{
+			name:    "unprivileged worker, network granted",
+			ws:      "/srv/ws",
+			want:    [][]string{{"--bind", "/srv/ws", "/srv/ws"}, {"--cap-drop", "ALL"}},
+			network: true, wantNot: []string{"--unshare-net", "--cap-add", "/usr/bin/setpriv", "--dir"},
+			wantTail: inner,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := s.argv(tt.ws, tt.ws+"/sub", tt.network, tt.id, inner)
+			joined := "\x00" + strings.Join(a, "\x00") + "\x00"
+			for _, w := range tt.want {
+				if !strings.Contains(joined, "\x00"+strings.Join(w, "\x00")+"\x00") {
+					t.Errorf("argv lacks %q: %q", w, a)
+				}
+			}
+			for _, w := range tt.wantNot {
+				if slices.Contains(a, w) {
+					t.Errorf("argv has %q: %q", w, a)
+				}
+			}
+			if !slices.Equal(a[len(a)-len(tt.wantTail):], tt.wantTail) {
+				t.Errorf("argv does not end with the command: %q", a)
+			}
+			// The workspace is bound after the tmpfs over /tmp, or the
+			// tmpfs would hide it.
+			if i, j := slices.Index(a, "/tmp"), slices.Index(a, "--bind"); tt.ws[:5] == "/tmp/" && i > j {
+				t.Errorf("--bind before the /tmp tmpfs: %q", a)
+			}
+		})
+	}
+}
+
+func TestWithin(t *testing.T) {
+	tests := []struct {
+		root, p string
+		ok      bool
+	}{
+		{"/ws", "/ws", true},
+		{"/ws", "/ws/a/b", true},
+		{"/ws", "/ws/..a", true},
+		{"/ws", "/wsx", false},
+		{"/ws", "/", false},
+		{"/ws", "/ws/../etc", false},
+	}
+	for _, tt := range tests {
+		if _, ok := within(tt.root, tt.p); ok != tt.ok {
+			t.Errorf("within(%q, %q) = %v, want %v", tt.root, tt.p, ok, tt.ok)
+		}
+	}
+}
+
+func TestLimitsPrologue(t *testing.T) {
+	l := Limits{CPUSeconds: 10, FileSize: 1 << 20, AddressSpace: 1 << 30, OpenFiles: 64, Processes: 100}
+	want := "ulimit -c 0 && ulimit -t 10 && ulimit -f 1024 && ulimit -v 1048576 && ulimit -n 64 && ulimit -u 100"
+	if got := l.prologue(); got != want {
+		t.Errorf("prologue = %q, want %q", got, want)
+	}
+	if got := (Limits{CPUSeconds: -1, FileSize: -1, AddressSpace: -1, OpenFiles: -1}).prologue(); got != "ulimit -c 0" {
+		t.Errorf("prologue with every limit off = %q", got)
+	}
+	r := resolveLimits(Limits{OpenFiles: -1})
+	if r.CPUSeconds != DefaultCPUSeconds || r.FileSize != DefaultFileSize || r.OpenFiles != -1 || r.Processes != 0 {
+		t.Errorf("resolveLimits = %+v", r)
+	}
+}
+
+func TestKillGroupRefusesOwnGroupAndInit(t *testing.T) {
+	for _, pgid := range []int{-1, 0, 1} {
+		if err := killGroup(pgid); err == nil {
+			t.Errorf("killGroup(%d) = nil; it must refuse", pgid)
+		}
+	}
+}
