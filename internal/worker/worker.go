@@ -145,6 +145,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribe %s: %w", events.SubjectToolsList, err)
 	}
 	defer sub.Unsubscribe()
+	dlq, err := w.deadLetter()
+	if err != nil {
+		return fmt.Errorf("subscribe to max-deliveries advisories: %w", err)
+	}
+	defer dlq.Unsubscribe()
 
 	cc, err := cons.Consume(w.receive,
 		jetstream.PullMaxMessages(w.cfg.Concurrency),

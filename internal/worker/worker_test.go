@@ -490,3 +490,54 @@ func TestRegistryEventsAndListing(t *testing.T) {
 		t.Fatalf("listing = %+v %v", list, err)
 	}
 }
+
+func TestCallPastMaxDeliveriesIsDeadLettered(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	cfg := bus.Config{AckWait: 500 * time.Millisecond, MaxDeliver: 2}
+	startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Bus: cfg})
+	nc, js := s.Connect(t)
+	kv, err := js.KeyValue(ctxT(t), bus.BucketCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another worker holds the claim and stays alive but never finishes
+	// (say, partitioned from the stream): every delivery here is handed
+	// back until deliveries run out.
+	key := CallKey("dl", "stuck-1")
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			rec, _ := json.Marshal(record{State: "running", Worker: "elsewhere", Started: time.Now(), Heartbeat: time.Now()})
+			_, _ = kv.Put(ctx, key, rec)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	time.Sleep(150 * time.Millisecond)
+	results, _ := nc.SubscribeSync(events.ResultSubject("dl", "stuck-1"))
+	dlq, _ := nc.SubscribeSync("toolgate.dlq.dl.echo")
+	c, _ := client.New(nc, "dl")
+	if _, err := c.Submit(ctxT(t), "echo", map[string]any{"text": "x"}, client.WithID("stuck-1")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := results.NextMsg(30 * time.Second)
+	if err != nil {
+		t.Fatalf("no dead-letter result: %v", err)
+	}
+	var r events.ResultData
+	if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil || r.Error != CodeDeadLetter || r.Status != events.StatusError {
+		t.Fatalf("result = %+v %v", r, err)
+	}
+	dm, err := dlq.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dm.Header.Get("ce-id") != "stuck-1" || dm.Header.Get("Toolgate-Original-Subject") != "toolgate.call.dl.echo" {
+		t.Fatalf("dead letter headers = %v", dm.Header)
+	}
+	if ctr.get("stuck-1") != 0 {
+		t.Fatal("the stuck call ran here")
+	}
+	waitQueueEmpty(t, s)
+}
