@@ -29,8 +29,8 @@ type pattern struct {
 	isLit    bool
 }
 
-// Parse reads the patterns of a .gitignore file. Lines that are not valid
-// patterns (a trailing backslash) are skipped, as git does.
+// Parse reads the patterns of a .gitignore file. Lines that can match
+// nothing in git (a trailing backslash, an unclosed bracket) are skipped.
 func Parse(data []byte) *Matcher {
 	m := &Matcher{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -54,6 +54,9 @@ func compile(line string) (pattern, bool) {
 	// Trailing spaces are dropped unless escaped with a backslash.
 	for strings.HasSuffix(line, " ") && !strings.HasSuffix(line, "\\ ") {
 		line = line[:len(line)-1]
+	}
+	if line == "" {
+		return pattern{}, false
 	}
 	var p pattern
 	if line[0] == '!' {
@@ -120,10 +123,8 @@ func translate(g string) (expr, lit string, isLit, ok bool) {
 		case c == '[':
 			cls, n, good := class(g[i:])
 			if !good {
-				b.WriteString(`\[`)
-				l.WriteByte('[')
-				i++
-				continue
+				// git's wildmatch matches nothing with an unclosed bracket.
+				return "", "", false, false
 			}
 			isLit = false
 			b.WriteString(cls)
