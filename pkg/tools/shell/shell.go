@@ -363,7 +363,7 @@ func (l Limits) prologue() string {
 
 // inner is the command line that sets the limits and runs command.
 func (b *bash) inner(command string) []string {
-	script := b.limits.prologue() + ` || { echo "toolgate: cannot set resource limits" >&2; exit 126; }; exec "$0" -c "$1"`
+	script := b.limits.prologue() + ` || { echo "toolgate: cannot set resource limits" >&2; exit 126; }; exec -a bash "$0" -c "$1"`
 	return []string{b.shell, "-c", script, b.shell, command}
 }
 
