@@ -22,7 +22,9 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
@@ -68,9 +70,10 @@ func (c Config) withDefaults() Config {
 
 // Parker parks a call the policy gate asked about until people decide.
 type Parker interface {
-	// Park records the call and publishes an approval request. The worker
-	// then publishes a pending result and acks the call message.
-	Park(ctx context.Context, in *events.Call, c *tools.Call) error
+	// Park records the call with the decision that asked and publishes an
+	// approval request. The worker then publishes a pending result and
+	// acks the call message.
+	Park(ctx context.Context, in *events.Call, c *tools.Call, d policy.Decision) error
 }
 
 // Worker takes calls from the bus and runs them.
@@ -212,7 +215,7 @@ func (w *Worker) receive(msg jetstream.Msg) {
 
 // record is what the calls bucket holds per call id: the claim.
 type record struct {
-	State     string    `json:"state"` // running
+	State     string    `json:"state"` // running, parked, executing
 	Worker    string    `json:"worker"`
 	Started   time.Time `json:"started"`
 	Heartbeat time.Time `json:"heartbeat"`
@@ -226,7 +229,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		return
 	}
 	key := CallKey(in.Agent, in.ID)
-	rec, _ := json.Marshal(record{State: "running", Worker: w.cfg.Name, Started: start, Heartbeat: start})
+	rec, _ := json.Marshal(record{State: stateRunning, Worker: w.cfg.Name, Started: start, Heartbeat: start})
 	rev, err := w.calls.Create(w.execCtx, key, rec)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		w.duplicate(msg, in, key)
@@ -242,6 +245,10 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	stop()
 	res.DurationMS = tools.Elapsed(start)
 	if res.Status == events.StatusPending {
+		rec, _ := json.Marshal(record{State: stateParked, Worker: w.cfg.Name, Started: start, Heartbeat: time.Now()})
+		if _, err := w.calls.Put(w.execCtx, key, rec); err != nil {
+			w.log.Warn("mark parked", "call_id", in.ID, "err", err)
+		}
 		w.publishResult(in, res, false)
 		_ = msg.Ack()
 		return
@@ -264,7 +271,7 @@ func (w *Worker) run(in *events.Call) events.ResultData {
 	out, err := w.handler.Handle(w.execCtx, c)
 	res := outcome(c, out, err, w.stopping.Load())
 	var pe *tools.PolicyError
-	if errors.As(err, &pe) {
+	if errors.As(err, &pe) && !isClarify(pe) {
 		w.violation(in, c, pe)
 	}
 	if res.Status == events.StatusPending {
@@ -273,16 +280,21 @@ func (w *Worker) run(in *events.Call) events.ResultData {
 			res.Output = "approval required, but this worker has no approvals configured: " + err.Error()
 			return res
 		}
-		if perr := w.cfg.Parker.Park(w.execCtx, in, c); perr != nil {
+		if perr := w.cfg.Parker.Park(w.execCtx, in, c, pe.Decision); perr != nil {
 			w.log.Error("park failed", "call_id", in.ID, "err", perr)
 			res.Status, res.IsError, res.Error = events.StatusError, true, events.CodeInternal
 			res.Output = "could not park the call for approval: " + perr.Error()
 			return res
 		}
 		res.Output = "waiting for approval: " + pe.Decision.Reason
+		if isClarify(pe) {
+			res.Output = "waiting for an answer: " + pe.Decision.Reason
+		}
 	}
 	return res
 }
+
+func isClarify(pe *tools.PolicyError) bool { return pe.Decision.Rule == papproval.ClarifyRule }
 
 // heartbeat keeps the message and the claim alive while a call runs long.
 func (w *Worker) heartbeat(msg jetstream.Msg, key string, rev uint64, start time.Time) (stop func()) {
@@ -299,10 +311,14 @@ func (w *Worker) heartbeat(msg jetstream.Msg, key string, rev uint64, start time
 			case <-done:
 				return
 			case now := <-t.C:
-				if err := msg.InProgress(); err != nil {
-					w.log.Warn("in-progress", "err", err)
+				state := stateExecuting
+				if msg != nil {
+					state = stateRunning
+					if err := msg.InProgress(); err != nil {
+						w.log.Warn("in-progress", "err", err)
+					}
 				}
-				rec, _ := json.Marshal(record{State: "running", Worker: w.cfg.Name, Started: start, Heartbeat: now})
+				rec, _ := json.Marshal(record{State: state, Worker: w.cfg.Name, Started: start, Heartbeat: now})
 				if r, err := w.calls.Update(context.Background(), key, rec, rev); err == nil {
 					rev = r
 				}
@@ -342,6 +358,13 @@ func (w *Worker) duplicate(msg jetstream.Msg, in *events.Call, key string) {
 	}
 	var rec record
 	_ = json.Unmarshal(entry.Value(), &rec)
+	if rec.State == stateParked {
+		// Parked, but its pending result was never stored: say it again.
+		w.publishResult(in, events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID,
+			Status: events.StatusPending, Output: "waiting for approval"}, false)
+		_ = msg.Ack()
+		return
+	}
 	if time.Since(rec.Heartbeat) > 2*w.ackWait() {
 		w.log.Warn("call claimed by a worker that stopped; reporting interrupted", "call_id", in.ID, "owner", rec.Worker)
 		res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID,
@@ -373,7 +396,7 @@ func (w *Worker) reject(msg jetstream.Msg, in *events.Call, err error, start tim
 	if events.ValidToken(in.Agent) == nil {
 		w.publishResult(in, res, true)
 	} else {
-		w.audit(in, res)
+		w.audit(in, res, nil)
 	}
 	_ = msg.TermWithReason(code)
 }
@@ -382,6 +405,16 @@ func (w *Worker) reject(msg jetstream.Msg, in *events.Call, err error, start tim
 // the call came in and, when audit is set, the audit event; it waits for
 // both to be stored.
 func (w *Worker) publishResult(in *events.Call, res events.ResultData, audit bool) {
+	w.publish(in, res, audit, nil)
+}
+
+// publishFinal publishes the final result of a call people decided on,
+// with who decided in the audit event.
+func (w *Worker) publishFinal(in *events.Call, res events.ResultData, appr *events.ApprovalAudit) {
+	w.publish(in, res, true, appr)
+}
+
+func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, appr *events.ApprovalAudit) {
 	res.Agent = in.Agent
 	id := CallKey(in.Agent, in.ID) + ":" + string(res.Status)
 	if res.Status.Final() {
@@ -409,7 +442,7 @@ func (w *Worker) publishResult(in *events.Call, res events.ResultData, audit boo
 		return
 	}
 	if audit {
-		w.audit(in, res)
+		w.audit(in, res, appr)
 	}
 	select {
 	case <-f.Ok():
@@ -420,11 +453,11 @@ func (w *Worker) publishResult(in *events.Call, res events.ResultData, audit boo
 	}
 }
 
-func (w *Worker) audit(in *events.Call, res events.ResultData) {
+func (w *Worker) audit(in *events.Call, res events.ResultData, appr *events.ApprovalAudit) {
 	sum := sha256.Sum256(in.Data.Arguments)
 	a := events.AuditData{CallID: in.ID, Agent: in.Agent, Tool: res.Tool, SessionID: in.Data.SessionID, Status: res.Status,
 		IsError: res.IsError, Decision: res.Decision, DurationMS: res.DurationMS, ArgsSHA256: hex.EncodeToString(sum[:]),
-		OutputBytes: len(res.Output), Worker: w.cfg.Name, Error: res.Error, Time: time.Now().UTC()}
+		OutputBytes: len(res.Output), Worker: w.cfg.Name, Error: res.Error, Time: time.Now().UTC(), Approval: appr}
 	agent, tool := tokenOr(in.Agent, "_"), tokenOr(res.Tool, "_")
 	w.publishEvent(events.AuditSubject(agent, tool), CallKey(in.Agent, in.ID)+":audit", events.TypeCallAudited, a)
 }

@@ -1,0 +1,171 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/approval"
+	papproval "github.com/toolgate/toolgate/pkg/approval"
+	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tools"
+)
+
+// Record states in the calls bucket.
+const (
+	stateRunning   = "running"   // claimed, running through the pipeline
+	stateParked    = "parked"    // waiting for people; no worker holds it
+	stateExecuting = "executing" // approved and running on a worker
+)
+
+// errResumeBusy makes the approvals manager try a resume again later.
+var errResumeBusy = errors.New("call is being resumed by another worker")
+
+// ManagerParker parks calls with an approvals manager.
+type ManagerParker struct{ M *approval.Manager }
+
+// Park records the call with its gate decision (or clarify question) and
+// the content mode to answer in, and publishes the approval request.
+func (mp ManagerParker) Park(ctx context.Context, in *events.Call, c *tools.Call, d policy.Decision) error {
+	p, err := approval.NewParked(c, d)
+	if err != nil {
+		return err
+	}
+	p.Meta = map[string]string{"mode": in.Mode.String()}
+	if in.TraceParent != "" {
+		p.Meta["traceparent"] = in.TraceParent
+	}
+	return mp.M.Park(ctx, p)
+}
+
+// Resume continues a parked call once people decided: an approved call is
+// judged again by the policy in force now and run (at most once, even when
+// a worker dies mid-run), an answered clarify returns the answer, and a
+// rejected or expired call gets its final result. It is safe to call again
+// for a call it already finished.
+func (w *Worker) Resume(ctx context.Context, p *approval.Parked, o approval.Outcome) error {
+	in := &events.Call{ID: p.CallID, Agent: p.Agent, Tool: p.Tool, Mode: parseMode(p.Meta["mode"]),
+		TraceParent: p.Meta["traceparent"],
+		Data:        events.CallData{Arguments: p.Arguments, SessionID: p.SessionID, TimeoutMS: p.TimeoutMS}}
+	if r, ok := w.storedResult(ctx, in); ok && r.Status.Final() {
+		return nil // finished before; the manager only lost track
+	}
+	appr := o.Audit()
+	res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID}
+	d := wireDecision(p.Decision)
+	d.Approvers = o.Approvers
+	res.Decision = d
+	start := time.Now()
+	who := strings.Join(o.Approvers, ", ")
+	switch o.Status {
+	case papproval.Approved:
+		var err error
+		res, err = w.runApproved(ctx, in, o)
+		if err != nil {
+			return err
+		}
+	case papproval.Answered:
+		res.Status, res.Output = events.StatusOK, o.Answer
+		res.Metadata = map[string]any{"answered_by": o.Approvers}
+	case papproval.Rejected:
+		res.Status, res.IsError = events.StatusRejected, true
+		res.Output = fmt.Sprintf("rejected by %s: %s", who, o.Reason)
+	case papproval.Expired:
+		if p.IsClarify() && o.DefaultAnswer {
+			res.Status, res.Output = events.StatusOK, o.Answer
+			res.Metadata = map[string]any{"default_answer": true}
+			break
+		}
+		res.Status, res.IsError = events.StatusExpired, true
+		res.Output = "expired: no decision before " + p.ExpiresAt.UTC().Format(time.RFC3339)
+		if o.Reason != "" {
+			res.Output += " (" + o.Reason + ")"
+		}
+	default:
+		return fmt.Errorf("resume %s: unknown outcome %q", p.CallID, o.Status)
+	}
+	if res.Decision != nil {
+		res.Decision.Approvers = o.Approvers
+	}
+	res.DurationMS = tools.Elapsed(start)
+	w.publishFinal(in, res, appr)
+	return nil
+}
+
+// runApproved claims the approved call in the calls bucket and runs it
+// through the pipeline with Approved set, so the gate judges it again: a
+// call denied meanwhile is denied, an ask no longer parks it.
+func (w *Worker) runApproved(ctx context.Context, in *events.Call, o approval.Outcome) (events.ResultData, error) {
+	key := CallKey(in.Agent, in.ID)
+	now := time.Now()
+	rec, _ := json.Marshal(record{State: stateExecuting, Worker: w.cfg.Name, Started: now, Heartbeat: now})
+	var rev uint64
+	entry, err := w.calls.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		rev, err = w.calls.Create(ctx, key, rec)
+	case err == nil:
+		var old record
+		_ = json.Unmarshal(entry.Value(), &old)
+		if old.State == stateExecuting {
+			if time.Since(old.Heartbeat) <= 2*w.ackWait() {
+				return events.ResultData{}, errResumeBusy
+			}
+			// The worker that ran it died mid-run: never run it twice.
+			return events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID,
+				Status: events.StatusInterrupted, IsError: true,
+				Output: fmt.Sprintf("interrupted: worker %s stopped while running this approved call; it is not run again", old.Worker)}, nil
+		}
+		rev, err = w.calls.Update(ctx, key, rec, entry.Revision())
+	}
+	if err != nil {
+		return events.ResultData{}, fmt.Errorf("claim approved call %s: %w", in.ID, err)
+	}
+	stop := w.heartbeat(nil, key, rev, now)
+	defer stop()
+	c := &tools.Call{ID: in.ID, Agent: in.Agent, SessionID: in.Data.SessionID, Name: in.Tool, Arguments: in.Data.Arguments,
+		Timeout: time.Duration(in.Data.TimeoutMS) * time.Millisecond, Approved: true}
+	c.Progress = w.progress(in, c)
+	w.executions.Add(1)
+	out, err := w.handler.Handle(w.execCtx, c)
+	res := outcome(c, out, err, w.stopping.Load())
+	var pe *tools.PolicyError
+	if errors.As(err, &pe) {
+		w.violation(in, c, pe)
+		if res.Status == events.StatusPending { // cannot happen with Approved; fail closed
+			res.Status, res.IsError = events.StatusDenied, true
+		}
+	}
+	return res, nil
+}
+
+// storedResult is the latest result stored for a call, if any.
+func (w *Worker) storedResult(ctx context.Context, in *events.Call) (*events.ResultData, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	raw, err := w.results.GetLastMsgForSubject(ctx, events.ResultSubject(in.Agent, in.ID))
+	if err != nil {
+		return nil, false
+	}
+	var r events.ResultData
+	if _, err := events.DecodeData(raw.Header, raw.Data, &r); err != nil {
+		return nil, false
+	}
+	return &r, true
+}
+
+func parseMode(s string) events.Mode {
+	switch s {
+	case events.Structured.String():
+		return events.Structured
+	case events.StructuredBare.String():
+		return events.StructuredBare
+	}
+	return events.Binary
+}

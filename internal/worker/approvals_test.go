@@ -1,0 +1,195 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/toolgate/toolgate/internal/approval"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/client"
+	papproval "github.com/toolgate/toolgate/pkg/approval"
+	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tools"
+)
+
+// approvalRig is a worker with an approvals manager and a gate that asks
+// about echo unless denyEcho is set.
+type approvalRig struct {
+	s        *testenv.Server
+	ctr      *counter
+	kp       nkeys.KeyPair
+	denyEcho atomic.Bool
+	nc       *nats.Conn
+}
+
+func newApprovalRig(t *testing.T) *approvalRig {
+	t.Helper()
+	r := &approvalRig{s: testenv.StartNATS(t, ""), ctr: &counter{}}
+	var err error
+	if r.kp, err = nkeys.CreateUser(); err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := r.kp.PublicKey()
+	gate := policy.EvaluatorFunc(func(_ context.Context, req policy.Request) policy.Decision {
+		if req.Tool == "echo" {
+			if r.denyEcho.Load() {
+				return policy.Decision{Action: policy.Deny, Reason: "echo is now forbidden", Rule: "tools.echo.deny"}
+			}
+			return policy.Decision{Action: policy.Ask, Reason: "echo needs a person", Rule: "tools.echo.ask"}
+		}
+		return policy.Decision{Action: policy.Allow}
+	})
+	reg := testRegistry(t, r.ctr, nil)
+	nc, js := r.s.Connect(t)
+	r.nc = nc
+	// The worker provisions the bus; the manager needs its buckets.
+	w := startWorker(t, r.s.ClientURL(), reg, Config{Bus: fastBus}, tools.WithGate(gate))
+	mgr, err := approval.NewManager(ctxT(t), js, approval.Options{TrustedKeys: []string{pub}, SweepInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.w.cfg.Parker = ManagerParker{M: mgr}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Run(ctx, w.w.Resume) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return r
+}
+
+// decide publishes a signed decision for a parked call as the approver
+// service does.
+func (r *approvalRig) decide(t *testing.T, callID, argsHash string, outcome papproval.Outcome, who, reason string) {
+	t.Helper()
+	d := &papproval.Decision{CallID: callID, ArgsSHA256: argsHash, Outcome: outcome, Approver: who, Reason: reason, DecidedAt: time.Now().UTC()}
+	if err := d.Sign(r.kp); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := events.New("decision-"+callID+"-"+who, "toolgate://approver/test", events.TypeApprovalDecided, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := events.Encode(events.ApprovalDecisionSubject(callID), ev, events.Binary)
+	if err := r.nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *approvalRig) askAndWaitPending(t *testing.T, c *client.Client, id, text string) (hash string, final chan *events.ResultData) {
+	t.Helper()
+	pending := make(chan events.ResultData, 1)
+	final = make(chan *events.ResultData, 1)
+	go func() {
+		// An error (the test ended first) leaves res nil; waitFinal fails on it.
+		res, _ := c.Call(ctxT(t), "echo", map[string]any{"text": text}, client.WithID(id),
+			client.OnPending(func(r events.ResultData) { pending <- r }))
+		final <- res
+	}()
+	select {
+	case p := <-pending:
+		if p.Status != events.StatusPending || p.Decision == nil || p.Decision.Rule != "tools.echo.ask" {
+			t.Fatalf("pending = %+v", p)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no pending result")
+	}
+	args, _ := json.Marshal(map[string]any{"text": text})
+	return papproval.ArgsHash(c.Agent(), "echo", args), final
+}
+
+func waitFinal(t *testing.T, final chan *events.ResultData) *events.ResultData {
+	t.Helper()
+	select {
+	case r := <-final:
+		if r == nil {
+			t.Fatal("the call ended without a final result")
+		}
+		return r
+	case <-time.After(30 * time.Second):
+		t.Fatal("no final result")
+		return nil
+	}
+}
+
+func TestApprovedCallRunsOnce(t *testing.T) {
+	r := newApprovalRig(t)
+	c, _ := newClient(t, r.s, "asker")
+	audit, _ := r.nc.SubscribeSync(events.AuditSubject("asker", "echo"))
+	hash, final := r.askAndWaitPending(t, c, "ask-1", "please")
+	if r.ctr.get("ask-1") != 0 {
+		t.Fatal("ran before approval")
+	}
+	r.decide(t, "ask-1", hash, papproval.Approve, "alice", "")
+	res := waitFinal(t, final)
+	if res.Status != events.StatusOK || res.Output != "please" || res.Decision == nil || strings.Join(res.Decision.Approvers, ",") != "alice" {
+		t.Fatalf("final = %+v", res)
+	}
+	// A second decision changes nothing.
+	r.decide(t, "ask-1", hash, papproval.Approve, "bob", "")
+	time.Sleep(300 * time.Millisecond)
+	if n := r.ctr.get("ask-1"); n != 1 {
+		t.Fatalf("executions = %d, want 1", n)
+	}
+	m, err := audit.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a events.AuditData
+	if _, err := events.DecodeData(m.Header, m.Data, &a); err != nil || a.Approval == nil || a.Approval.Outcome != "approved" || a.Approval.Approvers[0] != "alice" {
+		t.Fatalf("audit = %+v %v", a, err)
+	}
+}
+
+func TestRejectedCallDoesNotRun(t *testing.T) {
+	r := newApprovalRig(t)
+	c, _ := newClient(t, r.s, "asker")
+	hash, final := r.askAndWaitPending(t, c, "ask-2", "no")
+	r.decide(t, "ask-2", hash, papproval.Reject, "alice", "not today")
+	res := waitFinal(t, final)
+	if res.Status != events.StatusRejected || !strings.Contains(res.Output, "not today") || !strings.Contains(res.Output, "alice") {
+		t.Fatalf("final = %+v", res)
+	}
+	if r.ctr.get("ask-2") != 0 {
+		t.Fatal("a rejected call ran")
+	}
+}
+
+func TestApprovedCallDeniedMeanwhileIsDenied(t *testing.T) {
+	r := newApprovalRig(t)
+	c, _ := newClient(t, r.s, "asker")
+	hash, final := r.askAndWaitPending(t, c, "ask-3", "later")
+	r.denyEcho.Store(true)
+	r.decide(t, "ask-3", hash, papproval.Approve, "alice", "")
+	res := waitFinal(t, final)
+	if res.Status != events.StatusDenied || res.Decision == nil || res.Decision.Rule != "tools.echo.deny" {
+		t.Fatalf("final = %+v", res)
+	}
+	if r.ctr.get("ask-3") != 0 {
+		t.Fatal("a call denied meanwhile ran")
+	}
+}
+
+func TestDecisionForOtherArgumentsIsRefused(t *testing.T) {
+	r := newApprovalRig(t)
+	c, _ := newClient(t, r.s, "asker")
+	_, final := r.askAndWaitPending(t, c, "ask-4", "exact")
+	other, _ := json.Marshal(map[string]any{"text": "something else"})
+	r.decide(t, "ask-4", papproval.ArgsHash("asker", "echo", other), papproval.Approve, "alice", "")
+	select {
+	case res := <-final:
+		if res != nil {
+			t.Fatalf("a decision for other arguments resumed the call: %+v", res)
+		}
+	case <-time.After(time.Second):
+	}
+	if r.ctr.get("ask-4") != 0 {
+		t.Fatal("ran on a tampered decision")
+	}
+}
