@@ -13,8 +13,8 @@ import (
 
 	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/testenv"
-	"github.com/toolgate/toolgate/pkg/client"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
+	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
