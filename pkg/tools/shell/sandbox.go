@@ -47,6 +47,8 @@ type Sandbox struct {
 	Setpriv string `json:"setpriv,omitempty"`
 	// Reason says why Kind is KindNone.
 	Reason string `json:"reason,omitempty"`
+
+	hide []string // Config.Hide
 }
 
 // Enabled reports whether commands run inside bubblewrap.
@@ -155,12 +157,15 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, inner []string)
 		"--proc", "/proc",
 		"--perms", "1777", "--tmpfs", "/tmp",
 	}
+	for _, h := range s.hide {
+		a = append(a, "--perms", "0755", "--tmpfs", h)
+	}
 	if ws != "" {
 		// The workspace may lie under a directory the sandbox replaces
 		// with a fresh tmpfs; bwrap would create the parents root-only,
 		// so an unprivileged user could not reach the workspace by its
 		// absolute path. Create them searchable.
-		for _, d := range parentsUnder(ws, "/tmp", "/dev/shm") {
+		for _, d := range parentsUnder(ws, append([]string{"/tmp", "/dev/shm"}, s.hide...)...) {
 			a = append(a, "--perms", "0755", "--dir", d)
 		}
 		a = append(a, "--bind", ws, ws)

@@ -118,6 +118,10 @@ type Config struct {
 	// like secrets (key, token, password, ...), LD_*, GIT_*, BASH_ENV and
 	// the like are refused; HOME is always the workspace.
 	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	// Hide lists absolute directories the sandbox covers with an empty
+	// tmpfs, for what the run-as user could otherwise read or connect to
+	// (/home, /root, /run, ...). Ignored without a sandbox.
+	Hide []string `yaml:"hide,omitempty" json:"hide,omitempty"`
 	// UID and GID are who commands run as when the worker runs as root.
 	// Zero means the owner of the workspace when it is not root, else
 	// 65534 (nobody). They must not be root.
@@ -141,6 +145,11 @@ func (c Config) Validate() error {
 	}
 	if c.UID < 0 || c.GID < 0 {
 		return errors.New("bash config: uid, gid: must not be negative")
+	}
+	for _, h := range c.Hide {
+		if !filepath.IsAbs(h) || filepath.Clean(h) == "/" {
+			return fmt.Errorf("bash config: hide: %q: want an absolute directory other than /", h)
+		}
 	}
 	for k, v := range c.Env {
 		if err := checkEnvName(k); err != nil {
@@ -221,8 +230,14 @@ func New(cfg Config) (*tools.Tool, error) {
 	if b.maxProg == 0 {
 		b.maxProg = DefaultMaxProgress
 	}
+	for _, h := range cfg.Hide {
+		b.sb.hide = append(b.sb.hide, filepath.Clean(h))
+	}
 	if !sb.Enabled() {
 		log.Warn("bash commands run without a sandbox", "reason", sb.Reason)
+	}
+	if err := b.check(); err != nil {
+		return nil, err
 	}
 	return &tools.Tool{
 		Name:           "bash",
@@ -237,6 +252,31 @@ func New(cfg Config) (*tools.Tool, error) {
 		Annotations:    tools.Annotations{Destructive: true, OpenWorld: true},
 		Handler:        tools.HandlerFunc(b.handle),
 	}, nil
+}
+
+// startupCheck is what check runs: it fails only when the command cannot
+// enter the workspace, and says so when it cannot write it.
+const startupCheck = `test -w . || { echo "uid $(id -u) cannot write the workspace $PWD" >&2; exit 3; }`
+
+// check runs one command the way calls will, so that a workspace the
+// run-as user cannot enter is an error at start-up rather than on every
+// call, and one it cannot write is a warning.
+func (b *bash) check() error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	res, err := b.run(ctx, &tools.Call{ID: "startup-check"}, startupCheck, b.ws, false)
+	if err != nil {
+		return fmt.Errorf("bash: start-up check in %s: %w", b.ws, err)
+	}
+	stderr, _ := res.err.render(b.maxOut)
+	switch res.code {
+	case 0:
+		return nil
+	case 3:
+		b.log.Warn("bash commands cannot write the workspace; give it to the user they run as (chown) or set uid/gid", "workspace", b.ws, "detail", strings.TrimSpace(stderr))
+		return nil
+	}
+	return fmt.Errorf("bash: start-up check in %s: exit code %d: %s", b.ws, res.code, strings.TrimSpace(stderr))
 }
 
 const parameters = `{

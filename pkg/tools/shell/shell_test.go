@@ -526,6 +526,39 @@ func TestSandboxConfinesWrites(t *testing.T) {
 	}
 }
 
+func TestSandboxHidesConfiguredDirectories(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	private, err := os.MkdirTemp("/var/tmp", "toolgate-shell-hide-")
+	if err != nil {
+		t.Skipf("no /var/tmp: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(private) })
+	if err := os.Chmod(private, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(private, "notes"), []byte("private notes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws := newWorkspace(t, testUID)
+	for _, hide := range []bool{false, true} {
+		cfg := shell.Config{Workspace: ws, Sandbox: shell.ModeRequire}
+		if hide {
+			cfg.Hide = []string{private}
+		}
+		out := mustRun(t, newPipeline(t, cfg), "cat "+private+"/notes; ls -A "+private+" | wc -l")
+		want := "private notes\n1\n"
+		if hide {
+			want = "0\n"
+		}
+		if got := md[string](t, out, "stdout"); got != want {
+			t.Errorf("hide %v: stdout %q, want %q", hide, got, want)
+		}
+	}
+	if _, err := shell.New(shell.Config{Workspace: ws, Hide: []string{"relative"}}); err == nil || !strings.Contains(err.Error(), "hide") {
+		t.Errorf("a relative Hide entry: error %v, want one naming hide", err)
+	}
+}
+
 func TestSandboxNetworkOnlyWhenGranted(t *testing.T) {
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	ln, accepted := listen(t)
