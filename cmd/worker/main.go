@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/toolgate/toolgate/internal/daemon"
@@ -27,7 +28,13 @@ func main() {
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 0, "how long running calls may finish on SIGTERM (default 30s)")
 	fs.IntVar(&o.Replicas, "replicas", 1, "stream replicas when provisioning a JetStream cluster")
 	fs.Var(&o.Sandbox, "sandbox", "bash isolation: auto (bubblewrap when installed), require (refuse to start without it), off")
+	trusted := fs.String("trusted-approvers", os.Getenv("TOOLGATE_TRUSTED_APPROVERS"), "comma-separated nkey public keys (U...) of approver services whose decisions are accepted (env TOOLGATE_TRUSTED_APPROVERS); empty trusts approvers registered on the bus")
 	_ = fs.Parse(os.Args[1:])
+	for _, k := range strings.Split(*trusted, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			o.TrustedApprovers = append(o.TrustedApprovers, k)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := daemon.Run(ctx, o); err != nil {

@@ -14,10 +14,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/embedded"
 	"github.com/toolgate/toolgate/internal/worker"
+	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/builtin"
 	"github.com/toolgate/toolgate/pkg/tools/shell"
@@ -50,6 +53,10 @@ type Options struct {
 	Replicas int
 	// Sandbox is the bash tool's isolation: auto (default), require, off.
 	Sandbox shell.Mode
+	// TrustedApprovers are the nkey public keys whose approval decisions
+	// this worker accepts. Empty trusts the keys approver services
+	// registered in the approvals bucket (zero-config; logged loudly).
+	TrustedApprovers []string
 	// Logger receives logs; default a text logger on stderr.
 	Logger *slog.Logger
 	// Out receives the start-up banner; default stderr.
@@ -111,14 +118,38 @@ func Run(ctx context.Context, o Options) error {
 	if err := reg.Register(bash); err != nil {
 		return err
 	}
+	if err := reg.Register(papproval.ClarifyTool()); err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	busCfg := bus.Config{Replicas: o.Replicas}
+	if err := bus.Provision(ctx, js, busCfg); err != nil {
+		return err
+	}
+	mgr, err := approval.NewManager(ctx, js, approval.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers, Logger: o.Logger})
+	if err != nil {
+		return err
+	}
 	pipe := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithLogger(o.Logger))
 	w, err := worker.New(nc, pipe, worker.Config{
 		Name: o.Name, Concurrency: o.Concurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
-		Bus: bus.Config{Replicas: o.Replicas}, Logger: o.Logger,
+		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr},
 	})
 	if err != nil {
 		return err
 	}
+	mctx, mcancel := context.WithCancel(context.Background())
+	mdone := make(chan error, 1)
+	go func() { mdone <- mgr.Run(mctx, w.Resume) }()
+	defer func() {
+		mcancel()
+		if err := <-mdone; err != nil {
+			o.Logger.Error("approvals", "err", err)
+		}
+	}()
 	fmt.Fprintf(o.Out, "toolgate: workspace %s; tools: %v\n", ws, reg.Names())
 	if o.Ready != nil {
 		w.OnReady(func() { o.Ready(url) })
