@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -588,6 +589,79 @@ func TestSandboxNetworkOnlyWhenGranted(t *testing.T) {
 	ln.Close()
 	if n := len(accepted); n != 0 {
 		t.Errorf("the listener accepted %d connections from the call without network", n)
+	}
+}
+
+// TestUnprivilegedWorker runs this test binary again as nobody, so that
+// the path of a worker that is not root (bwrap in a user namespace, no
+// setpriv, no uid switch) is exercised as well as the root one.
+func TestUnprivilegedWorker(t *testing.T) {
+	if ws := os.Getenv("TOOLGATE_SHELL_WORKER_WS"); ws != "" {
+		unprivilegedWorker(t, ws)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the tests already run as an unprivileged user")
+	}
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	setpriv := testenv.LookPath(t, "setpriv", "util-linux")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test binary lives in a directory only root may enter.
+	bin := filepath.Join(newWorkspace(t, 0), "shell.test")
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ws := newWorkspace(t, 65534)
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+		bin, "-test.run=^TestUnprivilegedWorker$", "-test.v", "-test.count=1")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "TMPDIR=/tmp", "TOOLGATE_SHELL_WORKER_WS=" + ws}
+	out, err := cmd.CombinedOutput()
+	if strings.Contains(string(out), "--- SKIP") {
+		t.Skipf("as nobody: %s", out)
+	}
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestUnprivilegedWorker") {
+		t.Fatalf("the test as nobody failed: %v\n%s", err, out)
+	}
+}
+
+func unprivilegedWorker(t *testing.T, ws string) {
+	sb, err := shell.Detect(shell.ModeRequire)
+	if err != nil {
+		t.Skipf("bwrap cannot build a sandbox for an unprivileged worker here: %v", err)
+	}
+	if sb.Setpriv != "" {
+		t.Errorf("an unprivileged worker needs no setpriv, Detect found %q", sb.Setpriv)
+	}
+	ln, accepted := listen(t)
+	p := newPipeline(t, shell.Config{Workspace: ws, Sandbox: shell.ModeRequire})
+	tag := sleepArg()
+	out := mustRun(t, p, fmt.Sprintf(`id -u; echo x > f && echo wrote
+touch /var/tmp/toolgate-%[1]s && echo wrote-outside
+exec 3<>/dev/tcp/127.0.0.1/%[2]d && echo connected
+true`, tag, ln.Addr().(*net.TCPAddr).Port))
+	if got := md[string](t, out, "sandbox"); got != shell.KindBwrap {
+		t.Errorf("sandbox %q, want bwrap", got)
+	}
+	if got, want := md[string](t, out, "stdout"), fmt.Sprintf("%d\nwrote\n", os.Geteuid()); got != want {
+		t.Errorf("stdout %q, want %q; stderr %s", got, want, md[string](t, out, "stderr"))
+	}
+	if _, err := os.Stat("/var/tmp/toolgate-" + tag); err == nil {
+		os.Remove("/var/tmp/toolgate-" + tag)
+		t.Errorf("wrote /var/tmp outside the sandbox")
+	}
+	ln.Close()
+	if len(accepted) != 0 {
+		t.Errorf("reached the host's loopback without network")
 	}
 }
 
