@@ -177,3 +177,12 @@ func FuzzCapture(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkCapture(b *testing.B) {
+	chunk := bytes.Repeat([]byte("0123456789abcdé\n"), 3855) // about 64 KB
+	c := newCapture(tools.DefaultMaxOutput)
+	b.SetBytes(int64(len(chunk)))
+	for b.Loop() {
+		c.Write(chunk)
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -609,6 +610,9 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		errR.Close()
 		if ctx.Err() != nil {
 			return nil, killedError(ctx)
+		}
+		if id.drop && errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("bash: commands run as uid %d cannot enter %s or run %s (check the directory and its parents): %w", id.uid, dir, argv[0], err)
 		}
 		return nil, fmt.Errorf("bash: start %s in %s: %w", argv[0], dir, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -49,7 +50,7 @@ func forEachMode(t *testing.T, fn func(t *testing.T, mode shell.Mode)) {
 
 // newWorkspace is a fresh workspace owned by uid when the test runs as
 // root.
-func newWorkspace(t *testing.T, uid int) string {
+func newWorkspace(t testing.TB, uid int) string {
 	t.Helper()
 	dir := t.TempDir()
 	// t.TempDir's parent is private to the test's user; an unprivileged
@@ -276,6 +277,20 @@ func TestCommandsNeverRunAsRoot(t *testing.T) {
 			})
 		}
 	})
+}
+
+func TestNewRefusesAWorkspaceCommandsCannotEnter(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs a root worker")
+	}
+	ws := t.TempDir() // its parent is root's alone
+	if err := os.Chown(ws, testUID, testUID); err != nil {
+		t.Fatal(err)
+	}
+	_, err := shell.New(shell.Config{Workspace: ws, Sandbox: shell.ModeOff})
+	if !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), "cannot enter "+ws) || !strings.Contains(err.Error(), "4242") {
+		t.Errorf("New error %v, want one saying uid 4242 cannot enter the workspace", err)
+	}
 }
 
 func TestEnvironmentIsScrubbed(t *testing.T) {

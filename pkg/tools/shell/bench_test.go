@@ -1,0 +1,61 @@
+package shell_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/tools"
+	"github.com/toolgate/toolgate/pkg/tools/shell"
+)
+
+func benchModes(b *testing.B, fn func(b *testing.B, mode shell.Mode)) {
+	b.Run("off", func(b *testing.B) { fn(b, shell.ModeOff) })
+	b.Run("bwrap", func(b *testing.B) {
+		testenv.LookPath(b, "bwrap", "bubblewrap")
+		fn(b, shell.ModeRequire)
+	})
+}
+
+func benchTool(b *testing.B, mode shell.Mode) *tools.Tool {
+	b.Helper()
+	ws := newWorkspace(b, testUID)
+	tool, err := shell.New(shell.Config{Workspace: ws, Sandbox: mode})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tool
+}
+
+// BenchmarkCall is the cost of one call of a command that does nothing:
+// process start, limits, the sandbox when there is one, and teardown.
+func BenchmarkCall(b *testing.B) {
+	benchModes(b, func(b *testing.B, mode shell.Mode) {
+		tool := benchTool(b, mode)
+		args := json.RawMessage(`{"command":"true"}`)
+		for b.Loop() {
+			out, err := tool.Handler.Handle(context.Background(), &tools.Call{Name: "bash", Arguments: args})
+			if err != nil || out.IsError {
+				b.Fatalf("%+v %v", out, err)
+			}
+		}
+	})
+}
+
+// BenchmarkOutput is the rate at which a call takes output from a command
+// that prints 256 MB, bounded capture and progress streaming included.
+func BenchmarkOutput(b *testing.B) {
+	benchModes(b, func(b *testing.B, mode shell.Mode) {
+		tool := benchTool(b, mode)
+		const size = 256 << 20
+		args := json.RawMessage(`{"command":"head -c 268435456 /dev/zero"}`)
+		b.SetBytes(size)
+		for b.Loop() {
+			out, err := tool.Handler.Handle(context.Background(), &tools.Call{Name: "bash", Arguments: args, Progress: func(string, string) {}})
+			if err != nil || out.Metadata["stdout_bytes"] != int64(size) {
+				b.Fatalf("%v %v", out.Metadata, err)
+			}
+		}
+	})
+}
