@@ -125,7 +125,8 @@ type Config struct {
 	Hide []string `yaml:"hide,omitempty" json:"hide,omitempty"`
 	// UID and GID are who commands run as when the worker runs as root.
 	// Zero means the owner of the workspace when it is not root, else
-	// 65534 (nobody). They must not be root.
+	// 65534 (nobody); a GID of zero with a UID set means 65534. They can
+	// never be root.
 	UID int `yaml:"uid,omitempty" json:"uid,omitempty"`
 	GID int `yaml:"gid,omitempty" json:"gid,omitempty"`
 	// Logger receives one debug line per command and warnings. Nil means
@@ -201,6 +202,9 @@ func New(cfg Config) (*tools.Tool, error) {
 	if sh, err = exec.LookPath(sh); err != nil {
 		return nil, fmt.Errorf("bash config: shell: %w", err)
 	}
+	if sh, err = filepath.Abs(sh); err != nil {
+		return nil, fmt.Errorf("bash config: shell: %w", err)
+	}
 	sb, err := Detect(cfg.Sandbox)
 	if err != nil {
 		return nil, err
@@ -236,6 +240,9 @@ func New(cfg Config) (*tools.Tool, error) {
 	}
 	if !sb.Enabled() {
 		log.Warn("bash commands run without a sandbox", "reason", sb.Reason)
+		if len(cfg.Hide) > 0 {
+			log.Warn("bash config: hide has no effect without a sandbox", "hide", cfg.Hide)
+		}
 	}
 	if err := b.check(); err != nil {
 		return nil, err
@@ -295,8 +302,8 @@ const parameters = `{
 func (b *bash) description() string {
 	d := "Run a bash command line in the workspace and return its stdout, stderr and exit code. " +
 		"The command starts in the workspace (or cwd inside it) with HOME set to the workspace and a minimal environment; " +
-		"it is killed with everything it started when it ends, after timeout ms (default 60000, at most 600000), or when the call is cancelled; " +
-		"background processes do not survive the call. Each of stdout and stderr keeps at most " + strconv.Itoa(b.maxOut) +
+		"it is killed with everything it started when it ends, after timeout ms (default 60000, at most 600000), or when the call is cancelled, " +
+		"so background processes do not survive the call. Each of stdout and stderr keeps at most " + strconv.Itoa(b.maxOut) +
 		" characters (the middle is cut). A non-zero exit code is an error result with stderr."
 	if b.sb.Enabled() {
 		d += " It runs in a sandbox: the workspace is the only writable directory (plus a private /tmp), and there is no network access unless granted."
