@@ -60,6 +60,8 @@ func TestGrepAgreesWithRipgrep(t *testing.T) {
 		{name: "regex", pattern: `^func \(\w+ \*Server\) Serve`, path: "net"},
 		{name: "alternation", pattern: `errors\.(Is|As)\(`, path: "os"},
 		{name: "case-insensitive", pattern: "copyright 20[01][0-9]", path: "cmd/vendor", extra: map[string]any{"-i": true}, rgExtra: []string{"-i"}},
+		{name: "case-insensitive literal", pattern: "license that can be FOUND", path: "crypto", extra: map[string]any{"case_insensitive": true}, rgExtra: []string{"-i"}},
+		{name: "inline fold literal", pattern: "(?i)ERRNOTEXIST", path: "os"},
 		{name: "fixed string", pattern: "(?i)", path: "regexp", extra: map[string]any{"fixed_string": true}, rgExtra: []string{"-F"}},
 		{name: "type go", pattern: "TODO", path: "cmd/vendor", extra: map[string]any{"type": "go"}, rgExtra: []string{"--type", "go"}},
 		{name: "glob", pattern: "package", path: "encoding", extra: map[string]any{"glob": "*_test.go"}, rgExtra: []string{"--glob", "*_test.go"}},
@@ -106,4 +108,50 @@ func minus(a, b []string) []string {
 		out = append(out[:10], "...")
 	}
 	return out
+}
+
+// TestMatcherAgreesWithRegexp checks the direct string searches against
+// the regular expression they stand for, line by line.
+func TestMatcherAgreesWithRegexp(t *testing.T) {
+	texts := []string{
+		"", "a", "needle", "xxneedle\nNEEDLE\nNeEdLe yy\nneedl\n", "\u212aelvin\nKELVIN\n", "ſtop\nSTOP\nstop",
+		"no match here\n", "needleneedle", "\nneedle", "nee\ndle\n",
+	}
+	for _, tc := range []struct {
+		pattern      string
+		fixed, icase bool
+	}{
+		{"needle", false, false}, {"needle", false, true}, {"NEEDLE", true, true}, {"(?i)kelvin", false, false},
+		{"stop", false, true}, {"e", false, false}, {"le\nne", true, false}, {"d", true, true}, {"a.b", true, false},
+	} {
+		m, err := newMatcher(tc.pattern, tc.fixed, tc.icase)
+		if err != nil {
+			if strings.Contains(tc.pattern, "\n") {
+				continue
+			}
+			t.Fatal(err)
+		}
+		for _, text := range texts {
+			var got, want []int
+			mm := m.forBuffer([]byte(text))
+			for pos := 0; ; {
+				s, e, ok := mm.next([]byte(text), pos)
+				if !ok {
+					break
+				}
+				got = append(got, s)
+				pos = e + 1
+			}
+			off := 0
+			for _, line := range strings.SplitAfter(text, "\n") {
+				if m.re.MatchString(strings.TrimSuffix(line, "\n")) {
+					want = append(want, off)
+				}
+				off += len(line)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%q (fixed %v, icase %v) in %q: lines at %v, want %v", tc.pattern, tc.fixed, tc.icase, text, got, want)
+			}
+		}
+	}
 }
