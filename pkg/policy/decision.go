@@ -81,6 +81,12 @@ type Decision struct {
 	ApprovalTimeout time.Duration `json:"approval_timeout,omitempty"`
 	// Approvers, when set for an ask, is how many distinct people must approve.
 	Approvers int `json:"approvers,omitempty"`
+	// MaxBytes, when set, is the largest file a read may return
+	// (constraints.max_size).
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+	// MaxResults, when set, bounds the results of a search or listing
+	// (constraints.max_results).
+	MaxResults int `json:"max_results,omitempty"`
 }
 
 // Evaluator judges requests. *Gate implements it; AllowAll is the permissive

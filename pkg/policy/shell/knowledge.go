@@ -1,0 +1,361 @@
+package shell
+
+import (
+	"strings"
+)
+
+// evalBuiltins run strings as code or change what names mean.
+var evalBuiltins = map[string]string{
+	"eval":     "eval runs a string as code",
+	"source":   "source runs a file as code",
+	".":        ". runs a file as code",
+	"alias":    "alias changes what command names mean",
+	"trap":     "trap runs a string as code on a signal or exit",
+	"enable":   "enable loads or disables builtins",
+	"hash":     "hash can map a command name to any file",
+	"fc":       "fc re-runs commands from history",
+	"shopt":    "shopt changes how the shell parses and expands",
+	"compgen":  "compgen can run commands and functions",
+	"complete": "complete can run commands and functions",
+	"bind":     "bind can run commands on key presses",
+	"history":  "history can read and replay command files",
+	"coproc":   "coproc runs a command asynchronously",
+}
+
+// writers write or remove the files named as their operands.
+var writers = map[string]bool{
+	"tee": true, "touch": true, "mkdir": true, "rm": true, "rmdir": true, "truncate": true, "cp": true, "mv": true,
+	"ln": true, "install": true, "shred": true, "chmod": true, "chown": true, "chgrp": true, "unlink": true, "mkfifo": true,
+	"mknod": true, "patch": true, "split": true, "csplit": true,
+}
+
+// interpreters run inline code given with one of their options.
+var interpreters = map[string]string{
+	"python": "c", "python2": "c", "python3": "c", "pypy": "c", "pypy3": "c",
+	"node": "ep", "nodejs": "ep", "deno": "", "bun": "e",
+	"perl": "eE", "ruby": "e", "php": "r", "lua": "e", "luajit": "e", "tclsh": "", "Rscript": "e", "osascript": "e",
+}
+
+// dirChangers run in the directory given with -C or --directory.
+var dirChangers = map[string]bool{"make": true, "gmake": true, "tar": true, "ninja": true, "bsdtar": true}
+
+// envSafe reports whether name may be set in a program's environment
+// without changing what the program runs or where it reaches.
+func envSafe(name string) bool {
+	switch name {
+	case "LANG", "LANGUAGE", "TZ", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TERM", "COLUMNS", "LINES", "CI":
+		return true
+	case "http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy":
+		return false
+	}
+	if strings.HasPrefix(name, "LC_") {
+		return true
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c >= 'A' && c <= 'Z' {
+			return false
+		}
+	}
+	return name != ""
+}
+
+// shellVarSafe reports whether a shell variable may be assigned: lower-case
+// names are not exported by convention; upper-case ones (PATH, IFS, LD_*,
+// GIT_*, BASH_ENV, ...) may reach programs or change parsing.
+func shellVarSafe(name string) bool { return envSafe(name) }
+
+// shortCluster returns the letters of a single-dash option cluster
+// (-rnL → "rnL"), stopping at the first non-letter; "" for other words.
+func shortCluster(v string) string {
+	if len(v) < 2 || v[0] != '-' || v[1] == '-' {
+		return ""
+	}
+	j := 1
+	for j < len(v) && ((v[j] >= 'a' && v[j] <= 'z') || (v[j] >= 'A' && v[j] <= 'Z')) {
+		j++
+	}
+	return v[1:j]
+}
+
+func longName(v string) string {
+	if !strings.HasPrefix(v, "--") {
+		return ""
+	}
+	n, _, _ := strings.Cut(v[2:], "=")
+	return n
+}
+
+// knowledge adds what is known of a program: the arguments it may open,
+// the options that make it run other programs or write, and directories
+// it runs in.
+func (w *walker) knowledge(cmd *Command, base string) {
+	if d, ok := evalBuiltins[base]; ok {
+		cmd.hazard(HazardEval, d)
+	}
+	if otherShells[base] {
+		cmd.hazard(HazardScript, base+" runs code in a syntax the analyser does not parse")
+	}
+	args := cmd.Args
+	switch base {
+	case "set":
+		setHazards(cmd)
+	case "mapfile", "readarray":
+		for _, a := range args[1:] {
+			if strings.Contains(shortCluster(a.Value), "C") {
+				cmd.hazard(HazardEval, base+" -C runs a callback")
+			}
+		}
+	case "cd", "pushd":
+		var target *Word
+		for i := 1; i < len(args); i++ {
+			if args[i].Literal && strings.HasPrefix(args[i].Value, "-") && args[i].Value != "-" {
+				continue
+			}
+			target = &args[i]
+			break
+		}
+		if target == nil {
+			// cd alone goes home.
+			w.a.s.Dirs = append(w.a.s.Dirs, Word{Value: "~", Literal: true, Tilde: true})
+		} else if target.Literal && target.Value == "-" {
+			// back to a directory already counted
+		} else {
+			w.a.s.Dirs = append(w.a.s.Dirs, *target)
+		}
+	case "rg":
+		for _, a := range args[1:] {
+			v := a.Value
+			switch n := longName(v); n {
+			case "pre", "hostname-bin":
+				cmd.hazard(HazardExec, "rg --"+n+" runs a program")
+			case "follow":
+				cmd.hazard(HazardFollow, "rg --follow follows symbolic links out of the tree")
+			}
+			if strings.Contains(shortCluster(v), "L") {
+				cmd.hazard(HazardFollow, "rg -L follows symbolic links out of the tree")
+			}
+		}
+	case "grep", "egrep", "fgrep", "zgrep":
+		for _, a := range args[1:] {
+			if strings.Contains(shortCluster(a.Value), "R") || longName(a.Value) == "dereference-recursive" {
+				cmd.hazard(HazardFollow, "grep -R follows symbolic links out of the tree")
+			}
+		}
+	case "fd", "fdfind":
+		for _, a := range args[1:] {
+			c, n := shortCluster(a.Value), longName(a.Value)
+			if strings.ContainsAny(c, "xX") || n == "exec" || n == "exec-batch" {
+				cmd.hazard(HazardExec, base+" --exec runs a program")
+			}
+			if strings.Contains(c, "L") || n == "follow" {
+				cmd.hazard(HazardFollow, base+" -L follows symbolic links out of the tree")
+			}
+		}
+	case "sed", "gsed":
+		sedHazards(cmd)
+		return
+	case "awk", "gawk", "mawk", "nawk":
+		awkHazards(cmd)
+		return
+	case "git":
+		w.gitHazards(cmd)
+		return
+	case "sort":
+		for _, a := range args[1:] {
+			c, n := shortCluster(a.Value), longName(a.Value)
+			if strings.Contains(c, "o") || n == "output" {
+				cmd.hazard(HazardWrite, "sort -o writes a file")
+			}
+			if n == "compress-program" {
+				cmd.hazard(HazardExec, "sort --compress-program runs a program")
+			}
+		}
+	case "tree":
+		for _, a := range args[1:] {
+			c := shortCluster(a.Value)
+			if strings.Contains(c, "o") {
+				cmd.hazard(HazardWrite, "tree -o writes a file")
+			}
+			if strings.Contains(c, "l") {
+				cmd.hazard(HazardFollow, "tree -l follows symbolic links out of the tree")
+			}
+		}
+	case "date":
+		for _, a := range args[1:] {
+			v := a.Value
+			if strings.Contains(shortCluster(v), "s") || longName(v) == "set" || (v != "" && v[0] != '-' && v[0] != '+') {
+				cmd.hazard(HazardSystem, "date with -s or an operand sets the clock")
+			}
+		}
+	case "hostname":
+		for _, a := range args[1:] {
+			v := a.Value
+			if !strings.HasPrefix(v, "-") || strings.Contains(shortCluster(v), "F") || longName(v) == "file" {
+				cmd.hazard(HazardSystem, "hostname with an operand sets the host name")
+			}
+		}
+	case "uniq", "xxd":
+		if countOperands(args[1:]) >= 2 {
+			cmd.hazard(HazardWrite, base+" writes its second operand")
+		}
+	case "less", "more", "most":
+		for _, a := range args[1:] {
+			v := a.Value
+			c, n := shortCluster(v), longName(v)
+			if strings.ContainsAny(c, "oO") || n == "log-file" || n == "LOG-FILE" {
+				cmd.hazard(HazardWrite, base+" -o writes a log file")
+			}
+			if strings.HasPrefix(v, "+") {
+				cmd.hazard(HazardExec, base+" +command runs pager commands, which include shell escapes")
+			}
+		}
+	case "man":
+		for _, a := range args[1:] {
+			c, n := shortCluster(a.Value), longName(a.Value)
+			if strings.ContainsAny(c, "PH") || n == "pager" || n == "html" {
+				cmd.hazard(HazardExec, "man -P/-H runs a program")
+			}
+		}
+	case "go":
+		for i, a := range args[1:] {
+			v := a.Value
+			n := strings.TrimPrefix(v, "-")
+			n, _, _ = strings.Cut(strings.TrimPrefix(n, "-"), "=")
+			if strings.HasPrefix(v, "-") && (n == "toolexec" || n == "exec" || n == "vettool" || n == "overlay") {
+				cmd.hazard(HazardExec, "go -"+n+" runs a program")
+			}
+			if i == 0 && v == "env" {
+				for _, b := range args[2:] {
+					if b.Value == "-w" || b.Value == "-u" {
+						cmd.hazard(HazardWrite, "go env -w writes the go configuration (GOFLAGS can run programs)")
+					}
+				}
+			}
+		}
+	case "tar", "bsdtar":
+		for _, a := range args[1:] {
+			n := longName(a.Value)
+			if n == "to-command" || n == "checkpoint-action" || n == "use-compress-program" || n == "info-script" || n == "new-volume-script" ||
+				(shortCluster(a.Value) != "" && strings.ContainsAny(shortCluster(a.Value), "IF")) {
+				cmd.hazard(HazardExec, "tar option runs a program")
+			}
+		}
+	case "yq":
+		for _, a := range args[1:] {
+			if strings.Contains(shortCluster(a.Value), "i") || longName(a.Value) == "inplace" {
+				cmd.hazard(HazardWrite, "yq -i writes the file")
+			}
+		}
+	case "rsync", "ssh", "scp":
+		for _, a := range args[1:] {
+			n := longName(a.Value)
+			if n == "rsh" || strings.Contains(a.Value, "ProxyCommand") || strings.Contains(a.Value, "LocalCommand") {
+				cmd.hazard(HazardExec, base+" option runs a program")
+			}
+		}
+	}
+	if opts, ok := interpreters[base]; ok {
+		for _, a := range args[1:] {
+			c, n := shortCluster(a.Value), longName(a.Value)
+			if (c != "" && strings.ContainsAny(c, opts) && opts != "") || n == "eval" || n == "print" {
+				cmd.hazard(HazardExec, base+" runs inline code")
+				break
+			}
+		}
+	}
+	if dirChangers[base] {
+		for i := 1; i < len(args); i++ {
+			v := args[i].Value
+			if v == "-C" && i+1 < len(args) {
+				w.a.s.Dirs = append(w.a.s.Dirs, args[i+1])
+			} else if strings.HasPrefix(v, "--directory=") {
+				d := strings.TrimPrefix(v, "--directory=")
+				w.a.s.Dirs = append(w.a.s.Dirs, Word{Value: d, Literal: true, Tilde: strings.HasPrefix(d, "~")})
+			}
+		}
+	}
+	cmd.Paths = append(cmd.Paths, pathArgs(args[1:], writers[base])...)
+	if base == "dd" {
+		for i := range cmd.Paths {
+			cmd.Paths[i].Write = cmd.Paths[i].Write || strings.HasPrefix(cmd.Paths[i].Path, "of=")
+		}
+	}
+}
+
+func countOperands(args []Word) int {
+	n := 0
+	for _, a := range args {
+		if !strings.HasPrefix(a.Value, "-") || a.Value == "-" {
+			n++
+		}
+	}
+	return n
+}
+
+func setHazards(cmd *Command) {
+	args := cmd.Args[1:]
+	for i := 0; i < len(args); i++ {
+		v := args[i].Value
+		if v == "--" || (len(v) > 0 && v[0] != '-' && v[0] != '+') {
+			return // positional parameters
+		}
+		if v == "-o" || v == "+o" {
+			if i+1 < len(args) {
+				switch args[i+1].Value {
+				case "pipefail", "errexit", "nounset", "xtrace", "verbose", "noglob", "noclobber":
+					i++
+					continue
+				}
+			}
+			cmd.hazard(HazardEval, "set -o changes how the shell runs commands")
+			return
+		}
+		if strings.Trim(v[1:], "euxvfnC") != "" {
+			cmd.hazard(HazardEval, "set "+v+" changes how the shell runs commands")
+			return
+		}
+	}
+}
+
+// pathArgs extracts the arguments a program may open as files: operands,
+// the values of --opt=VALUE, and values attached to short options when they
+// look like paths.
+func pathArgs(args []Word, write bool) []PathArg {
+	var out []PathArg
+	dd := false
+	for _, a := range args {
+		if !a.Literal {
+			continue
+		}
+		v := a.Value
+		switch {
+		case dd || v == "-" || !strings.HasPrefix(v, "-"):
+			if v == "" || v == "-" {
+				continue
+			}
+			out = append(out, PathArg{Path: v, Tilde: a.Tilde, Write: write})
+			if eq := strings.IndexByte(v, '='); eq > 0 && !dd {
+				// name=value operands (dd if=..., awk var=...) and words bash
+				// treats like assignments (tilde after =).
+				val := v[eq+1:]
+				out = append(out, PathArg{Path: val, Tilde: strings.HasPrefix(val, "~"), Write: write})
+			}
+		case v == "--":
+			dd = true
+		case strings.HasPrefix(v, "--"):
+			if _, val, ok := strings.Cut(v, "="); ok && val != "" {
+				out = append(out, PathArg{Path: val, Tilde: strings.HasPrefix(val, "~")})
+			}
+		default:
+			// -o/tmp/x, -I../inc: any suffix starting at / . or ~.
+			for j := 2; j < len(v); j++ {
+				if c := v[j]; c == '/' || c == '~' || (c == '.' && (v[j-1] < 'a' || v[j-1] > 'z')) || (c == '.' && j == 2) {
+					val := v[j:]
+					out = append(out, PathArg{Path: val, Tilde: c == '~'})
+					break
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,381 @@
+package shell
+
+import (
+	"strings"
+)
+
+// wrapperSpec describes the command line of a program that runs another
+// program: which options take a value, and what comes before the command.
+type wrapperSpec struct {
+	shortVal   string   // short options that take a value (-n 5, -n5)
+	shortRest  string   // short options whose value is the rest of the cluster only (xargs -i{})
+	longVal    []string // long options that take a value (--signal KILL, --signal=KILL)
+	dirOpt     string   // short option whose value is a directory the command runs in
+	dirLong    string   // long form of dirOpt
+	fileOpt    string   // short option whose value is a file the wrapper writes
+	fileLong   string   // long form of fileOpt
+	hazShort   string   // short options that make the command unknowable
+	hazLong    []string // long forms of hazShort
+	haz        HazardKind
+	hazDetail  string
+	noCmdShort string // short options meaning no command runs (command -v)
+	fixed      int    // operands before the command (timeout DURATION)
+	assigns    bool   // NAME=VALUE operands before the command (env)
+	digitOpt   bool   // -N numeric option (nice -10)
+	stdinArgs  bool   // the command's arguments come from stdin (xargs)
+	opaque     bool   // the wrapper is judged as a command in its own right (sudo)
+}
+
+var wrappers = map[string]wrapperSpec{
+	"env": {shortVal: "uCS", longVal: []string{"unset", "chdir", "split-string"}, dirOpt: "C", dirLong: "chdir",
+		hazShort: "S", hazLong: []string{"split-string"}, haz: HazardScript, hazDetail: "env -S splits a string into a command", assigns: true},
+	"nice":    {shortVal: "n", longVal: []string{"adjustment"}, digitOpt: true},
+	"nohup":   {},
+	"timeout": {shortVal: "sk", longVal: []string{"signal", "kill-after"}, fixed: 1},
+	"time":    {shortVal: "fo", longVal: []string{"format", "output"}, fileOpt: "o", fileLong: "output"},
+	"stdbuf":  {shortVal: "ioe", longVal: []string{"input", "output", "error"}},
+	"setsid":  {},
+	"xargs": {shortVal: "EIdLnPsa", shortRest: "ile", longVal: []string{"max-args", "max-procs", "max-chars", "delimiter", "arg-file", "process-slot-var"},
+		stdinArgs: true},
+	"sudo": {shortVal: "CDgpRrTtUu", longVal: []string{"user", "group", "chdir", "chroot", "prompt", "role", "type", "other-user", "close-from", "command-timeout", "host"},
+		hazShort: "eis", hazLong: []string{"edit", "login", "shell"}, haz: HazardScript, hazDetail: "sudo runs a shell or an editor", opaque: true},
+	"doas":    {shortVal: "uC", hazShort: "s", haz: HazardScript, hazDetail: "doas -s runs a shell", opaque: true},
+	"command": {noCmdShort: "vV"},
+	"builtin": {},
+	"exec":    {shortVal: "a"},
+	"ionice":  {shortVal: "cnpPu", longVal: []string{"class", "classdata", "pid", "pgid", "uid"}},
+	"taskset": {fixed: 1},
+	"chrt":    {shortVal: "TPD", longVal: []string{"sched-runtime", "sched-period", "sched-deadline"}, fixed: 1},
+	"flock": {shortVal: "wE", longVal: []string{"timeout", "conflict-exit-code"}, hazShort: "c", hazLong: []string{"command"},
+		haz: HazardScript, hazDetail: "flock -c runs a string as a shell command", fixed: 1},
+	"unbuffer": {},
+	"chronic":  {},
+}
+
+// shells are the shells whose -c string is parsed as bash.
+var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true, "rbash": true}
+
+// otherShells run strings in a syntax the analyser does not parse.
+var otherShells = map[string]bool{"zsh": true, "ksh": true, "mksh": true, "ksh93": true, "fish": true, "csh": true, "tcsh": true,
+	"pwsh": true, "powershell": true, "nu": true, "elvish": true, "xonsh": true, "yash": true, "posh": true, "oksh": true}
+
+func (c *Command) hazard(k HazardKind, detail string) {
+	c.Hazards = append(c.Hazards, Hazard{Kind: k, Detail: detail, Source: c.Source})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// isAssignment reports whether s has the form NAME=VALUE.
+func isAssignment(s string) bool {
+	eq := strings.IndexByte(s, '=')
+	if eq <= 0 {
+		return false
+	}
+	for i := 0; i < eq; i++ {
+		c := s[i]
+		if !(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9')) {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *walker) unwrap(cmd *Command, spec wrapperSpec, base string, chain []string) {
+	args := cmd.Args
+	var assigns []Assign
+	noCmd := false
+	i := 1
+	addDir := func(v Word) { w.a.s.Dirs = append(w.a.s.Dirs, v) }
+	value := func(j int) (Word, int) {
+		if j < len(args) {
+			return args[j], j + 1
+		}
+		return Word{Literal: true}, j
+	}
+opts:
+	for i < len(args) {
+		a := args[i]
+		if !a.Literal {
+			if a.ProcSubst {
+				break
+			}
+			cmd.hazard(HazardDynamic, base+": the command it runs is not known statically")
+			return
+		}
+		v := a.Value
+		switch {
+		case v == "--":
+			i++
+			break opts
+		case spec.assigns && isAssignment(v):
+			eq := strings.IndexByte(v, '=')
+			assigns = append(assigns, Assign{Name: v[:eq], Value: v[eq+1:]})
+			i++
+		case strings.HasPrefix(v, "--") && len(v) > 2:
+			name, val, hasVal := strings.Cut(v[2:], "=")
+			i++
+			if contains(spec.hazLong, name) {
+				cmd.hazard(spec.haz, spec.hazDetail)
+			}
+			if !hasVal && contains(spec.longVal, name) {
+				var wv Word
+				wv, i = value(i)
+				val = wv.Value
+				if !wv.Literal {
+					cmd.hazard(HazardExpansion, base+" --"+name+" value is not known statically")
+				}
+			}
+			if name != "" && name == spec.dirLong {
+				addDir(Word{Value: val, Literal: true, Tilde: strings.HasPrefix(val, "~")})
+			}
+			if name != "" && name == spec.fileLong {
+				cmd.Paths = append(cmd.Paths, PathArg{Path: val, Write: true})
+			}
+		case strings.HasPrefix(v, "-") && len(v) > 1:
+			i++
+			if spec.digitOpt && isDigits(v[1:]) {
+				continue
+			}
+			for j := 1; j < len(v); j++ {
+				c := v[j]
+				if strings.IndexByte(spec.hazShort, c) >= 0 {
+					cmd.hazard(spec.haz, spec.hazDetail)
+				}
+				if strings.IndexByte(spec.noCmdShort, c) >= 0 {
+					noCmd = true
+				}
+				if strings.IndexByte(spec.shortRest, c) >= 0 {
+					break
+				}
+				if strings.IndexByte(spec.shortVal, c) >= 0 {
+					val := Word{Value: v[j+1:], Literal: true}
+					if val.Value == "" {
+						val, i = value(i)
+					}
+					if !val.Literal {
+						cmd.hazard(HazardExpansion, base+" -"+string(c)+" value is not known statically")
+					}
+					if spec.dirOpt != "" && c == spec.dirOpt[0] {
+						val.Tilde = val.Tilde || strings.HasPrefix(val.Value, "~")
+						addDir(val)
+					}
+					if spec.fileOpt != "" && c == spec.fileOpt[0] {
+						cmd.Paths = append(cmd.Paths, PathArg{Path: val.Value, Write: true})
+					}
+					break
+				}
+			}
+		default:
+			break opts
+		}
+	}
+	for k := 0; k < spec.fixed && i < len(args); k++ {
+		if base == "flock" {
+			cmd.Paths = append(cmd.Paths, PathArg{Path: args[i].Value, Tilde: args[i].Tilde, Write: true})
+		}
+		i++
+	}
+	if noCmd || i >= len(args) {
+		// Nothing is run (env alone prints the environment, command -v
+		// looks a name up): judged as a command of its own.
+		w.knowledge(cmd, base)
+		return
+	}
+	cmd.Wrapper = !spec.opaque
+	if spec.opaque {
+		w.knowledge(cmd, base)
+		cmd.Paths = nil
+	}
+	n := len(w.a.s.Commands)
+	w.simple(args[i:], assigns, cmd.Source, chain)
+	if spec.stdinArgs && n < len(w.a.s.Commands) {
+		w.a.s.Commands[n].hazard(HazardStdinArgs, base+" appends arguments read from stdin")
+	}
+}
+
+// shell handles sh/bash: the -c string is parsed and analysed as a script
+// of its own; a script file or stdin cannot be known.
+func (w *walker) shell(cmd *Command, chain []string) {
+	args := cmd.Args
+	base := chain[len(chain)-1]
+	cflag := false
+	i := 1
+	for i < len(args) {
+		a := args[i]
+		if !a.Literal {
+			cmd.hazard(HazardDynamic, base+": option or script not known statically")
+			return
+		}
+		v := a.Value
+		if v == "--" || v == "-" {
+			i++
+			break
+		}
+		if v == "-o" || v == "+o" || v == "-O" || v == "+O" {
+			i += 2
+			continue
+		}
+		if strings.HasPrefix(v, "--") {
+			if v == "--rcfile" || v == "--init-file" {
+				cmd.hazard(HazardScript, base+" "+v+" runs a startup file")
+				i += 2
+				continue
+			}
+			i++
+			continue
+		}
+		if v[0] == '-' || v[0] == '+' {
+			if v[0] == '-' && strings.IndexByte(v, 'c') > 0 {
+				cflag = true
+			}
+			if strings.ContainsAny(v[1:], "si") {
+				cmd.hazard(HazardScript, base+" "+v+" reads commands from stdin or startup files")
+			}
+			i++
+			continue
+		}
+		break
+	}
+	cmd.Wrapper = true
+	if !cflag {
+		if i < len(args) {
+			cmd.hazard(HazardScript, base+" runs the script file "+args[i].Value+", whose content is not analysed")
+		} else {
+			cmd.hazard(HazardScript, base+" reads commands from stdin")
+		}
+		return
+	}
+	if i >= len(args) {
+		return
+	}
+	if !args[i].Literal {
+		cmd.hazard(HazardExpansion, base+" -c string is not known statically")
+		return
+	}
+	if err := w.a.parse(args[i].Value, w.depth+1, chain); err != nil && w.a.err == nil {
+		w.a.err = err
+	}
+}
+
+// find judges its own expression and unwraps -exec, -execdir, -ok, -okdir.
+func (w *walker) find(cmd *Command, chain []string) {
+	args := cmd.Args
+	i := 1
+	// Leading options.
+	for i < len(args) && args[i].Literal {
+		v := args[i].Value
+		if v == "-H" || v == "-P" {
+			i++
+			continue
+		}
+		if v == "-L" {
+			cmd.hazard(HazardFollow, "find -L follows symbolic links out of the tree")
+			i++
+			continue
+		}
+		if v == "-D" {
+			i += 2
+			continue
+		}
+		if strings.HasPrefix(v, "-O") {
+			i++
+			continue
+		}
+		break
+	}
+	// Start points.
+	for i < len(args) {
+		a := args[i]
+		if a.Literal && (strings.HasPrefix(a.Value, "-") || a.Value == "(" || a.Value == "!" || a.Value == ",") {
+			break
+		}
+		if a.Literal {
+			cmd.Paths = append(cmd.Paths, PathArg{Path: a.Value, Tilde: a.Tilde})
+		}
+		i++
+	}
+	for i < len(args) {
+		v := args[i].Value
+		switch v {
+		case "-exec", "-execdir", "-ok", "-okdir":
+			j := i + 1
+			for j < len(args) && !(args[j].Literal && (args[j].Value == ";" || args[j].Value == "+")) {
+				j++
+			}
+			if inner := args[i+1 : j]; len(inner) > 0 {
+				w.simple(inner, nil, cmd.Source, chain)
+			}
+			i = j + 1
+		case "-delete":
+			cmd.hazard(HazardWrite, "find -delete removes files")
+			i++
+		case "-fprint", "-fprint0", "-fls":
+			cmd.hazard(HazardWrite, "find "+v+" writes a file")
+			i += 2
+		case "-fprintf":
+			cmd.hazard(HazardWrite, "find -fprintf writes a file")
+			i += 3
+		case "-follow":
+			cmd.hazard(HazardFollow, "find -follow follows symbolic links out of the tree")
+			i++
+		case "-newer", "-anewer", "-cnewer", "-samefile", "-files0-from":
+			if i+1 < len(args) {
+				cmd.Paths = append(cmd.Paths, PathArg{Path: args[i+1].Value, Tilde: args[i+1].Tilde})
+			}
+			i += 2
+		default:
+			if strings.HasPrefix(v, "-newer") && len(v) == 8 && i+1 < len(args) {
+				cmd.Paths = append(cmd.Paths, PathArg{Path: args[i+1].Value, Tilde: args[i+1].Tilde})
+				i += 2
+				continue
+			}
+			i++
+		}
+	}
+}
+
+// watch runs its arguments joined by spaces through sh -c (or directly
+// with -x).
+func (w *walker) watch(cmd *Command, chain []string) {
+	args := cmd.Args
+	i, direct := 1, false
+	for i < len(args) && args[i].Literal && strings.HasPrefix(args[i].Value, "-") {
+		v := args[i].Value
+		i++
+		if v == "--" {
+			break
+		}
+		switch v {
+		case "-x", "--exec":
+			direct = true
+		case "-n", "--interval", "-q", "--equexit":
+			i++
+		}
+	}
+	cmd.Wrapper = true
+	if i >= len(args) {
+		return
+	}
+	if direct {
+		w.simple(args[i:], nil, cmd.Source, chain)
+		return
+	}
+	parts := make([]string, 0, len(args)-i)
+	for _, a := range args[i:] {
+		if !a.Literal {
+			cmd.hazard(HazardExpansion, "watch command is not known statically")
+			return
+		}
+		parts = append(parts, a.Value)
+	}
+	if err := w.a.parse(strings.Join(parts, " "), w.depth+1, chain); err != nil && w.a.err == nil {
+		w.a.err = err
+	}
+}
