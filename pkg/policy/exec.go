@@ -141,7 +141,7 @@ func (e *evaluation) shell() {
 	}
 	script, err := shell.Parse(cmd)
 	if err != nil {
-		e.deny("builtin.shell.parse", "the command cannot be analysed: "+err.Error(), clip(cmd))
+		e.deny("builtin.shell.parse", err.Error(), clip(cmd))
 		return
 	}
 	cwds, unknown := e.cwds(cwd, script.Dirs)

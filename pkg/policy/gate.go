@@ -482,6 +482,26 @@ func (e *evaluation) pathRulesFor(tool string, kind Kind, write bool) pathRules 
 			}
 		}
 	}
+	// Tools of one family share their denied paths: a path denied to read
+	// is denied to grep, glob and ls too, one denied to write is denied to
+	// edit.
+	var family []string
+	switch tool {
+	case "read", "ls", "glob", "grep":
+		family = []string{"read", "ls", "glob", "grep"}
+	case "write", "edit":
+		family = []string{"write", "edit"}
+	}
+	for _, l := range e.layers {
+		for _, t := range family {
+			if t == tool {
+				continue
+			}
+			for _, r := range l.tools[t] {
+				pr.denied = append(pr.denied, r.constraints.denied...)
+			}
+		}
+	}
 	if write {
 		pr.denied = append(pr.denied, protectedWrite...)
 	}
@@ -530,6 +550,11 @@ func (e *evaluation) judgePath(pr *pathRules, abs, shown string, write, outsideH
 		e.deny(g.id, reason, shown)
 		return
 	}
+	var st syscall.Stat_t
+	statErr := syscall.Stat(real, &st)
+	if statErr == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR && e.deniedInside(pr, real, shown) {
+		return real
+	}
 	inside := false
 	for _, r := range pr.roots {
 		if within(real, r) {
@@ -556,11 +581,33 @@ func (e *evaluation) judgePath(pr *pathRules, abs, shown string, write, outsideH
 		}
 		return
 	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(real, &st); err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && st.Nlink > 1 {
+	if statErr == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && st.Nlink > 1 {
 		e.hardAsk("builtin.hard_link", fmt.Sprintf("%s has %d hard links: its other names may be denied paths", shown, st.Nlink), shown)
 	}
 	return real
+}
+
+// deniedInside judges a directory by the denied paths it holds: a
+// directory whose contents are all denied (~/.ssh for ~/.ssh/*) is denied,
+// one that holds denied paths under it needs a person, since a recursive
+// command would read them. Patterns that can match at any depth (**/*.pem)
+// are left to the checks of the files actually opened.
+func (e *evaluation) deniedInside(pr *pathRules, real, shown string) bool {
+	segs := splitFolded(real)
+	for _, g := range pr.denied {
+		switch g.dirRelation(segs, e.wsSegs) {
+		case 2:
+			e.deny(g.id, fmt.Sprintf("%s is a directory whose contents are denied by %q", shown, g.raw), shown)
+			return true
+		case 1:
+			if strings.HasPrefix(g.id, "builtin.") {
+				continue
+			}
+			e.hardAsk(g.id, fmt.Sprintf("%s holds paths denied by %q", shown, g.raw), shown)
+			return false
+		}
+	}
+	return false
 }
 
 // fileTool judges the path arguments of read, write, edit, ls, glob, grep.

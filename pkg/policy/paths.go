@@ -21,6 +21,10 @@ type pathGlob struct {
 	// wsRelative patterns are joined to the workspace at match time.
 	wsRelative bool
 	segs       []string // folded
+	// prefix is the leading literal part of segs (no meta characters): a
+	// directory equal to it holds only denied paths, an ancestor of it
+	// holds some.
+	prefix []string
 }
 
 // compileGlob compiles a path pattern: ~ is the home directory, ** matches
@@ -60,7 +64,42 @@ func compileGlob(raw, home string) (*pathGlob, error) {
 		}
 		g.segs = append(g.segs, fold(s))
 	}
+	for _, s := range g.segs {
+		if strings.ContainsAny(s, "*?[\\") {
+			break
+		}
+		g.prefix = append(g.prefix, s)
+	}
+	if len(g.prefix) == len(g.segs) && len(g.prefix) > 0 {
+		// A fully literal pattern: its parent is the directory of interest.
+		g.prefix = g.prefix[:len(g.prefix)-1]
+	}
 	return g, nil
+}
+
+// dirRelation reports how the directory segs relates to the pattern's
+// literal prefix: 2 when it is the prefix (its contents are denied), 1 when
+// it is an ancestor of the prefix (some contents are denied), 0 otherwise.
+func (g *pathGlob) dirRelation(segs, ws []string) int {
+	pre := g.prefix
+	if g.wsRelative {
+		if len(ws) == 0 || len(pre) == 0 {
+			return 0
+		}
+		pre = append(append(make([]string, 0, len(ws)+len(pre)), ws...), pre...)
+	}
+	if len(pre) == 0 || len(segs) > len(pre) {
+		return 0
+	}
+	for i := range segs {
+		if segs[i] != pre[i] {
+			return 0
+		}
+	}
+	if len(segs) == len(pre) {
+		return 2
+	}
+	return 1
 }
 
 // match reports whether the pattern matches the path or one of its

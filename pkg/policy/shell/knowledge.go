@@ -97,6 +97,21 @@ func (w *walker) knowledge(cmd *Command, base string) {
 	}
 	args := cmd.Args
 	switch base {
+	case "eval":
+		// A literal eval string is analysed like sh -c (and stays a hazard).
+		parts := make([]string, 0, len(args)-1)
+		for _, a := range args[1:] {
+			if !a.Literal {
+				parts = nil
+				break
+			}
+			parts = append(parts, a.Value)
+		}
+		if len(parts) > 0 {
+			if err := w.a.parse(strings.Join(parts, " "), w.depth+1, append(append([]string(nil), cmd.WrappedBy...), "eval")); err != nil && w.a.err == nil {
+				w.a.err = err
+			}
+		}
 	case "set":
 		setHazards(cmd)
 	case "mapfile", "readarray":
