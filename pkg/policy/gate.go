@@ -242,7 +242,11 @@ func (e *evaluation) decide() Decision {
 		}
 	}
 	if d.Action == Ask && e.known {
-		if a := e.amendment(); a != nil {
+		a, rest := e.amendment()
+		if rest != nil && rest.action == Ask {
+			d.Reason, d.Rule, d.Offending = rest.reason, rest.rule, rest.offending
+		}
+		if a != nil {
 			d.Action = Allow
 			d.Rule = "amendments[" + a.ID + "]"
 			d.Reason = "allowed by an amendment"
@@ -354,9 +358,6 @@ func (e *evaluation) toolVerdict(tool string, kind Kind, known bool, shown strin
 			if r := l.kinds[kind]; r != nil && r.action != nil {
 				best = stricter(best, r.action)
 			}
-		}
-		if l.exec.set {
-			shellRule = shellRule || isShellTool(tool)
 		}
 		if l.def != nil {
 			def = l.def
@@ -806,25 +807,33 @@ func (g *Gate) AllowedRoots(agent, tool string) []string {
 }
 
 // amendment returns the amendment that covers every ask of the evaluation,
-// or nil.
-func (e *evaluation) amendment() *compiledAmendment {
+// or nil and, when amendments for this agent and tool exist, the first
+// finding none of them covers (to report instead of a covered one).
+func (e *evaluation) amendment() (*compiledAmendment, *item) {
 	as := e.g.amend.Load()
 	if as == nil {
-		return nil
+		return nil, nil
 	}
+	var first *item
 	for i := range *as {
 		a := &(*as)[i]
 		if a.Agent != e.req.Agent || a.tool != e.tool {
 			continue
 		}
-		if e.covers(a) {
-			return a
+		it := e.uncovered(a)
+		if it == nil {
+			return a, nil
+		}
+		if first == nil || (it.hard && !first.hard) {
+			first = it
 		}
 	}
-	return nil
+	return nil, first
 }
 
-func (e *evaluation) covers(a *compiledAmendment) bool {
+// uncovered returns the first finding that is not allow and that a does
+// not cover, or nil when a covers them all.
+func (e *evaluation) uncovered(a *compiledAmendment) *item {
 	shellTool := isShellTool(e.tool)
 	fileTool := isFileTool(e.tool)
 	commands := 0
@@ -833,52 +842,51 @@ func (e *evaluation) covers(a *compiledAmendment) bool {
 			commands++
 		}
 	}
-	for _, it := range e.items {
+	for i := range e.items {
+		it := &e.items[i]
 		if it.action == Allow {
 			continue
 		}
 		if it.action == Deny || it.hard {
-			return false
+			return it
 		}
 		switch {
 		case shellTool:
 			if len(a.CommandPrefix) == 0 {
-				return false
+				return it
 			}
 			if it.toolLevel {
 				// The tool-level ask is covered when every command is.
 				if commands == 0 {
-					return false
+					return it
 				}
-				for _, c := range e.items {
+				for j := range e.items {
+					c := &e.items[j]
 					if c.argv != nil && c.action != Allow && !hasPrefix(c.argv, a.CommandPrefix) {
-						return false
+						return c
 					}
 				}
 				continue
 			}
 			if it.argv == nil || !hasPrefix(it.argv, a.CommandPrefix) {
-				return false
+				return it
 			}
 		case fileTool:
-			if a.glob == nil {
-				return false
-			}
-			if len(e.paths) == 0 {
-				return false
+			if a.glob == nil || len(e.paths) == 0 {
+				return it
 			}
 			for _, p := range e.paths {
 				if !a.glob.match(splitFolded(p), e.wsSegs) {
-					return false
+					return it
 				}
 			}
 		default:
 			if len(a.CommandPrefix) > 0 || a.glob != nil {
-				return false
+				return it
 			}
 		}
 	}
-	return true
+	return nil
 }
 
 func hasPrefix(argv, prefix []string) bool {
