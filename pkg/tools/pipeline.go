@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -158,22 +159,45 @@ func (p *Pipeline) request(c *Call) policy.Request {
 	return req
 }
 
+// timeoutGrace is how long past its own timeout a tool that enforces one
+// has to return before the pipeline's backstop cancels it.
+const timeoutGrace = 2 * time.Second
+
 // timeout bounds the call by the tool's default, the caller's request, or
 // the gate's override, whichever is smallest, never above the tool's
 // maximum.
 func timeout(next Handler) Handler {
 	return HandlerFunc(func(ctx context.Context, c *Call) (*Output, error) {
 		d := c.Tool.timeout()
-		if c.Timeout > 0 {
-			d = min(c.Timeout, c.Tool.maxTimeout())
+		// A tool with a timeout argument enforces its timeout itself (and
+		// says so best); the pipeline's deadline is then a backstop.
+		own := c.Tool.TimeoutArgument != ""
+		if ms, ok := argMillis(c.Args, c.Tool.TimeoutArgument); ok && ms > 0 {
+			d = min(time.Duration(ms)*time.Millisecond, c.Tool.maxTimeout())
 		}
-		ctx, cancel := context.WithTimeoutCause(ctx, d, ErrTimeout)
+		if c.Timeout > 0 && c.Timeout < d {
+			// The caller's (or the gate's) bound only ever shortens, and
+			// the tool does not know it: the pipeline enforces it.
+			d, own = min(c.Timeout, c.Tool.maxTimeout()), false
+		}
+		deadline := d
+		if own {
+			deadline += timeoutGrace
+		}
+		cause := fmt.Errorf("%w after %s", ErrTimeout, d)
+		ctx, cancel := context.WithTimeoutCause(ctx, deadline, cause)
 		defer cancel()
 		out, err := next.Handle(ctx, c)
-		if context.Cause(ctx) == ErrTimeout {
+		if errors.Is(err, ErrTimeout) {
+			return out, err // the tool said so itself, with its detail
+		}
+		if context.Cause(ctx) == cause {
 			// Whatever the tool returned, it was cut short: keep its partial
 			// output and report the timeout.
-			return out, fmt.Errorf("%w after %s", ErrTimeout, d)
+			if err != nil {
+				return out, fmt.Errorf("%w: %w", cause, err)
+			}
+			return out, cause
 		}
 		return out, err
 	})
@@ -195,6 +219,21 @@ func bound(next Handler) Handler {
 		}
 		return out, err
 	})
+}
+
+// argMillis reads an integer argument (json.Number after validation).
+func argMillis(args map[string]any, name string) (int64, bool) {
+	if name == "" {
+		return 0, false
+	}
+	switch v := args[name].(type) {
+	case json.Number:
+		n, err := v.Int64()
+		return n, err == nil
+	case float64:
+		return int64(v), true
+	}
+	return 0, false
 }
 
 func execute(ctx context.Context, c *Call) (*Output, error) {

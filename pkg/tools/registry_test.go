@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +50,9 @@ func TestRegisterRejectsBadDefinitions(t *testing.T) {
 func TestListIsSortedAndAliasesResolve(t *testing.T) {
 	reg := NewRegistry()
 	var changes []string
-	reg.Watch(func(c Change) { changes = append(changes, map[ChangeKind]string{Registered: "+", Unregistered: "-"}[c.Kind]+c.Tool.Name) })
+	reg.Watch(func(c Change) {
+		changes = append(changes, map[ChangeKind]string{Registered: "+", Unregistered: "-"}[c.Kind]+c.Tool.Name)
+	})
 	for _, n := range []string{"zeta", "alpha", "mid"} {
 		reg.MustRegister(&Tool{Name: n, Aliases: []string{n + "_alias"}, Description: n, Handler: nop()})
 	}
@@ -130,7 +134,7 @@ func TestPipelineSteps(t *testing.T) {
 		}
 		return policy.Decision{Action: policy.Allow}
 	})
-	p := NewPipeline(reg, WithGate(gate))
+	p := NewPipeline(reg, WithGate(gate), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	ctx := context.Background()
 
 	out, err := p.Handle(ctx, &Call{Name: "slow"})
@@ -197,5 +201,34 @@ func TestTruncate(t *testing.T) {
 	}
 	if s, cut := Truncate("short", 100); s != "short" || cut != 0 {
 		t.Fatal("short input changed")
+	}
+}
+
+func TestTimeoutArgumentLiftsTheDefaultUpToTheMaximum(t *testing.T) {
+	reg := NewRegistry()
+	reg.MustRegister(&Tool{Name: "wait", DefaultTimeout: 20 * time.Millisecond, MaxTimeout: 2 * time.Second, TimeoutArgument: "timeout",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"ms":{"type":"integer"},"timeout":{"type":"integer"}}}`),
+		Handler: HandlerFunc(func(ctx context.Context, c *Call) (*Output, error) {
+			ms, _ := c.Args["ms"].(json.Number).Int64()
+			select {
+			case <-time.After(time.Duration(ms) * time.Millisecond):
+				return &Output{Content: "done"}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		})})
+	p := NewPipeline(reg)
+	ctx := context.Background()
+	// This tool ignores its own timeout argument: the pipeline's backstop
+	// (the default plus a grace) still ends it.
+	if _, err := p.Handle(ctx, &Call{Name: "wait", Arguments: json.RawMessage(`{"ms":5000}`)}); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("default bound: %v", err)
+	}
+	if out, err := p.Handle(ctx, &Call{Name: "wait", Arguments: json.RawMessage(`{"ms":200,"timeout":1500}`)}); err != nil || out.Content != "done" {
+		t.Fatalf("lifted bound: %v", err)
+	}
+	// The caller's own bound still shortens it.
+	if _, err := p.Handle(ctx, &Call{Name: "wait", Timeout: 20 * time.Millisecond, Arguments: json.RawMessage(`{"ms":200,"timeout":1500}`)}); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("caller bound: %v", err)
 	}
 }

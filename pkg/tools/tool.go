@@ -48,6 +48,10 @@ type Tool struct {
 	DefaultTimeout time.Duration `json:"default_timeout,omitempty"`
 	// MaxTimeout is the most a caller may ask for; zero means DefaultTimeout.
 	MaxTimeout time.Duration `json:"max_timeout,omitempty"`
+	// TimeoutArgument names an integer argument in milliseconds through
+	// which a model sets this call's timeout (bash's "timeout"); the
+	// pipeline honours it up to MaxTimeout. Empty means none.
+	TimeoutArgument string `json:"timeout_argument,omitempty"`
 	// MaxOutput bounds the output in characters; zero means DefaultMaxOutput.
 	MaxOutput int `json:"max_output,omitempty"`
 	// Annotations are behaviour hints.

@@ -256,9 +256,11 @@ func New(cfg Config) (*tools.Tool, error) {
 		Category:       "builtin",
 		DefaultTimeout: DefaultTimeout,
 		MaxTimeout:     MaxTimeout,
-		MaxOutput:      b.maxOut,
-		Annotations:    tools.Annotations{Destructive: true, OpenWorld: true},
-		Handler:        tools.HandlerFunc(b.handle),
+		// The model's timeout argument lifts the pipeline's bound too.
+		TimeoutArgument: "timeout",
+		MaxOutput:       b.maxOut,
+		Annotations:     tools.Annotations{Destructive: true, OpenWorld: true},
+		Handler:         tools.HandlerFunc(b.handle),
 	}, nil
 }
 
