@@ -367,9 +367,18 @@ func watchLoop(ctx context.Context, kv jetstream.KeyValue, filter string, log *s
 			}
 			continue
 		}
-		for e := range w.Updates() {
-			if e != nil {
-				fn(e)
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				break loop
+			case e, ok := <-w.Updates():
+				if !ok {
+					break loop
+				}
+				if e != nil {
+					fn(e)
+				}
 			}
 		}
 		_ = w.Stop()

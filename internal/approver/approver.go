@@ -257,7 +257,7 @@ func (s *Server) watch(ctx context.Context) {
 			}
 			continue
 		}
-		for e := range w.Updates() {
+		for e := range updates(ctx, w) {
 			if e == nil {
 				s.changed()
 				continue
@@ -555,4 +555,28 @@ func (s *Server) await(ctx context.Context, d *approval.Decision, refused <-chan
 			}
 		}
 	}
+}
+
+// updates is w's channel, ending also when ctx does.
+func updates(ctx context.Context, w jetstream.KeyWatcher) <-chan jetstream.KeyValueEntry {
+	out := make(chan jetstream.KeyValueEntry)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				select {
+				case out <- e:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
 }

@@ -106,7 +106,8 @@ func (n *Notifier) Deliver(ctx context.Context, hook Webhook, body []byte) (int,
 		maxDelay = 30 * time.Second
 	}
 	var last error
-	for i := 1; ; i++ {
+	i := 1
+	for ; ; i++ {
 		retryAfter, err := n.post(ctx, client, hook, body)
 		if err == nil {
 			return i, nil
@@ -127,7 +128,7 @@ func (n *Notifier) Deliver(ctx context.Context, hook Webhook, body []byte) (int,
 		case <-time.After(d):
 		}
 	}
-	return attempts, fmt.Errorf("%w: %s: %v", ErrDelivery, redact(hook.URL), last)
+	return i, fmt.Errorf("%w: %s: %v", ErrDelivery, redact(hook.URL), last)
 }
 
 type permanent struct{ error }
