@@ -16,6 +16,9 @@ import (
 	"github.com/toolgate/toolgate/pkg/approval"
 )
 
+// ErrNoAmendment: no amendment has that id.
+var ErrNoAmendment = errors.New("no amendment with that id")
+
 // ListAmendments returns the amendments stored in the policy bucket kv,
 // oldest first, including expired ones (see Amendment.Active).
 func ListAmendments(ctx context.Context, kv jetstream.KeyValue) ([]approval.Amendment, error) {
@@ -43,15 +46,16 @@ func ListAmendments(ctx context.Context, kv jetstream.KeyValue) ([]approval.Amen
 	return out, nil
 }
 
-// RevokeAmendment deletes the amendment id; ErrNotFound when there is none.
+// RevokeAmendment deletes the amendment id; ErrNoAmendment when there is
+// none.
 func RevokeAmendment(ctx context.Context, kv jetstream.KeyValue, id string) error {
 	key := approval.AmendmentKeyPrefix + id
 	if strings.ContainsAny(id, ".*> ") || id == "" {
-		return fmt.Errorf("%w: amendment %q", ErrNotFound, id)
+		return fmt.Errorf("%w: %q", ErrNoAmendment, id)
 	}
 	if _, err := kv.Get(ctx, key); err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("%w: amendment %q", ErrNotFound, id)
+			return fmt.Errorf("%w: %q", ErrNoAmendment, id)
 		}
 		return fmt.Errorf("revoke amendment %s: %w", id, err)
 	}

@@ -568,8 +568,8 @@ func TestAlwaysAllowStoresAmendmentWatchedAndRevocable(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.eventually("watch sees the revocation", func() bool { return len(last()) == 0 && len(seen) >= 3 })
-	if err := RevokeAmendment(context.Background(), policyKV, "am-1"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("revoking twice = %v, want ErrNotFound", err)
+	if err := RevokeAmendment(context.Background(), policyKV, "am-1"); !errors.Is(err, ErrNoAmendment) {
+		t.Fatalf("revoking twice = %v, want ErrNoAmendment", err)
 	}
 }
 

@@ -1,0 +1,350 @@
+// Package approvalcli is the terminal side of approvals, wired into toolctl:
+// `approvals list | show ID | approve ID | reject ID --reason ... | answer
+// ID --answer ...` through the approver service's JSON API, and
+// `amendments list | revoke ID` on the shared policy bucket.
+package approvalcli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/approval"
+	"github.com/toolgate/toolgate/internal/bus"
+	papproval "github.com/toolgate/toolgate/pkg/approval"
+)
+
+// Defaults, overridden by flags or the environment.
+const (
+	// DefaultApprover is the approver service's default address.
+	DefaultApprover = "http://127.0.0.1:8470"
+	// DefaultNATS is the default NATS URL (the embedded server's).
+	DefaultNATS = "nats://127.0.0.1:4222"
+)
+
+const usage = `usage:
+  approvals list    [--approver URL] [--token TOKEN] [--json]
+  approvals show    ID [--approver URL] [--token TOKEN]
+  approvals approve ID [--comment TEXT] [--always-allow] [--approver URL] [--token TOKEN]
+  approvals reject  ID --reason TEXT [--approver URL] [--token TOKEN]
+  approvals answer  ID --answer TEXT [--approver URL] [--token TOKEN]
+  amendments list   [--nats URL] [--json]
+  amendments revoke ID [--nats URL]
+
+The approver URL defaults to $TOOLGATE_APPROVER or ` + DefaultApprover + `, the token to
+$TOOLGATE_TOKEN, the NATS URL to $NATS_URL or ` + DefaultNATS + `.
+`
+
+// Run runs one command (args start with "approvals" or "amendments"; a
+// leading "policy" is skipped) and returns the exit code: 0 done, 1 failed,
+// 2 bad usage.
+func Run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "policy" {
+		args = args[1:]
+	}
+	if len(args) < 2 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "approvals":
+		return approvals(args[1], args[2:], stdout, stderr)
+	case "amendments":
+		return amendments(args[1], args[2:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
+	return 2
+}
+
+// parse parses flags and positional arguments in any order.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func approvals(verb string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("approvals "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	base := fs.String("approver", env("TOOLGATE_APPROVER", DefaultApprover), "approver service URL")
+	token := fs.String("token", os.Getenv("TOOLGATE_TOKEN"), "approver token (default $TOOLGATE_TOKEN)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	comment := fs.String("comment", "", "comment on an approval")
+	reason := fs.String("reason", "", "why the call is rejected (required for reject)")
+	answer := fs.String("answer", "", "the answer to a clarify question")
+	always := fs.Bool("always-allow", false, "approve and allow calls like this one from now on")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return 2
+	}
+	if *token == "" {
+		fmt.Fprintln(stderr, "no token: pass --token or set TOOLGATE_TOKEN")
+		return 2
+	}
+	c := &apiClient{base: strings.TrimSuffix(*base, "/"), token: *token, http: &http.Client{Timeout: 30 * time.Second}}
+	needID := func() (string, bool) {
+		if len(pos) != 1 {
+			fmt.Fprintf(stderr, "approvals %s needs exactly one call id\n%s", verb, usage)
+			return "", false
+		}
+		return pos[0], true
+	}
+	switch verb {
+	case "list":
+		var list []map[string]any
+		raw, err := c.do("GET", "/api/approvals", nil, &list)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		if *asJSON {
+			stdout.Write(raw)
+			return 0
+		}
+		printList(stdout, list)
+		return 0
+	case "show":
+		id, ok := needID()
+		if !ok {
+			return 2
+		}
+		raw, err := c.do("GET", "/api/approvals/"+url.PathEscape(id), nil, nil)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		var b bytes.Buffer
+		_ = json.Indent(&b, raw, "", "  ")
+		fmt.Fprintln(stdout, b.String())
+		return 0
+	case "approve", "reject", "answer":
+		id, ok := needID()
+		if !ok {
+			return 2
+		}
+		body := map[string]any{}
+		switch verb {
+		case "approve":
+			body["comment"] = *comment
+			if *always {
+				body["always_allow"] = true
+			}
+		case "reject":
+			if strings.TrimSpace(*reason) == "" {
+				fmt.Fprintln(stderr, "approvals reject needs --reason")
+				return 2
+			}
+			body["reason"], body["comment"] = *reason, *comment
+		case "answer":
+			if *answer == "" {
+				fmt.Fprintln(stderr, "approvals answer needs --answer")
+				return 2
+			}
+			body["answer"], body["comment"] = *answer, *comment
+		}
+		var res struct {
+			Status     string   `json:"status"`
+			ApprovedBy []string `json:"approved_by"`
+			Amendment  *struct {
+				ID string `json:"id"`
+			} `json:"amendment"`
+		}
+		if _, err := c.do("POST", "/api/approvals/"+url.PathEscape(id)+"/"+verb, body, &res); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		switch res.Status {
+		case "published":
+			fmt.Fprintf(stdout, "%s: decision published; no worker has recorded it yet\n", id)
+		case "pending":
+			fmt.Fprintf(stdout, "%s: approval recorded (%s); more approvals needed\n", id, strings.Join(res.ApprovedBy, ", "))
+		default:
+			fmt.Fprintf(stdout, "%s: %s\n", id, res.Status)
+		}
+		if res.Amendment != nil {
+			fmt.Fprintf(stdout, "amendment %s requested (revoke with: toolctl policy amendments revoke %s)\n", res.Amendment.ID, res.Amendment.ID)
+		}
+		return 0
+	}
+	fmt.Fprintf(stderr, "unknown approvals command %q\n%s", verb, usage)
+	return 2
+}
+
+func printList(w io.Writer, list []map[string]any) {
+	if len(list) == 0 {
+		fmt.Fprintln(w, "no pending approvals")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CALL\tAGENT\tTOOL\tRULE\tLEFT\tARGUMENTS")
+	for _, v := range list {
+		left := "?"
+		if s, ok := v["expires_at"].(string); ok {
+			if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+				left = max(time.Until(t), 0).Round(time.Second).String()
+			}
+		}
+		args, _ := json.Marshal(v["arguments"])
+		a := string(args)
+		if len(a) > 60 {
+			a = a[:57] + "..."
+		}
+		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%s\t%s\n", v["call_id"], v["agent"], v["tool"], v["rule"], left, a)
+	}
+	tw.Flush()
+}
+
+type apiClient struct {
+	base, token string
+	http        *http.Client
+}
+
+// do calls the API and decodes the answer into out; an error status
+// becomes an error carrying the API's message.
+func (c *apiClient) do(method, path string, body, out any) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("approver URL %q: %w", c.base, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("approver at %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(raw, &e)
+		if e.Error == "" {
+			e.Error = strings.TrimSpace(string(raw))
+		}
+		return raw, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, e.Error)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return raw, fmt.Errorf("%s %s: unreadable answer: %w", method, path, err)
+		}
+	}
+	return raw, nil
+}
+
+func amendments(verb string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("amendments "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	natsURL := fs.String("nats", env("NATS_URL", DefaultNATS), "NATS URL")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return 2
+	}
+	if verb != "list" && verb != "revoke" {
+		fmt.Fprintf(stderr, "unknown amendments command %q\n%s", verb, usage)
+		return 2
+	}
+	if verb == "revoke" && len(pos) != 1 {
+		fmt.Fprintf(stderr, "amendments revoke needs exactly one amendment id\n%s", usage)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := nats.Connect(*natsURL, nats.Name("toolctl"), nats.Timeout(5*time.Second))
+	if err != nil {
+		fmt.Fprintf(stderr, "connect to %s: %v\n", *natsURL, err)
+		return 1
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	kv, err := js.KeyValue(ctx, bus.BucketPolicy)
+	if err != nil {
+		fmt.Fprintf(stderr, "policy bucket %s: %v\n", bus.BucketPolicy, err)
+		return 1
+	}
+	if verb == "revoke" {
+		if err := approval.RevokeAmendment(ctx, kv, pos[0]); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "amendment %s revoked\n", pos[0])
+		return 0
+	}
+	list, err := approval.ListAmendments(ctx, kv)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if *asJSON {
+		if list == nil {
+			list = []papproval.Amendment{}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(list)
+		return 0
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(stdout, "no amendments")
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tAGENT\tTOOL\tSCOPE\tBY\tCREATED\tSTATE")
+	now := time.Now()
+	for _, a := range list {
+		scope := "any call"
+		switch {
+		case a.CommandPrefix != "":
+			scope = "command " + a.CommandPrefix + " ..."
+		case a.PathPattern != "":
+			scope = "path " + a.PathPattern
+		}
+		state := "active"
+		if !a.Active(now) {
+			state = "expired"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Agent, a.Tool, scope, strings.Join(a.CreatedBy, ","),
+			a.CreatedAt.Local().Format(time.DateTime), state)
+	}
+	tw.Flush()
+	return 0
+}

@@ -1,0 +1,115 @@
+package approvalcli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/approval"
+	"github.com/toolgate/toolgate/internal/approver"
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/policy"
+)
+
+const aliceToken = "alice-token-0123456789"
+
+func TestApprovalsAndAmendmentsCommands(t *testing.T) {
+	ns := testenv.StartNATS(t, "")
+	nc, js := ns.Connect(t)
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := bus.Provision(ctx, js, bus.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mgr, err := approval.NewManager(ctx, js, approval.Options{Name: "w", SweepInterval: 20 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resumed atomic.Int32
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = mgr.Run(ctx, func(context.Context, *approval.Parked, approval.Outcome) error { resumed.Add(1); return nil })
+	}()
+	tokens, _ := approver.ParseTokens(strings.NewReader("alice "+aliceToken+"\n"), "tokens")
+	key, _ := approver.LoadOrCreateKey(t.TempDir())
+	srv, err := approver.New(ctx, nc, approver.Config{Tokens: tokens, Key: key, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+
+	ask := policy.Decision{Action: policy.Ask, Rule: "tools.bash.ask", Reason: "needs a person"}
+	for _, id := range []string{"c-approve", "c-reject"} {
+		p := &approval.Parked{CallID: id, Agent: "bot", Tool: "bash", Arguments: json.RawMessage(`{"command":"git push origin main"}`), Decision: ask}
+		if err := mgr.Park(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) (string, string, int) {
+		var o, e bytes.Buffer
+		code := Run(args, &o, &e)
+		return o.String(), e.String(), code
+	}
+	api := []string{"--approver", hs.URL, "--token", aliceToken}
+
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		out, err string
+	}{
+		{"no arguments", nil, 2, "", "usage"},
+		{"unknown command", []string{"nope", "x"}, 2, "", "unknown command"},
+		{"no token", []string{"approvals", "list", "--approver", hs.URL, "--token", ""}, 2, "", "no token"},
+		{"bad token", []string{"approvals", "list", "--approver", hs.URL, "--token", "wrong-token-wrong"}, 1, "", "401"},
+		{"list", append([]string{"approvals", "list"}, api...), 0, "c-approve", ""},
+		{"reject without reason", append([]string{"approvals", "reject", "c-reject"}, api...), 2, "", "--reason"},
+		{"approve with flags after the id", append([]string{"approvals", "approve", "c-approve", "--comment", "ok", "--always-allow"}, api...), 0, "c-approve: approved", ""},
+		{"approve again", append([]string{"approvals", "approve", "c-approve"}, api...), 1, "", "409"},
+		{"reject", append([]string{"approvals", "reject", "--reason", "not today", "c-reject"}, api...), 0, "c-reject: rejected", ""},
+		{"unknown call", append([]string{"approvals", "show", "nope"}, api...), 1, "", "404"},
+		{"list empty", append([]string{"approvals", "list"}, api...), 0, "no pending approvals", ""},
+		{"amendments list", []string{"policy", "amendments", "list", "--nats", ns.ClientURL()}, 0, "command git push ...", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := run(tt.args...)
+			if code != tt.code || !strings.Contains(out, tt.out) || !strings.Contains(errOut, tt.err) {
+				t.Fatalf("Run(%q) = %d\nstdout: %s\nstderr: %s\nwant %d, stdout with %q, stderr with %q", tt.args, code, out, errOut, tt.code, tt.out, tt.err)
+			}
+		})
+	}
+	out, _, _ := run("amendments", "list", "--json", "--nats", ns.ClientURL())
+	var list []struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 {
+		t.Fatalf("amendments list --json = %s (%v)", out, err)
+	}
+	if out, errOut, code := run("amendments", "revoke", list[0].ID, "--nats", ns.ClientURL()); code != 0 || !strings.Contains(out, "revoked") {
+		t.Fatalf("revoke = %d %s %s", code, out, errOut)
+	}
+	if _, errOut, code := run("amendments", "revoke", list[0].ID, "--nats", ns.ClientURL()); code != 1 || !strings.Contains(errOut, "no amendment with that id") {
+		t.Fatalf("revoke again = %d %s", code, errOut)
+	}
+	if out, _, _ := run("amendments", "list", "--nats", ns.ClientURL()); !strings.Contains(out, "no amendments") {
+		t.Fatalf("after revoke: %s", out)
+	}
+	if n := resumed.Load(); n != 2 {
+		t.Fatalf("resumed %d calls, want 2", n)
+	}
+}
