@@ -311,7 +311,7 @@ func setHazards(cmd *Command) {
 	args := cmd.Args[1:]
 	for i := 0; i < len(args); i++ {
 		v := args[i].Value
-		if v == "--" || (len(v) > 0 && v[0] != '-' && v[0] != '+') {
+		if v == "--" || v == "" || (v[0] != '-' && v[0] != '+') {
 			return // positional parameters
 		}
 		if v == "-o" || v == "+o" {
@@ -325,8 +325,20 @@ func setHazards(cmd *Command) {
 			cmd.hazard(HazardEval, "set -o changes how the shell runs commands")
 			return
 		}
-		if strings.Trim(v[1:], "euxvfnC") != "" {
+		if strings.Trim(v[1:], "euxvfnCo") != "" {
 			cmd.hazard(HazardEval, "set "+v+" changes how the shell runs commands")
+			return
+		}
+		if strings.Contains(v[1:], "o") {
+			// -euo pipefail: the option name follows.
+			if i+1 < len(args) {
+				switch args[i+1].Value {
+				case "pipefail", "errexit", "nounset", "xtrace", "verbose", "noglob", "noclobber":
+					i++
+					continue
+				}
+			}
+			cmd.hazard(HazardEval, "set -o changes how the shell runs commands")
 			return
 		}
 	}

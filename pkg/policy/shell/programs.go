@@ -269,6 +269,9 @@ func awkHazards(cmd *Command) {
 			continue
 		}
 		name, val, has := strings.Cut(strings.TrimLeft(v, "-"), "=")
+		if name == "" {
+			continue
+		}
 		long := strings.HasPrefix(v, "--")
 		key := name
 		if !long {

@@ -183,8 +183,9 @@ type Redirect struct {
 
 // Script is everything the analyser found in a command line.
 type Script struct {
-	// Commands are the simple commands, in source order (wrappers before
-	// the commands they run).
+	// Commands are the simple commands in the order they run:
+	// substitutions before the command that uses them, wrappers before
+	// the commands they run.
 	Commands []*Command
 	// Redirects are the file redirections of every statement.
 	Redirects []*Redirect

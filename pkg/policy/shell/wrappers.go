@@ -194,7 +194,9 @@ opts:
 		cmd.Paths = nil
 	}
 	n := len(w.a.s.Commands)
-	w.simple(args[i:], assigns, cmd.Source, chain)
+	// Assignments reach the command run, through every wrapper.
+	inherited := append(append([]Assign(nil), cmd.Assigns...), assigns...)
+	w.simple(args[i:], inherited, cmd.Source, chain)
 	if spec.stdinArgs && n < len(w.a.s.Commands) {
 		w.a.s.Commands[n].hazard(HazardStdinArgs, base+" appends arguments read from stdin")
 	}
@@ -216,6 +218,9 @@ func (w *walker) shell(cmd *Command, chain []string) {
 		v := a.Value
 		if v == "--" || v == "-" {
 			i++
+			break
+		}
+		if v == "" {
 			break
 		}
 		if v == "-o" || v == "+o" || v == "-O" || v == "+O" {

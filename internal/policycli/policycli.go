@@ -1,0 +1,187 @@
+// Package policycli is the policy part of toolctl: check a call against a
+// policy document and print the decision, lint a document. toolctl wires
+// it as "toolctl policy ...".
+package policycli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/toolgate/toolgate/pkg/policy"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitInvalid = 1 // the policy document is invalid or unreadable
+	exitUsage   = 2 // bad command line
+)
+
+const usage = `usage:
+  policy check --policy FILE [--workspace DIR] [--agent ID] [--kind KIND] [--unknown] --tool NAME --args JSON
+      print the decision on one call as a JSON object; exits 0 whatever the action
+  policy lint FILE
+      validate a policy document and print its warnings
+  policy default
+      print the built-in policy used when none is configured
+`
+
+// Run runs "policy <subcommand> args..." (args without the leading
+// "policy") and returns the exit code.
+func Run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "check":
+		return check(args[1:], stdout, stderr)
+	case "lint":
+		return lint(args[1:], stdout, stderr)
+	case "default":
+		_, _ = stdout.Write(policy.DefaultDocument())
+		return exitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "policy: unknown subcommand %q\n%s", args[0], usage)
+	return exitUsage
+}
+
+// Output is what check prints: the decision, with durations as text.
+type Output struct {
+	Action          policy.Action `json:"action"`
+	Reason          string        `json:"reason"`
+	Rule            string        `json:"rule"`
+	Offending       string        `json:"offending"`
+	Revision        string        `json:"revision"`
+	Timeout         string        `json:"timeout,omitempty"`
+	Approvers       int           `json:"approvers,omitempty"`
+	ApprovalTimeout string        `json:"approval_timeout,omitempty"`
+	MaxBytes        int64         `json:"max_bytes,omitempty"`
+	MaxResults      int           `json:"max_results,omitempty"`
+}
+
+func check(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("policy check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("policy", "", "policy document (YAML or JSON); the built-in policy when empty")
+	workspace := fs.String("workspace", "", "workspace root paths are judged against (default: the current directory)")
+	agent := fs.String("agent", "agent", "agent id")
+	tool := fs.String("tool", "", "tool name (aliases accepted)")
+	kind := fs.String("kind", "", "kind of a tool that is not built in (read, write, execute, search, network, other)")
+	unknown := fs.Bool("unknown", false, "judge the tool as not registered")
+	rawArgs := fs.String("args", "{}", "tool arguments as a JSON object")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "policy check: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *tool == "" {
+		fmt.Fprintln(stderr, "policy check: --tool is required")
+		return exitUsage
+	}
+	var callArgs map[string]any
+	dec := json.NewDecoder(bytes.NewReader([]byte(*rawArgs)))
+	dec.UseNumber()
+	if err := dec.Decode(&callArgs); err != nil || callArgs == nil || dec.More() {
+		if err == nil {
+			err = errors.New("not a single JSON object")
+		}
+		fmt.Fprintf(stderr, "policy check: --args must be a JSON object: %v\n", err)
+		return exitUsage
+	}
+	ws := *workspace
+	if ws == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			fmt.Fprintf(stderr, "policy check: %v\n", err)
+			return exitUsage
+		}
+		ws = wd
+	}
+	ws, err := filepath.Abs(ws)
+	if err != nil {
+		fmt.Fprintf(stderr, "policy check: workspace: %v\n", err)
+		return exitUsage
+	}
+	p := policy.Default()
+	if *file != "" {
+		var warns []policy.Warning
+		p, warns, err = policy.Load(*file)
+		if err != nil {
+			printError(stderr, err)
+			return exitInvalid
+		}
+		for _, w := range warns {
+			fmt.Fprintf(stderr, "%s:%s: warning\n", *file, w)
+		}
+	}
+	req := policy.Request{Agent: *agent, Tool: *tool, Known: !*unknown, Kind: policy.Kind(*kind), Arguments: callArgs, Workspace: ws}
+	if k, ok := policy.BuiltinKind(*tool); ok && req.Kind == "" {
+		req.Kind = k
+	}
+	if req.Kind == "" && req.Known {
+		req.Kind = policy.KindOther
+	}
+	if *unknown {
+		req.Kind = ""
+	}
+	d := policy.NewGate(p).Evaluate(context.Background(), req)
+	out := Output{Action: d.Action, Reason: d.Reason, Rule: d.Rule, Offending: d.Offending, Revision: d.Revision,
+		Approvers: d.Approvers, MaxBytes: d.MaxBytes, MaxResults: d.MaxResults}
+	if d.Timeout > 0 {
+		out.Timeout = d.Timeout.String()
+	}
+	if d.ApprovalTimeout > 0 {
+		out.ApprovalTimeout = d.ApprovalTimeout.String()
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		fmt.Fprintf(stderr, "policy check: %v\n", err)
+		return exitInvalid
+	}
+	return exitOK
+}
+
+func lint(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintf(stderr, "usage: policy lint FILE\n")
+		return exitUsage
+	}
+	file := args[0]
+	p, warns, err := policy.Load(file)
+	if err != nil {
+		printError(stderr, err)
+		return exitInvalid
+	}
+	for _, w := range warns {
+		fmt.Fprintf(stdout, "%s:%s: warning\n", file, w)
+	}
+	fmt.Fprintf(stdout, "%s: valid, revision %s, %d warning(s)\n", file, p.Revision(), len(warns))
+	return exitOK
+}
+
+// printError prints every problem of an invalid document on its own line.
+func printError(w io.Writer, err error) {
+	var pe *policy.ParseError
+	if errors.As(err, &pe) {
+		for _, p := range pe.Problems {
+			fmt.Fprintf(w, "%s:%s\n", pe.Source, p)
+		}
+		fmt.Fprintf(w, "%s: invalid policy, %d problem(s); nothing was loaded\n", pe.Source, len(pe.Problems))
+		return
+	}
+	fmt.Fprintf(w, "policy: %v\n", err)
+}
