@@ -122,9 +122,9 @@ func TestQuickStart(t *testing.T) {
 			t.Fatalf("toolctl tools lacks %q:\n%s", name, out)
 		}
 	}
-	// A failing call exits non-zero and says why.
+	// A refused call exits non-zero and says why.
 	_, errOut, code = p.toolctl(t, "call", "read", "path=../outside")
-	if code != toolctl.ExitFailed || !strings.Contains(errOut, "status error") {
+	if code != toolctl.ExitFailed || !strings.Contains(errOut, "status denied") || !strings.Contains(errOut, "outside the workspace") {
 		t.Fatalf("read outside: code %d stderr %s", code, errOut)
 	}
 	out, _, code = p.toolctl(t, "events", "--json")
@@ -164,7 +164,7 @@ func TestEveryToolOverTheBus(t *testing.T) {
 		{"bash", `{"command":"echo out; echo err >&2; cat notes/todo.txt"}`, events.StatusOK, "three"},
 		{"bash", `{"command":"exit 7"}`, events.StatusError, "7"},
 		{"skill", `{"skill":"review"}`, events.StatusOK, "Read the diff twice."},
-		{"read", `{"path":"/etc/passwd"}`, events.StatusError, "outside"},
+		{"read", `{"path":"/etc/passwd"}`, events.StatusDenied, "outside"},
 		{"edit", `{"path":"notes/todo.txt","old_string":"same","new_string":"same"}`, events.StatusError, ""},
 	}
 	for _, s := range steps {

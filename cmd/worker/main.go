@@ -21,6 +21,7 @@ func main() {
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:4222", "where the embedded NATS server listens")
 	fs.StringVar(&o.DataDir, "data", ".toolgate", "where the embedded NATS server stores its data")
 	fs.StringVar(&o.Workspace, "workspace", ".", "directory the tools are confined to")
+	fs.StringVar(&o.PolicyFile, "policy", "", "policy file (YAML or JSON), reloaded when it changes; default: the fleet's shared policy (toolctl policy push), else the built-in one")
 	fs.StringVar(&o.SkillsDir, "skills", "", "directory of SKILL.md files (default <workspace>/.skills)")
 	fs.IntVar(&o.Concurrency, "concurrency", 16, "calls this worker runs at once")
 	fs.StringVar(&o.Name, "name", "", "worker name in results and audit (default host-pid)")

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,8 +20,11 @@ import (
 	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/embedded"
+	"github.com/toolgate/toolgate/internal/policyload"
 	"github.com/toolgate/toolgate/internal/worker"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
+	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/builtin"
 	"github.com/toolgate/toolgate/pkg/tools/shell"
@@ -53,6 +57,10 @@ type Options struct {
 	Replicas int
 	// Sandbox is the bash tool's isolation: auto (default), require, off.
 	Sandbox shell.Mode
+	// PolicyFile is the policy document to follow (hot reloaded). Empty
+	// follows the fleet's shared policy in KV (`toolctl policy push`), or
+	// the built-in default when none was pushed.
+	PolicyFile string
 	// TrustedApprovers are the nkey public keys whose approval decisions
 	// this worker accepts. Empty trusts the keys approver services
 	// registered in the approvals bucket (zero-config; logged loudly).
@@ -107,11 +115,36 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer nc.Close()
 
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	busCfg := bus.Config{Replicas: o.Replicas}
+	if err := bus.Provision(ctx, js, busCfg); err != nil {
+		return err
+	}
+	policyKV, err := js.KeyValue(ctx, bus.BucketPolicy)
+	if err != nil {
+		return err
+	}
+
+	// The policy gate: a file, the fleet's shared KV key, or the default.
+	gate := policy.NewGate(nil)
+	var changes []policyload.Change
+	loader := &policyload.Loader{Gate: gate, File: o.PolicyFile, KV: policyKV, Logger: o.Logger,
+		OnChange: func(ch policyload.Change) { changes = append(changes, ch) }}
+	first, err := loader.Load(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "toolgate: policy %s (revision %s)\n", first.Source, first.Revision)
+
 	reg := tools.NewRegistry()
-	if err := builtin.Register(reg, builtin.Config{Workspace: ws, SkillsDir: o.SkillsDir}); err != nil {
+	if err := builtin.Register(reg, builtin.Config{Workspace: ws, SkillsDir: o.SkillsDir, Roots: extraRoots(gate, o.Logger)}); err != nil {
 		return fmt.Errorf("register built-in tools: %w", err)
 	}
-	bash, err := shell.New(shell.Config{Workspace: ws, Sandbox: o.Sandbox, Logger: o.Logger})
+	bash, err := shell.New(shell.Config{Workspace: ws, Sandbox: o.Sandbox, Logger: o.Logger,
+		NetworkAllowed: func(c *tools.Call) bool { return networkGranted(gate, c) }})
 	if err != nil {
 		return fmt.Errorf("bash tool: %w", err)
 	}
@@ -121,19 +154,11 @@ func Run(ctx context.Context, o Options) error {
 	if err := reg.Register(papproval.ClarifyTool()); err != nil {
 		return err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	busCfg := bus.Config{Replicas: o.Replicas}
-	if err := bus.Provision(ctx, js, busCfg); err != nil {
-		return err
-	}
 	mgr, err := approval.NewManager(ctx, js, approval.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers, Logger: o.Logger})
 	if err != nil {
 		return err
 	}
-	pipe := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithLogger(o.Logger))
+	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger))
 	w, err := worker.New(nc, pipe, worker.Config{
 		Name: o.Name, Concurrency: o.Concurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
 		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr},
@@ -141,6 +166,22 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	// From now on every policy change is announced on the bus.
+	loader.OnChange = func(ch policyload.Change) { w.PolicyChanged(policyChange(ch)) }
+	for _, ch := range changes {
+		w.PolicyChanged(policyChange(ch))
+	}
+	bg, bgCancel := context.WithCancel(context.Background())
+	defer bgCancel()
+	go loader.Watch(bg)
+	go func() {
+		err := approval.WatchAmendments(bg, policyKV, o.Logger, func(as []papproval.Amendment) {
+			gate.SetAmendments(amendments(as))
+		})
+		if err != nil && bg.Err() == nil {
+			o.Logger.Error("watch amendments", "err", err)
+		}
+	}()
 	mctx, mcancel := context.WithCancel(context.Background())
 	mdone := make(chan error, 1)
 	go func() { mdone <- mgr.Run(mctx, w.Resume) }()
@@ -176,4 +217,55 @@ func workspace(dir string) (string, error) {
 		return "", fmt.Errorf("--workspace %q is not a directory", dir)
 	}
 	return abs, nil
+}
+
+// extraRoots are the directories beyond the workspace the policy's
+// allowed_paths grant to any file tool; the gate still judges each path.
+// Roots are fixed at start; a policy that adds one needs a restart.
+func extraRoots(g *policy.Gate, log *slog.Logger) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range []string{"read", "write", "edit", "ls", "glob", "grep"} {
+		for _, r := range g.AllowedRoots("", t) {
+			if seen[r] {
+				continue
+			}
+			seen[r] = true
+			if fi, err := os.Stat(r); err != nil || !fi.IsDir() {
+				log.Warn("allowed path is not a directory; not opened as a root", "path", r)
+				continue
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// networkGranted reports whether the policy grants the network kind to
+// the calling agent: bash commands get a network only then.
+func networkGranted(g *policy.Gate, c *tools.Call) bool {
+	d := g.Evaluate(context.Background(), policy.Request{Agent: c.Agent, Tool: "network", Known: true, Kind: policy.KindNetwork,
+		Arguments: map[string]any{}})
+	return d.Action == policy.Allow
+}
+
+// amendments converts stored "always allow" amendments to the gate's form.
+func amendments(as []papproval.Amendment) []policy.Amendment {
+	out := make([]policy.Amendment, 0, len(as))
+	for _, a := range as {
+		out = append(out, policy.Amendment{ID: a.ID, Agent: a.Agent, Tool: a.Tool, CommandPrefix: strings.Fields(a.CommandPrefix),
+			PathPattern: a.PathPattern, CreatedBy: strings.Join(a.CreatedBy, ", "), Reason: a.Comment, CreatedAt: a.CreatedAt})
+	}
+	return out
+}
+
+func policyChange(ch policyload.Change) events.PolicyChangeData {
+	d := events.PolicyChangeData{Source: ch.Source, Revision: ch.Revision}
+	if ch.Err != nil {
+		d.Errors = strings.Split(ch.Err.Error(), "\n")
+	}
+	for _, w := range ch.Warnings {
+		d.Warnings = append(d.Warnings, w.String())
+	}
+	return d
 }

@@ -490,6 +490,17 @@ func (w *Worker) publishEvent(subject, id, typ string, data any) {
 	}
 }
 
+// PolicyChanged publishes that a policy was applied, or refused with the
+// old one kept in force (when d.Errors is set).
+func (w *Worker) PolicyChanged(d events.PolicyChangeData) {
+	d.Worker = w.cfg.Name
+	typ := events.TypePolicyApplied
+	if len(d.Errors) > 0 {
+		typ = events.TypePolicyRejected
+	}
+	w.publishEvent(events.PolicyChangeSubject, nuid.Next(), typ, d)
+}
+
 // progress returns the call's progress sink: best-effort core NATS events.
 func (w *Worker) progress(in *events.Call, c *tools.Call) func(stream, chunk string) {
 	var seq atomic.Int64
