@@ -1,0 +1,53 @@
+// Command approver runs the approver service: the web page, JSON API and
+// chat integration through which people approve, reject or answer parked
+// tool calls. With no flags it joins the worker's embedded NATS server on
+// this machine, creates its signing key and a login token under
+// .toolgate/approver, and serves on 127.0.0.1:8470.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/toolgate/toolgate/internal/approver"
+)
+
+// list is a repeatable string flag.
+type list []string
+
+func (l *list) String() string     { return strings.Join(*l, ",") }
+func (l *list) Set(v string) error { *l = append(*l, v); return nil }
+
+func main() {
+	var o approver.Options
+	var hooks, slack list
+	fs := flag.NewFlagSet("approver", flag.ExitOnError)
+	def := os.Getenv("NATS_URL")
+	if def == "" {
+		def = "nats://127.0.0.1:4222"
+	}
+	fs.StringVar(&o.NATSURL, "nats", def, "NATS server or cluster URL (env NATS_URL)")
+	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8470", "HTTP address of the page and API")
+	fs.StringVar(&o.TokenFile, "token-file", "", "file of `<identity> <token>` lines (default <data>/tokens, created with one token when missing)")
+	fs.StringVar(&o.DataDir, "data", ".toolgate/approver", "directory of the signing key (created on first start)")
+	fs.StringVar(&o.Name, "name", "", "service name in events (default host name)")
+	fs.StringVar(&o.PublicURL, "public-url", "", "URL people reach the page at, for links in notifications (default http://<listen>)")
+	fs.Var(&hooks, "webhook", "URL notified of every approval request with signed JSON (repeatable)")
+	fs.StringVar(&o.WebhookSecretFile, "webhook-secret-file", "", "file holding the HMAC-SHA256 secret of --webhook deliveries")
+	fs.Var(&slack, "slack-webhook", "Slack incoming-webhook URL for messages with Approve/Reject buttons (repeatable)")
+	fs.StringVar(&o.SlackSigningSecretFile, "slack-signing-secret-file", "", "file holding the Slack app's signing secret; enables POST /slack/actions")
+	fs.StringVar(&o.SlackUsersFile, "slack-users", "", "file of `<identity> <slack user id>` lines: who may decide from Slack")
+	_ = fs.Parse(os.Args[1:])
+	o.Webhooks, o.SlackWebhooks = hooks, slack
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := approver.Serve(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "approver:", err)
+		os.Exit(1)
+	}
+}

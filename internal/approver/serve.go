@@ -1,0 +1,205 @@
+package approver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/bus"
+)
+
+// Options is the approver command's configuration.
+type Options struct {
+	// NATSURL is the NATS server or cluster (default nats://127.0.0.1:4222,
+	// the worker's embedded server).
+	NATSURL string
+	// Listen is the HTTP address (default 127.0.0.1:8470).
+	Listen string
+	// TokenFile holds `<identity> <token>` lines; default <DataDir>/tokens,
+	// created with one token for $USER when missing.
+	TokenFile string
+	// DataDir holds the signing key (approver.nk); default .toolgate/approver.
+	DataDir string
+	// Name names the service (default the host name).
+	Name string
+	// PublicURL is the page's URL as people reach it (for links in
+	// notifications); default http://<Listen>.
+	PublicURL string
+	// Webhooks receive generic JSON notifications.
+	Webhooks []string
+	// WebhookSecretFile holds the HMAC secret for generic webhooks.
+	WebhookSecretFile string
+	// SlackWebhooks receive Slack messages (incoming-webhook URLs).
+	SlackWebhooks []string
+	// SlackSigningSecretFile holds the Slack app's signing secret; it
+	// enables POST /slack/actions.
+	SlackSigningSecretFile string
+	// SlackUsersFile maps Slack users to identities: `<identity> <slack user id>` per line.
+	SlackUsersFile string
+	// Logger receives logs; default slog.Default().
+	Logger *slog.Logger
+	// Out receives start-up lines; default os.Stdout.
+	Out io.Writer
+	// Ready, if set, is called with the HTTP address once serving.
+	Ready func(addr string)
+}
+
+// Serve runs the approver service until ctx ends.
+func Serve(ctx context.Context, o Options) error {
+	if o.NATSURL == "" {
+		o.NATSURL = "nats://127.0.0.1:4222"
+	}
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:8470"
+	}
+	if o.DataDir == "" {
+		o.DataDir = filepath.Join(".toolgate", "approver")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.TokenFile == "" {
+		o.TokenFile = filepath.Join(o.DataDir, "tokens")
+		who := os.Getenv("USER")
+		if who == "" {
+			who = "admin"
+		}
+		created, err := EnsureTokenFile(o.TokenFile, who)
+		if err != nil {
+			return err
+		}
+		if created {
+			fmt.Fprintf(o.Out, "approver: created %s with a login token for %q (add a line per person)\n", o.TokenFile, who)
+		}
+	}
+	tokens, err := LoadTokens(o.TokenFile)
+	if err != nil {
+		return err
+	}
+	key, err := LoadOrCreateKey(o.DataDir)
+	if err != nil {
+		return err
+	}
+	cfg := Config{Name: o.Name, Tokens: tokens, Key: key, Logger: o.Logger}
+	secret := func(path, what string) (string, error) {
+		if path == "" {
+			return "", nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", what, err)
+		}
+		s := strings.TrimSpace(string(b))
+		if s == "" {
+			return "", fmt.Errorf("%s: %s is empty", what, path)
+		}
+		return s, nil
+	}
+	hookSecret, err := secret(o.WebhookSecretFile, "webhook secret")
+	if err != nil {
+		return err
+	}
+	for _, u := range o.Webhooks {
+		cfg.Webhooks = append(cfg.Webhooks, Webhook{URL: u, Format: FormatJSON, Secret: hookSecret})
+	}
+	for _, u := range o.SlackWebhooks {
+		cfg.Webhooks = append(cfg.Webhooks, Webhook{URL: u, Format: FormatSlack})
+	}
+	if cfg.SlackSigningSecret, err = secret(o.SlackSigningSecretFile, "slack signing secret"); err != nil {
+		return err
+	}
+	if o.SlackUsersFile != "" {
+		if cfg.SlackUsers, err = loadPairs(o.SlackUsersFile); err != nil {
+			return err
+		}
+	}
+
+	nc, err := nats.Connect(o.NATSURL, nats.Name("toolgate-approver"), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
+		nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", o.NATSURL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = bus.Provision(pctx, js, bus.Config{})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("provision the bus at %s: %w", o.NATSURL, err)
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if o.PublicURL == "" {
+		o.PublicURL = "http://" + ln.Addr().String()
+	}
+	cfg.PublicURL = o.PublicURL
+	srv, err := New(ctx, nc, cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Run(ctx) }()
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+		}
+	}()
+	fmt.Fprintf(o.Out, "approver: page and API at %s (NATS %s)\napprover: signing key %s (data in %s)\n",
+		o.PublicURL, o.NATSURL, srv.PublicKey(), o.DataDir)
+	if o.Ready != nil {
+		o.Ready(ln.Addr().String())
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if err != nil {
+			return err
+		}
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	_ = hs.Shutdown(sctx) // open event streams end with the timeout
+	return nil
+}
+
+// loadPairs reads `<identity> <value>` lines into value → identity.
+func loadPairs(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("slack users: %w", err)
+	}
+	out := map[string]string{}
+	for n, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			return nil, fmt.Errorf("slack users: %s:%d: want `<identity> <slack user id>`", path, n+1)
+		}
+		out[f[1]] = f[0]
+	}
+	return out, nil
+}
