@@ -1,0 +1,158 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/toolctl"
+	"github.com/toolgate/toolgate/pkg/client"
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+func seedPolicy(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../pkg/policy/testdata/seed000.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// eventually retries check until it holds or a minute passes: hot reload
+// is asynchronous.
+func eventually(t *testing.T, what string, check func() (bool, string)) {
+	t.Helper()
+	var last string
+	for i := 0; i < 600; i++ {
+		ok, got := check()
+		if ok {
+			return
+		}
+		last = got
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s never happened; last: %s", what, last)
+}
+
+func call(t *testing.T, c *client.Client, tool, args string) *events.ResultData {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := c.Call(ctx, tool, json.RawMessage(args))
+	if err != nil {
+		t.Fatalf("%s %s: %v", tool, args, err)
+	}
+	return res
+}
+
+func TestPolicyFileIsEnforcedAndHotReloaded(t *testing.T) {
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	writeFile(t, filepath.Join(ws, "server.pem"), "-----BEGIN PRIVATE KEY-----\n")
+	polFile := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(polFile, seedPolicy(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile = polFile })
+	if !strings.Contains(p.out.String(), "policy file:"+polFile) {
+		t.Fatalf("banner does not name the policy:\n%s", p.out)
+	}
+	c := p.client(t, "agent-p")
+	nc, err := nats.Connect(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	violations, _ := nc.SubscribeSync(events.ViolationSubject("agent-p"))
+	changes, _ := nc.SubscribeSync(events.PolicyChangeSubject)
+
+	if r := call(t, c, "read_file", `{"path":"README.md"}`); r.Status != events.StatusOK {
+		t.Fatalf("read README: %+v", r)
+	}
+	r := call(t, c, "read", `{"path":"server.pem"}`)
+	if r.Status != events.StatusDenied || !strings.Contains(r.Decision.Rule, "denied_paths") {
+		t.Fatalf("read server.pem: %+v %+v", r, r.Decision)
+	}
+	r = call(t, c, "run_shell", `{"command":"ls && rm -rf build"}`)
+	if r.Status != events.StatusDenied || r.Decision.Rule != "tools.run_shell.blacklist[0]" || !strings.Contains(r.Decision.Offending, "rm -rf build") {
+		t.Fatalf("rm -rf: %+v %+v", r, r.Decision)
+	}
+	for i := 0; i < 2; i++ {
+		m, err := violations.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("violation %d: %v", i, err)
+		}
+		var v events.ViolationData
+		if _, err := events.DecodeData(m.Header, m.Data, &v); err != nil || v.Action != "deny" || v.Revision == "" {
+			t.Fatalf("violation = %+v %v", v, err)
+		}
+	}
+
+	// A new document takes effect without a restart.
+	if err := os.WriteFile(polFile, []byte("tools:\n  default: ask\n  read_file:\n    action: deny\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new policy denying read", func() (bool, string) {
+		r := call(t, c, "read", `{"path":"README.md"}`)
+		return r.Status == events.StatusDenied, string(r.Status)
+	})
+	// An invalid document is refused; the one in force stays, and says so.
+	if err := os.WriteFile(polFile, []byte("tools:\n  read_file:\n    action: perhaps\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a policy.rejected event", func() (bool, string) {
+		m, err := changes.NextMsg(100 * time.Millisecond)
+		if err != nil {
+			return false, err.Error()
+		}
+		ev, _, _ := events.Decode(m.Header, m.Data)
+		if ev.Type() != events.TypePolicyRejected {
+			return false, ev.Type()
+		}
+		var d events.PolicyChangeData
+		_ = json.Unmarshal(ev.Data(), &d)
+		return len(d.Errors) > 0 && strings.Contains(strings.Join(d.Errors, " "), "line 3"), strings.Join(d.Errors, "; ")
+	})
+	if r := call(t, c, "read", `{"path":"README.md"}`); r.Status != events.StatusDenied {
+		t.Fatalf("after an invalid document the previous policy must stay: %+v", r)
+	}
+}
+
+func TestPolicyPushReachesTheFleet(t *testing.T) {
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	p := startProcess(t, ws, nil)
+	c := p.client(t, "agent-q")
+	if r := call(t, c, "read", `{"path":"README.md"}`); r.Status != events.StatusOK {
+		t.Fatalf("default policy: %+v", r)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	_ = os.WriteFile(bad, []byte("tools: [1, 2]\n"), 0o644)
+	if _, errOut, code := p.toolctl(t, "policy", "push", bad); code == toolctl.ExitOK || !strings.Contains(errOut, "not pushed") {
+		t.Fatalf("pushing an invalid policy: code %d, %s", code, errOut)
+	}
+	good := filepath.Join(t.TempDir(), "policy.yaml")
+	_ = os.WriteFile(good, []byte("tools:\n  default: allow\n  read:\n    action: deny\n"), 0o644)
+	out, errOut, code := p.toolctl(t, "policy", "push", good)
+	if code != toolctl.ExitOK || !strings.Contains(out, "revision") {
+		t.Fatalf("push: %d %s %s", code, out, errOut)
+	}
+	eventually(t, "the pushed policy", func() (bool, string) {
+		r := call(t, c, "read", `{"path":"README.md"}`)
+		return r.Status == events.StatusDenied, string(r.Status)
+	})
+	// check explains a decision without a bus.
+	out, _, code = p.toolctl(t, "policy", "check", "--policy", good, "--workspace", ws, "--tool", "read_file", "--args", `{"path":"README.md"}`)
+	var d map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || d["action"] != "deny" {
+		t.Fatalf("policy check: %d %s", code, out)
+	}
+}
