@@ -130,6 +130,18 @@ type evaluation struct {
 	wsSegs []string // folded
 	exec   *effExec
 	paths  []string // resolved paths a file tool was judged on
+	// statPath and statSize remember the last file judged.
+	statPath string
+	statSize int64
+}
+
+// resolve resolves an absolute path, starting from the resolved workspace
+// when the path lies under the workspace as given.
+func (e *evaluation) resolve(abs string) (string, error) {
+	if ws := e.req.Workspace; e.ws != "" && len(abs) > len(ws) && strings.HasPrefix(abs, ws) && abs[len(ws)] == '/' {
+		return resolveFrom(e.ws, abs[len(ws)+1:])
+	}
+	return resolvePath(abs)
 }
 
 // Evaluate judges req. It never panics and fails closed: anything that
@@ -529,7 +541,7 @@ func (e *evaluation) deniedBy(pr *pathRules, real, lex string) *pathGlob {
 // path outside the roots a hard ask (shell arguments) rather than a deny
 // (file tools, which cannot reach it anyway).
 func (e *evaluation) judgePath(pr *pathRules, abs, shown string, write, outsideHard bool) (real string) {
-	real, err := resolvePath(abs)
+	real, err := e.resolve(abs)
 	if err != nil {
 		e.deny("builtin.fail_closed", fmt.Sprintf("cannot resolve %s: %v", shown, err), shown)
 		return ""
@@ -553,6 +565,9 @@ func (e *evaluation) judgePath(pr *pathRules, abs, shown string, write, outsideH
 	}
 	var st syscall.Stat_t
 	statErr := syscall.Stat(real, &st)
+	if statErr == nil {
+		e.statPath, e.statSize = real, st.Size
+	}
 	if statErr == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR && e.deniedInside(pr, real, shown) {
 		return real
 	}
@@ -708,12 +723,18 @@ func (e *evaluation) maxSize(p string) {
 	if limit == 0 {
 		return
 	}
-	abs := p
-	if !filepath.IsAbs(p) {
-		abs = filepath.Join(e.req.Workspace, p)
-	}
-	if fi, err := os.Stat(abs); err == nil && fi.Mode().IsRegular() && fi.Size() > limit {
-		e.deny(id, fmt.Sprintf("%s is %d bytes, more than max_size %d", p, fi.Size(), limit), p)
+	for _, real := range e.paths {
+		size := e.statSize
+		if real != e.statPath {
+			fi, err := os.Stat(real)
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			size = fi.Size()
+		}
+		if size > limit {
+			e.deny(id, fmt.Sprintf("%s is %d bytes, more than max_size %d", p, size, limit), p)
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ type pathGlob struct {
 	// wsRelative patterns are joined to the workspace at match time.
 	wsRelative bool
 	segs       []string // folded
+	match1     []segMatcher
 	// prefix is the leading literal part of segs (no meta characters): a
 	// directory equal to it holds only denied paths, an ancestor of it
 	// holds some.
@@ -63,6 +64,9 @@ func compileGlob(raw, home string) (*pathGlob, error) {
 			return nil, fmt.Errorf("bad path pattern %q: %v", raw, err)
 		}
 		g.segs = append(g.segs, fold(s))
+	}
+	for _, s := range g.segs {
+		g.match1 = append(g.match1, newSegMatcher(s))
 	}
 	for _, s := range g.segs {
 		if strings.ContainsAny(s, "*?[\\") {
@@ -115,16 +119,54 @@ func (g *pathGlob) match(segs, ws []string) bool {
 				return false
 			}
 		}
-		return matchSegs(g.segs, segs[len(ws):])
+		return matchSegs(g.match1, segs[len(ws):])
 	}
-	return matchSegs(g.segs, segs)
+	return matchSegs(g.match1, segs)
 }
 
-func matchSegs(pat, segs []string) bool {
+// segMatcher matches one path segment; the common shapes (a literal name,
+// *.ext, prefix*, *) avoid path.Match.
+type segMatcher struct {
+	kind byte // 'l' literal, 's' *suffix, 'p' prefix*, 'a' *, 'd' **, 'g' glob
+	s    string
+}
+
+func newSegMatcher(s string) segMatcher {
+	switch {
+	case s == "**":
+		return segMatcher{kind: 'd'}
+	case s == "*":
+		return segMatcher{kind: 'a'}
+	case !strings.ContainsAny(s, "*?[\\"):
+		return segMatcher{kind: 'l', s: s}
+	case s[0] == '*' && !strings.ContainsAny(s[1:], "*?[\\"):
+		return segMatcher{kind: 's', s: s[1:]}
+	case s[len(s)-1] == '*' && !strings.ContainsAny(s[:len(s)-1], "*?[\\"):
+		return segMatcher{kind: 'p', s: s[:len(s)-1]}
+	}
+	return segMatcher{kind: 'g', s: s}
+}
+
+func (m segMatcher) match(seg string) bool {
+	switch m.kind {
+	case 'l':
+		return seg == m.s
+	case 's':
+		return strings.HasSuffix(seg, m.s)
+	case 'p':
+		return strings.HasPrefix(seg, m.s)
+	case 'a':
+		return true
+	}
+	ok, _ := path.Match(m.s, seg)
+	return ok
+}
+
+func matchSegs(pat []segMatcher, segs []string) bool {
 	if len(pat) == 0 {
 		return true // the path is the match or lies under it
 	}
-	if pat[0] == "**" {
+	if pat[0].kind == 'd' {
 		for k := 0; k <= len(segs); k++ {
 			if matchSegs(pat[1:], segs[k:]) {
 				return true
@@ -132,10 +174,7 @@ func matchSegs(pat, segs []string) bool {
 		}
 		return false
 	}
-	if len(segs) == 0 {
-		return false
-	}
-	if ok, _ := path.Match(pat[0], segs[0]); !ok {
+	if len(segs) == 0 || !pat[0].match(segs[0]) {
 		return false
 	}
 	return matchSegs(pat[1:], segs[1:])
@@ -190,10 +229,20 @@ func resolvePath(p string) (string, error) {
 	if !filepath.IsAbs(p) {
 		return "", fmt.Errorf("path %q is not absolute", p)
 	}
+	return resolveFrom("/", p)
+}
+
+// resolveFrom resolves rel (relative, or absolute to restart at /) against
+// base, a directory already resolved.
+func resolveFrom(base, rel string) (string, error) {
+	p := rel
 	if strings.IndexByte(p, 0) >= 0 {
 		return "", fmt.Errorf("path %q contains a NUL byte", p)
 	}
-	dest := "/"
+	dest := base
+	if filepath.IsAbs(p) {
+		dest = "/"
+	}
 	missing := 0 // trailing components of dest that do not exist
 	links := 0
 	rest := p
@@ -235,7 +284,7 @@ func resolvePath(p string) (string, error) {
 		}
 		links++
 		if links > 40 {
-			return "", fmt.Errorf("resolve %s: %w", p, errTooManyLinks)
+			return "", fmt.Errorf("resolve %s: %w", filepath.Join(base, rel), errTooManyLinks)
 		}
 		target, err := os.Readlink(next)
 		if err != nil {
