@@ -1,0 +1,268 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/approver"
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/client"
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// askWrites is a policy under which writing a file needs a person.
+const askWrites = `tools:
+  default: allow
+  write_file:
+    action: ask
+`
+
+const aliceToken = "alice-e2e-token-0123456789"
+
+// approvalStack is a worker process with a policy that asks before writes,
+// and an approver service on the same bus, as a user runs them.
+type approvalStack struct {
+	worker *process
+	url    string // approver HTTP base URL
+}
+
+func startApprovalStack(t *testing.T) *approvalStack {
+	t.Helper()
+	ws := t.TempDir()
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, pol, askWrites)
+	w := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile = pol })
+
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	writeFile(t, tokens, "alice "+aliceToken+"\n")
+	ready := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- approver.Serve(ctx, approver.Options{NATSURL: w.url, Listen: "127.0.0.1:0", TokenFile: tokens,
+			DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard,
+			Ready: func(addr string) { ready <- addr }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("approver: %v", err)
+		}
+	})
+	select {
+	case addr := <-ready:
+		return &approvalStack{worker: w, url: "http://" + addr}
+	case err := <-done:
+		t.Fatalf("approver exited at start: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("approver did not start")
+	}
+	return nil
+}
+
+// submit publishes a write call and waits for its pending result.
+func (s *approvalStack) submit(t *testing.T, c *client.Client, id, path, content string) <-chan *events.ResultData {
+	t.Helper()
+	pending := make(chan events.ResultData, 1)
+	final := make(chan *events.ResultData, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		res, err := c.Call(ctx, "write", map[string]any{"path": path, "content": content}, client.WithID(id),
+			client.OnPending(func(r events.ResultData) { pending <- r }))
+		if err != nil {
+			t.Errorf("call %s: %v", id, err)
+		}
+		final <- res
+	}()
+	select {
+	case r := <-pending:
+		if r.Status != events.StatusPending {
+			t.Fatalf("pending result status %s", r.Status)
+		}
+	case r := <-final:
+		t.Fatalf("call %s finished without parking: %+v", id, r)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("call %s: no pending result", id)
+	}
+	return final
+}
+
+func (s *approvalStack) api(t *testing.T, method, path, body string, out any) int {
+	t.Helper()
+	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+aliceToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+		}
+	}
+	return resp.StatusCode
+}
+
+func wait(t *testing.T, ch <-chan *events.ResultData) *events.ResultData {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r == nil {
+			t.Fatal("no result")
+		}
+		return r
+	case <-time.After(90 * time.Second):
+		t.Fatal("no final result")
+	}
+	return nil
+}
+
+// results counts the results stored for a call (pending and final).
+func results(t *testing.T, natsURL, agent, id string) uint64 {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(context.Background(), bus.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background(), jetstream.WithSubjectFilter(events.ResultSubject(agent, id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func TestApprovalEndToEnd(t *testing.T) {
+	s := startApprovalStack(t)
+	c := s.worker.client(t, "agent-e2e")
+
+	final := s.submit(t, c, "e2e-approve", "approved.txt", "written after approval\n")
+	if _, err := os.Stat(filepath.Join(s.worker.ws, "approved.txt")); err == nil {
+		t.Fatal("the file was written before anyone approved")
+	}
+	var list []approver.View
+	if code := s.api(t, "GET", "/api/approvals", "", &list); code != 200 || len(list) != 1 {
+		t.Fatalf("pending list = %d %+v", code, list)
+	}
+	v := list[0]
+	if v.CallID != "e2e-approve" || v.Agent != "agent-e2e" || v.Tool != "write" || !strings.Contains(v.Diff, "+written after approval") {
+		t.Fatalf("pending call = %+v", v)
+	}
+	var res approver.Result
+	if code := s.api(t, "POST", "/api/approvals/e2e-approve/approve", `{"comment":"fine"}`, &res); code != 200 || res.Status != "approved" {
+		t.Fatalf("approve = %d %+v", code, res)
+	}
+	r := wait(t, final)
+	if r.Status != events.StatusOK || r.Decision == nil || strings.Join(r.Decision.Approvers, ",") != "alice" {
+		t.Fatalf("final result = %+v", r)
+	}
+	b, err := os.ReadFile(filepath.Join(s.worker.ws, "approved.txt"))
+	if err != nil || string(b) != "written after approval\n" {
+		t.Fatalf("file after approval: %q %v", b, err)
+	}
+	if code := s.api(t, "POST", "/api/approvals/e2e-approve/approve", `{}`, nil); code != 409 {
+		t.Fatalf("second approval = %d, want 409", code)
+	}
+	if n := results(t, s.worker.url, "agent-e2e", "e2e-approve"); n != 2 {
+		t.Fatalf("%d results stored for the call, want 2 (pending, then one execution)", n)
+	}
+
+	final = s.submit(t, c, "e2e-reject", "rejected.txt", "never\n")
+	if code := s.api(t, "POST", "/api/approvals/e2e-reject/reject", `{}`, nil); code != 400 {
+		t.Fatalf("reject without reason = %d, want 400", code)
+	}
+	if code := s.api(t, "POST", "/api/approvals/e2e-reject/reject", `{"reason":"wrong file"}`, &res); code != 200 || res.Status != "rejected" {
+		t.Fatalf("reject = %d %+v", code, res)
+	}
+	r = wait(t, final)
+	if r.Status != events.StatusRejected || !strings.Contains(r.Output, "wrong file") {
+		t.Fatalf("rejected result = %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(s.worker.ws, "rejected.txt")); err == nil {
+		t.Fatal("a rejected write ran")
+	}
+}
+
+func TestApprovalPageInChromium(t *testing.T) {
+	chromium := testenv.LookPath(t, "chromium", "chromium")
+	s := startApprovalStack(t)
+	c := s.worker.client(t, "agent-web")
+	final := s.submit(t, c, "web-1", "from-browser.txt", "clicked\n")
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium), chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true),
+	}
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer acancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	// The first run starts the browser and must not carry a timeout.
+	if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/")); err != nil {
+		t.Fatalf("open the page: %v", err)
+	}
+	tctx, tcancel := context.WithTimeout(ctx, 90*time.Second)
+	defer tcancel()
+
+	card := chromedp.CSS(`.card[data-call-id="web-1"]`)
+	err := chromedp.Do(tctx,
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), aliceToken),
+		chromedp.Click(chromedp.CSS(`#login-button`)),
+		chromedp.WaitVisible(card),
+	)
+	if err != nil {
+		t.Fatalf("log in and see the call: %v", err)
+	}
+	identity, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(`#identity`)))
+	if err != nil || identity != "alice" {
+		t.Fatalf("page shows identity %q: %v", identity, err)
+	}
+	args, err := chromedp.Run(tctx, chromedp.Text(card+` pre.args`))
+	if err != nil || !strings.Contains(args, "from-browser.txt") {
+		t.Fatalf("page shows arguments %q: %v", args, err)
+	}
+	if err := chromedp.Do(tctx, chromedp.Click(card+` button[data-action="approve"]`)); err != nil {
+		t.Fatalf("click Approve: %v", err)
+	}
+	r := wait(t, final)
+	if r.Status != events.StatusOK {
+		t.Fatalf("result after clicking Approve = %+v", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.worker.ws, "from-browser.txt")); err != nil || string(b) != "clicked\n" {
+		t.Fatalf("file: %q %v", b, err)
+	}
+	row := chromedp.CSS(`#history tr[data-call-id="web-1"]`)
+	if err := chromedp.Do(tctx, chromedp.WaitVisible(row), chromedp.WaitNotPresent(card)); err != nil {
+		t.Fatalf("history row: %v", err)
+	}
+	status, err := chromedp.Run(tctx, chromedp.Text(row+` .status`))
+	if err != nil || status != "approved" {
+		t.Fatalf("history shows %q: %v", status, err)
+	}
+}
