@@ -180,6 +180,9 @@ func TestDefaultPolicy(t *testing.T) {
 		{"forbidden mkfs", call{tool: "bash", args: sh("ls && mkfs.ext4 /dev/sda1")}, Deny, "builtin.classify.forbidden"},
 		{"forbidden in a wrapper", call{tool: "bash", args: sh("timeout 5 shutdown -h now")}, Deny, "builtin.classify.forbidden"},
 		{"env leaks secrets", call{tool: "bash", args: sh("env")}, Ask, "builtin.classify.dangerous"},
+		// (own) a repository chosen by --git-dir has a config the agent may have written.
+		{"git with another git dir", call{tool: "bash", args: sh("git --git-dir=evil status")}, Ask, "builtin.shell.executes"},
+		{"git with another work tree", call{tool: "bash", args: sh("git --work-tree sub --git-dir sub/x log")}, Ask, "builtin.shell.executes"},
 		{"sed read-only", call{tool: "bash", args: sh("sed -n '1,20p' main.go")}, Allow, "builtin.classify.read_only"},
 		{"sed w", call{tool: "bash", args: sh("sed -n 'w out' main.go")}, Ask, "builtin.shell.writes"},
 		{"awk read-only", call{tool: "bash", args: sh("awk '{print $1}' main.go")}, Allow, "builtin.classify.read_only"},

@@ -364,12 +364,16 @@ func (w *walker) gitHazards(cmd *Command) {
 				i++
 			}
 		case v == "--git-dir" || v == "--work-tree" || v == "--namespace" || v == "--super-prefix":
+			if v == "--git-dir" || v == "--work-tree" {
+				cmd.hazard(HazardExec, "git "+v+" selects a repository whose configuration (core.fsmonitor, core.pager) runs programs")
+			}
 			if i+1 < len(args) {
 				cmd.Paths = append(cmd.Paths, PathArg{Path: args[i+1].Value, Tilde: args[i+1].Tilde})
 				i++
 			}
 		case strings.HasPrefix(v, "--git-dir=") || strings.HasPrefix(v, "--work-tree="):
-			_, val, _ := strings.Cut(v, "=")
+			name, val, _ := strings.Cut(v, "=")
+			cmd.hazard(HazardExec, "git "+name+" selects a repository whose configuration (core.fsmonitor, core.pager) runs programs")
 			cmd.Paths = append(cmd.Paths, PathArg{Path: val, Tilde: strings.HasPrefix(val, "~")})
 		}
 		i++

@@ -169,6 +169,8 @@ func TestHazards(t *testing.T) {
 		{"git rebase -x make", HazardExec},
 		{"git clone -c core.hooksPath=x url", HazardExec},
 		{"git log --oneline", ""},
+		{"git --git-dir=x log", HazardExec},
+		{"git --work-tree /w status", HazardExec},
 		{"awk '{print $1 | \"sh\"}'", HazardExec},
 		{"awk '@load \"x\"'", HazardExec},
 		{"python3 -c 'import os'", HazardExec},
