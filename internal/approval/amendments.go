@@ -65,6 +65,11 @@ func RevokeAmendment(ctx context.Context, kv jetstream.KeyValue, id string) erro
 	return nil
 }
 
+// amendmentsResync is how often WatchAmendments re-reads the bucket in
+// case its watch went quiet (as after a server restart), so a revocation
+// is never missed for long.
+var amendmentsResync = 10 * time.Second
+
 // WatchAmendments calls fn with the active amendments in the policy bucket
 // kv once they are loaded and again after every change (and whenever one
 // expires), until ctx ends. Calls to fn do not overlap. A record that does
@@ -98,12 +103,29 @@ func WatchAmendments(ctx context.Context, kv jetstream.KeyValue, log *slog.Logge
 			continue
 		}
 		tick := time.NewTicker(time.Second)
+		resync := time.NewTicker(amendmentsResync)
 		loaded := false
 	loop:
 		for {
 			select {
 			case <-ctx.Done():
 				break loop
+			case <-resync.C:
+				list, err := ListAmendments(ctx, kv)
+				if err != nil {
+					continue
+				}
+				fresh := map[string]approval.Amendment{}
+				for _, a := range list {
+					fresh[a.ID] = a
+				}
+				mu.Lock()
+				if loaded && !sameAmendments(all, fresh) {
+					log.Warn("amendments watch missed changes; reloaded them from the bucket", "amendments", len(fresh))
+					all = fresh
+					publish()
+				}
+				mu.Unlock()
 			case <-tick.C:
 				mu.Lock()
 				expiring := false
@@ -144,9 +166,28 @@ func WatchAmendments(ctx context.Context, kv jetstream.KeyValue, log *slog.Logge
 			}
 		}
 		tick.Stop()
+		resync.Stop()
 		_ = w.Stop()
 	}
 	return nil
+}
+
+func sameAmendments(a, b map[string]approval.Amendment) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for id, x := range a {
+		y, ok := b[id]
+		if !ok {
+			return false
+		}
+		xj, _ := json.Marshal(x)
+		yj, _ := json.Marshal(y)
+		if string(xj) != string(yj) {
+			return false
+		}
+	}
+	return true
 }
 
 func decodeAmendment(e jetstream.KeyValueEntry) (approval.Amendment, error) {

@@ -41,6 +41,10 @@ type Options struct {
 	// SweepInterval is how often expired calls and lapsed claims are looked
 	// for; default 1s.
 	SweepInterval time.Duration
+	// RescanInterval is how often the sweep re-reads every parked call from
+	// the bucket rather than trusting its watch alone (a watch can go quiet
+	// after a server restart); default 10s.
+	RescanInterval time.Duration
 	// ClaimLease is how long a resume claim lasts unless renewed; renewed
 	// every third of it while the resume runs; default 1 minute.
 	ClaimLease time.Duration
@@ -65,6 +69,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SweepInterval <= 0 {
 		o.SweepInterval = time.Second
+	}
+	if o.RescanInterval <= 0 {
+		o.RescanInterval = 10 * time.Second
 	}
 	if o.ClaimLease <= 0 {
 		o.ClaimLease = time.Minute
@@ -194,6 +201,12 @@ func (m *Manager) Park(ctx context.Context, p *Parked) error {
 	if _, err := m.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("park %s: publish request: %w", p.CallID, err)
 	}
+	m.mu.Lock()
+	if _, known := m.index[key]; !known {
+		cp := *p
+		m.index[key] = &cp
+	}
+	m.mu.Unlock()
 	m.log.Info("call parked", "call_id", p.CallID, "agent", p.Agent, "tool", p.Tool,
 		"rule", p.Decision.Rule, "approvers", p.Threshold(), "expires_at", p.ExpiresAt)
 	return nil
@@ -302,12 +315,16 @@ func (m *Manager) Run(ctx context.Context, resume ResumeFunc) error {
 	go func() { defer wg.Done(); m.watchKeys(ctx) }()
 	t := time.NewTicker(m.opts.SweepInterval)
 	defer t.Stop()
+	rescan := time.NewTicker(m.opts.RescanInterval)
+	defer rescan.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			cc.Stop()
 			wg.Wait()
 			return nil
+		case <-rescan.C:
+			m.rescan(ctx)
 		case <-t.C:
 			m.sweep(ctx, resume)
 		}
@@ -331,6 +348,22 @@ func (m *Manager) watchCalls(ctx context.Context) {
 		}
 		m.index[e.Key()] = &p
 	})
+}
+
+// rescan rebuilds the index from the bucket.
+func (m *Manager) rescan(ctx context.Context) {
+	all, err := List(ctx, m.kv)
+	if err != nil {
+		m.log.Debug("rescan parked calls", "err", err)
+		return
+	}
+	index := make(map[string]*Parked, len(all))
+	for _, p := range all {
+		index[CallKey(p.CallID)] = p
+	}
+	m.mu.Lock()
+	m.index = index
+	m.mu.Unlock()
 }
 
 // watchKeys keeps the registered approver keys (zero-config trust).

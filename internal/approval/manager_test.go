@@ -82,7 +82,7 @@ func (e *env) manager(name string, trusted ...string) *Manager {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	m, err := NewManager(ctx, e.js, Options{Name: name, TrustedKeys: trusted, SweepInterval: 20 * time.Millisecond,
-		ClaimLease: 3 * time.Second, Logger: quietLogger()})
+		RescanInterval: 200 * time.Millisecond, ClaimLease: 3 * time.Second, Logger: quietLogger()})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -498,6 +498,33 @@ func TestParkedCallSurvivesRestarts(t *testing.T) {
 	if o := e.waitResumed("call-restart-2"); o.Status != approval.Approved || len(e.resumes("call-restart-2")) != 1 {
 		t.Fatalf("outcome = %+v", o)
 	}
+	// The sweep still sees calls parked after the restart and expires them.
+	d := ask
+	d.ApprovalTimeout = 100 * time.Millisecond
+	e.park(m2, "call-restart-3", d)
+	if o := e.waitResumed("call-restart-3"); o.Status != approval.Expired {
+		t.Fatalf("expiry after restart = %+v", o)
+	}
+}
+
+func TestConfiguredKeysReplaceRegisteredOnes(t *testing.T) {
+	e := newEnv(t)
+	other, _ := nkeys.CreateUser()
+	otherPub, _ := other.PublicKey()
+	m := e.manager("w1", otherPub) // trusts only otherPub
+	kv, _ := e.js.KeyValue(context.Background(), bus.BucketApprovals)
+	if err := RegisterApproverKey(context.Background(), kv, approval.ApproverKey{PublicKey: e.pub, Name: "registered"}); err != nil {
+		t.Fatal(err)
+	}
+	p := e.park(m, "call-pinned", ask)
+	e.publish(e.decision(p, "alice", approval.Approve), e.kp)
+	if r := e.refusal("call-pinned"); !errors.Is(errorsFor(r.Reason), approval.ErrUntrustedKey) {
+		t.Fatalf("registered but not configured key: refusal %q", r.Reason)
+	}
+	e.publish(e.decision(p, "alice", approval.Approve), other)
+	if o := e.waitResumed("call-pinned"); o.Status != approval.Approved {
+		t.Fatalf("outcome = %+v", o)
+	}
 }
 
 func TestZeroConfigTrustsRegisteredKeys(t *testing.T) {
@@ -571,6 +598,36 @@ func TestAlwaysAllowStoresAmendmentWatchedAndRevocable(t *testing.T) {
 	if err := RevokeAmendment(context.Background(), policyKV, "am-1"); !errors.Is(err, ErrNoAmendment) {
 		t.Fatalf("revoking twice = %v, want ErrNoAmendment", err)
 	}
+}
+
+func TestAmendmentRevokedAcrossServerRestartIsApplied(t *testing.T) {
+	amendmentsResync = 100 * time.Millisecond
+	defer func() { amendmentsResync = 10 * time.Second }()
+	e := newEnv(t)
+	policyKV, _ := e.js.KeyValue(context.Background(), bus.BucketPolicy)
+	a := approval.Amendment{ID: "am-r", Agent: "bot", Tool: "bash", CommandPrefix: "make", CreatedAt: time.Now().UTC()}
+	val, _ := json.Marshal(a)
+	if _, err := policyKV.Put(context.Background(), approval.AmendmentKeyPrefix+a.ID, val); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var last []approval.Amendment
+	go func() {
+		_ = WatchAmendments(ctx, policyKV, quietLogger(), func(as []approval.Amendment) {
+			mu.Lock()
+			last = as
+			mu.Unlock()
+		})
+	}()
+	e.eventually("amendment loaded", func() bool { mu.Lock(); defer mu.Unlock(); return len(last) == 1 })
+	e.srv = testenv.RestartNATS(t, e.srv)
+	e.eventually("reconnected", func() bool { return e.nc.IsConnected() })
+	e.eventually("revoked after the restart", func() bool {
+		return RevokeAmendment(context.Background(), policyKV, "am-r") == nil
+	})
+	e.eventually("revocation applied", func() bool { mu.Lock(); defer mu.Unlock(); return len(last) == 0 })
 }
 
 func TestParkRefusesBadInput(t *testing.T) {

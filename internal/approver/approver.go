@@ -156,8 +156,9 @@ func RequestsConsumer() jetstream.ConsumerConfig {
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); s.watch(ctx) }()
+	go func() { defer wg.Done(); s.resync(ctx) }()
 	if len(s.cfg.Webhooks) == 0 {
 		<-ctx.Done()
 		return nil
@@ -275,6 +276,41 @@ func (s *Server) watch(ctx context.Context) {
 			s.changed()
 		}
 		_ = w.Stop()
+	}
+}
+
+// resync re-reads the parked calls every 10 seconds, in case the watch
+// went quiet (as after a server restart), and refreshes the page when
+// they differ.
+func (s *Server) resync(ctx context.Context) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		all, err := listParked(ctx, s.kv)
+		if err != nil {
+			continue
+		}
+		fresh := make(map[string]*iapproval.Parked, len(all))
+		for _, p := range all {
+			fresh[iapproval.CallKey(p.CallID)] = p
+		}
+		s.mu.Lock()
+		same := len(fresh) == len(s.calls)
+		for k, p := range fresh {
+			if old, ok := s.calls[k]; !ok || old.Status != p.Status || len(old.Approvals) != len(p.Approvals) {
+				same = false
+			}
+		}
+		s.calls = fresh
+		s.mu.Unlock()
+		if !same {
+			s.changed()
+		}
 	}
 }
 
