@@ -2,7 +2,9 @@ package shell
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -66,15 +68,31 @@ func TestEnviron(t *testing.T) {
 		"LD_PRELOAD":   "/evil.so",
 		"HOME":         "/root",
 	}
-	got := environ("/ws", map[string]string{"TZ": "UTC"}, func(k string) string { return worker[k] })
+	got := withoutGit(environ("/ws", map[string]string{"TZ": "UTC"}, func(k string) string { return worker[k] }))
 	want := []string{"HOME=/ws", "LANG=de_DE.UTF-8", "PATH=/usr/bin:/usr/local/bin", "TZ=UTC"}
 	if !slices.Equal(got, want) {
 		t.Errorf("environ = %q, want %q", got, want)
 	}
-	got = environ("/ws", nil, func(string) string { return "" })
+	got = withoutGit(environ("/ws", nil, func(string) string { return "" }))
 	want = []string{"HOME=/ws", "LANG=" + defaultLang, "PATH=" + defaultPath}
 	if !slices.Equal(got, want) {
 		t.Errorf("environ with an empty worker env = %q, want %q", got, want)
+	}
+}
+
+// withoutGit drops git's safety settings (tested on their own) from env.
+func withoutGit(env []string) []string {
+	return slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GIT_") })
+}
+
+func TestGitSafetyOutranksEveryConfigFile(t *testing.T) {
+	env := gitEnv()
+	if env["GIT_CONFIG_GLOBAL"] != "/dev/null" || env["GIT_CONFIG_NOSYSTEM"] != "1" {
+		t.Fatalf("git env = %v", env)
+	}
+	n := len(gitSafety)
+	if env["GIT_CONFIG_COUNT"] != strconv.Itoa(n) || env["GIT_CONFIG_KEY_0"] != "core.fsmonitor" || env[fmt.Sprintf("GIT_CONFIG_KEY_%d", n-1)] == "" {
+		t.Fatalf("git env = %v", env)
 	}
 }
 
