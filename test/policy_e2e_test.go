@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,6 +85,23 @@ func TestPolicyFileIsEnforcedAndHotReloaded(t *testing.T) {
 	r = call(t, c, "run_shell", `{"command":"ls && rm -rf build"}`)
 	if r.Status != events.StatusDenied || r.Decision.Rule != "tools.run_shell.blacklist[0]" || !strings.Contains(r.Decision.Offending, "rm -rf build") {
 		t.Fatalf("rm -rf: %+v %+v", r, r.Decision)
+	}
+	// The policy's constraints bound what the tools return: search_files
+	// max_results 100, read_file max_size 10MB.
+	for i := 0; i < 150; i++ {
+		writeFile(t, filepath.Join(ws, "many", fmt.Sprintf("f%03d.txt", i)), "needle\n")
+	}
+	r = call(t, c, "search_files", `{"pattern":"needle","path":"many"}`)
+	if r.Status != events.StatusOK || strings.Count(r.Output, ".txt") != 100 || r.Metadata["truncated"] != true {
+		t.Fatalf("search_files under max_results 100: %d entries, %v", strings.Count(r.Output, ".txt"), r.Metadata)
+	}
+	big := filepath.Join(ws, "big.log")
+	if err := os.WriteFile(big, make([]byte, 11<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = call(t, c, "read_file", `{"path":"big.log"}`)
+	if r.Status == events.StatusOK || !strings.Contains(r.Output, "10485760") {
+		t.Fatalf("read_file over max_size: %+v", r)
 	}
 	for i := 0; i < 2; i++ {
 		m, err := violations.NextMsg(10 * time.Second)

@@ -274,3 +274,21 @@ func trimDot(p string) string {
 	}
 	return strings.TrimSuffix(p, string(os.PathSeparator))
 }
+
+// policyMaxBytes is the size bound of a read: the configured one, lowered
+// by the policy's max_size for this call.
+func policyMaxBytes(c *tools.Call, configured int64) int64 {
+	if c.Decision != nil && c.Decision.MaxBytes > 0 && (configured <= 0 || c.Decision.MaxBytes < configured) {
+		return c.Decision.MaxBytes
+	}
+	return configured
+}
+
+// policyMaxResults bounds a search or listing by the policy's max_results
+// for this call; limit 0 means no other bound.
+func policyMaxResults(c *tools.Call, limit int64) int64 {
+	if c.Decision != nil && c.Decision.MaxResults > 0 && (limit <= 0 || int64(c.Decision.MaxResults) < limit) {
+		return int64(c.Decision.MaxResults)
+	}
+	return limit
+}

@@ -69,6 +69,7 @@ func (s *set) glob(ctx context.Context, c *tools.Call) (*tools.Output, error) {
 	if n, ok := argInt(c.Args, "limit"); ok {
 		limit = n
 	}
+	limit = policyMaxResults(c, limit)
 	opts := workspace.WalkOptions{Hidden: argBool(c.Args, "hidden"), NoIgnore: argBool(c.Args, "no_ignore")}
 	if pattern == "" {
 		return failf("glob: pattern is empty"), nil

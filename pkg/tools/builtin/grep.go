@@ -353,6 +353,9 @@ func (s *set) grep(ctx context.Context, c *tools.Call) (*tools.Output, error) {
 	}
 	offset, _ := argInt(c.Args, "offset")
 	headLimit, _ := argInt(c.Args, "head_limit")
+	if m := policyMaxResults(c, 0); m > 0 && (headLimit == 0 || m < headLimit) {
+		headLimit = m // the policy's max_results bounds every search
+	}
 	if g, ok := argString(c.Args, "glob"); ok && g != "" {
 		f := globFilter{pattern: g}
 		if strings.HasPrefix(g, "!") {

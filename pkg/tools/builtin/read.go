@@ -68,7 +68,7 @@ func (s *set) read(ctx context.Context, c *tools.Call) (*tools.Output, error) {
 		}
 	}
 
-	data, f, err := s.ws.ReadFile(path, s.cfg.MaxReadSize, c.CheckPath)
+	data, f, err := s.ws.ReadFile(path, policyMaxBytes(c, s.cfg.MaxReadSize), c.CheckPath)
 	if err != nil {
 		return fileFailure("read", path, err)
 	}
