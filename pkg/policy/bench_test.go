@@ -4,7 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 func benchGate(b *testing.B) (*Gate, string) {
@@ -56,6 +59,34 @@ func BenchmarkPipeline5(b *testing.B) {
 	for b.Loop() {
 		if d := g.Evaluate(context.Background(), req); d.Action != Allow {
 			b.Fatal(d)
+		}
+	}
+}
+
+// BenchmarkBaselineParse5 is the floor under BenchmarkPipeline5: parsing
+// the same command with mvdan.cc/sh and nothing else.
+func BenchmarkBaselineParse5(b *testing.B) {
+	src := `cat main.go | grep -n func | grep -v test | ls -la | git diff --stat`
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := syntax.NewParser().Parse(strings.NewReader(src), ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBaselineStat is the floor under BenchmarkReadPath: resolving
+// the same path (lstat + stat) and nothing else.
+func BenchmarkBaselineStat(b *testing.B) {
+	_, ws := benchGate(b)
+	p := filepath.Join(ws, "main.go")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := os.Lstat(p); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := filepath.EvalSymlinks(p); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
