@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/pkg/approval"
+	"github.com/toolgate/toolgate/pkg/policy"
 )
 
 // ErrNoAmendment: no amendment has that id.
@@ -223,4 +224,22 @@ func RegisterApproverKey(ctx context.Context, kv jetstream.KeyValue, k approval.
 		return fmt.Errorf("register approver key: %w", err)
 	}
 	return nil
+}
+
+// PolicyAmendments converts stored amendments to the gate's form
+// (policy.Gate.SetAmendments).
+func PolicyAmendments(as []approval.Amendment) []policy.Amendment {
+	out := make([]policy.Amendment, 0, len(as))
+	for _, a := range as {
+		out = append(out, policy.Amendment{ID: a.ID, Agent: a.Agent, Tool: a.Tool,
+			CommandPrefix: strings.Fields(a.CommandPrefix), PathPattern: a.PathPattern,
+			CreatedBy: strings.Join(a.CreatedBy, ", "), Reason: a.Comment, CreatedAt: a.CreatedAt})
+	}
+	return out
+}
+
+// WatchPolicyAmendments is WatchAmendments handing fn the gate's form, so a
+// worker can pass gate.SetAmendments directly.
+func WatchPolicyAmendments(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger, fn func([]policy.Amendment)) error {
+	return WatchAmendments(ctx, kv, log, func(as []approval.Amendment) { fn(PolicyAmendments(as)) })
 }

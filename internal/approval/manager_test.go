@@ -583,6 +583,23 @@ func TestAlwaysAllowStoresAmendmentWatchedAndRevocable(t *testing.T) {
 		t.Fatalf("outcome amendments = %+v", o.Amendments)
 	}
 	e.eventually("watch sees the amendment", func() bool { l := last(); return len(l) == 1 && l[0].ID == "am-1" })
+	// The gate's form, and the gate applying it: the amended call is allowed
+	// for this agent only.
+	doc, _, err := policy.Parse([]byte("tools:\n  default: ask\n  run_shell:\n    action: ask\n"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := policy.NewGate(doc)
+	gate.SetAmendments(PolicyAmendments(last()))
+	req := policy.Request{Agent: "agent-7", Tool: "bash", Known: true, Kind: policy.KindExecute,
+		Arguments: map[string]any{"command": "git push origin main"}, Workspace: t.TempDir()}
+	if d := gate.Evaluate(context.Background(), req); d.Action != policy.Allow {
+		t.Fatalf("amended call: %+v", d)
+	}
+	req.Agent = "agent-8"
+	if d := gate.Evaluate(context.Background(), req); d.Action == policy.Allow {
+		t.Fatalf("another agent got the amendment: %+v", d)
+	}
 	list, err := ListAmendments(context.Background(), policyKV)
 	if err != nil || len(list) != 1 {
 		t.Fatalf("ListAmendments = %v, %v", list, err)
