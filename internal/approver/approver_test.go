@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	iapproval "github.com/toolgate/toolgate/internal/approval"
@@ -38,13 +39,17 @@ agent-7 agent-token-0123456789
 // stack is a real embedded NATS server, a worker-side Manager whose resume
 // callback counts invocations, and the approver service over HTTP.
 type stack struct {
-	t       *testing.T
-	js      jetstream.JetStream
-	mgr     *iapproval.Manager
-	srv     *Server
-	http    *httptest.Server
-	mu      sync.Mutex
-	resumed map[string][]iapproval.Outcome
+	t            *testing.T
+	ctx          context.Context
+	nc           *nats.Conn
+	cfg          Config
+	stopApprover func()
+	js           jetstream.JetStream
+	mgr          *iapproval.Manager
+	srv          *Server
+	http         *httptest.Server
+	mu           sync.Mutex
+	resumed      map[string][]iapproval.Outcome
 }
 
 func quiet() *slog.Logger {
@@ -91,15 +96,25 @@ func newStack(t *testing.T, mod func(*Config)) *stack {
 	if mod != nil {
 		mod(&cfg)
 	}
-	st.srv, err = New(ctx, nc, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = st.srv.Run(ctx) }()
-	st.http = httptest.NewServer(st.srv.Handler())
-	t.Cleanup(st.http.Close)
+	st.nc, st.cfg, st.ctx = nc, cfg, ctx
+	st.startApprover()
 	return st
+}
+
+// startApprover starts the approver service (again) with st.cfg.
+func (st *stack) startApprover() {
+	st.t.Helper()
+	srv, err := New(st.ctx, st.nc, st.cfg)
+	if err != nil {
+		st.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(st.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Run(ctx) }()
+	hs := httptest.NewServer(srv.Handler())
+	st.srv, st.http = srv, hs
+	st.stopApprover = func() { hs.Close(); cancel(); <-done }
+	st.t.Cleanup(st.stopApprover)
 }
 
 func (st *stack) resumes(id string) []iapproval.Outcome {
@@ -223,6 +238,66 @@ func TestAPIStatuses(t *testing.T) {
 	if o := st.resumes("call-1"); len(o) != 1 || o[0].Status != approval.Approved || o[0].Comment != "alice: ok" {
 		t.Fatalf("resumes = %+v", o)
 	}
+}
+
+func TestApproverRestartKeepsPendingSessionsAndNotifications(t *testing.T) {
+	st := newStack(t, nil)
+	st.park("call-before", ask, `{"command":"git push"}`)
+
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	resp, err := c.PostForm(st.http.URL+"/login", url.Values{"token": {alice}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookies := jar.Cookies(mustURL(st.http.URL))
+	if len(cookies) != 1 {
+		t.Fatalf("cookies after login: %v", cookies)
+	}
+
+	// The approver goes down; a call is parked meanwhile; it comes back
+	// with a webhook configured.
+	st.stopApprover()
+	st.park("call-while-down", ask, `{"command":"git tag v2"}`)
+	var mu sync.Mutex
+	var notified []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var n Notice
+		_ = json.NewDecoder(r.Body).Decode(&n)
+		mu.Lock()
+		notified = append(notified, n.Request.CallID)
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	st.cfg.Webhooks = []Webhook{{URL: hook.URL}}
+	st.startApprover()
+
+	eventually(t, "the request parked while the approver was down is notified", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(notified, "call-while-down")
+	})
+	var list []View
+	if code := st.do("GET", "/api/approvals", alice, "", &list); code != 200 || len(list) != 2 {
+		t.Fatalf("pending after restart = %d %+v", code, list)
+	}
+	// The session cookie issued before the restart still works.
+	req, _ := http.NewRequest("GET", st.http.URL+"/api/approvals/call-before", nil)
+	req.AddCookie(cookies[0])
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("session from before the restart: %d", resp.StatusCode)
+	}
+	var res Result
+	if code := st.do("POST", "/api/approvals/call-while-down/approve", alice, `{}`, &res); code != 200 || res.Status != "approved" {
+		t.Fatalf("approve after restart = %d %+v", code, res)
+	}
+	eventually(t, "resumed", func() bool { return len(st.resumes("call-while-down")) == 1 })
 }
 
 func TestThresholdThroughAPI(t *testing.T) {
