@@ -266,3 +266,25 @@ func TestApprovalPageInChromium(t *testing.T) {
 		t.Fatalf("history shows %q: %v", status, err)
 	}
 }
+
+// TestParkedWriteShowsTheRealChange: a person approving an overwrite sees
+// the diff against the file as it is, not the whole content as new.
+func TestParkedWriteShowsTheRealChange(t *testing.T) {
+	s := startApprovalStack(t)
+	writeFile(t, filepath.Join(s.worker.ws, "config.txt"), "alpha\nbeta\ngamma\n")
+	c := s.worker.client(t, "agent-diff")
+	final := s.submit(t, c, "e2e-diff", "config.txt", "alpha\nBETA\ngamma\n")
+	var v approver.View
+	if code := s.api(t, "GET", "/api/approvals/e2e-diff", "", &v); code != 200 {
+		t.Fatalf("get = %d", code)
+	}
+	if !strings.Contains(v.Diff, "-beta") || !strings.Contains(v.Diff, "+BETA") || strings.Contains(v.Diff, "+alpha") {
+		t.Fatalf("diff shown to the approver:\n%s", v.Diff)
+	}
+	if code := s.api(t, "POST", "/api/approvals/e2e-diff/reject", `{"reason":"keep it"}`, nil); code != 200 {
+		t.Fatalf("reject = %d", code)
+	}
+	if r := wait(t, final); r.Status != events.StatusRejected {
+		t.Fatalf("final = %+v", r)
+	}
+}

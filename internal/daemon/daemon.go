@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -28,6 +29,7 @@ import (
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/builtin"
 	"github.com/toolgate/toolgate/pkg/tools/shell"
+	"github.com/toolgate/toolgate/pkg/tools/workspace"
 )
 
 // Options configure a worker process. The zero value of each field means
@@ -82,7 +84,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Out == nil {
 		o.Out = os.Stderr
 	}
-	ws, err := workspace(o.Workspace)
+	ws, err := workspaceDir(o.Workspace)
 	if err != nil {
 		return err
 	}
@@ -161,7 +163,7 @@ func Run(ctx context.Context, o Options) error {
 	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger))
 	w, err := worker.New(nc, pipe, worker.Config{
 		Name: o.Name, Concurrency: o.Concurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
-		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr},
+		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr, Preview: preview(ws, extraRoots(gate, o.Logger), gate)},
 	})
 	if err != nil {
 		return err
@@ -175,9 +177,7 @@ func Run(ctx context.Context, o Options) error {
 	defer bgCancel()
 	go loader.Watch(bg)
 	go func() {
-		err := approval.WatchAmendments(bg, policyKV, o.Logger, func(as []papproval.Amendment) {
-			gate.SetAmendments(amendments(as))
-		})
+		err := approval.WatchPolicyAmendments(bg, policyKV, o.Logger, gate.SetAmendments)
 		if err != nil && bg.Err() == nil {
 			o.Logger.Error("watch amendments", "err", err)
 		}
@@ -201,7 +201,7 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
-func workspace(dir string) (string, error) {
+func workspaceDir(dir string) (string, error) {
 	if dir == "" {
 		dir = "."
 	}
@@ -249,14 +249,57 @@ func networkGranted(g *policy.Gate, c *tools.Call) bool {
 	return d.Action == policy.Allow
 }
 
-// amendments converts stored "always allow" amendments to the gate's form.
-func amendments(as []papproval.Amendment) []policy.Amendment {
-	out := make([]policy.Amendment, 0, len(as))
-	for _, a := range as {
-		out = append(out, policy.Amendment{ID: a.ID, Agent: a.Agent, Tool: a.Tool, CommandPrefix: strings.Fields(a.CommandPrefix),
-			PathPattern: a.PathPattern, CreatedBy: strings.Join(a.CreatedBy, ", "), Reason: a.Comment, CreatedAt: a.CreatedAt})
+// preview shows a person what a parked write or edit would change: the
+// diff against the file as it is now, read confined to the workspace and
+// judged by the gate's path rules like the tool's own read.
+func preview(ws string, roots []string, gate *policy.Gate) func(c *tools.Call) string {
+	return func(c *tools.Call) string {
+		if c.Tool == nil || (c.Tool.Name != "write" && c.Tool.Name != "edit") {
+			return ""
+		}
+		path, _ := c.Args["path"].(string)
+		if path == "" {
+			return ""
+		}
+		w, err := workspace.Open(ws, roots...)
+		if err != nil {
+			return ""
+		}
+		defer w.Close()
+		req := policy.Request{Agent: c.Agent, Tool: c.Tool.Name, Known: true, Kind: c.Tool.Kind, Arguments: c.Args, Workspace: ws}
+		check := func(real string) error {
+			if d := gate.CheckPath(req, real); d.Action == policy.Deny {
+				return errors.New(d.Reason)
+			}
+			return nil
+		}
+		var old string
+		data, _, err := w.ReadFile(path, 4<<20, check)
+		switch {
+		case err == nil:
+			old = string(data)
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			return ""
+		}
+		var updated string
+		switch c.Tool.Name {
+		case "write":
+			updated, _ = c.Args["content"].(string)
+		case "edit":
+			from, _ := c.Args["old_string"].(string)
+			to, _ := c.Args["new_string"].(string)
+			if from == "" || !strings.Contains(old, from) {
+				return ""
+			}
+			n := 1
+			if all, _ := c.Args["replace_all"].(bool); all {
+				n = -1
+			}
+			updated = strings.Replace(old, from, to, n)
+		}
+		return papproval.UnifiedDiff(path, old, updated)
 	}
-	return out
 }
 
 func policyChange(ch policyload.Change) events.PolicyChangeData {

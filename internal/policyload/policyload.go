@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,6 +50,7 @@ type Loader struct {
 	// Logger receives logs; default slog.Default().
 	Logger *slog.Logger
 
+	mu   sync.Mutex
 	last []byte
 }
 
@@ -107,6 +109,7 @@ func (l *Loader) watchFile(ctx context.Context) {
 	}
 	t := time.NewTicker(poll)
 	defer t.Stop()
+	unreadable := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -114,19 +117,25 @@ func (l *Loader) watchFile(ctx context.Context) {
 		case <-t.C:
 			data, err := os.ReadFile(l.File)
 			if err != nil {
-				if !bytes.Equal(l.last, nil) {
+				if !unreadable { // say it once, not every poll
 					l.Logger.Warn("policy file unreadable; keeping the policy in force", "file", l.File, "err", err)
 				}
+				unreadable = true
 				continue
 			}
-			if !bytes.Equal(data, l.last) {
-				l.apply(data, "file:"+l.File)
-			}
+			unreadable = false
+			l.applyIfNew(data, "file:"+l.File)
 		}
 	}
 }
 
+// watchKV follows the KV key. A watch can go quiet after the server
+// restarts without closing, so the key is also read again every Poll×10.
 func (l *Loader) watchKV(ctx context.Context) {
+	reread := l.Poll * 10
+	if reread <= 0 {
+		reread = 10 * time.Second
+	}
 	for ctx.Err() == nil {
 		w, err := l.KV.Watch(ctx, Key, jetstream.UpdatesOnly())
 		if err != nil {
@@ -138,25 +147,49 @@ func (l *Loader) watchKV(ctx context.Context) {
 				continue
 			}
 		}
-		for e := range w.Updates() {
-			if e == nil {
-				continue
-			}
-			if e.Operation() != jetstream.KeyValuePut {
-				l.Logger.Warn("shared policy deleted; keeping the policy in force")
-				continue
-			}
-			if !bytes.Equal(e.Value(), l.last) {
-				l.apply(e.Value(), "kv:"+Key)
+		t := time.NewTicker(reread)
+	watch:
+		for {
+			select {
+			case <-ctx.Done():
+				break watch
+			case e, ok := <-w.Updates():
+				if !ok {
+					break watch
+				}
+				if e == nil {
+					continue
+				}
+				if e.Operation() != jetstream.KeyValuePut {
+					l.Logger.Warn("shared policy deleted; keeping the policy in force")
+					continue
+				}
+				l.applyIfNew(e.Value(), "kv:"+Key)
+			case <-t.C:
+				if e, err := l.KV.Get(ctx, Key); err == nil {
+					l.applyIfNew(e.Value(), "kv:"+Key)
+				}
 			}
 		}
+		t.Stop()
 		_ = w.Stop()
+	}
+}
+
+func (l *Loader) applyIfNew(data []byte, source string) {
+	l.mu.Lock()
+	same := bytes.Equal(data, l.last)
+	l.mu.Unlock()
+	if !same {
+		l.apply(data, source)
 	}
 }
 
 // apply parses data and swaps it in when valid.
 func (l *Loader) apply(data []byte, source string) Change {
+	l.mu.Lock()
 	l.last = bytes.Clone(data)
+	l.mu.Unlock()
 	p, warns, err := policy.Parse(data, source)
 	if err != nil {
 		ch := Change{Source: source, Revision: l.Gate.Policy().Revision(), Err: err}

@@ -28,7 +28,13 @@ const (
 var errResumeBusy = errors.New("call is being resumed by another worker")
 
 // ManagerParker parks calls with an approvals manager.
-type ManagerParker struct{ M *approval.Manager }
+type ManagerParker struct {
+	M *approval.Manager
+	// Preview, if set, shows what a call would change (the diff of a
+	// write or edit against the file as it is now); empty keeps the
+	// preview computed from the arguments alone.
+	Preview func(c *tools.Call) string
+}
 
 // Park records the call with its gate decision (or clarify question) and
 // the content mode to answer in, and publishes the approval request.
@@ -36,6 +42,11 @@ func (mp ManagerParker) Park(ctx context.Context, in *events.Call, c *tools.Call
 	p, err := approval.NewParked(c, d)
 	if err != nil {
 		return err
+	}
+	if mp.Preview != nil && !p.IsClarify() {
+		if diff := mp.Preview(c); diff != "" {
+			p.Diff = diff
+		}
 	}
 	p.Meta = map[string]string{"mode": in.Mode.String()}
 	if in.TraceParent != "" {
@@ -72,16 +83,11 @@ func (w *Worker) Resume(ctx context.Context, p *approval.Parked, o approval.Outc
 		}
 	case papproval.Answered:
 		res.Status, res.Output = events.StatusOK, o.Answer
-		res.Metadata = map[string]any{"answered_by": o.Approvers}
+		res.Metadata = map[string]any{"answered_by": o.Approvers, "default_answer_used": o.DefaultAnswer}
 	case papproval.Rejected:
 		res.Status, res.IsError = events.StatusRejected, true
 		res.Output = fmt.Sprintf("rejected by %s: %s", who, o.Reason)
 	case papproval.Expired:
-		if p.IsClarify() && o.DefaultAnswer {
-			res.Status, res.Output = events.StatusOK, o.Answer
-			res.Metadata = map[string]any{"default_answer": true}
-			break
-		}
 		res.Status, res.IsError = events.StatusExpired, true
 		res.Output = "expired: no decision before " + p.ExpiresAt.UTC().Format(time.RFC3339)
 		if o.Reason != "" {
