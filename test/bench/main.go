@@ -4,7 +4,7 @@
 //	go run ./test/bench -n 5000 -inflight 1,64 -payload 1024
 //
 // toolgate: client.Call of a no-op tool → worker (decode, claim, validate,
-// policy, execute, result, audit) → result received.
+// policy gate with a real policy, execute, result, audit) → result received.
 // baseline: publish to a work-queue stream with a dedup id → pull consumer
 // handing to a pool → KV create → result persisted with a dedup id → ack →
 // result received. Same payload, same in-flight counts.
@@ -195,7 +195,10 @@ func toolgate(url string, n, inflight int, text string) stats {
 	wnc, err := nats.Connect(url)
 	must(err)
 	defer wnc.Close()
-	w, err := worker.New(wnc, tools.NewPipeline(reg), worker.Config{Concurrency: 64, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// The real gate, with a policy that allows the no-op tool.
+	pol, _, err := policy.Parse([]byte("tools:\n  default: ask\n  noop: allow\n"), "bench")
+	must(err)
+	w, err := worker.New(wnc, tools.NewPipeline(reg, tools.WithGate(policy.NewGate(pol))), worker.Config{Concurrency: 64, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	must(err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

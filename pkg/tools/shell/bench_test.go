@@ -3,6 +3,8 @@ package shell_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"os/exec"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -58,4 +60,33 @@ func BenchmarkOutput(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkBaselineExec is the floor under BenchmarkCall: os/exec running
+// the same command with bash and nothing else (no limits, no sandbox, no
+// capture bound, same user).
+func BenchmarkBaselineExec(b *testing.B) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		b.Skip("no bash")
+	}
+	for b.Loop() {
+		if err := exec.Command(bash, "-c", "true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBaselineOutput is the floor under BenchmarkOutput: os/exec
+// reading the same 256 MB into io.Discard.
+func BenchmarkBaselineOutput(b *testing.B) {
+	const size = 256 << 20
+	b.SetBytes(size)
+	for b.Loop() {
+		cmd := exec.Command("bash", "-c", "head -c 268435456 /dev/zero")
+		cmd.Stdout = io.Discard
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
