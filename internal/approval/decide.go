@@ -1,7 +1,6 @@
 package approval
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/pkg/approval"
+	"github.com/toolgate/toolgate/pkg/events"
 )
 
 // Reasons a decision is refused, for errors.Is.
@@ -53,23 +53,11 @@ type resolution struct {
 	Worker  string  `json:"worker"`
 }
 
-// decodeDecision reads a decision from a binary-mode (data is the decision)
-// or structured-mode (data under "data") CloudEvent.
+// decodeDecision reads a decision from a CloudEvent in any content mode.
 func decodeDecision(msg jetstream.Msg) (*approval.Decision, error) {
-	body := bytes.TrimSpace(msg.Data())
-	if strings.HasPrefix(strings.ToLower(msg.Headers().Get("content-type")), "application/cloudevents+json") {
-		var env struct {
-			Data json.RawMessage `json:"data"`
-		}
-		if err := json.Unmarshal(body, &env); err != nil {
-			return nil, fmt.Errorf("structured event: %w", err)
-		}
-		body = env.Data
-	}
 	var d approval.Decision
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&d); err != nil {
-		return nil, fmt.Errorf("decision is not JSON: %w", err)
+	if _, err := events.DecodeData(msg.Headers(), msg.Data(), &d); err != nil {
+		return nil, fmt.Errorf("decision: %w", err)
 	}
 	return &d, nil
 }
@@ -262,11 +250,14 @@ func (m *Manager) refuse(ctx context.Context, d *approval.Decision, why error) {
 	if d.CallID == "" || strings.ContainsAny(d.CallID, ".*> \t\r\n") {
 		return
 	}
-	data, _ := json.Marshal(refusal{CallID: d.CallID, Approver: d.Approver, PublicKey: d.PublicKey,
-		Outcome: d.Outcome, Reason: why.Error(), Worker: m.opts.Name, Time: m.now().UTC()})
 	id := fmt.Sprintf("approval-refused-%s-%d", d.CallID, m.now().UnixNano())
-	if _, err := m.js.PublishMsg(ctx, ceMsg(approval.RefusedSubject(d.CallID), id,
-		"toolgate://worker/"+m.opts.Name, approval.TypeApprovalRefused, data)); err != nil {
+	msg, err := events.NewMessage(approval.RefusedSubject(d.CallID), id, "toolgate://worker/"+m.opts.Name, approval.TypeApprovalRefused,
+		refusal{CallID: d.CallID, Approver: d.Approver, PublicKey: d.PublicKey, Outcome: d.Outcome, Reason: why.Error(),
+			Worker: m.opts.Name, Time: m.now().UTC()})
+	if err == nil {
+		_, err = m.js.PublishMsg(ctx, msg)
+	}
+	if err != nil {
 		m.log.Warn("publish refusal", "call_id", d.CallID, "err", err)
 	}
 }
@@ -316,9 +307,12 @@ func (m *Manager) finish(ctx context.Context, p *Parked, rev uint64, resume Resu
 		m.storeAmendments(ctx, p)
 	}
 	if p.ResumeAttempts == 0 {
-		data, _ := json.Marshal(resolution{CallID: p.CallID, Agent: p.Agent, Tool: p.Tool, Outcome: *p.Outcome, Worker: m.opts.Name})
-		if _, err := m.js.PublishMsg(ctx, ceMsg(approval.ResolvedSubject(p.CallID), "approval-resolved-"+p.CallID,
-			"toolgate://worker/"+m.opts.Name, approval.TypeApprovalResolved, data)); err != nil {
+		msg, err := events.NewMessage(approval.ResolvedSubject(p.CallID), "approval-resolved-"+p.CallID, "toolgate://worker/"+m.opts.Name,
+			approval.TypeApprovalResolved, resolution{CallID: p.CallID, Agent: p.Agent, Tool: p.Tool, Outcome: *p.Outcome, Worker: m.opts.Name})
+		if err == nil {
+			_, err = m.js.PublishMsg(ctx, msg)
+		}
+		if err != nil {
 			m.log.Warn("publish resolution", "call_id", p.CallID, "err", err)
 		}
 	}

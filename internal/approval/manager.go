@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
@@ -191,13 +190,11 @@ func (m *Manager) Park(ctx context.Context, p *Parked) error {
 		}
 		*p = *old
 	}
-	req := p.Request()
-	data, err := json.Marshal(req)
+	msg, err := events.NewMessage(events.ApprovalRequestSubject(p.CallID), "approval-request-"+p.CallID,
+		"toolgate://worker/"+m.opts.Name, events.TypeApprovalRequested, p.Request())
 	if err != nil {
 		return fmt.Errorf("park %s: encode request: %w", p.CallID, err)
 	}
-	msg := ceMsg(events.ApprovalRequestSubject(p.CallID), "approval-request-"+p.CallID,
-		"toolgate://worker/"+m.opts.Name, events.TypeApprovalRequested, data)
 	if _, err := m.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("park %s: publish request: %w", p.CallID, err)
 	}
@@ -437,18 +434,4 @@ func (m *Manager) isTrusted(ctx context.Context, pub string) bool {
 		return true
 	}
 	return false
-}
-
-// ceMsg builds a binary-mode CloudEvent message, deduplicated by id.
-func ceMsg(subject, id, source, typ string, data []byte) *nats.Msg {
-	msg := nats.NewMsg(subject)
-	msg.Header.Set("ce-specversion", "1.0")
-	msg.Header.Set("ce-id", id)
-	msg.Header.Set("ce-source", source)
-	msg.Header.Set("ce-type", typ)
-	msg.Header.Set("ce-time", time.Now().UTC().Format(time.RFC3339Nano))
-	msg.Header.Set("content-type", "application/json")
-	msg.Header.Set(nats.MsgIdHdr, id)
-	msg.Data = data
-	return msg
 }

@@ -682,3 +682,12 @@ func TestParkRefusesBadInput(t *testing.T) {
 		t.Fatalf("Get = %v, %v", got, err)
 	}
 }
+
+// ceMsg is a decision event as the approver publishes it.
+func ceMsg(subject, id, source, typ string, data []byte) *nats.Msg {
+	m, err := events.NewMessage(subject, id, source, typ, json.RawMessage(data))
+	if err != nil {
+		panic(err)
+	}
+	return m
+}

@@ -538,15 +538,11 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 	if err == nil {
 		defer sub.Unsubscribe()
 	}
-	data, _ := json.Marshal(d)
-	msg := nats.NewMsg(events.ApprovalDecisionSubject(callID))
-	id := "approval-decision-" + nuid.Next()
-	for k, v := range map[string]string{"ce-specversion": "1.0", "ce-id": id, "ce-source": "toolgate://approver/" + s.cfg.Name,
-		"ce-type": events.TypeApprovalDecided, "ce-time": d.DecidedAt.Format(time.RFC3339Nano),
-		"content-type": "application/json", nats.MsgIdHdr: id} {
-		msg.Header.Set(k, v)
+	msg, err := events.NewMessage(events.ApprovalDecisionSubject(callID), "approval-decision-"+nuid.Next(),
+		"toolgate://approver/"+s.cfg.Name, events.TypeApprovalDecided, d)
+	if err != nil {
+		return Result{}, fmt.Errorf("encode decision: %w", err)
 	}
-	msg.Data = data
 	if _, err := s.js.PublishMsg(ctx, msg); err != nil {
 		return Result{}, fmt.Errorf("publish decision: %w", err)
 	}

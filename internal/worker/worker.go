@@ -475,12 +475,7 @@ func (w *Worker) violation(in *events.Call, c *tools.Call, pe *tools.PolicyError
 // publishEvent publishes a binary-mode event asynchronously; JetStream's
 // async window bounds how many are outstanding.
 func (w *Worker) publishEvent(subject, id, typ string, data any) {
-	ev, err := events.New(id, "toolgate://worker/"+w.cfg.Name, typ, data)
-	if err != nil {
-		w.log.Error("encode event", "type", typ, "err", err)
-		return
-	}
-	m, err := events.Encode(subject, ev, events.Binary)
+	m, err := events.NewMessage(subject, id, "toolgate://worker/"+w.cfg.Name, typ, data)
 	if err != nil {
 		w.log.Error("encode event", "type", typ, "err", err)
 		return
