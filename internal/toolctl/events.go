@@ -36,15 +36,11 @@ func cmdEvents(ctx context.Context, env *Env, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
-	nc, err := env.Connect()
-	if err != nil {
-		return env.fail(ExitNoReach, "%v", err)
+	nc, js, code := env.jetStream()
+	if js == nil {
+		return code
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return env.fail(ExitNoReach, "%v", err)
-	}
 	var mu sync.Mutex
 	print := func(subject string, h nats.Header, data []byte) {
 		ev, _, err := events.Decode(h, data)

@@ -7,8 +7,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/toolgate/toolgate/internal/approvalcli"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/policycli"
@@ -49,15 +47,11 @@ func policyPush(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return env.fail(ExitFailed, "%v", err)
 	}
-	nc, err := env.Connect()
-	if err != nil {
-		return env.fail(ExitNoReach, "%v", err)
+	nc, js, code := env.jetStream()
+	if js == nil {
+		return code
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return env.fail(ExitNoReach, "%v", err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, bus.BucketPolicy)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -116,6 +117,36 @@ func (e *Env) Connect() (*nats.Conn, error) {
 	return nc, nil
 }
 
+// client connects and returns an agent client, or a nil client and the
+// exit code after saying what went wrong.
+func (e *Env) client() (*nats.Conn, *client.Client, int) {
+	nc, err := e.Connect()
+	if err != nil {
+		return nil, nil, e.fail(ExitNoReach, "%v", err)
+	}
+	c, err := client.New(nc, e.Agent)
+	if err != nil {
+		nc.Close()
+		return nil, nil, e.fail(ExitUsage, "--agent: %v", err)
+	}
+	return nc, c, ExitOK
+}
+
+// jetStream connects and returns the JetStream API, or nil and the exit
+// code after saying what went wrong.
+func (e *Env) jetStream() (*nats.Conn, jetstream.JetStream, int) {
+	nc, err := e.Connect()
+	if err != nil {
+		return nil, nil, e.fail(ExitNoReach, "%v", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, e.fail(ExitNoReach, "%v", err)
+	}
+	return nc, js, ExitOK
+}
+
 func (e *Env) fail(code int, format string, a ...any) int {
 	fmt.Fprintf(e.Stderr, "toolctl: "+format+"\n", a...)
 	return code
@@ -162,15 +193,11 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	nc, err := env.Connect()
-	if err != nil {
-		return env.fail(ExitNoReach, "%v", err)
+	nc, c, code := env.client()
+	if c == nil {
+		return code
 	}
 	defer nc.Close()
-	c, err := client.New(nc, env.Agent)
-	if err != nil {
-		return env.fail(ExitUsage, "%v", err)
-	}
 	var arguments json.RawMessage
 	switch {
 	case *raw != "" && len(kv) > 0:
@@ -323,15 +350,11 @@ func cmdTools(ctx context.Context, env *Env, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
-	nc, err := env.Connect()
-	if err != nil {
-		return env.fail(ExitNoReach, "%v", err)
+	nc, c, code := env.client()
+	if c == nil {
+		return code
 	}
 	defer nc.Close()
-	c, err := client.New(nc, env.Agent)
-	if err != nil {
-		return env.fail(ExitUsage, "%v", err)
-	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	list, err := c.Tools(lctx)
