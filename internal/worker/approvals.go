@@ -22,6 +22,7 @@ const (
 	stateRunning   = "running"   // claimed, running through the pipeline
 	stateParked    = "parked"    // waiting for people; no worker holds it
 	stateExecuting = "executing" // approved and running on a worker
+	stateDone      = "done"      // finished; its result kept because publishing failed
 )
 
 // errResumeBusy makes the approvals manager try a resume again later.
@@ -67,6 +68,13 @@ func (w *Worker) Resume(ctx context.Context, p *approval.Parked, o approval.Outc
 	if r, ok := w.storedResult(ctx, in); ok && r.Status.Final() {
 		return nil // finished before; the manager only lost track
 	}
+	key := CallKey(in.Agent, in.ID)
+	if e, err := w.calls.Get(ctx, key); err == nil {
+		var rec record
+		if json.Unmarshal(e.Value(), &rec) == nil && rec.State == stateDone && rec.Result != nil {
+			return w.finish(in, key, *rec.Result, o.Audit(), nil) // ran; only its result is missing
+		}
+	}
 	appr := o.Audit()
 	res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID}
 	d := wireDecision(p.Decision)
@@ -77,7 +85,7 @@ func (w *Worker) Resume(ctx context.Context, p *approval.Parked, o approval.Outc
 	switch o.Status {
 	case papproval.Approved:
 		var err error
-		res, err = w.runApproved(ctx, in, o)
+		res, err = w.runApproved(ctx, in)
 		if err != nil {
 			return err
 		}
@@ -100,14 +108,13 @@ func (w *Worker) Resume(ctx context.Context, p *approval.Parked, o approval.Outc
 		res.Decision.Approvers = o.Approvers
 	}
 	res.DurationMS = tools.Elapsed(start)
-	w.publishFinal(in, res, appr)
-	return nil
+	return w.finish(in, key, res, appr, nil)
 }
 
 // runApproved claims the approved call in the calls bucket and runs it
 // through the pipeline with Approved set, so the gate judges it again: a
 // call denied meanwhile is denied, an ask no longer parks it.
-func (w *Worker) runApproved(ctx context.Context, in *events.Call, o approval.Outcome) (events.ResultData, error) {
+func (w *Worker) runApproved(ctx context.Context, in *events.Call) (events.ResultData, error) {
 	key := CallKey(in.Agent, in.ID)
 	now := time.Now()
 	rec, _ := json.Marshal(record{State: stateExecuting, Worker: w.cfg.Name, Started: now, Heartbeat: now})

@@ -215,10 +215,13 @@ func (w *Worker) receive(msg jetstream.Msg) {
 
 // record is what the calls bucket holds per call id: the claim.
 type record struct {
-	State     string    `json:"state"` // running, parked, executing
+	State     string    `json:"state"` // running, parked, executing, done
 	Worker    string    `json:"worker"`
 	Started   time.Time `json:"started"`
 	Heartbeat time.Time `json:"heartbeat"`
+	// Result is kept here only when it could not be published, so that
+	// the redelivery publishes it instead of reporting interrupted.
+	Result *events.ResultData `json:"result,omitempty"`
 }
 
 func (w *Worker) handle(msg jetstream.Msg) {
@@ -242,9 +245,9 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	}
 	stop := w.heartbeat(msg, key, rev, start)
 	res := w.run(in)
-	stop()
 	res.DurationMS = tools.Elapsed(start)
 	if res.Status == events.StatusPending {
+		stop()
 		rec, _ := json.Marshal(record{State: stateParked, Worker: w.cfg.Name, Started: start, Heartbeat: time.Now()})
 		if _, err := w.calls.Put(w.execCtx, key, rec); err != nil {
 			w.log.Warn("mark parked", "call_id", in.ID, "err", err)
@@ -253,13 +256,39 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		_ = msg.Ack()
 		return
 	}
-	w.publishResult(in, res, true)
+	// The heartbeat goes on while the result is published (with retries),
+	// so the message is not redelivered meanwhile.
+	if err := w.finish(in, key, res, nil, stop); err != nil {
+		return // not acked: the redelivery publishes the kept result
+	}
 	if w.beforeAck != nil && !w.beforeAck() {
 		return
 	}
 	if err := msg.Ack(); err != nil {
 		w.log.Warn("ack", "call_id", in.ID, "err", err)
 	}
+}
+
+// finish publishes the final result and audit. When the result cannot be
+// stored even after retries, it is kept in the call's record for the
+// redelivery (or the next resume) to publish, and the error returned.
+// stop, when set, ends the call's heartbeat once publishing is over.
+func (w *Worker) finish(in *events.Call, key string, res events.ResultData, appr *events.ApprovalAudit, stop func()) error {
+	err := w.publish(in, res, true, appr)
+	if stop != nil {
+		stop()
+	}
+	if err == nil {
+		return nil
+	}
+	now := time.Now()
+	rec, _ := json.Marshal(record{State: stateDone, Worker: w.cfg.Name, Started: now, Heartbeat: now, Result: &res})
+	if _, kerr := w.calls.Put(context.Background(), key, rec); kerr != nil {
+		w.log.Error("result lost: neither published nor kept", "call_id", in.ID, "err", err, "kv_err", kerr)
+	} else {
+		w.log.Error("result kept for a later publish", "call_id", in.ID, "err", err)
+	}
+	return err
 }
 
 // run executes a decoded call through the pipeline and parks it on ask.
@@ -358,6 +387,13 @@ func (w *Worker) duplicate(msg jetstream.Msg, in *events.Call, key string) {
 	}
 	var rec record
 	_ = json.Unmarshal(entry.Value(), &rec)
+	if rec.State == stateDone && rec.Result != nil {
+		// The result could not be published before; publish it now.
+		if w.publish(in, *rec.Result, true, nil) == nil {
+			_ = msg.Ack()
+		}
+		return
+	}
 	if rec.State == stateParked {
 		// Parked, but its pending result was never stored: say it again.
 		w.publishResult(in, events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID,
@@ -374,8 +410,9 @@ func (w *Worker) duplicate(msg jetstream.Msg, in *events.Call, key string) {
 		_ = msg.Ack()
 		return
 	}
-	// The owner is alive and will ack; look again after the ack wait.
-	_ = msg.NakWithDelay(w.ackWait())
+	// The owner is alive, heartbeating this very message (this copy was
+	// delivered here too, say after waiting in a pull buffer): leave it.
+	// Naking it would hand it on while the owner still works on it.
 }
 
 // reject answers a message that could not be decoded: an error result on
@@ -405,16 +442,16 @@ func (w *Worker) reject(msg jetstream.Msg, in *events.Call, err error, start tim
 // the call came in and, when audit is set, the audit event; it waits for
 // both to be stored.
 func (w *Worker) publishResult(in *events.Call, res events.ResultData, audit bool) {
-	w.publish(in, res, audit, nil)
+	if err := w.publish(in, res, audit, nil); err != nil {
+		w.log.Error("publish result", "call_id", in.ID, "status", res.Status, "err", err)
+	}
 }
 
-// publishFinal publishes the final result of a call people decided on,
-// with who decided in the audit event.
-func (w *Worker) publishFinal(in *events.Call, res events.ResultData, appr *events.ApprovalAudit) {
-	w.publish(in, res, true, appr)
-}
-
-func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, appr *events.ApprovalAudit) {
+// publish publishes res on the agent's result subject in the mode the call
+// came in and, when audit is set, the audit event. It waits until the
+// result is stored, retrying with backoff (a stream leader change takes a
+// second or two); the dedup id makes a retry harmless.
+func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, appr *events.ApprovalAudit) error {
 	res.Agent = in.Agent
 	id := CallKey(in.Agent, in.ID) + ":" + string(res.Status)
 	if res.Status.Final() {
@@ -422,8 +459,7 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 	}
 	ev, err := events.New(id, "toolgate://worker/"+w.cfg.Name, events.TypeCallCompleted, res)
 	if err != nil {
-		w.log.Error("encode result", "call_id", in.ID, "err", err)
-		return
+		return err
 	}
 	ev.SetSubject(in.ID)
 	if in.TraceParent != "" {
@@ -431,27 +467,38 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 	}
 	m, err := events.Encode(events.ResultSubject(in.Agent, in.ID), ev, in.Mode)
 	if err != nil {
-		w.log.Error("encode result", "call_id", in.ID, "err", err)
-		return
+		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	f, err := w.js.PublishMsgAsync(m)
-	if err != nil {
-		w.log.Error("publish result", "call_id", in.ID, "err", err)
-		return
-	}
 	if audit {
 		w.audit(in, res, appr)
 	}
-	select {
-	case <-f.Ok():
-	case err := <-f.Err():
-		w.log.Error("publish result", "call_id", in.ID, "err", err)
-	case <-ctx.Done():
-		w.log.Error("publish result timed out", "call_id", in.ID)
+	if err == nil {
+		select {
+		case <-f.Ok():
+			return nil
+		case err = <-f.Err():
+		case <-time.After(publishTimeout):
+			err = errors.New("no ack from JetStream")
+		}
 	}
+	for attempt, wait := 1, 250*time.Millisecond; attempt < publishAttempts; attempt, wait = attempt+1, wait*2 {
+		w.log.Warn("publish result: retrying", "call_id", in.ID, "attempt", attempt, "err", err)
+		time.Sleep(wait)
+		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		_, err = w.js.PublishMsg(ctx, m)
+		cancel()
+		if err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("publish result of %s: %w", in.ID, err)
 }
+
+// Publishing a result: attempts, and how long each waits for its ack.
+const publishAttempts = 5
+
+var publishTimeout = 5 * time.Second // a variable so that tests can shorten it
 
 func (w *Worker) audit(in *events.Call, res events.ResultData, appr *events.ApprovalAudit) {
 	sum := sha256.Sum256(in.Data.Arguments)

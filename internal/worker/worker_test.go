@@ -541,3 +541,54 @@ func TestCallPastMaxDeliveriesIsDeadLettered(t *testing.T) {
 	}
 	waitQueueEmpty(t, s)
 }
+
+func TestResultThatCannotBeStoredIsKeptAndPublishedOnRedelivery(t *testing.T) {
+	defer func(d time.Duration) { publishTimeout = d }(publishTimeout)
+	publishTimeout = 300 * time.Millisecond
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Bus: fastBus})
+	nc, js := s.Connect(t)
+	// The results stream goes away (an operator's mistake, a lost stream):
+	// the worker cannot store the result and must neither lose it nor run
+	// the call again.
+	if err := js.DeleteStream(ctxT(t), bus.StreamResults); err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := nc.SubscribeSync(events.ResultSubject("lost", "keep-1"))
+	c, _ := client.New(nc, "lost")
+	if _, err := c.Submit(ctxT(t), "echo", map[string]any{"text": "kept"}, client.WithID("keep-1")); err != nil {
+		t.Fatal(err)
+	}
+	// Every attempt reaches live subscribers even while it cannot be stored.
+	if _, err := sub.NextMsg(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	kv, _ := js.KeyValue(ctxT(t), bus.BucketCalls)
+	eventually(t, func() bool {
+		e, err := kv.Get(ctxT(t), CallKey("lost", "keep-1"))
+		return err == nil && strings.Contains(string(e.Value()), `"state":"done"`)
+	})
+	if err := bus.Provision(ctxT(t), js, fastBus); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Wait(ctxT(t), "keep-1")
+	if err != nil || r.Status != events.StatusOK || r.Output != "kept" {
+		t.Fatalf("result after the stream came back: %+v %v", r, err)
+	}
+	if n := ctr.get("keep-1"); n != 1 {
+		t.Fatalf("executions = %d, want 1", n)
+	}
+	waitQueueEmpty(t, s)
+}
+
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 600; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("condition never held")
+}
