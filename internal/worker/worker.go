@@ -1,6 +1,6 @@
 // Package worker runs toolgate's call loop: it takes calls from the shared
-// JetStream consumer, claims each call id once, runs it through the tool
-// pipeline on a bounded pool, and publishes the result, the audit event and
+// JetStream consumer as slots of its bounded pool free up, claims each call
+// id once, runs it through the tool pipeline, and publishes the result, the audit event and
 // the policy violations. It is the only place that acks call messages.
 package worker
 
@@ -154,28 +154,71 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer dlq.Unsubscribe()
 
-	cc, err := cons.Consume(w.receive,
-		jetstream.PullMaxMessages(w.cfg.Concurrency),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-				w.log.Warn("consume", "err", err)
-			}
-		}))
-	if err != nil {
-		return fmt.Errorf("consume: %w", err)
-	}
+	pulling := make(chan struct{})
+	go func() { defer close(pulling); w.pull(ctx, cons) }()
 	w.log.Info("worker taking calls", "concurrency", w.cfg.Concurrency, "tools", len(w.pipe.Registry().List()))
 	if w.onReady != nil {
 		w.onReady()
 	}
 	<-ctx.Done()
-	w.shutdown(cc)
+	w.stopping.Store(true)
+	<-pulling
+	w.shutdown()
 	return nil
 }
 
-func (w *Worker) shutdown(cc jetstream.ConsumeContext) {
-	w.stopping.Store(true)
-	cc.Stop()
+// pull fetches calls only for free slots of the pool: a message is pulled
+// when a slot waits for it, so no message sits in a client buffer where it
+// could outlive its ack wait while every slot is busy. Each fetch asks for
+// as many messages as there are free slots.
+func (w *Worker) pull(ctx context.Context, cons jetstream.Consumer) {
+	for ctx.Err() == nil {
+		select { // one free slot at least
+		case w.sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		free := 1
+	more:
+		for free < w.cfg.Concurrency {
+			select {
+			case w.sem <- struct{}{}:
+				free++
+			default:
+				break more
+			}
+		}
+		batch, err := cons.Fetch(free, jetstream.FetchMaxWait(fetchWait))
+		got := 0
+		if err == nil {
+			for msg := range batch.Messages() {
+				got++
+				w.inflight.Add(1)
+				go func() {
+					defer func() { <-w.sem; w.inflight.Done() }()
+					w.handle(msg)
+				}()
+			}
+			err = batch.Error()
+		}
+		for ; got < free; got++ {
+			<-w.sem
+		}
+		if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			w.log.Warn("fetch calls", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// fetchWait bounds one fetch; it is also how long a stop waits for the
+// fetch in flight.
+const fetchWait = time.Second
+
+func (w *Worker) shutdown() {
 	w.log.Info("stopping: finishing running calls", "grace", w.cfg.ShutdownGrace)
 	done := make(chan struct{})
 	go func() { w.inflight.Wait(); close(done) }()
@@ -191,26 +234,6 @@ func (w *Worker) shutdown(cc jetstream.ConsumeContext) {
 		w.log.Warn("flush", "err", err)
 	}
 	w.log.Info("worker stopped")
-}
-
-// receive is the consume callback: it only waits for a free slot and hands
-// the message to the pool, so executions never run inside the callback.
-func (w *Worker) receive(msg jetstream.Msg) {
-	if w.stopping.Load() {
-		_ = msg.Nak() // let another worker take it now
-		return
-	}
-	w.sem <- struct{}{}
-	if w.stopping.Load() {
-		<-w.sem
-		_ = msg.Nak()
-		return
-	}
-	w.inflight.Add(1)
-	go func() {
-		defer func() { <-w.sem; w.inflight.Done() }()
-		w.handle(msg)
-	}()
 }
 
 // record is what the calls bucket holds per call id: the claim.
