@@ -1,7 +1,8 @@
 // Package worker runs toolgate's call loop: it takes calls from the shared
-// JetStream consumer as slots of its bounded pool free up, claims each call
-// id once, runs it through the tool pipeline, and publishes the result, the audit event and
-// the policy violations. It is the only place that acks call messages.
+// JetStream consumer as slots of its bounded pool free up, claims each
+// call id once, runs it through the tool pipeline, and publishes the
+// result, the audit event and the policy violations. It is the only place
+// that acks call messages.
 package worker
 
 import (
