@@ -218,7 +218,7 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 		arguments, _ = json.Marshal(m)
 	}
 	opts := []client.CallOption{client.OnPending(func(r events.ResultData) {
-		fmt.Fprintf(env.Stderr, "toolctl: call %s is waiting for approval: %s\n", r.CallID, r.Output)
+		fmt.Fprintf(env.Stderr, "toolctl: call %s is parked: %s (toolctl approvals list)\n", r.CallID, r.Output)
 	})}
 	if *id != "" {
 		opts = append(opts, client.WithID(*id))
