@@ -42,7 +42,7 @@ type approvalStack struct {
 
 func startApprovalStack(t *testing.T) *approvalStack {
 	t.Helper()
-	ws := t.TempDir()
+	ws := newWorkspace(t)
 	pol := filepath.Join(t.TempDir(), "policy.yaml")
 	writeFile(t, pol, askWrites)
 	w := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile = pol })

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,7 +107,7 @@ func writeFile(t *testing.T, path, content string) {
 // TestQuickStart is the README's quick start: a worker with no
 // configuration, and `toolctl call read path=README.md` printing the file.
 func TestQuickStart(t *testing.T) {
-	ws := t.TempDir()
+	ws := newWorkspace(t)
 	writeFile(t, filepath.Join(ws, "README.md"), "# hello\nfrom the quick start\n")
 	p := startProcess(t, ws, nil)
 	if !strings.Contains(p.out.String(), "listening on nats://127.0.0.1:") || !strings.Contains(p.out.String(), "data in ") {
@@ -140,7 +141,7 @@ func TestQuickStart(t *testing.T) {
 // bus.
 func TestEveryToolOverTheBus(t *testing.T) {
 	testenv.LookPath(t, "bwrap", "bubblewrap")
-	ws := t.TempDir()
+	ws := newWorkspace(t)
 	writeFile(t, filepath.Join(ws, "src", "main.go"), "package main\n\nfunc main() { println(\"needle\") }\n")
 	writeFile(t, filepath.Join(ws, ".skills", "review", "SKILL.md"), "---\nname: review\ndescription: review a change\n---\nRead the diff twice.\n")
 	p := startProcess(t, ws, nil)
@@ -188,4 +189,37 @@ func TestEveryToolOverTheBus(t *testing.T) {
 	if res.Metadata["stdout"] != "out\n" || res.Metadata["stderr"] != "err\n" || res.Metadata["exit_code"] != float64(3) {
 		t.Fatalf("bash metadata = %v", res.Metadata)
 	}
+	// Output streams to the agent as progress events while bash runs.
+	var mu sync.Mutex
+	var streamed strings.Builder
+	res, err = c.Call(ctx, "bash", map[string]any{"command": "echo line-1; echo line-2; echo line-3"},
+		client.OnProgress(func(p events.ProgressData) {
+			mu.Lock()
+			defer mu.Unlock()
+			if p.Stream == "stdout" {
+				streamed.WriteString(p.Chunk)
+			}
+		}))
+	if err != nil || res.Status != events.StatusOK {
+		t.Fatalf("bash with progress: %+v %v", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if streamed.String() != "line-1\nline-2\nline-3\n" {
+		t.Fatalf("progress carried %q", streamed.String())
+	}
+}
+
+// newWorkspace is a workspace the unprivileged user bash commands run as
+// (when the tests run as root) can enter: t.TempDir and its parent are
+// private to the test's user.
+func newWorkspace(t *testing.T) string {
+	t.Helper()
+	ws := t.TempDir()
+	for _, d := range []string{filepath.Dir(ws), ws} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ws
 }

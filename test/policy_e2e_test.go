@@ -55,7 +55,7 @@ func call(t *testing.T, c *client.Client, tool, args string) *events.ResultData 
 }
 
 func TestPolicyFileIsEnforcedAndHotReloaded(t *testing.T) {
-	ws := t.TempDir()
+	ws := newWorkspace(t)
 	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
 	writeFile(t, filepath.Join(ws, "server.pem"), "-----BEGIN PRIVATE KEY-----\n")
 	polFile := filepath.Join(t.TempDir(), "policy.yaml")
@@ -145,7 +145,7 @@ func TestPolicyFileIsEnforcedAndHotReloaded(t *testing.T) {
 }
 
 func TestPolicyPushReachesTheFleet(t *testing.T) {
-	ws := t.TempDir()
+	ws := newWorkspace(t)
 	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
 	p := startProcess(t, ws, nil)
 	c := p.client(t, "agent-q")

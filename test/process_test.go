@@ -31,7 +31,7 @@ func TestWorkerBinaryStopsCleanlyOnSIGTERM(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	ws := t.TempDir()
+	ws := newWorkspace(t)
 	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
 	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--workspace", ws, "--sandbox", "require")
 	stderr, err := cmd.StderrPipe()

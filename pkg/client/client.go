@@ -22,6 +22,10 @@ var ErrNoResult = errors.New("no result stored for this call")
 // resultsStream is the stream results are retained in (see internal/bus).
 const resultsStream = "TOOLGATE_RESULTS"
 
+// storedResultCheck is how often a waiting call also looks for its stored
+// result, in case the live one was missed.
+const storedResultCheck = 5 * time.Second
+
 // Client calls tools as one agent.
 type Client struct {
 	nc    *nats.Conn
@@ -91,18 +95,16 @@ func OnProgress(fn func(events.ProgressData)) CallOption {
 // never missed. args may be a Go value, json.RawMessage or []byte.
 func (c *Client) Call(ctx context.Context, tool string, args any, opts ...CallOption) (*events.ResultData, error) {
 	o := c.options(opts)
-	sub, err := c.nc.SubscribeSync(events.ResultSubject(c.agent, o.id))
+	// Results and progress share one channel, so that every progress
+	// chunk is handed over before the result that follows it.
+	ch := make(chan *nats.Msg, 4096)
+	sub, err := c.nc.ChanSubscribe(events.ResultSubject(c.agent, o.id), ch)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to result: %w", err)
 	}
 	defer sub.Unsubscribe()
 	if o.onProgress != nil {
-		ps, err := c.nc.Subscribe(events.ProgressSubject(c.agent, o.id), func(m *nats.Msg) {
-			var p events.ProgressData
-			if _, err := events.DecodeData(m.Header, m.Data, &p); err == nil {
-				o.onProgress(p)
-			}
-		})
+		ps, err := c.nc.ChanSubscribe(events.ProgressSubject(c.agent, o.id), ch)
 		if err != nil {
 			return nil, fmt.Errorf("subscribe to progress: %w", err)
 		}
@@ -111,7 +113,7 @@ func (c *Client) Call(ctx context.Context, tool string, args any, opts ...CallOp
 	if err := c.publish(ctx, tool, args, o); err != nil {
 		return nil, err
 	}
-	return c.wait(ctx, sub, o)
+	return c.wait(ctx, ch, o)
 }
 
 // Submit publishes a call and returns its id without waiting. Use Wait or
@@ -125,7 +127,8 @@ func (c *Client) Submit(ctx context.Context, tool string, args any, opts ...Call
 // one that arrived while nobody was listening.
 func (c *Client) Wait(ctx context.Context, id string, opts ...CallOption) (*events.ResultData, error) {
 	o := c.options(append(opts, WithID(id)))
-	sub, err := c.nc.SubscribeSync(events.ResultSubject(c.agent, id))
+	ch := make(chan *nats.Msg, 64)
+	sub, err := c.nc.ChanSubscribe(events.ResultSubject(c.agent, id), ch)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to result: %w", err)
 	}
@@ -133,7 +136,7 @@ func (c *Client) Wait(ctx context.Context, id string, opts ...CallOption) (*even
 	if r, err := c.Result(ctx, id); err == nil && r.Status.Final() {
 		return r, nil
 	}
-	return c.wait(ctx, sub, o)
+	return c.wait(ctx, ch, o)
 }
 
 // Result fetches the latest stored result of a call (possibly pending), or
@@ -206,11 +209,30 @@ func (c *Client) publish(ctx context.Context, tool string, args any, o *callOpts
 	return nil
 }
 
-func (c *Client) wait(ctx context.Context, sub *nats.Subscription, o *callOpts) (*events.ResultData, error) {
+func (c *Client) wait(ctx context.Context, ch <-chan *nats.Msg, o *callOpts) (*events.ResultData, error) {
+	progress := events.ProgressSubject(c.agent, o.id)
+	// A live message can be missed (a reconnect during a long call, a
+	// slow consumer); the stored result cannot, so look now and then.
+	t := time.NewTicker(storedResultCheck)
+	defer t.Stop()
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("waiting for result of %s: %w", o.id, err)
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+		case <-t.C:
+			if r, err := c.Result(ctx, o.id); err == nil && r.Status.Final() {
+				return r, nil
+			}
+			continue
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for result of %s: %w", o.id, ctx.Err())
+		}
+		if m.Subject == progress {
+			var p events.ProgressData
+			if _, err := events.DecodeData(m.Header, m.Data, &p); err == nil && o.onProgress != nil {
+				o.onProgress(p)
+			}
+			continue
 		}
 		var r events.ResultData
 		if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil {
