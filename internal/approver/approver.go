@@ -186,7 +186,7 @@ func (s *Server) Run(ctx context.Context) error {
 // once all deliveries ended.
 func (s *Server) notify(ctx context.Context, msg jetstream.Msg) {
 	var req approval.Request
-	if err := json.Unmarshal(msg.Data(), &req); err != nil {
+	if _, err := events.DecodeData(msg.Headers(), msg.Data(), &req); err != nil {
 		s.log.Warn("unreadable approval request", "subject", msg.Subject(), "err", err)
 		_ = msg.Term()
 		return
