@@ -255,6 +255,19 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 	return ExitOK
 }
 
+// summary is the first sentence of a tool's description, for a listing
+// (`toolctl tools --json` has the whole text).
+func summary(desc string) string {
+	desc, _, _ = strings.Cut(desc, "\n")
+	if i := strings.Index(desc, ". "); i > 0 {
+		desc = desc[:i+1]
+	}
+	if r := []rune(desc); len(r) > 100 {
+		desc = string(r[:99]) + "…"
+	}
+	return desc
+}
+
 func needsValue(flagArg string) bool {
 	if strings.Contains(flagArg, "=") {
 		return false
@@ -372,8 +385,7 @@ func cmdTools(ctx context.Context, env *Env, args []string) int {
 		if len(t.Aliases) > 0 {
 			name += " (" + strings.Join(t.Aliases, ", ") + ")"
 		}
-		desc, _, _ := strings.Cut(t.Description, "\n")
-		fmt.Fprintf(env.Stdout, "%-32s %-8s %s\n", name, t.Kind, desc)
+		fmt.Fprintf(env.Stdout, "%-32s %-8s %s\n", name, t.Kind, summary(t.Description))
 	}
 	return ExitOK
 }
