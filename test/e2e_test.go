@@ -223,3 +223,19 @@ func newWorkspace(t *testing.T) string {
 	}
 	return ws
 }
+
+// TestWorkerOnAnExistingServer: with --nats the worker uses that server
+// (here a separate nats-server process stand-in) and starts none itself.
+func TestWorkerOnAnExistingServer(t *testing.T) {
+	srv := testenv.StartNATS(t, "")
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "remote\n")
+	p := startProcess(t, ws, func(o *daemon.Options) { o.NATSURL = srv.ClientURL() })
+	if p.url != srv.ClientURL() || strings.Contains(p.out.String(), "embedded") || !strings.Contains(p.out.String(), "using NATS at "+srv.ClientURL()) {
+		t.Fatalf("worker did not use the given server:\n%s", p.out)
+	}
+	out, _, code := p.toolctl(t, "call", "read", "path=README.md")
+	if code != 0 || !strings.Contains(out, "remote") {
+		t.Fatalf("call through the existing server: %d %s", code, out)
+	}
+}
