@@ -90,11 +90,30 @@ func env(name, def string) string {
 	return def
 }
 
+// localTokens is the token file an approver started with no flags in this
+// directory creates.
+const localTokens = ".toolgate/approver/tokens"
+
+// firstToken reads the first `<identity> <token>` line of a token file.
+func firstToken(path string) (identity, token string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && !strings.HasPrefix(f[0], "#") {
+			return f[0], f[1]
+		}
+	}
+	return "", ""
+}
+
 func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("approvals "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	base := fs.String("approver", env("TOOLGATE_APPROVER", DefaultApprover), "approver service URL")
-	token := fs.String("token", os.Getenv("TOOLGATE_TOKEN"), "approver token (default $TOOLGATE_TOKEN)")
+	token := fs.String("token", os.Getenv("TOOLGATE_TOKEN"), "approver token (default $TOOLGATE_TOKEN, else the first token of "+localTokens+")")
 	asJSON := fs.Bool("json", false, "print JSON")
 	comment := fs.String("comment", "", "comment on an approval")
 	reason := fs.String("reason", "", "why the call is rejected (required for reject)")
@@ -105,8 +124,15 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *token == "" {
-		fmt.Fprintln(stderr, "no token: pass --token or set TOOLGATE_TOKEN")
-		return 2
+		// Zero-config on one machine: the approver started here wrote its
+		// token file; use it as that person.
+		who, tok := firstToken(localTokens)
+		if tok == "" {
+			fmt.Fprintln(stderr, "no token: pass --token or set TOOLGATE_TOKEN (or run where the approver keeps "+localTokens+")")
+			return 2
+		}
+		*token = tok
+		fmt.Fprintf(stderr, "acting as %s (token from %s)\n", who, localTokens)
 	}
 	c := &apiClient{base: strings.TrimSuffix(*base, "/"), token: *token, http: &http.Client{Timeout: 30 * time.Second}}
 	needID := func() (string, bool) {
