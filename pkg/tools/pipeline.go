@@ -55,10 +55,6 @@ func NewPipeline(reg *Registry, opts ...PipelineOption) *Pipeline {
 // Registry returns the pipeline's registry.
 func (p *Pipeline) Registry() *Registry { return p.reg }
 
-// SetGate replaces the policy evaluator; calls already past the gate are
-// not affected.
-func (p *Pipeline) SetGate(g policy.Evaluator) { p.gate = g }
-
 // Handler returns the composed handler.
 func (p *Pipeline) Handler() Handler {
 	mws := []Middleware{p.recover, p.resolve, p.validate, p.policy}
