@@ -24,6 +24,7 @@ type Pipeline struct {
 	workspace string
 	log       *slog.Logger
 	extra     []Middleware
+	handler   Handler // the composed chain, built once
 }
 
 // PipelineOption configures a Pipeline.
@@ -49,6 +50,7 @@ func NewPipeline(reg *Registry, opts ...PipelineOption) *Pipeline {
 	for _, o := range opts {
 		o(p)
 	}
+	p.handler = p.compose()
 	return p
 }
 
@@ -56,7 +58,9 @@ func NewPipeline(reg *Registry, opts ...PipelineOption) *Pipeline {
 func (p *Pipeline) Registry() *Registry { return p.reg }
 
 // Handler returns the composed handler.
-func (p *Pipeline) Handler() Handler {
+func (p *Pipeline) Handler() Handler { return p.handler }
+
+func (p *Pipeline) compose() Handler {
 	mws := []Middleware{p.recover, p.resolve, p.validate, p.policy}
 	mws = append(mws, p.extra...)
 	mws = append(mws, timeout, bound)
@@ -65,7 +69,7 @@ func (p *Pipeline) Handler() Handler {
 
 // Handle runs one call through the pipeline.
 func (p *Pipeline) Handle(ctx context.Context, c *Call) (*Output, error) {
-	return p.Handler().Handle(ctx, c)
+	return p.handler.Handle(ctx, c)
 }
 
 func (p *Pipeline) recover(next Handler) Handler {
