@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -591,4 +592,55 @@ func eventually(t *testing.T, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("condition never held")
+}
+
+// TestNoGoroutineOutlivesTheWorker runs calls of every outcome and checks
+// that once the worker stopped, none of the goroutines it started (pool,
+// heartbeats, publishers, tools) is left.
+func TestNoGoroutineOutlivesTheWorker(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	c, _ := newClient(t, s, "leak")
+	w := startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Bus: fastBus})
+	for i := 0; i < 50; i++ {
+		tool, args := "echo", map[string]any{"text": "x"}
+		switch i % 3 {
+		case 1:
+			tool, args = "fail", nil
+		case 2:
+			tool, args = "sleep", map[string]any{"ms": 1}
+		}
+		if _, err := c.Call(ctxT(t), tool, args); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Call(ctxT(t), "sleep", map[string]any{"ms": 10000}, client.WithTimeout(20*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if len(ours()) == 0 {
+		t.Fatal("no goroutine of the running worker is seen: the check below would prove nothing")
+	}
+	if err := w.stop(); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for i := 0; i < 100; i++ {
+		if left = ours(); len(left) == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%d goroutines of the worker outlived it:\n%s", len(left), strings.Join(left, "\n\n"))
+}
+
+// ours lists the goroutines running toolgate code, but for tests.
+func ours() []string {
+	buf := make([]byte, 4<<20)
+	var out []string
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "toolgate/toolgate/") && !strings.Contains(g, "testing.tRunner") {
+			out = append(out, g)
+		}
+	}
+	return out
 }
