@@ -221,8 +221,11 @@ func sedScript(s string) (HazardKind, string) {
 			}
 			d := s[i]
 			i++
-			if !delimited(d) || !delimited(d) {
-				return HazardUnsupported, "sed " + string(c) + " command cannot be parsed"
+			// Two delimited parts: the pattern, then the replacement.
+			for part := 0; part < 2; part++ {
+				if !delimited(d) {
+					return HazardUnsupported, "sed " + string(c) + " command cannot be parsed"
+				}
 			}
 			if c == 'y' {
 				break

@@ -13,9 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/pkg/tools"
@@ -266,13 +264,6 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-func trimDot(p string) string {
-	if p == "" {
-		return "."
-	}
-	return strings.TrimSuffix(p, string(os.PathSeparator))
 }
 
 // policyMaxBytes is the size bound of a read: the configured one, lowered

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +14,11 @@ import (
 // goSrc is Go's own source tree, the real tree grep is compared on.
 func goSrc(t testing.TB) string {
 	t.Helper()
-	src := filepath.Join(runtime.GOROOT(), "src")
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Skipf("go env GOROOT: %v", err)
+	}
+	src := filepath.Join(strings.TrimSpace(string(out)), "src")
 	if _, err := exec.Command("test", "-d", src).Output(); err != nil {
 		t.Skipf("no Go source tree at %s", src)
 	}

@@ -66,14 +66,6 @@ func newWorkspace(t testing.TB, uid int) string {
 	return dir
 }
 
-// wantUID is who commands run as in a workspace owned by testUID.
-func wantUID() int {
-	if os.Geteuid() == 0 {
-		return testUID
-	}
-	return os.Geteuid()
-}
-
 // newPipeline registers the bash tool built from cfg in a fresh registry
 // and returns the pipeline over it.
 func newPipeline(t *testing.T, cfg shell.Config) *tools.Pipeline {
