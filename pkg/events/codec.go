@@ -28,6 +28,7 @@ const (
 	StructuredBare
 )
 
+// String returns the Mode as written in documents and logs.
 func (m Mode) String() string {
 	switch m {
 	case Binary:
@@ -68,6 +69,7 @@ type DecodeError struct {
 	Detail string
 }
 
+// Error says what is wrong, for a person.
 func (e *DecodeError) Error() string {
 	if e.Detail == "" {
 		return e.Err.Error()

@@ -32,6 +32,7 @@ type Problem struct {
 	Message string `json:"message"`
 }
 
+// String returns the Problem as written in documents and logs.
 func (p Problem) String() string {
 	loc := fmt.Sprintf("line %d", p.Line)
 	if p.Field != "" {
@@ -47,6 +48,7 @@ type ParseError struct {
 	Problems []Problem
 }
 
+// Error says what is wrong, for a person.
 func (e *ParseError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "invalid policy %s: %d problem(s)", e.Source, len(e.Problems))
@@ -70,6 +72,7 @@ type Warning struct {
 	Message string `json:"message"`
 }
 
+// String returns the Warning as written in documents and logs.
 func (w Warning) String() string {
 	return Problem{Line: w.Line, Field: w.Field, Message: w.Message}.String()
 }
@@ -85,6 +88,7 @@ const (
 	SecurityDeny
 )
 
+// String returns the Security as written in documents and logs.
 func (s Security) String() string {
 	switch s {
 	case SecurityFull:
@@ -108,6 +112,7 @@ const (
 	AskAlways
 )
 
+// String returns the AskMode as written in documents and logs.
 func (a AskMode) String() string {
 	switch a {
 	case AskOff:

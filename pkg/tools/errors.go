@@ -34,6 +34,7 @@ type UnknownToolError struct {
 	Available []string
 }
 
+// Error says what is wrong, for a person.
 func (e *UnknownToolError) Error() string {
 	return fmt.Sprintf("unknown tool %q; available tools: %s", e.Name, strings.Join(e.Available, ", "))
 }
@@ -56,6 +57,7 @@ type ArgumentError struct {
 	Fields []FieldError
 }
 
+// Error says what is wrong, for a person.
 func (e *ArgumentError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "invalid arguments for %s:", e.Tool)
@@ -80,6 +82,7 @@ type PolicyError struct {
 	Decision policy.Decision
 }
 
+// Error says what is wrong, for a person.
 func (e *PolicyError) Error() string {
 	msg := fmt.Sprintf("%s by policy: %s", e.Decision.Action, e.Decision.Reason)
 	if e.Decision.Rule != "" {

@@ -22,6 +22,7 @@ const (
 	Forbidden
 )
 
+// String returns the Class as written in documents and logs.
 func (c Class) String() string {
 	switch c {
 	case ReadOnly:

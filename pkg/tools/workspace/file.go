@@ -155,6 +155,7 @@ type TooLargeError struct {
 	Size, Max int64
 }
 
+// Error says what is wrong, for a person.
 func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("file too large: %d bytes, the limit is %d bytes", e.Size, e.Max)
 }
