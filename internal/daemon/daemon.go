@@ -242,11 +242,13 @@ func extraRoots(g *policy.Gate, log *slog.Logger) []string {
 }
 
 // networkGranted reports whether the policy grants the network kind to
-// the calling agent: bash commands get a network only then.
+// the calling agent: bash commands get a network only then. Only a rule
+// that names it grants it (kinds.network, kind:network in allow, an
+// agent overlay's); a catch-all default allow does not.
 func networkGranted(g *policy.Gate, c *tools.Call) bool {
 	d := g.Evaluate(context.Background(), policy.Request{Agent: c.Agent, Tool: "network", Known: true, Kind: policy.KindNetwork,
 		Arguments: map[string]any{}})
-	return d.Action == policy.Allow
+	return d.Action == policy.Allow && !strings.HasSuffix(d.Rule, "default") && !strings.HasPrefix(d.Rule, "builtin.")
 }
 
 // preview shows a person what a parked write or edit would change: the
