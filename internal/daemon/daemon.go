@@ -141,8 +141,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	fmt.Fprintf(o.Out, "toolgate: policy %s (revision %s)\n", first.Source, first.Revision)
 
+	roots := extraRoots(gate, o.Logger)
 	reg := tools.NewRegistry()
-	if err := builtin.Register(reg, builtin.Config{Workspace: ws, SkillsDir: o.SkillsDir, Roots: extraRoots(gate, o.Logger)}); err != nil {
+	if err := builtin.Register(reg, builtin.Config{Workspace: ws, SkillsDir: o.SkillsDir, Roots: roots}); err != nil {
 		return fmt.Errorf("register built-in tools: %w", err)
 	}
 	bash, err := shell.New(shell.Config{Workspace: ws, Sandbox: o.Sandbox, Logger: o.Logger,
@@ -163,7 +164,7 @@ func Run(ctx context.Context, o Options) error {
 	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger))
 	w, err := worker.New(nc, pipe, worker.Config{
 		Name: o.Name, Concurrency: o.Concurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
-		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr, Preview: preview(ws, extraRoots(gate, o.Logger), gate)},
+		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr, Preview: preview(ws, roots, gate)},
 	})
 	if err != nil {
 		return err
