@@ -315,12 +315,9 @@ func setHazards(cmd *Command) {
 			return // positional parameters
 		}
 		if v == "-o" || v == "+o" {
-			if i+1 < len(args) {
-				switch args[i+1].Value {
-				case "pipefail", "errexit", "nounset", "xtrace", "verbose", "noglob", "noclobber":
-					i++
-					continue
-				}
+			if harmlessOption(args, i+1) {
+				i++
+				continue
 			}
 			cmd.hazard(HazardEval, "set -o changes how the shell runs commands")
 			return
@@ -331,17 +328,27 @@ func setHazards(cmd *Command) {
 		}
 		if strings.Contains(v[1:], "o") {
 			// -euo pipefail: the option name follows.
-			if i+1 < len(args) {
-				switch args[i+1].Value {
-				case "pipefail", "errexit", "nounset", "xtrace", "verbose", "noglob", "noclobber":
-					i++
-					continue
-				}
+			if harmlessOption(args, i+1) {
+				i++
+				continue
 			}
 			cmd.hazard(HazardEval, "set -o changes how the shell runs commands")
 			return
 		}
 	}
+}
+
+// harmlessOption reports whether args[i] is a `set -o` option that only
+// makes a script stricter or louder.
+func harmlessOption(args []Word, i int) bool {
+	if i >= len(args) {
+		return false
+	}
+	switch args[i].Value {
+	case "pipefail", "errexit", "nounset", "xtrace", "verbose", "noglob", "noclobber":
+		return true
+	}
+	return false
 }
 
 // pathArgs extracts the arguments a program may open as files: operands,
