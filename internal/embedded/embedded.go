@@ -1,9 +1,11 @@
 // Package embedded runs nats-server with JetStream inside the worker
 // process, the zero-configuration default: toolctl, other workers and the
-// approver connect to it like to any NATS server.
+// approver connect to it like to any NATS server. It runs in operator
+// mode: only users issued by the install's toolgate account get in.
 package embedded
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -11,17 +13,24 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/toolgate/toolgate/internal/identity"
 )
 
-// Config says where the embedded server listens and stores.
+// Config says where the embedded server listens and stores, and whom it
+// trusts.
 type Config struct {
 	// Listen is host:port; default 127.0.0.1:4222. Port 0 picks a free one.
 	Listen string
-	// DataDir holds JetStream's file storage; default ./.toolgate.
+	// DataDir holds JetStream's file storage (in DataDir/jetstream);
+	// default the state directory.
 	DataDir string
 	// MaxPayload bounds one message; default 8 MiB.
 	MaxPayload int32
+	// Install is the operator and accounts the server trusts; required.
+	Install *identity.Install
 }
 
 // Server is a running embedded nats-server.
@@ -32,11 +41,18 @@ type Server struct {
 
 // Start starts the server and waits until it accepts connections.
 func Start(cfg Config) (*Server, error) {
+	if cfg.Install == nil {
+		return nil, errors.New("embedded nats-server: no install keys")
+	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:4222"
 	}
 	if cfg.DataDir == "" {
-		cfg.DataDir = ".toolgate"
+		dir, err := identity.StateDir()
+		if err != nil {
+			return nil, err
+		}
+		cfg.DataDir = dir
 	}
 	if cfg.MaxPayload <= 0 {
 		cfg.MaxPayload = 8 << 20
@@ -67,6 +83,9 @@ func Start(cfg Config) (*Server, error) {
 		MaxPayload: cfg.MaxPayload,
 		NoSigs:     true, NoLog: true,
 	}
+	if err := Trust(opts, cfg.Install); err != nil {
+		return nil, err
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats-server: %w", err)
@@ -77,6 +96,27 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("embedded nats-server did not start on %s (is the port in use?)", cfg.Listen)
 	}
 	return &Server{Server: s, storeDir: store}, nil
+}
+
+// Trust puts opts in operator mode for in: the operator is trusted, the
+// system account set, and both accounts are preloaded in a memory
+// resolver, as deploy's auth.conf does for a cluster.
+func Trust(opts *server.Options, in *identity.Install) error {
+	oc, err := jwt.DecodeOperatorClaims(in.OperatorJWT)
+	if err != nil {
+		return fmt.Errorf("operator JWT: %w", err)
+	}
+	res := &server.MemAccResolver{}
+	if err := res.Store(in.SystemPublicKey, in.SystemJWT); err != nil {
+		return err
+	}
+	if err := res.Store(in.AccountPublicKey, in.AccountJWT); err != nil {
+		return err
+	}
+	opts.TrustedOperators = []*jwt.OperatorClaims{oc}
+	opts.SystemAccount = in.SystemPublicKey
+	opts.AccountResolver = res
+	return nil
 }
 
 // StoreDir is where JetStream keeps its files.

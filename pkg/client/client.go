@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
@@ -21,6 +23,10 @@ var ErrNoResult = errors.New("no result stored for this call")
 
 // resultsStream is the stream results are retained in (see internal/bus).
 const resultsStream = "TOOLGATE_RESULTS"
+
+// directGetPrefix asks the results stream for the last message of the
+// subject that follows it.
+const directGetPrefix = "$JS.API.DIRECT.GET." + resultsStream + "."
 
 // storedResultCheck is how often a waiting call also looks for its stored
 // result, in case the live one was missed.
@@ -55,6 +61,25 @@ func New(nc *nats.Conn, agent string, opts ...Option) (*Client, error) {
 		o(c)
 	}
 	return c, nil
+}
+
+// Credentials reads an agent's .creds file (`toolctl creds agent NAME`;
+// empty file: $TOOLGATE_CREDS) and returns the agent's name and the
+// nats.Connect options that authenticate as it and use its inbox prefix
+// _INBOX_<agent>, the only inbox its credentials let it read:
+//
+//	agent, opts, err := client.Credentials("agent-7.creds")
+//	nc, err := nats.Connect(url, opts...)
+//	c, err := client.New(nc, agent)
+func Credentials(file string) (agent string, opts []nats.Option, err error) {
+	if file == "" && os.Getenv(identity.EnvCreds) == "" {
+		return "", nil, fmt.Errorf("no credentials: give an agent's .creds file or set %s", identity.EnvCreds)
+	}
+	cr, err := identity.Resolve(file, identity.RoleAgent, "")
+	if err != nil {
+		return "", nil, err
+	}
+	return cr.Name, cr.NATSOptions(), nil
 }
 
 // Agent is the client's agent id.
@@ -140,18 +165,29 @@ func (c *Client) Wait(ctx context.Context, id string, opts ...CallOption) (*even
 }
 
 // Result fetches the latest stored result of a call (possibly pending), or
-// ErrNoResult.
+// ErrNoResult. It is a direct get of the call's result subject, the one
+// stream read an agent's credentials allow (its own results only).
 func (c *Client) Result(ctx context.Context, id string) (*events.ResultData, error) {
-	s, err := c.js.Stream(ctx, resultsStream)
-	if err != nil {
-		return nil, fmt.Errorf("results stream: %w", err)
+	if err := events.ValidToken(id); err != nil {
+		return nil, fmt.Errorf("call id: %w", err)
 	}
-	raw, err := s.GetLastMsgForSubject(ctx, events.ResultSubject(c.agent, id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, ErrNoResult
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	raw, err := c.nc.RequestWithContext(ctx, directGetPrefix+events.ResultSubject(c.agent, id), nil)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, fmt.Errorf("get result %s: stream %s not found (is a worker running?): %w", id, resultsStream, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get result %s: %w", id, err)
+	}
+	if st := raw.Header.Get("Status"); st != "" {
+		if st == "404" {
+			return nil, ErrNoResult
+		}
+		return nil, fmt.Errorf("get result %s: status %s %s", id, st, raw.Header.Get("Description"))
 	}
 	var r events.ResultData
 	if _, err := events.DecodeData(raw.Header, raw.Data, &r); err != nil {

@@ -1,0 +1,181 @@
+package identity
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+)
+
+// Creds are one identity's credentials: a user JWT issued by the
+// toolgate account and the user's nkey.
+type Creds struct {
+	// JWT is the encoded user JWT.
+	JWT string
+	// Claims are JWT decoded (not verified against any trust chain: the
+	// server does that; Issuer is checked to be an account key).
+	Claims *jwt.UserClaims
+	// Key is the user's nkey; it signs the server's nonce.
+	Key nkeys.KeyPair
+	// Role is the role named by the JWT's toolgate-role tag.
+	Role Role
+	// Name is the identity's name (an agent's name is its subject token).
+	Name string
+	// Account is the public key of the account that issued the JWT.
+	Account string
+	// Path is the file the credentials were read from; empty when minted
+	// in memory.
+	Path string
+}
+
+// Mint issues a user of role named name, signed by the toolgate account
+// key, and returns it as a standard NATS .creds file (what the nats CLI
+// and every NATS client library read). The file holds a secret.
+func (in *Install) Mint(role Role, name string) ([]byte, error) {
+	if _, err := ParseRole(string(role)); err != nil {
+		return nil, err
+	}
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	ukp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, err
+	}
+	upub, _ := ukp.PublicKey()
+	uc := jwt.NewUserClaims(upub)
+	uc.Name = name
+	uc.Tags.Add(role.Tag())
+	uc.Permissions = Permissions(role, name)
+	enc, err := uc.Encode(in.Account)
+	if err != nil {
+		return nil, fmt.Errorf("issue %s %s: %w", role, name, err)
+	}
+	seed, err := ukp.Seed()
+	if err != nil {
+		return nil, err
+	}
+	return jwt.FormatUserConfig(enc, seed)
+}
+
+// MintCreds is Mint, parsed: the credentials in memory.
+func (in *Install) MintCreds(role Role, name string) (*Creds, error) {
+	b, err := in.Mint(role, name)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreds(b)
+}
+
+// LoadCreds reads a .creds file.
+func LoadCreds(path string) (*Creds, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	c, err := ParseCreds(b)
+	if err != nil {
+		return nil, fmt.Errorf("credentials %s: %w", path, err)
+	}
+	c.Path = path
+	return c, nil
+}
+
+// ParseCreds parses the content of a .creds file. Errors never quote it.
+func ParseCreds(data []byte) (*Creds, error) {
+	tok, err := jwt.ParseDecoratedJWT(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: no user JWT", ErrBadCreds)
+	}
+	uc, err := jwt.DecodeUserClaims(tok)
+	if err != nil {
+		return nil, fmt.Errorf("%w: user JWT does not decode", ErrBadCreds)
+	}
+	kp, err := jwt.ParseDecoratedUserNKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: no user nkey seed", ErrBadCreds)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil || pub != uc.Subject {
+		return nil, fmt.Errorf("%w: the nkey seed is not the JWT's user", ErrBadCreds)
+	}
+	issuer := uc.Issuer
+	if uc.IssuerAccount != "" {
+		issuer = uc.IssuerAccount
+	}
+	if !nkeys.IsValidPublicAccountKey(issuer) {
+		return nil, fmt.Errorf("%w: issuer is not an account key", ErrBadCreds)
+	}
+	c := &Creds{JWT: tok, Claims: uc, Key: kp, Name: uc.Name, Account: issuer}
+	for _, t := range uc.Tags {
+		if r, ok := strings.CutPrefix(t, RoleTagPrefix); ok {
+			if c.Role, err = ParseRole(r); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrBadCreds, err)
+			}
+		}
+	}
+	if c.Role == "" {
+		return nil, fmt.Errorf("%w: user %q has no %s tag (not issued by toolgate)", ErrBadCreds, uc.Name, RoleTagPrefix)
+	}
+	if err := ValidName(c.Name); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadCreds, err)
+	}
+	return c, nil
+}
+
+// InboxPrefix is the inbox prefix these credentials must use.
+func (c *Creds) InboxPrefix() string { return InboxPrefix(c.Role, c.Name) }
+
+// NATSOptions are the nats.Connect options that authenticate with c and
+// use its inbox prefix.
+func (c *Creds) NATSOptions() []nats.Option {
+	return []nats.Option{
+		nats.UserJWT(func() (string, error) { return c.JWT, nil },
+			func(nonce []byte) ([]byte, error) { return c.Key.Sign(nonce) }),
+		nats.CustomInboxPrefix(c.InboxPrefix()),
+	}
+}
+
+// String names the identity, never its secret.
+func (c *Creds) String() string { return string(c.Role) + " " + c.Name }
+
+// Bytes returns c as .creds file content.
+func (c *Creds) Bytes() ([]byte, error) {
+	seed, err := c.Key.Seed()
+	if err != nil {
+		return nil, err
+	}
+	return jwt.FormatUserConfig(c.JWT, seed)
+}
+
+// Resolve finds the credentials a client of role uses: the file path
+// when given (a --creds flag), else $TOOLGATE_CREDS, else credentials
+// minted in memory from the calling user's install for role and name.
+// A file whose role is not role is refused, as is an agent file whose
+// name differs from a non-empty name.
+func Resolve(path string, role Role, name string) (*Creds, error) {
+	if path == "" {
+		path = os.Getenv(EnvCreds)
+	}
+	if path != "" {
+		c, err := LoadCreds(path)
+		if err != nil {
+			return nil, err
+		}
+		if c.Role != role {
+			return nil, fmt.Errorf("credentials %s are for %s %q, this needs %s credentials", path, c.Role, c.Name, role)
+		}
+		if role == RoleAgent && name != "" && c.Name != name {
+			return nil, fmt.Errorf("credentials %s are for agent %q, not %q", path, c.Name, name)
+		}
+		return c, nil
+	}
+	in, err := LoadInstall()
+	if err != nil {
+		return nil, err
+	}
+	return in.MintCreds(role, name)
+}

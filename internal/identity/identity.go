@@ -1,0 +1,161 @@
+// Package identity is who is who on the bus: the install's keys (an NATS
+// operator, its system account and the toolgate account, created at first
+// start), the user credentials each role gets (worker, approver, admin, one
+// per agent) with the permissions of its role written in its user JWT, and
+// the per-user state directory all of it lives in, outside any workspace.
+//
+// User JWTs are issued by the toolgate account key itself (no signing
+// keys). Each has Name = the identity's name (for an agent the <agent>
+// token of its subjects) and the tag "toolgate-role:<role>".
+package identity
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// Role is what an identity may do on the bus.
+type Role string
+
+// Roles.
+const (
+	// RoleWorker runs tools: consumes calls, publishes results, provisions.
+	RoleWorker Role = "worker"
+	// RoleApprover is the approver service: reads parked calls, publishes
+	// decisions.
+	RoleApprover Role = "approver"
+	// RoleAdmin is a person at toolctl: pushes policy, manages amendments,
+	// follows events, decides parked calls.
+	RoleAdmin Role = "admin"
+	// RoleAgent calls tools under its own name only.
+	RoleAgent Role = "agent"
+)
+
+// RoleTagPrefix starts the user JWT tag that carries the role.
+const RoleTagPrefix = "toolgate-role:"
+
+// Roles lists every role.
+var Roles = []Role{RoleWorker, RoleApprover, RoleAdmin, RoleAgent}
+
+// Errors callers branch on.
+var (
+	// ErrBadRole reports a role that is not one of Roles.
+	ErrBadRole = errors.New("unknown role")
+	// ErrBadName reports an identity name that cannot stand as a subject token.
+	ErrBadName = errors.New("invalid identity name")
+	// ErrBadCreds reports a credentials file that is not a toolgate user's.
+	ErrBadCreds = errors.New("invalid credentials")
+	// ErrInWorkspace reports state placed where a served workspace reaches it.
+	ErrInWorkspace = errors.New("inside a served workspace")
+)
+
+// ParseRole returns the role named s (case-insensitive).
+func ParseRole(s string) (Role, error) {
+	r := Role(strings.ToLower(strings.TrimSpace(s)))
+	for _, x := range Roles {
+		if r == x {
+			return r, nil
+		}
+	}
+	return "", fmt.Errorf("%w %q (want worker, approver, admin or agent)", ErrBadRole, s)
+}
+
+// Tag is the user JWT tag naming r.
+func (r Role) Tag() string { return RoleTagPrefix + string(r) }
+
+// ValidName checks that name can name an identity: one subject token of
+// letters, digits, '-' and '_' (it becomes part of subjects and of the
+// agent's inbox prefix).
+func ValidName(name string) error {
+	if err := events.ValidToken(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadName, err)
+	}
+	for _, r := range name {
+		if !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return fmt.Errorf("%w: %q contains %q (use letters, digits, '-' and '_')", ErrBadName, name, r)
+		}
+	}
+	return nil
+}
+
+// EnvStateDir, when set, names the state directory instead of the XDG one.
+const EnvStateDir = "TOOLGATE_STATE_DIR"
+
+// EnvCreds names a credentials file every client uses when no --creds is given.
+const EnvCreds = "TOOLGATE_CREDS"
+
+// StateDir returns the calling OS user's state directory, creating it
+// (mode 0700) when missing: $TOOLGATE_STATE_DIR, else
+// $XDG_STATE_HOME/toolgate, else ~/.local/state/toolgate. It holds the
+// install's keys, credentials, the approver's state and, by default, the
+// embedded server's store.
+func StateDir() (string, error) {
+	dir := os.Getenv(EnvStateDir)
+	if dir == "" {
+		if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+			dir = filepath.Join(x, "toolgate")
+		} else {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("state directory: %w (set XDG_STATE_HOME)", err)
+			}
+			dir = filepath.Join(home, ".local", "state", "toolgate")
+		}
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	return dir, nil
+}
+
+// Within reports whether path is dir or lies below it, after resolving
+// symbolic links of both where they exist.
+func Within(path, dir string) bool {
+	p, d := realPath(path), realPath(dir)
+	if p == d {
+		return true
+	}
+	rel, err := filepath.Rel(d, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// realPath resolves symbolic links of the longest existing prefix of p.
+func realPath(p string) string {
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	rest := ""
+	for cur := p; ; {
+		if r, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
+}
+
+// CheckOutside returns an error wrapping ErrInWorkspace when path (what
+// names it, e.g. "--data") lies inside any of the served roots.
+func CheckOutside(what, path string, roots ...string) error {
+	for _, r := range roots {
+		if r != "" && Within(path, r) {
+			return fmt.Errorf("%s %s is %w %s: an agent could read or change it; keep it elsewhere (the state directory is $XDG_STATE_HOME/toolgate, or set %s)",
+				what, path, ErrInWorkspace, r, EnvStateDir)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package identity
+
+import (
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+)
+
+// Stream, consumer and bucket names the permissions name. They are
+// internal/bus's; identity cannot import it (bus imports nothing of ours
+// but events, and the client side must stay light), so a test checks
+// they agree.
+const (
+	streamCalls     = "TOOLGATE_CALLS"
+	streamResults   = "TOOLGATE_RESULTS"
+	streamApprovals = "TOOLGATE_APPROVALS"
+	consumerWorkers = "workers"
+	consumerApprove = "approver"
+	bucketCalls     = "toolgate_calls"
+	bucketPolicy    = "toolgate_policy"
+	bucketApprovals = "toolgate_approvals"
+)
+
+// InboxPrefix is the inbox prefix (nats.go CustomInboxPrefix) an identity
+// must use: _INBOX_<name> for an agent, _INBOX.<role>.<name> for the
+// others. Nobody may subscribe to _INBOX.>, so nobody reads another's
+// replies.
+func InboxPrefix(role Role, name string) string {
+	if role == RoleAgent {
+		return "_INBOX_" + name
+	}
+	return "_INBOX." + string(role) + "." + name
+}
+
+// Permissions returns the publish and subscribe permissions written into
+// the user JWT of identity name with role. They are the whole of what
+// the identity may do on the bus: everything not allowed is refused by
+// the server with a permissions violation.
+func Permissions(role Role, name string) jwt.Permissions {
+	inbox := InboxPrefix(role, name) + ".>"
+	var p jwt.Permissions
+	switch role {
+	case RoleAgent:
+		// Its own calls, the tool listing, and direct gets of its own
+		// stored results; it hears only its own results and progress.
+		p.Pub.Allow = jwt.StringList{
+			"toolgate.call." + name + ".>",
+			"toolgate.api.tools",
+			"$JS.API.DIRECT.GET." + streamResults + ".toolgate.result." + name + ".>",
+		}
+		p.Sub.Allow = jwt.StringList{
+			"toolgate.result." + name + ".>",
+			"toolgate.progress." + name + ".>",
+			inbox,
+		}
+	case RoleWorker:
+		// Results and everything a worker reports, the JetStream API
+		// (workers provision the bus), its consumers' acks, and the
+		// buckets it keeps call records, parked calls and amendments in.
+		// Never calls, never decisions.
+		p.Pub.Allow = jwt.StringList{
+			"toolgate.result.>",
+			"toolgate.progress.>",
+			"toolgate.event.>",
+			"toolgate.audit.>",
+			"toolgate.dlq.>",
+			"toolgate.approval.request.>",
+			"toolgate.approval.refused.>",
+			"toolgate.approval.resolved.>",
+			"$JS.API.>",
+			"$JS.ACK." + streamCalls + "." + consumerWorkers + ".>",
+			"$JS.ACK." + streamApprovals + ".>",
+			"$JS.FC.>",
+			"$KV." + bucketCalls + ".>",
+			"$KV." + bucketApprovals + ".>",
+			"$KV." + bucketPolicy + ".amendments.>",
+		}
+		p.Sub.Allow = jwt.StringList{
+			"toolgate.api.tools",
+			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + streamCalls + "." + consumerWorkers,
+			inbox,
+		}
+		// Replies to the tool listing requests it answers.
+		p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
+	case RoleApprover:
+		// Decisions, and reading what a person must see to decide: the
+		// parked calls (bucket) and the requests (stream, through its
+		// durable consumer). No bucket writes, no results, no policy.
+		kv := "KV_" + bucketApprovals
+		p.Pub.Allow = jwt.StringList{
+			"toolgate.approval.decision.>",
+			"$JS.API.STREAM.INFO." + kv,
+			"$JS.API.STREAM.INFO." + streamApprovals,
+			"$JS.API.DIRECT.GET." + kv + ".>",
+			"$JS.API.CONSUMER.CREATE." + kv + ".>",
+			"$JS.API.CONSUMER.DELETE." + kv + ".>",
+			"$JS.API.CONSUMER.INFO." + kv + ".>",
+			"$JS.FC." + kv + ".>",
+			"$JS.API.CONSUMER.CREATE." + streamApprovals + "." + consumerApprove,
+			"$JS.API.CONSUMER.CREATE." + streamApprovals + "." + consumerApprove + ".>",
+			"$JS.API.CONSUMER.DURABLE.CREATE." + streamApprovals + "." + consumerApprove,
+			"$JS.API.CONSUMER.INFO." + streamApprovals + "." + consumerApprove,
+			"$JS.API.CONSUMER.MSG.NEXT." + streamApprovals + "." + consumerApprove,
+			"$JS.ACK." + streamApprovals + "." + consumerApprove + ".>",
+		}
+		p.Sub.Allow = jwt.StringList{
+			"toolgate.approval.>",
+			inbox,
+		}
+	case RoleAdmin:
+		// A person at toolctl: the JetStream API (follow events, read
+		// parked calls), policy and amendments, decisions, the tool
+		// listing. Never calls, results or progress.
+		p.Pub.Allow = jwt.StringList{
+			"toolgate.approval.decision.>",
+			"toolgate.api.tools",
+			"$JS.API.>",
+			"$JS.ACK.>",
+			"$JS.FC.>",
+			"$KV." + bucketPolicy + ".>",
+		}
+		p.Sub.Allow = jwt.StringList{
+			"toolgate.>",
+			"$JS.EVENT.>",
+			inbox,
+		}
+	}
+	return p
+}
