@@ -1,8 +1,8 @@
 // Command approver runs the approver service: the web page, JSON API and
 // chat integration through which people approve, reject or answer parked
 // tool calls. With no flags it joins the worker's embedded NATS server on
-// this machine, creates its signing key and a login token under
-// .toolgate/approver, and serves on 127.0.0.1:8470.
+// this machine, creates its signing key and a login token under the state
+// directory ($XDG_STATE_HOME/toolgate/approver), and serves on 127.0.0.1:8470.
 package main
 
 import (
@@ -34,7 +34,8 @@ func main() {
 	fs.StringVar(&o.NATSURL, "nats", def, "NATS server or cluster URL (env NATS_URL)")
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8470", "HTTP address of the page and API")
 	fs.StringVar(&o.TokenFile, "token-file", "", "file of `<identity> <token>` lines (default <data>/tokens, created with one token when missing)")
-	fs.StringVar(&o.DataDir, "data", ".toolgate/approver", "directory of the signing key (created on first start)")
+	fs.StringVar(&o.DataDir, "data", "", "directory of the signing key and token file (default $XDG_STATE_HOME/toolgate/approver; created on first start)")
+	fs.StringVar(&o.Creds, "creds", os.Getenv("TOOLGATE_CREDS"), "NATS credentials file (env TOOLGATE_CREDS; default minted from the state directory's keys)")
 	fs.StringVar(&o.Name, "name", "", "service name in events (default host name)")
 	fs.StringVar(&o.PublicURL, "public-url", "", "URL people reach the page at, for links in notifications (default http://<listen>)")
 	fs.Var(&hooks, "webhook", "URL notified of every approval request with signed JSON (repeatable)")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/identity"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 )
 
@@ -296,6 +297,7 @@ func amendments(verb string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("amendments "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	natsURL := fs.String("nats", env("NATS_URL", DefaultNATS), "NATS URL")
+	creds := fs.String("creds", "", "admin credentials file (env TOOLGATE_CREDS; default minted from the state directory)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -311,9 +313,9 @@ func amendments(verb string, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, err := nats.Connect(*natsURL, nats.Name("toolctl"), nats.Timeout(5*time.Second))
+	nc, _, err := identity.Dial(*natsURL, *creds, identity.RoleAdmin, "admin", nats.Name("toolctl"), nats.Timeout(5*time.Second))
 	if err != nil {
-		fmt.Fprintf(stderr, "connect to %s: %v\n", *natsURL, err)
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	defer nc.Close()

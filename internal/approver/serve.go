@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/identity"
 )
 
 // Options is the approver command's configuration.
@@ -29,8 +30,13 @@ type Options struct {
 	// TokenFile holds `<identity> <token>` lines; default <DataDir>/tokens,
 	// created with one token for $USER when missing.
 	TokenFile string
-	// DataDir holds the signing key (approver.nk); default .toolgate/approver.
+	// DataDir holds the signing key (approver.nk) and the default token
+	// file; default <state dir>/approver ($XDG_STATE_HOME/toolgate/approver).
 	DataDir string
+	// Creds is the approver's NATS .creds file; empty: $TOOLGATE_CREDS,
+	// else minted from the state directory's install (`toolctl creds
+	// approver NAME` makes one for another machine).
+	Creds string
 	// Name names the service (default the host name).
 	Name string
 	// PublicURL is the page's URL as people reach it (for links in
@@ -64,7 +70,11 @@ func Serve(ctx context.Context, o Options) error {
 		o.Listen = "127.0.0.1:8470"
 	}
 	if o.DataDir == "" {
-		o.DataDir = filepath.Join(".toolgate", "approver")
+		state, err := identity.StateDir()
+		if err != nil {
+			return err
+		}
+		o.DataDir = filepath.Join(state, "approver")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -128,21 +138,19 @@ func Serve(ctx context.Context, o Options) error {
 		}
 	}
 
-	nc, err := nats.Connect(o.NATSURL, nats.Name("toolgate-approver"), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
-		nats.RetryOnFailedConnect(true))
+	nc, _, err := identity.Dial(o.NATSURL, o.Creds, identity.RoleApprover, "approver", nats.Name("toolgate-approver"),
+		nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.RetryOnFailedConnect(true))
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", o.NATSURL, err)
+		return err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = bus.Provision(pctx, js, bus.Config{})
-	cancel()
-	if err != nil {
-		return fmt.Errorf("provision the bus at %s: %w", o.NATSURL, err)
+	// Approvers read the bus; workers create it.
+	if err := bus.WaitProvisioned(ctx, js, o.Logger, bus.StreamApprovals, "KV_"+bus.BucketApprovals); err != nil {
+		return fmt.Errorf("the bus at %s: %w", identity.RedactURL(o.NATSURL), err)
 	}
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
@@ -166,7 +174,7 @@ func Serve(ctx context.Context, o Options) error {
 		}
 	}()
 	fmt.Fprintf(o.Out, "approver: page and API at %s (NATS %s)\napprover: signing key %s (data in %s)\n",
-		o.PublicURL, o.NATSURL, srv.PublicKey(), o.DataDir)
+		o.PublicURL, identity.RedactURL(o.NATSURL), srv.PublicKey(), o.DataDir)
 	if o.Ready != nil {
 		o.Ready(ln.Addr().String())
 	}

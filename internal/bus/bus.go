@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/pkg/events"
@@ -176,4 +178,120 @@ func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 func IsNotFound(err error) bool {
 	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
 		errors.Is(err, jetstream.ErrKeyNotFound)
+}
+
+// Backoff bounds of ProvisionWait.
+const (
+	provisionAttempt  = 10 * time.Second
+	provisionFirstGap = 250 * time.Millisecond
+	provisionMaxGap   = 10 * time.Second
+)
+
+// ProvisionWait runs Provision until it succeeds, retrying with backoff
+// while JetStream is not ready yet (a cluster still forming, electing its
+// meta leader, or short of the peers Replicas needs), and logging what it
+// waits for. It gives up on errors waiting cannot cure (a permissions
+// violation, a conflicting stream) and when ctx ends.
+func ProvisionWait(ctx context.Context, js jetstream.JetStream, c Config, log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	gap := provisionFirstGap
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, provisionAttempt)
+		err := Provision(actx, js, c)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				log.Info("bus provisioned", "attempts", attempt)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (stopped waiting: %w)", err, ctx.Err())
+		}
+		if !Transient(err) {
+			return err
+		}
+		log.Warn("waiting for JetStream to provision the bus", "waiting_for", waitingFor(err, c.withDefaults().Replicas),
+			"attempt", attempt, "retry_in", gap, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (stopped waiting: %w)", err, ctx.Err())
+		case <-time.After(gap):
+		}
+		gap = min(2*gap, provisionMaxGap)
+	}
+}
+
+// Transient reports whether a JetStream API error may go away by waiting:
+// no answer (yet), JetStream not up, the cluster without a leader or
+// short of peers.
+func Transient(err error) bool {
+	if errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, nats.ErrAuthorization) {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.Is(err, nats.ErrDisconnected) {
+		return true
+	}
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode {
+		case 10008, // JetStream system temporarily unavailable
+			10005, // no suitable peers for placement
+			10023, // insufficient resources
+			10074: // cluster not assigned / no leader yet
+			return true
+		}
+		return api.Code == 503
+	}
+	return false
+}
+
+func waitingFor(err error, replicas int) string {
+	var api *jetstream.APIError
+	switch {
+	case errors.As(err, &api) && (api.ErrorCode == 10005 || api.ErrorCode == 10023):
+		return fmt.Sprintf("%d JetStream peers with room for %d replicas", replicas, replicas)
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		return "JetStream to be enabled on the server"
+	default:
+		return "the JetStream cluster to elect a leader and answer"
+	}
+}
+
+// WaitProvisioned waits until the named streams exist (a worker
+// provisions them), for services whose credentials may read the bus but
+// not create it. It logs what it waits for and gives up when ctx ends.
+func WaitProvisioned(ctx context.Context, js jetstream.JetStream, log *slog.Logger, streams ...string) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	gap := provisionFirstGap
+	for _, name := range streams {
+		for attempt := 1; ; attempt++ {
+			actx, cancel := context.WithTimeout(ctx, provisionAttempt)
+			_, err := js.Stream(actx, name)
+			cancel()
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("stream %s: %w (stopped waiting: %w)", name, err, ctx.Err())
+			}
+			if !errors.Is(err, jetstream.ErrStreamNotFound) && !Transient(err) {
+				return fmt.Errorf("stream %s: %w", name, err)
+			}
+			log.Warn("waiting for a worker to provision the bus", "stream", name, "attempt", attempt, "retry_in", gap, "err", err)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("stream %s: %w (stopped waiting: %w)", name, err, ctx.Err())
+			case <-time.After(gap):
+			}
+			gap = min(2*gap, provisionMaxGap)
+		}
+	}
+	return nil
 }

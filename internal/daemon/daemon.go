@@ -15,12 +15,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/bus"
-	"github.com/toolgate/toolgate/internal/embedded"
 	"github.com/toolgate/toolgate/internal/policyload"
 	"github.com/toolgate/toolgate/internal/worker"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
@@ -40,8 +38,15 @@ type Options struct {
 	NATSURL string
 	// Listen is where the embedded server listens; default 127.0.0.1:4222.
 	Listen string
-	// DataDir holds the embedded server's storage; default ./.toolgate.
+	// DataDir holds the embedded server's storage; default the state
+	// directory ($XDG_STATE_HOME/toolgate). Keys and credentials always
+	// live in the state directory.
 	DataDir string
+	// Creds is the worker's .creds file; empty: $TOOLGATE_CREDS, else
+	// credentials minted from the state directory's install (the embedded
+	// server's, or a cluster configured with `toolctl nats-config`). A
+	// NATSURL with a user or token in it uses that instead.
+	Creds string
 	// Workspace is the directory tools are confined to; default ".".
 	Workspace string
 	// SkillsDir holds SKILL.md files for the skill tool; default
@@ -97,23 +102,12 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		fmt.Fprintf(o.Out, "toolgate: WARNING: bash sandbox: %s; install bubblewrap (apt-get install -y bubblewrap) or run with --sandbox require to refuse this\n", sb)
 	}
-	url := o.NATSURL
-	if url == "" {
-		srv, err := embedded.Start(embedded.Config{Listen: o.Listen, DataDir: o.DataDir})
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		url = srv.ClientURL()
-		fmt.Fprintf(o.Out, "toolgate: embedded NATS with JetStream listening on %s\n", url)
-		fmt.Fprintf(o.Out, "toolgate: data in %s\n", srv.StoreDir())
-	} else {
-		fmt.Fprintf(o.Out, "toolgate: using NATS at %s\n", url)
-	}
-	nc, err := nats.Connect(url, nats.Name("toolgate-worker"), nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(false))
+	nc, url, srv, err := connect(o, ws)
 	if err != nil {
-		return fmt.Errorf("connect to NATS at %s: %w", url, err)
+		return err
+	}
+	if srv != nil {
+		defer srv.Close()
 	}
 	defer nc.Close()
 
@@ -122,7 +116,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	busCfg := bus.Config{Replicas: o.Replicas}
-	if err := bus.Provision(ctx, js, busCfg); err != nil {
+	if err := bus.ProvisionWait(ctx, js, busCfg, o.Logger); err != nil {
 		return err
 	}
 	policyKV, err := js.KeyValue(ctx, bus.BucketPolicy)
@@ -142,6 +136,9 @@ func Run(ctx context.Context, o Options) error {
 	fmt.Fprintf(o.Out, "toolgate: policy %s (revision %s)\n", first.Source, first.Revision)
 
 	roots := extraRoots(gate, o.Logger)
+	if err := stateOutside(o, roots); err != nil {
+		return err
+	}
 	reg := tools.NewRegistry()
 	if err := builtin.Register(reg, builtin.Config{Workspace: ws, SkillsDir: o.SkillsDir, Roots: roots}); err != nil {
 		return fmt.Errorf("register built-in tools: %w", err)

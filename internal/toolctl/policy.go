@@ -26,7 +26,7 @@ func cmdPolicy(ctx context.Context, env *Env, args []string) int {
 	case "push":
 		return policyPush(ctx, env, args[1:])
 	case "amendments":
-		return approvalcli.Run(append(append([]string{"amendments"}, args[1:]...), "--nats", env.NATSURL), env.Stdout, env.Stderr)
+		return approvalcli.Run(append(append([]string{"amendments"}, args[1:]...), "--nats", env.NATSURL, "--creds", env.Creds), env.Stdout, env.Stderr)
 	default:
 		return policycli.Run(args, env.Stdout, env.Stderr)
 	}

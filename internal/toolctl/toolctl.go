@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -36,6 +37,12 @@ type Env struct {
 	Stdout, Stderr io.Writer
 	NATSURL        string
 	Agent          string
+	// Creds is the --creds file (default $TOOLGATE_CREDS); empty mints
+	// credentials from the state directory's install: an agent's for
+	// call and tools, an admin's for the rest.
+	Creds string
+	// agentSet is whether --agent or $TOOLGATE_AGENT named the agent.
+	agentSet bool
 }
 
 type command struct {
@@ -62,6 +69,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		{"events", "print results, domain and audit events (--follow to keep going)", cmdEvents},
 		{"policy", "check | lint | default | push FILE | amendments: the policy gate", cmdPolicy},
 		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals},
+		{"creds", "agent|approver|admin|worker NAME [--out FILE]: mint a NATS .creds file", cmdCreds},
+		{"nats-config", "--out DIR: auth.conf for every nats-server node, and worker/approver/admin creds", cmdNATSConfig},
 	}
 	for _, e := range extra {
 		cmds = append(cmds, command{e.Name, e.Summary, e.Run})
@@ -78,8 +87,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 	}
 	fs.StringVar(&env.NATSURL, "nats", defURL, "NATS URL (env NATS_URL)")
 	fs.StringVar(&env.Agent, "agent", defAgent, "agent id to act as (env TOOLGATE_AGENT)")
+	fs.StringVar(&env.Creds, "creds", os.Getenv(identity.EnvCreds), "NATS credentials file (env TOOLGATE_CREDS; default minted from the state directory's keys)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: toolctl [--nats URL] [--agent ID] COMMAND [ARGS]")
+		fmt.Fprintln(stderr, "usage: toolctl [--nats URL] [--creds FILE] [--agent ID] COMMAND [ARGS]")
 		fmt.Fprintln(stderr, "commands:")
 		for _, c := range cmds {
 			fmt.Fprintf(stderr, "  %-10s %s\n", c.name, c.summary)
@@ -93,6 +103,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		}
 		return ExitUsage
 	}
+	env.agentSet = os.Getenv("TOOLGATE_AGENT") != ""
+	fs.Visit(func(f *flag.Flag) { env.agentSet = env.agentSet || f.Name == "agent" })
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return ExitUsage
@@ -108,21 +120,41 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 	return ExitUsage
 }
 
-// Connect opens a NATS connection for a command, with a clear error.
-func (e *Env) Connect() (*nats.Conn, error) {
-	nc, err := nats.Connect(e.NATSURL, nats.Name("toolctl"), nats.Timeout(5*time.Second))
+// Connect opens a NATS connection for a command as an admin, with a
+// clear error.
+func (e *Env) Connect() (*nats.Conn, error) { return e.connectAs(identity.RoleAdmin, "admin") }
+
+func (e *Env) connectAs(role identity.Role, name string) (*nats.Conn, error) {
+	nc, _, err := identity.Dial(e.NATSURL, e.Creds, role, name, nats.Name("toolctl"), nats.Timeout(5*time.Second))
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach NATS at %s (is a worker running? start one with `go run ./cmd/worker`): %w", e.NATSURL, err)
+		return nil, fmt.Errorf("%w (is a worker running? start one with `go run ./cmd/worker`)", err)
 	}
 	return nc, nil
 }
 
-// client connects and returns an agent client, or a nil client and the
-// exit code after saying what went wrong.
+// client connects as the agent and returns its client, or a nil client
+// and the exit code after saying what went wrong. With a --creds file the
+// agent is the one the credentials name.
 func (e *Env) client() (*nats.Conn, *client.Client, int) {
-	nc, err := e.Connect()
+	name := e.Agent
+	if e.Creds != "" && !e.agentSet {
+		name = ""
+	}
+	if name != "" {
+		if err := identity.ValidName(name); err != nil {
+			return nil, nil, e.fail(ExitUsage, "--agent: %v", err)
+		}
+	}
+	nc, creds, err := identity.Dial(e.NATSURL, e.Creds, identity.RoleAgent, name, nats.Name("toolctl"), nats.Timeout(5*time.Second))
 	if err != nil {
-		return nil, nil, e.fail(ExitNoReach, "%v", err)
+		code := ExitNoReach
+		if errors.Is(err, identity.ErrBadCreds) || e.Creds != "" && !errors.Is(err, nats.ErrNoServers) {
+			code = ExitUsage
+		}
+		return nil, nil, e.fail(code, "%v (is a worker running? start one with `go run ./cmd/worker`)", err)
+	}
+	if creds != nil {
+		e.Agent = creds.Name
 	}
 	c, err := client.New(nc, e.Agent)
 	if err != nil {

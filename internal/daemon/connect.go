@@ -1,0 +1,130 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/internal/embedded"
+	"github.com/toolgate/toolgate/internal/identity"
+)
+
+// workerIdentity is the name in the worker's user JWT; every worker of an
+// install shares it.
+const workerIdentity = "worker"
+
+// connect starts the embedded server when no NATS URL is given and
+// connects as the worker, refusing state the served workspace reaches.
+// srv is nil when an outside server is used.
+func connect(o Options, ws string) (nc *nats.Conn, url string, srv *embedded.Server, err error) {
+	state, err := identity.StateDir()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if err := identity.CheckOutside("the state directory", state, ws); err != nil {
+		return nil, "", nil, err
+	}
+	announceOldState(o, ws, state)
+	url = o.NATSURL
+	var creds *identity.Creds
+	credsFile := o.Creds
+	if credsFile == "" {
+		credsFile = os.Getenv(identity.EnvCreds)
+	}
+	if credsFile != "" {
+		if err := identity.CheckOutside("--creds", credsFile, ws); err != nil {
+			return nil, "", nil, err
+		}
+	}
+	if url == "" {
+		if o.DataDir != "" {
+			if err := identity.CheckOutside("--data", o.DataDir, ws); err != nil {
+				return nil, "", nil, err
+			}
+		}
+		in, err := identity.LoadInstall()
+		if err != nil {
+			return nil, "", nil, err
+		}
+		srv, err = embedded.Start(embedded.Config{Listen: o.Listen, DataDir: o.DataDir, Install: in})
+		if err != nil {
+			return nil, "", nil, err
+		}
+		url = srv.ClientURL()
+		if creds, err = in.MintCreds(identity.RoleWorker, workerIdentity); err != nil {
+			srv.Close()
+			return nil, "", nil, err
+		}
+		fmt.Fprintf(o.Out, "toolgate: embedded NATS with JetStream listening on %s (authenticated: users of account %s)\n", url, in.AccountPublicKey)
+		fmt.Fprintf(o.Out, "toolgate: data in %s; keys and credentials in %s\n", srv.StoreDir(), in.Dir)
+	} else {
+		fmt.Fprintf(o.Out, "toolgate: using NATS at %s\n", identity.RedactURL(url))
+		if !identity.HasUserInfo(url) || credsFile != "" {
+			if creds, err = identity.Resolve(credsFile, identity.RoleWorker, workerIdentity); err != nil {
+				return nil, "", nil, err
+			}
+		}
+	}
+	opts := []nats.Option{nats.Name("toolgate-worker"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(false)}
+	if creds != nil {
+		opts = append(opts, creds.NATSOptions()...)
+		fmt.Fprintf(o.Out, "toolgate: connecting as %s\n", creds)
+	}
+	nc, err = nats.Connect(url, opts...)
+	if err != nil {
+		if srv != nil {
+			srv.Close()
+		}
+		return nil, "", nil, fmt.Errorf("connect to NATS at %s: %w", identity.RedactURL(url), err)
+	}
+	return nc, url, srv, nil
+}
+
+// announceOldState says where state lives now when an old ./.toolgate
+// directory is found; it is left alone.
+func announceOldState(o Options, ws, state string) {
+	seen := map[string]bool{}
+	for _, d := range []string{".", ws} {
+		old, err := filepath.Abs(filepath.Join(d, ".toolgate"))
+		if err != nil || seen[old] {
+			continue
+		}
+		seen[old] = true
+		if fi, err := os.Stat(old); err == nil && fi.IsDir() {
+			fmt.Fprintf(o.Out, "toolgate: %s is no longer used and was left alone: state (keys, credentials, approver, JetStream store) lives in %s; remove it when you no longer need it\n", old, state)
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+	}
+}
+
+// stateOutside refuses a state directory, data directory or credentials
+// file inside the extra roots the policy opens to the tools.
+func stateOutside(o Options, roots []string) error {
+	if len(roots) == 0 {
+		return nil
+	}
+	state, err := identity.StateDir()
+	if err != nil {
+		return err
+	}
+	check := map[string]string{"the state directory": state, "--data": o.DataDir, "--creds": o.Creds}
+	if o.Creds == "" {
+		check["--creds"] = os.Getenv(identity.EnvCreds)
+	}
+	for what, p := range check {
+		if p == "" {
+			continue
+		}
+		if err := identity.CheckOutside(what, p, roots...); err != nil {
+			return fmt.Errorf("policy allowed_paths: %w", err)
+		}
+	}
+	return nil
+}

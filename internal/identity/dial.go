@@ -1,0 +1,41 @@
+package identity
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Dial connects to url as role name. The credentials are credsFile, else
+// $TOOLGATE_CREDS, else minted from the calling user's install (see
+// Resolve); a URL carrying a user or token authenticates with that
+// instead and creds is nil. Errors show the URL redacted.
+func Dial(url, credsFile string, role Role, name string, opts ...nats.Option) (nc *nats.Conn, creds *Creds, err error) {
+	if !HasUserInfo(url) || credsFile != "" {
+		if creds, err = Resolve(credsFile, role, name); err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, creds.NATSOptions()...)
+	}
+	nc, err = nats.Connect(url, opts...)
+	if err != nil {
+		who := ""
+		if creds != nil {
+			who = " as " + creds.String()
+		}
+		return nil, nil, fmt.Errorf("connect to NATS at %s%s: %w", RedactURL(url), who, err)
+	}
+	return nc, creds, nil
+}
+
+// HasUserInfo reports whether a NATS URL (or comma-separated list) carries
+// a user, password or token.
+func HasUserInfo(url string) bool {
+	for _, u := range strings.Split(url, ",") {
+		if _, rest, ok := strings.Cut(u, "://"); ok && strings.Contains(rest, "@") {
+			return true
+		}
+	}
+	return false
+}

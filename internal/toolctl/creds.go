@@ -1,0 +1,121 @@
+package toolctl
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/toolgate/toolgate/internal/identity"
+)
+
+// cmdCreds mints a user of the install in the state directory and prints
+// its .creds file (or writes it, mode 0600, with --out).
+func cmdCreds(_ context.Context, env *Env, args []string) int {
+	fs := flag.NewFlagSet("creds", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	out := fs.String("out", "", "write the .creds file here (mode 0600) instead of printing it")
+	fs.Usage = func() {
+		fmt.Fprintln(env.Stderr, "usage: toolctl creds agent|approver|admin|worker NAME [--out FILE]")
+		fmt.Fprintln(env.Stderr, "  prints a NATS .creds file (a secret) issued by this install's toolgate account;")
+		fmt.Fprintln(env.Stderr, "  an agent's lets it call tools as NAME only and read only its own results")
+		fs.PrintDefaults()
+	}
+	var pos []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return ExitUsage
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) != 2 {
+		fs.Usage()
+		return ExitUsage
+	}
+	role, err := identity.ParseRole(pos[0])
+	if err != nil {
+		return env.fail(ExitUsage, "%v", err)
+	}
+	if err := identity.ValidName(pos[1]); err != nil {
+		return env.fail(ExitUsage, "%v", err)
+	}
+	in, err := identity.LoadInstall()
+	if err != nil {
+		return env.fail(ExitFailed, "%v", err)
+	}
+	b, err := in.Mint(role, pos[1])
+	if err != nil {
+		return env.fail(ExitFailed, "%v", err)
+	}
+	if *out == "" {
+		_, _ = env.Stdout.Write(b)
+		return ExitOK
+	}
+	if err := writeSecret(*out, b); err != nil {
+		return env.fail(ExitFailed, "%v", err)
+	}
+	fmt.Fprintf(env.Stderr, "toolctl: wrote %s credentials for %q to %s\n", role, pos[1], *out)
+	return ExitOK
+}
+
+// cmdNATSConfig writes what a NATS cluster and its toolgate services need:
+// auth.conf (operator mode, no secret) and the worker, approver and admin
+// .creds files.
+func cmdNATSConfig(_ context.Context, env *Env, args []string) int {
+	fs := flag.NewFlagSet("nats-config", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	dir := fs.String("out", "", "directory to write auth.conf, worker.creds, approver.creds and admin.creds to")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	if *dir == "" || fs.NArg() > 0 {
+		fmt.Fprintln(env.Stderr, "usage: toolctl nats-config --out DIR")
+		return ExitUsage
+	}
+	in, err := identity.LoadInstall()
+	if err != nil {
+		return env.fail(ExitFailed, "%v", err)
+	}
+	if err := os.MkdirAll(*dir, 0o700); err != nil {
+		return env.fail(ExitFailed, "%v", err)
+	}
+	conf := filepath.Join(*dir, "auth.conf")
+	if err := os.WriteFile(conf, []byte(in.ServerConfig()), 0o644); err != nil {
+		return env.fail(ExitFailed, "%v", err)
+	}
+	for _, r := range []identity.Role{identity.RoleWorker, identity.RoleApprover, identity.RoleAdmin} {
+		b, err := in.Mint(r, string(r))
+		if err != nil {
+			return env.fail(ExitFailed, "%v", err)
+		}
+		if err := writeSecret(filepath.Join(*dir, string(r)+".creds"), b); err != nil {
+			return env.fail(ExitFailed, "%v", err)
+		}
+	}
+	fmt.Fprintf(env.Stdout, "wrote %s (include it from every nats-server node) and worker.creds, approver.creds, admin.creds (secrets, mode 0600)\n", conf)
+	fmt.Fprintf(env.Stdout, "keys stay in %s; mint agents with `toolctl creds agent NAME`\n", in.Dir)
+	return ExitOK
+}
+
+// writeSecret writes b to path with mode 0600, also when path existed with
+// a wider mode.
+func writeSecret(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
