@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -138,7 +138,7 @@ func wait(t *testing.T, ch <-chan *events.ResultData) *events.ResultData {
 // results counts the results stored for a call (pending and final).
 func results(t *testing.T, natsURL, agent, id string) uint64 {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
+	nc, _, err := identity.Dial(natsURL, "", identity.RoleAdmin, "admin")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/toolctl"
 	"github.com/toolgate/toolgate/pkg/client"
@@ -82,7 +81,7 @@ func (p *process) toolctl(t *testing.T, args ...string) (stdout, stderr string, 
 
 func (p *process) client(t *testing.T, agent string) *client.Client {
 	t.Helper()
-	nc, err := nats.Connect(p.url)
+	nc, _, err := identity.Dial(p.url, "", identity.RoleAgent, agent)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/toolctl"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -62,12 +61,13 @@ func TestPolicyFileIsEnforcedAndHotReloaded(t *testing.T) {
 	if err := os.WriteFile(polFile, seedPolicy(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile = polFile })
+	// The policy opens /tmp to the tools: the store must live elsewhere.
+	p := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile = polFile; o.DataDir = stateTempDir(t) })
 	if !strings.Contains(p.out.String(), "policy file:"+polFile) {
 		t.Fatalf("banner does not name the policy:\n%s", p.out)
 	}
 	c := p.client(t, "agent-p")
-	nc, err := nats.Connect(p.url)
+	nc, _, err := identity.Dial(p.url, "", identity.RoleAdmin, "admin")
 	if err != nil {
 		t.Fatal(err)
 	}

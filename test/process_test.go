@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -74,7 +73,7 @@ func TestWorkerBinaryStopsCleanlyOnSIGTERM(t *testing.T) {
 		for range lines {
 		}
 	}()
-	nc, err := nats.Connect(url)
+	nc, _, err := identity.Dial(url, "", identity.RoleAgent, "sig")
 	if err != nil {
 		t.Fatal(err)
 	}
