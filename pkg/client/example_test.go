@@ -7,11 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/internal/embedded"
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/worker"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -20,12 +22,22 @@ import (
 
 // startWorker runs an embedded server and a worker with one tool, as
 // `go run ./cmd/worker` does with the built-in tools.
-func startWorker() (url string, stop func()) {
+// It also writes agent-7's credentials, as `toolctl creds agent agent-7`
+// prints them, to creds.
+func startWorker() (url, creds string, stop func()) {
 	dir, _ := os.MkdirTemp("", "toolgate-example-")
-	srv, err := embedded.Start(embedded.Config{Listen: "127.0.0.1:0", DataDir: dir})
+	in, err := identity.LoadOrCreate(filepath.Join(dir, "keys"))
 	if err != nil {
 		panic(err)
 	}
+	srv, err := embedded.Start(embedded.Config{Listen: "127.0.0.1:0", DataDir: dir, Install: in})
+	if err != nil {
+		panic(err)
+	}
+	wcreds, _ := in.MintCreds(identity.RoleWorker, "worker")
+	agent, _ := in.Mint(identity.RoleAgent, "agent-7")
+	creds = filepath.Join(dir, "agent-7.creds")
+	_ = os.WriteFile(creds, agent, 0o600)
 	reg := tools.NewRegistry()
 	reg.MustRegister(&tools.Tool{
 		Name: "upper", Description: "Upper-cases text.", Kind: policy.KindOther,
@@ -40,7 +52,7 @@ func startWorker() (url string, stop func()) {
 			return &tools.Output{Content: string(s)}, nil
 		}),
 	})
-	wnc, _ := nats.Connect(srv.ClientURL())
+	wnc, _ := nats.Connect(srv.ClientURL(), wcreds.NATSOptions()...)
 	w, _ := worker.New(wnc, tools.NewPipeline(reg), worker.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ready := make(chan struct{})
 	w.OnReady(func() { close(ready) })
@@ -48,19 +60,24 @@ func startWorker() (url string, stop func()) {
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
 	<-ready
-	return srv.ClientURL(), func() { cancel(); <-done; wnc.Close(); srv.Close(); os.RemoveAll(dir) }
+	return srv.ClientURL(), creds, func() { cancel(); <-done; wnc.Close(); srv.Close(); os.RemoveAll(dir) }
 }
 
 func ExampleClient_Call() {
-	url, stop := startWorker()
+	url, creds, stop := startWorker()
 	defer stop()
 
-	nc, err := nats.Connect(url)
+	// The agent's credentials name it and set its inbox prefix.
+	agent, opts, err := client.Credentials(creds)
+	if err != nil {
+		panic(err)
+	}
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		panic(err)
 	}
 	defer nc.Close()
-	c, err := client.New(nc, "agent-7")
+	c, err := client.New(nc, agent)
 	if err != nil {
 		panic(err)
 	}

@@ -1,0 +1,212 @@
+package identity_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+func TestStateDir(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv(identity.EnvStateDir, "")
+	t.Setenv("XDG_STATE_HOME", "")
+	got, err := identity.StateDir()
+	if err != nil || got != filepath.Join(home, ".local", "state", "toolgate") {
+		t.Fatalf("StateDir() = %q, %v", got, err)
+	}
+	if fi, err := os.Stat(got); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("state dir mode: %v %v", fi.Mode(), err)
+	}
+	xdg := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", xdg)
+	if got, _ := identity.StateDir(); got != filepath.Join(xdg, "toolgate") {
+		t.Fatalf("with XDG_STATE_HOME: %q", got)
+	}
+	t.Setenv("XDG_STATE_HOME", "relative/path") // the spec says ignore it
+	if got, _ := identity.StateDir(); got != filepath.Join(home, ".local", "state", "toolgate") {
+		t.Fatalf("with a relative XDG_STATE_HOME: %q", got)
+	}
+}
+
+func TestLoadOrCreateConcurrentFirstStarts(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	const n = 8
+	keys := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in, err := identity.LoadOrCreate(dir)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			keys[i] = in.OperatorPublicKey + in.AccountPublicKey + in.SystemPublicKey
+		}()
+	}
+	wg.Wait()
+	for i := 1; i < n; i++ {
+		if keys[i] != keys[0] {
+			t.Fatalf("first starts disagree on the keys: %q vs %q", keys[i], keys[0])
+		}
+	}
+	if fi, _ := os.Stat(dir); fi.Mode().Perm() != 0o700 {
+		t.Fatalf("keys dir mode %v", fi.Mode())
+	}
+	ents, _ := os.ReadDir(dir)
+	seeds := 0
+	for _, e := range ents {
+		fi, _ := e.Info()
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s mode %v, want 0600", e.Name(), fi.Mode())
+		}
+		if strings.HasSuffix(e.Name(), ".nk") {
+			seeds++
+		}
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			t.Errorf("left a temp file %s", e.Name())
+		}
+	}
+	if seeds != 3 {
+		t.Fatalf("%d seed files, want 3", seeds)
+	}
+}
+
+func TestMintAndParse(t *testing.T) {
+	in, err := identity.LoadOrCreate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range identity.Roles {
+		b, err := in.Mint(r, "x-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := identity.ParseCreds(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Role != r || c.Name != "x-1" || c.Account != in.AccountPublicKey || c.Claims.Issuer != in.AccountPublicKey ||
+			!c.Claims.Tags.Contains("toolgate-role:"+string(r)) {
+			t.Fatalf("%s: parsed %+v", r, c)
+		}
+	}
+	for _, name := range []string{"", "a.b", "a*", "a>", "a b", "ä", strings.Repeat("a", 129)} {
+		if _, err := in.Mint(identity.RoleAgent, name); !errors.Is(err, identity.ErrBadName) {
+			t.Errorf("Mint(agent, %q) = %v, want ErrBadName", name, err)
+		}
+	}
+	if _, err := in.Mint("root", "x"); !errors.Is(err, identity.ErrBadRole) {
+		t.Errorf("Mint(root) = %v", err)
+	}
+}
+
+func TestParseCredsRefusesAndNeverQuotes(t *testing.T) {
+	in, _ := identity.LoadOrCreate(t.TempDir())
+	good, _ := in.Mint(identity.RoleAgent, "a")
+	other, _ := in.Mint(identity.RoleAgent, "b")
+	seed := string(good[bytes.Index(good, []byte("SU")):][:58])
+	mixed := append(bytes.Clone(good[:bytes.Index(good, []byte("-----BEGIN USER NKEY"))]), other[bytes.Index(other, []byte("-----BEGIN USER NKEY")):]...)
+	cases := map[string][]byte{
+		"empty":        nil,
+		"garbage":      []byte("hello " + seed),
+		"seed only":    good[bytes.Index(good, []byte("-----BEGIN USER NKEY")):],
+		"foreign seed": mixed,
+		"tampered JWT": bytes.Replace(good, []byte("eyJ"), []byte("eyK"), 2),
+	}
+	for name, b := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := identity.ParseCreds(b)
+			if !errors.Is(err, identity.ErrBadCreds) {
+				t.Fatalf("err = %v, want ErrBadCreds", err)
+			}
+			if strings.Contains(err.Error(), seed) || strings.Contains(err.Error(), "SU") {
+				t.Fatalf("error quotes the secret: %v", err)
+			}
+		})
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://127.0.0.1:4222":               "nats://127.0.0.1:4222",
+		"nats://worker:s3cret@node-a:4222":    "nats://worker:***@node-a:4222",
+		"nats://tok3n@node-a:4222":            "nats://***@node-a:4222",
+		"nats://w:p@a:4222,nats://w:p@b:4222": "nats://w:***@a:4222,nats://w:***@b:4222",
+		"tls://u:p%40ss@h:4222":               "tls://u:***@h:4222",
+		"nats://u:pa@ss@h:4222":               "nats://u:***@h:4222",
+		"node-a:4222":                         "node-a:4222",
+		"user:secret@node-a:4222":             "user:***@node-a:4222",
+	} {
+		if got := identity.RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestCheckOutside(t *testing.T) {
+	ws := t.TempDir()
+	out := t.TempDir()
+	link := filepath.Join(out, "link")
+	if err := os.Symlink(ws, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		in   bool
+	}{
+		{ws, true},
+		{filepath.Join(ws, ".toolgate"), true},
+		{filepath.Join(ws, "a", "b", "not-yet"), true},
+		{filepath.Join(link, "state"), true}, // through a symbolic link
+		{filepath.Join(ws, "..", filepath.Base(ws)+"x"), false},
+		{out, false},
+	} {
+		err := identity.CheckOutside("--data", c.path, ws)
+		if got := errors.Is(err, identity.ErrInWorkspace); got != c.in {
+			t.Errorf("CheckOutside(%q) = %v, want inside=%v", c.path, err, c.in)
+		}
+	}
+}
+
+// The permissions name internal/bus's streams and buckets.
+func TestPermissionsNameTheBus(t *testing.T) {
+	all := ""
+	for _, r := range identity.Roles {
+		p := identity.Permissions(r, "n")
+		all += strings.Join(p.Pub.Allow, " ") + " " + strings.Join(p.Sub.Allow, " ") + " "
+	}
+	for _, name := range []string{bus.StreamCalls, bus.StreamResults, bus.StreamApprovals, bus.ConsumerWorkers,
+		bus.ConsumerApprover, bus.BucketCalls, bus.BucketPolicy, bus.BucketApprovals} {
+		if !strings.Contains(all, name) {
+			t.Errorf("no permission names %s", name)
+		}
+	}
+}
+
+func TestUnauthenticatedAndForeignClientsAreRefused(t *testing.T) {
+	s := testenv.StartAuthNATS(t)
+	if _, err := nats.Connect(s.ClientURL()); !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("connect without credentials: %v, want an authorization violation", err)
+	}
+	if _, err := nats.Connect(s.ClientURL(), nats.UserInfo("worker", "worker")); !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("connect with a password: %v, want an authorization violation", err)
+	}
+	other, _ := identity.LoadOrCreate(t.TempDir())
+	foreign, _ := other.MintCreds(identity.RoleWorker, "worker")
+	if _, err := nats.Connect(s.ClientURL(), foreign.NATSOptions()...); !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("connect with another install's worker: %v, want an authorization violation", err)
+	}
+}

@@ -1,0 +1,297 @@
+package identity_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/approver"
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// op is one thing a client tries on the bus.
+type op struct {
+	name string
+	do   func(nc *nats.Conn) error
+}
+
+func pub(subject string) op {
+	return op{"publish " + subject, func(nc *nats.Conn) error { return nc.Publish(subject, []byte("forged")) }}
+}
+
+func sub(subject string) op {
+	return op{"subscribe " + subject, func(nc *nats.Conn) error { _, err := nc.SubscribeSync(subject); return err }}
+}
+
+// violation runs o on a fresh connection as role name and returns the
+// permissions violation the server answered, or nil. The server answers
+// a refused PUB or SUB before the PONG of the flush that follows it.
+func violation(t *testing.T, s *testenv.AuthServer, role identity.Role, name string, o op) error {
+	t.Helper()
+	nc, _ := s.ConnectAs(t, role, name)
+	defer nc.Close()
+	if err := o.do(nc); err != nil {
+		return err
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatalf("%s: flush: %v", o.name, err)
+	}
+	if err := nc.LastError(); err != nil {
+		if !errors.Is(err, nats.ErrPermissionViolation) {
+			t.Fatalf("%s: %v, want a permissions violation or nothing", o.name, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// TestForbiddenOperationsAreRefused tries, for each role, what it must
+// not do, on a real server in operator mode with the bus provisioned,
+// and expects the server's permissions violation each time; then checks
+// that no forged message reached a stream.
+func TestForbiddenOperationsAreRefused(t *testing.T) {
+	s := testenv.StartAuthNATS(t)
+	_, wjs := s.ConnectAs(t, identity.RoleWorker, "worker")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := bus.Provision(ctx, wjs, bus.Config{}); err != nil {
+		t.Fatalf("the worker cannot provision the bus: %v", err)
+	}
+	forbidden := map[identity.Role][]op{
+		identity.RoleAgent: {
+			pub("toolgate.call.bob.read"),                                     // calls as another agent
+			pub("toolgate.result.alice.c1"),                                   // forged result, even its own
+			pub("toolgate.progress.alice.c1"),                                 //
+			pub("toolgate.approval.decision.c1"),                              // approving its own call
+			pub("toolgate.approval.request.c1"),                               //
+			pub("toolgate.event.policy_change"),                               //
+			pub("$KV.toolgate_policy.policy"),                                 // policy push
+			pub("$KV.toolgate_policy.amendments.a1"),                          // amendment
+			pub("$KV.toolgate_approvals.call.c1"),                             // altering a parked call
+			pub("$KV.toolgate_approvals.approver.UABC"),                       // registering an approver key
+			pub("$KV.toolgate_calls.c1"),                                      // forging a call record
+			pub("$JS.API.DIRECT.GET.TOOLGATE_RESULTS.toolgate.result.bob.c1"), // another's stored result
+			pub("$JS.API.DIRECT.GET.KV_toolgate_approvals.$KV.toolgate_approvals.call.c1"),
+			pub("$JS.API.STREAM.INFO.TOOLGATE_RESULTS"),
+			pub("$JS.API.CONSUMER.CREATE.TOOLGATE_RESULTS"),
+			pub("$JS.API.STREAM.MSG.GET.TOOLGATE_RESULTS"),
+			pub("$JS.ACK.TOOLGATE_CALLS.workers.1.1.1.1.1"),
+			sub("toolgate.result.bob.>"),
+			sub("toolgate.result.>"),
+			sub("toolgate.progress.bob.c1"),
+			sub("toolgate.call.>"),
+			sub("toolgate.approval.>"),
+			sub("toolgate.audit.>"),
+			sub("_INBOX.>"),
+			sub("_INBOX_bob.>"),
+			sub(">"),
+			sub("$KV.>"),
+		},
+		identity.RoleApprover: {
+			pub("toolgate.result.alice.c1"),
+			pub("toolgate.call.alice.read"),
+			pub("$KV.toolgate_policy.policy"),
+			pub("$KV.toolgate_policy.amendments.a1"),
+			pub("$KV.toolgate_approvals.call.c1"),
+			pub("$KV.toolgate_calls.c1"),
+			pub("$JS.API.STREAM.CREATE.X"),
+			pub("$JS.API.STREAM.PURGE.TOOLGATE_APPROVALS"),
+			pub("$JS.API.DIRECT.GET.TOOLGATE_RESULTS.toolgate.result.alice.c1"),
+			sub("toolgate.result.>"),
+			sub("toolgate.progress.>"),
+			sub("toolgate.call.>"),
+			sub("_INBOX.>"),
+			sub("_INBOX_alice.>"),
+		},
+		identity.RoleWorker: {
+			pub("toolgate.call.alice.read"),
+			pub("toolgate.approval.decision.c1"),
+			pub("$KV.toolgate_policy.policy"),
+			sub("_INBOX.>"),
+			sub("_INBOX_alice.>"),
+			sub("toolgate.call.>"),
+		},
+		identity.RoleAdmin: {
+			pub("toolgate.result.alice.c1"),
+			pub("toolgate.progress.alice.c1"),
+			pub("toolgate.call.alice.read"),
+			pub("$KV.toolgate_approvals.call.c1"),
+			pub("$KV.toolgate_calls.c1"),
+			sub("_INBOX.>"),
+			sub("_INBOX_alice.>"),
+		},
+	}
+	for role, ops := range forbidden {
+		for _, o := range ops {
+			t.Run(string(role)+"/"+o.name, func(t *testing.T) {
+				err := violation(t, s, role, "alice", o)
+				if err == nil {
+					t.Fatalf("%s as %s was allowed", o.name, role)
+				}
+				if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+					t.Fatalf("err = %v", err)
+				}
+			})
+		}
+	}
+	// Effects: nothing forged was stored.
+	_, ajs := s.ConnectAs(t, identity.RoleAdmin, "admin")
+	for stream, subject := range map[string]string{
+		bus.StreamResults:        "toolgate.result.alice.c1",
+		bus.StreamCalls:          "toolgate.call.bob.read",
+		bus.StreamApprovals:      "toolgate.approval.decision.c1",
+		"KV_" + bus.BucketPolicy: "$KV.toolgate_policy.policy",
+	} {
+		st, err := ajs.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := st.GetLastMsgForSubject(ctx, subject); !errors.Is(err, jetstream.ErrMsgNotFound) {
+			t.Errorf("%s holds a forged %s: %v %v", stream, subject, m, err)
+		}
+	}
+}
+
+// TestAllowedOperationsWork runs what each role needs, with a real
+// server, and checks each effect: an agent calls and reads its own
+// results, a worker answers and stores results, an approver reads parked
+// calls and publishes a decision, an admin pushes policy and follows
+// events.
+func TestAllowedOperationsWork(t *testing.T) {
+	s := testenv.StartAuthNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	wnc, wjs := s.ConnectAs(t, identity.RoleWorker, "worker")
+	if err := bus.Provision(ctx, wjs, bus.Config{}); err != nil {
+		t.Fatalf("worker provisions: %v", err)
+	}
+	if _, err := wnc.QueueSubscribe("toolgate.api.tools", "workers", func(m *nats.Msg) { _ = m.Respond([]byte("[]")) }); err != nil {
+		t.Fatal(err)
+	}
+	_ = wnc.Flush()
+	anc, ajs := s.ConnectAs(t, identity.RoleAgent, "alice")
+	admin, adminJS := s.ConnectAs(t, identity.RoleAdmin, "admin")
+	results, err := anc.SubscribeSync("toolgate.result.alice.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := admin.SubscribeSync("toolgate.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = anc.Flush()
+	_ = admin.Flush()
+
+	// Agent: list the tools (the worker answers its inbox), publish a call.
+	if m, err := anc.Request("toolgate.api.tools", nil, 10*time.Second); err != nil || string(m.Data) != "[]" {
+		t.Fatalf("agent lists tools: %v", err)
+	}
+	if _, err := ajs.Publish(ctx, "toolgate.call.alice.read", []byte(`{}`)); err != nil {
+		t.Fatalf("agent publishes its call: %v", err)
+	}
+	// Worker: takes it from the shared consumer, acks, stores a result.
+	cons, err := wjs.Consumer(ctx, bus.StreamCalls, bus.ConsumerWorkers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		if m.Subject() != "toolgate.call.alice.read" {
+			t.Fatalf("worker got %s", m.Subject())
+		}
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatalf("worker acks: %v", err)
+		}
+	}
+	if _, err := wjs.Publish(ctx, "toolgate.result.alice.c1", []byte("result-1")); err != nil {
+		t.Fatalf("worker publishes a result: %v", err)
+	}
+	if m, err := results.NextMsg(10 * time.Second); err != nil || string(m.Data) != "result-1" {
+		t.Fatalf("agent hears its result: %v", err)
+	}
+	// Agent: direct get of its stored result.
+	m, err := anc.Request("$JS.API.DIRECT.GET.TOOLGATE_RESULTS.toolgate.result.alice.c1", nil, 10*time.Second)
+	if err != nil || string(m.Data) != "result-1" {
+		t.Fatalf("agent direct-gets its result: %v %v", m, err)
+	}
+
+	// Approver: reads a parked call, watches the bucket, consumes requests,
+	// publishes a decision.
+	kvw, err := wjs.KeyValue(ctx, bus.BucketApprovals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kvw.Put(ctx, "call.c2", []byte(`{"parked":true}`)); err != nil {
+		t.Fatalf("worker parks a call: %v", err)
+	}
+	if _, err := wjs.Publish(ctx, "toolgate.approval.request.c2", []byte("req")); err != nil {
+		t.Fatalf("worker asks for approval: %v", err)
+	}
+	pnc, pjs := s.ConnectAs(t, identity.RoleApprover, "alice")
+	kv, err := pjs.KeyValue(ctx, bus.BucketApprovals)
+	if err != nil {
+		t.Fatalf("approver opens the approvals bucket: %v", err)
+	}
+	if e, err := kv.Get(ctx, "call.c2"); err != nil || string(e.Value()) != `{"parked":true}` {
+		t.Fatalf("approver reads a parked call: %v", err)
+	}
+	w, err := kv.Watch(ctx, "call.>")
+	if err != nil {
+		t.Fatalf("approver watches: %v", err)
+	}
+	if e := <-w.Updates(); e == nil || e.Key() != "call.c2" {
+		t.Fatalf("approver watch: %v", e)
+	}
+	_ = w.Stop()
+	pc, err := pjs.CreateOrUpdateConsumer(ctx, bus.StreamApprovals, approver.RequestsConsumer())
+	if err != nil {
+		t.Fatalf("approver's requests consumer: %v", err)
+	}
+	rb, err := pc.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range rb.Messages() {
+		if err := m.Ack(); err != nil {
+			t.Fatalf("approver acks: %v", err)
+		}
+	}
+	if err := pnc.Publish("toolgate.approval.decision.c2", []byte("decision")); err != nil {
+		t.Fatal(err)
+	}
+	if err := pnc.Flush(); err != nil || pnc.LastError() != nil {
+		t.Fatalf("approver publishes a decision: %v %v", err, pnc.LastError())
+	}
+	// Admin: pushes policy, sees the bus's traffic (here the decision).
+	pkv, err := adminJS.KeyValue(ctx, bus.BucketPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pkv.Put(ctx, "policy", []byte("default: allow")); err != nil {
+		t.Fatalf("admin pushes policy: %v", err)
+	}
+	for {
+		m, err := events.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("admin never saw the decision: %v", err)
+		}
+		if m.Subject == "toolgate.approval.decision.c2" {
+			break
+		}
+	}
+	for _, nc := range []*nats.Conn{wnc, anc, admin, pnc} {
+		if err := nc.LastError(); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+}
