@@ -75,6 +75,8 @@ func connect(o Options, ws string) (nc *nats.Conn, url string, srv *embedded.Ser
 	if creds != nil {
 		opts = append(opts, creds.NATSOptions()...)
 		fmt.Fprintf(o.Out, "toolgate: connecting as %s\n", creds)
+	} else {
+		opts = append(opts, nats.CustomInboxPrefix(identity.InboxPrefix(identity.RoleWorker, workerIdentity)))
 	}
 	nc, err = nats.Connect(url, opts...)
 	if err != nil {

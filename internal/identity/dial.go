@@ -10,13 +10,17 @@ import (
 // Dial connects to url as role name. The credentials are credsFile, else
 // $TOOLGATE_CREDS, else minted from the calling user's install (see
 // Resolve); a URL carrying a user or token authenticates with that
-// instead and creds is nil. Errors show the URL redacted.
+// instead (deploy's password accounts), creds is nil and the inbox
+// prefix is still the one the role's permissions allow. Errors show the
+// URL redacted.
 func Dial(url, credsFile string, role Role, name string, opts ...nats.Option) (nc *nats.Conn, creds *Creds, err error) {
 	if !HasUserInfo(url) || credsFile != "" {
 		if creds, err = Resolve(credsFile, role, name); err != nil {
 			return nil, nil, err
 		}
 		opts = append(opts, creds.NATSOptions()...)
+	} else if name != "" {
+		opts = append(opts, nats.CustomInboxPrefix(InboxPrefix(role, name)))
 	}
 	nc, err = nats.Connect(url, opts...)
 	if err != nil {

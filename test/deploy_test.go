@@ -1,0 +1,167 @@
+package test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/toolgate/toolgate/internal/identity"
+)
+
+var update = flag.Bool("update", false, "rewrite deploy/nats/accounts.conf from the roles' permissions")
+
+// passwordUsers are the users of deploy/nats/accounts.conf, the password
+// alternative to operator mode: role, name, password variable.
+var passwordUsers = []struct {
+	role       identity.Role
+	name, pass string
+	comment    string
+}{
+	{identity.RoleWorker, "worker", "TOOLGATE_WORKER_PASSWORD", "Workers: consume calls, publish results, provision the bus."},
+	{identity.RoleApprover, "approver", "TOOLGATE_APPROVER_PASSWORD", "The approver service: reads parked calls, publishes decisions."},
+	{identity.RoleAdmin, "admin", "TOOLGATE_ADMIN_PASSWORD", "People at toolctl: policy push, amendments, events."},
+	{identity.RoleAgent, "agent-7", "TOOLGATE_AGENT7_PASSWORD", "One block per agent: agent-7 calls tools as agent-7 only, reads only its own\n      # results, and must use the inbox prefix _INBOX_agent-7 (nats.go CustomInboxPrefix)."},
+}
+
+func quoteList(l []string) string {
+	q := make([]string, len(l))
+	for i, s := range l {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// accountsConf renders the password accounts with exactly the
+// permissions the operator-mode user JWTs carry.
+func accountsConf() string {
+	var b strings.Builder
+	b.WriteString(`# toolgate accounts with passwords, for a NATS cluster that cannot run in
+# operator mode. The recommended set-up is operator mode: ` + "`toolctl nats-config`" + `
+# writes auth.conf (see cluster-node.conf and ../README.md). Include one of
+# the two from each server's configuration, not both.
+#
+# Generated from the roles' permissions (go test ./test -run TestDeploy -update):
+# they are the ones the operator-mode user JWTs carry. Passwords come from
+# the environment of nats-server: an unquoted $VAR is looked up there
+# ("$VAR" in quotes would be the literal text). Clients put the password in
+# the URL: nats://worker:PASSWORD@node-a:4222.
+
+accounts: {
+  TOOLGATE: {
+    jetstream: enabled
+    users: [
+`)
+	for _, u := range passwordUsers {
+		p := identity.Permissions(u.role, u.name)
+		fmt.Fprintf(&b, "      # %s\n", u.comment)
+		fmt.Fprintf(&b, "      { user: %q, password: $%s,\n        permissions: {\n", u.name, u.pass)
+		fmt.Fprintf(&b, "          publish: { allow: [ %s ] }\n", quoteList(p.Pub.Allow))
+		fmt.Fprintf(&b, "          subscribe: { allow: [ %s ] }\n", quoteList(p.Sub.Allow))
+		if p.Resp != nil {
+			fmt.Fprintf(&b, "          allow_responses: { max: %d, expires: %q }\n", p.Resp.MaxMsgs, p.Resp.Expires.String())
+		}
+		b.WriteString("        } }\n\n")
+	}
+	b.WriteString(`    ]
+  }
+  SYS: { users: [ { user: sys, password: $NATS_SYS_PASSWORD } ] }
+}
+system_account: SYS
+`)
+	return b.String()
+}
+
+// TestDeployAccountsConf: deploy/nats/accounts.conf is what the roles'
+// permissions say, nats-server reads it, its passwords come from the
+// environment (not the literal "$VAR"), and each user's permissions are
+// the user JWT's.
+func TestDeployAccountsConf(t *testing.T) {
+	path := filepath.Join("..", "deploy", "nats", "accounts.conf")
+	want := accountsConf()
+	if *update {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatalf("%s is not what the permissions say; run go test ./test -run TestDeploy -update", path)
+	}
+	for _, u := range passwordUsers {
+		t.Setenv(u.pass, "pw-of-"+u.name)
+	}
+	t.Setenv("NATS_SYS_PASSWORD", "pw-of-sys")
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("nats-server cannot read %s: %v", path, err)
+	}
+	for _, u := range passwordUsers {
+		var su *server.User
+		for _, x := range opts.Users {
+			if x.Username == u.name {
+				su = x
+			}
+		}
+		if su == nil {
+			t.Fatalf("no user %s", u.name)
+		}
+		if su.Password != "pw-of-"+u.name {
+			t.Errorf("user %s: password %q is not taken from $%s", u.name, su.Password, u.pass)
+		}
+		p := identity.Permissions(u.role, u.name)
+		if !slices.Equal(su.Permissions.Publish.Allow, []string(p.Pub.Allow)) ||
+			!slices.Equal(su.Permissions.Subscribe.Allow, []string(p.Sub.Allow)) ||
+			(p.Resp == nil) != (su.Permissions.Response == nil) ||
+			p.Resp != nil && (su.Permissions.Response.MaxMsgs != p.Resp.MaxMsgs || su.Permissions.Response.Expires != p.Resp.Expires) {
+			t.Errorf("user %s: permissions differ from the user JWT's:\n%+v\n%+v", u.name, su.Permissions, p)
+		}
+	}
+}
+
+// TestDeployAuthConf: what `toolctl nats-config` writes is an include
+// nats-server reads, trusting the install's operator, with both accounts
+// preloaded, and the creds beside it are the install's users.
+func TestDeployAuthConf(t *testing.T) {
+	dir := t.TempDir()
+	o, e, code := (&process{}).toolctl(t, "nats-config", "--out", dir)
+	if code != 0 {
+		t.Fatalf("nats-config: %d\n%s\n%s", code, o, e)
+	}
+	in, err := identity.LoadInstall()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := filepath.Join(dir, "node.conf")
+	writeFile(t, node, "listen: 127.0.0.1:-1\njetstream { store_dir: "+fmt.Sprintf("%q", filepath.Join(dir, "js"))+" }\ninclude ./auth.conf\n")
+	opts, err := server.ProcessConfigFile(node)
+	if err != nil {
+		t.Fatalf("nats-server cannot read the include: %v", err)
+	}
+	if len(opts.TrustedOperators) != 1 || opts.TrustedOperators[0].Subject != in.OperatorPublicKey || opts.SystemAccount != in.SystemPublicKey {
+		t.Fatalf("auth.conf trusts %+v, system account %s", opts.TrustedOperators, opts.SystemAccount)
+	}
+	for _, r := range []identity.Role{identity.RoleWorker, identity.RoleApprover, identity.RoleAdmin} {
+		f := filepath.Join(dir, string(r)+".creds")
+		fi, err := os.Stat(f)
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v", f, fi, err)
+		}
+		c, err := identity.LoadCreds(f)
+		if err != nil || c.Role != r || c.Account != in.AccountPublicKey {
+			t.Fatalf("%s: %+v %v", f, c, err)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "auth.conf"))
+	if nkeySeed.Match(b) {
+		t.Fatal("auth.conf holds a seed")
+	}
+}
