@@ -22,7 +22,7 @@ const workerIdentity = "worker"
 // connects as the worker, refusing state the served workspace reaches.
 // srv is nil when an outside server is used.
 func connect(o Options, ws string) (nc *nats.Conn, url string, srv *embedded.Server, err error) {
-	state, err := identity.StateDir()
+	state, err := identity.StatePath()
 	if err != nil {
 		return nil, "", nil, err
 	}

@@ -95,6 +95,18 @@ const EnvCreds = "TOOLGATE_CREDS"
 // install's keys, credentials, the approver's state and, by default, the
 // embedded server's store.
 func StateDir() (string, error) {
+	dir, err := StatePath()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	return dir, nil
+}
+
+// StatePath is StateDir's path, without creating it.
+func StatePath() (string, error) {
 	dir := os.Getenv(EnvStateDir)
 	if dir == "" {
 		if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
@@ -109,9 +121,6 @@ func StateDir() (string, error) {
 	}
 	dir, err := filepath.Abs(dir)
 	if err != nil {
-		return "", fmt.Errorf("state directory: %w", err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("state directory: %w", err)
 	}
 	return dir, nil
