@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -91,9 +92,15 @@ func env(name, def string) string {
 	return def
 }
 
-// localTokens is the token file an approver started with no flags in this
-// directory creates.
-const localTokens = ".toolgate/approver/tokens"
+// localTokens is the token file an approver started with no flags by the
+// same OS user creates, in the state directory.
+func localTokens() string {
+	dir, err := identity.StatePath()
+	if err != nil {
+		return filepath.Join("$XDG_STATE_HOME", "toolgate", "approver", "tokens")
+	}
+	return filepath.Join(dir, "approver", "tokens")
+}
 
 // firstToken reads the first `<identity> <token>` line of a token file.
 func firstToken(path string) (identity, token string) {
@@ -114,7 +121,7 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("approvals "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	base := fs.String("approver", env("TOOLGATE_APPROVER", DefaultApprover), "approver service URL")
-	token := fs.String("token", os.Getenv("TOOLGATE_TOKEN"), "approver token (default $TOOLGATE_TOKEN, else the first token of "+localTokens+")")
+	token := fs.String("token", os.Getenv("TOOLGATE_TOKEN"), "approver token (default $TOOLGATE_TOKEN, else the first token of "+localTokens()+")")
 	asJSON := fs.Bool("json", false, "print JSON")
 	comment := fs.String("comment", "", "comment on an approval")
 	reason := fs.String("reason", "", "why the call is rejected (required for reject)")
@@ -127,13 +134,13 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 	if *token == "" {
 		// Zero-config on one machine: the approver started here wrote its
 		// token file; use it as that person.
-		who, tok := firstToken(localTokens)
+		who, tok := firstToken(localTokens())
 		if tok == "" {
-			fmt.Fprintln(stderr, "no token: pass --token or set TOOLGATE_TOKEN (or run where the approver keeps "+localTokens+")")
+			fmt.Fprintln(stderr, "no token: pass --token or set TOOLGATE_TOKEN (or run as the user whose approver keeps "+localTokens()+")")
 			return 2
 		}
 		*token = tok
-		fmt.Fprintf(stderr, "acting as %s (token from %s)\n", who, localTokens)
+		fmt.Fprintf(stderr, "acting as %s (token from %s)\n", who, localTokens())
 	}
 	c := &apiClient{base: strings.TrimSuffix(*base, "/"), token: *token, http: &http.Client{Timeout: 30 * time.Second}}
 	needID := func() (string, bool) {
