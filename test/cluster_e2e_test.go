@@ -1,0 +1,268 @@
+package test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/internal/approver"
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/toolctl"
+	"github.com/toolgate/toolgate/pkg/client"
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// clusterNode is one nats-server of the test cluster, configured from
+// deploy/nats/cluster-node.conf with the edits its comment asks for.
+type clusterNode struct {
+	name, conf string
+	srv        *server.Server
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// nodeConf is deploy/nats/cluster-node.conf for one node: its name,
+// loopback ports, store dir and routes; everything else as shipped,
+// including the include of auth.conf.
+func nodeConf(t *testing.T, shipped, name string, port, cport int, store string, routes map[string]int) string {
+	t.Helper()
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(shipped))
+	for sc.Scan() {
+		l := sc.Text()
+		trim := strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(trim, "server_name:"):
+			l = "server_name: " + name
+		case strings.HasPrefix(trim, "listen: 0.0.0.0:4222"):
+			l = fmt.Sprintf("listen: 127.0.0.1:%d", port)
+		case strings.HasPrefix(trim, "http:"):
+			l = "" // no monitoring port in tests
+		case strings.HasPrefix(trim, "store_dir:"):
+			l = fmt.Sprintf("  store_dir: %q", store)
+		case strings.HasPrefix(trim, "listen: 0.0.0.0:6222"):
+			l = fmt.Sprintf("  listen: 127.0.0.1:%d", cport)
+		case strings.HasPrefix(trim, "nats-route://node-"):
+			n := strings.TrimSuffix(strings.TrimPrefix(trim, "nats-route://"), ":6222")
+			l = fmt.Sprintf("    nats-route://127.0.0.1:%d", routes[n])
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n") + "\n"
+}
+
+func (n *clusterNode) start(t *testing.T) {
+	t.Helper()
+	opts, err := server.ProcessConfigFile(n.conf)
+	if err != nil {
+		t.Fatalf("%s: %v", n.name, err)
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("%s: %v", n.name, err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		t.Fatalf("%s not ready", n.name)
+	}
+	n.srv = s
+}
+
+// TestClusterFromDeployFiles starts a 3-node JetStream cluster from the
+// deploy/ files as shipped (auth.conf from toolctl nats-config), two
+// workers with --replicas 3 and the approver on their creds, and two
+// agents with minted creds; it stops the node leading the calls stream in
+// the middle of the load and starts it again. Every call gets its result,
+// no call runs twice, and agent A cannot hear agent B's results.
+func TestClusterFromDeployFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 3-node cluster")
+	}
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	shipped, err := os.ReadFile(filepath.Join("..", "deploy", "nats", "cluster-node.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := stateTempDir(t)
+	if o, e, code := (&process{}).toolctl(t, "nats-config", "--out", cfg); code != 0 {
+		t.Fatalf("nats-config: %s %s", o, e)
+	}
+	auth, _ := os.ReadFile(filepath.Join(cfg, "auth.conf"))
+	names := []string{"node-a", "node-b", "node-c"}
+	ports, cports := map[string]int{}, map[string]int{}
+	for _, n := range names {
+		ports[n], cports[n] = freePort(t), freePort(t)
+	}
+	var nodes []*clusterNode
+	var urls []string
+	for _, n := range names {
+		dir := stateTempDir(t)
+		writeFile(t, filepath.Join(dir, "auth.conf"), string(auth))
+		conf := filepath.Join(dir, "node.conf")
+		writeFile(t, conf, nodeConf(t, string(shipped), n, ports[n], cports[n], filepath.Join(dir, "js"), cports))
+		nodes = append(nodes, &clusterNode{name: n, conf: conf})
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[n]))
+	}
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); n.start(t) }()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.srv.Shutdown()
+			n.srv.WaitForShutdown()
+		}
+	})
+	url := strings.Join(urls, ",")
+
+	ws := newWorkspace(t)
+	if os.Getuid() == 0 { // bash runs as the workspace's owner, never root
+		if err := os.Chown(ws, 1000, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, pol, "tools:\n  default: allow\n")
+	var logs capture
+	for i := range 2 {
+		startProcess(t, ws, func(o *daemon.Options) {
+			o.NATSURL, o.Creds, o.Replicas, o.PolicyFile = url, filepath.Join(cfg, "worker.creds"), 3, pol
+			o.Name = fmt.Sprintf("w%d", i)
+			o.Logger = logs.logger()
+		})
+	}
+	actx, acancel := context.WithCancel(context.Background())
+	adone := make(chan error, 1)
+	go func() {
+		adone <- approver.Serve(actx, approver.Options{NATSURL: url, Creds: filepath.Join(cfg, "approver.creds"),
+			Listen: "127.0.0.1:0", DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard})
+	}()
+	defer func() { acancel(); <-adone }()
+
+	agents := map[string]*client.Client{}
+	var conns = map[string]*nats.Conn{}
+	for _, a := range []string{"agent-a", "agent-b"} {
+		f := filepath.Join(t.TempDir(), a+".creds")
+		if _, e, code := (&process{}).toolctl(t, "creds", "agent", a, "--out", f); code != toolctl.ExitOK {
+			t.Fatal(e)
+		}
+		name, opts, err := client.Credentials(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := nats.Connect(url, append(opts, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		conns[a] = nc
+		agents[a], _ = client.New(nc, name)
+	}
+	if _, err := conns["agent-a"].SubscribeSync("toolgate.result.agent-b.>"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conns["agent-a"].Flush()
+	if err := conns["agent-a"].LastError(); !errors.Is(err, nats.ErrPermissionViolation) {
+		t.Fatalf("agent-a subscribing to agent-b's results: %v", err)
+	}
+
+	const perAgent = 25
+	type outcome struct {
+		id  string
+		res *events.ResultData
+		err error
+	}
+	outcomes := make(chan outcome, 2*perAgent)
+	started := make(chan struct{}, 2*perAgent)
+	for a, c := range agents {
+		for i := range perAgent {
+			go func() {
+				id := fmt.Sprintf("%s-%d", a, i)
+				started <- struct{}{}
+				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+				defer cancel()
+				r, err := c.Call(ctx, "bash", map[string]any{"command": "echo " + id + " >> runs.log"}, client.WithID(id))
+				outcomes <- outcome{id, r, err}
+			}()
+		}
+	}
+	// Mid-load: once a third of the calls finished, stop the calls
+	// stream's leader and start it again.
+	var got []outcome
+	for len(got) < 2*perAgent/3 {
+		got = append(got, <-outcomes)
+	}
+	var leader *clusterNode
+	for _, n := range nodes {
+		if n.srv.JetStreamIsStreamLeader(mustAccount(t, cfg), bus.StreamCalls) {
+			leader = n
+		}
+	}
+	if leader == nil {
+		t.Fatal("no leader of the calls stream")
+	}
+	leader.srv.Shutdown()
+	leader.srv.WaitForShutdown()
+	for len(got) < 2*perAgent-perAgent/2 {
+		got = append(got, <-outcomes)
+	}
+	leader.start(t)
+	for len(got) < 2*perAgent {
+		got = append(got, <-outcomes)
+	}
+	for _, o := range got {
+		if o.err != nil || o.res.Status != events.StatusOK {
+			t.Errorf("call %s: %+v %v", o.id, o.res, o.err)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(ws, "runs.log"))
+	runs := map[string]int{}
+	for _, l := range strings.Fields(string(b)) {
+		runs[l]++
+	}
+	for _, o := range got {
+		if runs[o.id] != 1 {
+			t.Errorf("call %s ran %d times", o.id, runs[o.id])
+		}
+	}
+	if len(runs) != 2*perAgent {
+		t.Errorf("%d distinct calls ran, want %d", len(runs), 2*perAgent)
+	}
+	t.Logf("stopped and restarted %s, the calls stream's leader, after %d of %d calls", leader.name, 2*perAgent/3, 2*perAgent)
+}
+
+func mustAccount(t *testing.T, cfg string) string {
+	t.Helper()
+	c, err := identity.LoadCreds(filepath.Join(cfg, "worker.creds"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Account
+}
