@@ -128,20 +128,15 @@ func TestClusterFromDeployFiles(t *testing.T) {
 		nodes = append(nodes, &clusterNode{name: n, conf: conf})
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[n]))
 	}
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Add(1)
-		go func() { defer wg.Done(); n.start(t) }()
-	}
-	wg.Wait()
 	t.Cleanup(func() {
 		for _, n := range nodes {
-			n.srv.Shutdown()
-			n.srv.WaitForShutdown()
+			if n.srv != nil {
+				n.srv.Shutdown()
+				n.srv.WaitForShutdown()
+			}
 		}
 	})
 	url := strings.Join(urls, ",")
-
 	ws := newWorkspace(t)
 	if os.Getuid() == 0 { // bash runs as the workspace's owner, never root
 		if err := os.Chown(ws, 1000, 1000); err != nil {
@@ -150,14 +145,38 @@ func TestClusterFromDeployFiles(t *testing.T) {
 	}
 	pol := filepath.Join(t.TempDir(), "policy.yaml")
 	writeFile(t, pol, "tools:\n  default: allow\n")
-	var logs capture
-	for i := range 2 {
-		startProcess(t, ws, func(o *daemon.Options) {
+	workerOpts := func(i int, log *slog.Logger) func(o *daemon.Options) {
+		return func(o *daemon.Options) {
 			o.NATSURL, o.Creds, o.Replicas, o.PolicyFile = url, filepath.Join(cfg, "worker.creds"), 3, pol
-			o.Name = fmt.Sprintf("w%d", i)
-			o.Logger = logs.logger()
-		})
+			o.Name, o.Logger = fmt.Sprintf("w%d", i), log
+		}
 	}
+
+	// The first worker starts while only node-a is up: it waits, saying
+	// what for, and provisions once the cluster has formed.
+	nodes[0].start(t)
+	waiting := &signalWriter{match: "waiting for JetStream", ch: make(chan struct{})}
+	w0 := make(chan *process, 1)
+	go func() { w0 <- startProcess(t, ws, workerOpts(0, slog.New(slog.NewTextHandler(waiting, nil)))) }()
+	select {
+	case <-waiting.ch:
+	case p := <-w0:
+		t.Fatalf("a worker provisioned replicas 3 on one node:\n%s", p.out)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the worker never said what it waits for")
+	}
+	var wg sync.WaitGroup
+	for _, n := range nodes[1:] {
+		wg.Add(1)
+		go func() { defer wg.Done(); n.start(t) }()
+	}
+	wg.Wait()
+	select {
+	case <-w0:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the first worker did not start once the cluster formed")
+	}
+	startProcess(t, ws, workerOpts(1, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	actx, acancel := context.WithCancel(context.Background())
 	adone := make(chan error, 1)
 	go func() {
@@ -265,4 +284,18 @@ func mustAccount(t *testing.T, cfg string) string {
 		t.Fatal(err)
 	}
 	return c.Account
+}
+
+// signalWriter closes ch the first time a write contains match.
+type signalWriter struct {
+	match string
+	ch    chan struct{}
+	once  sync.Once
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.match) {
+		w.once.Do(func() { close(w.ch) })
+	}
+	return len(p), nil
 }
