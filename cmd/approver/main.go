@@ -35,6 +35,7 @@ func main() {
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8470", "HTTP address of the page and API")
 	fs.StringVar(&o.TokenFile, "token-file", "", "file of `<identity> <token>` lines (default <data>/tokens, created with one token when missing)")
 	fs.StringVar(&o.DataDir, "data", ".toolgate/approver", "directory of the signing key (created on first start)")
+	fs.StringVar(&o.Creds, "creds", os.Getenv("TOOLGATE_CREDS"), "approver credentials (.creds, role approver): decisions are signed with them (env TOOLGATE_CREDS); without, with <data>/approver.nk, which workers must pin")
 	fs.StringVar(&o.Name, "name", "", "service name in events (default host name)")
 	fs.StringVar(&o.PublicURL, "public-url", "", "URL people reach the page at, for links in notifications (default http://<listen>)")
 	fs.Var(&hooks, "webhook", "URL notified of every approval request with signed JSON (repeatable)")

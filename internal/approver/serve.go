@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/trust"
 )
 
 // Options is the approver command's configuration.
@@ -29,8 +30,13 @@ type Options struct {
 	// TokenFile holds `<identity> <token>` lines; default <DataDir>/tokens,
 	// created with one token for $USER when missing.
 	TokenFile string
-	// DataDir holds the signing key (approver.nk); default .toolgate/approver.
+	// DataDir holds the signing key (approver.nk) used when there are no
+	// credentials; default .toolgate/approver.
 	DataDir string
+	// Creds is the approver's NATS .creds file (role approver): decisions
+	// are signed with its key and carry its JWT. Empty signs with
+	// approver.nk, a key the workers must pin (--trusted-approvers).
+	Creds string
 	// Name names the service (default the host name).
 	Name string
 	// PublicURL is the page's URL as people reach it (for links in
@@ -90,11 +96,11 @@ func Serve(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	key, err := LoadOrCreateKey(o.DataDir)
+	signer, err := signingKey(o)
 	if err != nil {
 		return err
 	}
-	cfg := Config{Name: o.Name, Tokens: tokens, Key: key, Logger: o.Logger}
+	cfg := Config{Name: o.Name, Tokens: tokens, Key: signer.Key, UserJWT: signer.JWT, Logger: o.Logger}
 	secret := func(path, what string) (string, error) {
 		if path == "" {
 			return "", nil
@@ -181,6 +187,23 @@ func Serve(ctx context.Context, o Options) error {
 	defer scancel()
 	_ = hs.Shutdown(sctx) // open event streams end with the timeout
 	return nil
+}
+
+// signingKey is the key decisions are signed with: the credentials' when
+// given, else approver.nk in the data directory.
+func signingKey(o Options) (trust.Signer, error) {
+	if o.Creds != "" {
+		s, err := trust.LoadCreds(o.Creds)
+		if err != nil {
+			return trust.Signer{}, fmt.Errorf("approver: %w", err)
+		}
+		return s, nil
+	}
+	key, err := LoadOrCreateKey(o.DataDir)
+	if err != nil {
+		return trust.Signer{}, err
+	}
+	return trust.Signer{Key: key}, nil
 }
 
 // loadPairs reads `<identity> <value>` lines into value → identity.
