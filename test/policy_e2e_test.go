@@ -14,6 +14,8 @@ import (
 
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/toolctl"
+	"github.com/toolgate/toolgate/internal/trust"
+	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -147,19 +149,24 @@ func TestPolicyFileIsEnforcedAndHotReloaded(t *testing.T) {
 func TestPolicyPushReachesTheFleet(t *testing.T) {
 	ws := newWorkspace(t)
 	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
-	p := startProcess(t, ws, nil)
+	acct := trusttest.NewAccount(t)
+	p := startProcess(t, ws, func(o *daemon.Options) { o.TrustedAccounts = []string{acct.Public} })
+	admin := trusttest.CredsFile(t, acct.User(t, "admin", trust.RoleAdmin, 0))
 	c := p.client(t, "agent-q")
 	if r := call(t, c, "read", `{"path":"README.md"}`); r.Status != events.StatusOK {
 		t.Fatalf("default policy: %+v", r)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	_ = os.WriteFile(bad, []byte("tools: [1, 2]\n"), 0o644)
-	if _, errOut, code := p.toolctl(t, "policy", "push", bad); code == toolctl.ExitOK || !strings.Contains(errOut, "not pushed") {
+	if _, errOut, code := p.toolctl(t, "policy", "push", bad, "--creds", admin); code == toolctl.ExitOK || !strings.Contains(errOut, "not pushed") {
 		t.Fatalf("pushing an invalid policy: code %d, %s", code, errOut)
 	}
 	good := filepath.Join(t.TempDir(), "policy.yaml")
 	_ = os.WriteFile(good, []byte("tools:\n  default: allow\n  read:\n    action: deny\n"), 0o644)
-	out, errOut, code := p.toolctl(t, "policy", "push", good)
+	if _, errOut, code := p.toolctl(t, "policy", "push", good); code == toolctl.ExitOK || !strings.Contains(errOut, "--creds") {
+		t.Fatalf("pushing without credentials: code %d, %s", code, errOut)
+	}
+	out, errOut, code := p.toolctl(t, "policy", "push", good, "--creds", admin)
 	if code != toolctl.ExitOK || !strings.Contains(out, "revision") {
 		t.Fatalf("push: %d %s %s", code, out, errOut)
 	}

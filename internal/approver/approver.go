@@ -503,7 +503,7 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 			return Result{}, fmt.Errorf("%w: %v", ErrBadDecision, err)
 		}
 	}
-	if h := approval.ArgsHash(p.Agent, p.Tool, p.Arguments); h != p.ArgsSHA256 {
+	if h := approval.ArgsHash(p.Agent, p.Tool, p.Arguments); h != p.ArgsSHA256 && in.Outcome != approval.Reject {
 		return Result{}, fmt.Errorf("%w: the stored arguments of call %s were altered after parking (they hash to %s, not %s)", ErrBadDecision, callID, h, p.ArgsSHA256)
 	}
 	d := &approval.Decision{CallID: callID, ArgsSHA256: p.ArgsSHA256, Outcome: in.Outcome, Approver: identity, SignerJWT: s.cfg.UserJWT,

@@ -95,6 +95,9 @@ func (w *Worker) Resume(ctx context.Context, p *approval.Parked, o approval.Outc
 	case papproval.Rejected:
 		res.Status, res.IsError = events.StatusRejected, true
 		res.Output = fmt.Sprintf("rejected by %s: %s", who, o.Reason)
+		if who == "" {
+			res.Output = "rejected: " + o.Reason
+		}
 	case papproval.Expired:
 		res.Status, res.IsError = events.StatusExpired, true
 		res.Output = "expired: no decision before " + p.ExpiresAt.UTC().Format(time.RFC3339)
