@@ -36,6 +36,7 @@ const tokenFile = `# identity token
 alice alice-token-0123456789
 bob   bob-token-0123456789ab
 agent-7 agent-token-0123456789
+AGENT_7 agentcase-token-0123456789
 `
 
 // stack is a real embedded NATS server, a worker-side Manager whose resume
@@ -194,6 +195,7 @@ func TestAPIStatuses(t *testing.T) {
 		{"answer to an approval", "POST", "/api/approvals/call-1/answer", alice, `{"answer":"yes"}`, 400},
 		{"unknown verb", "POST", "/api/approvals/call-1/maybe", alice, `{}`, 404},
 		{"agent approves its own call", "POST", "/api/approvals/call-1/approve", agent, `{}`, 403},
+		{"token named as the agent in another spelling", "POST", "/api/approvals/call-1/approve", "agentcase-token-0123456789", `{}`, 403},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
