@@ -240,7 +240,6 @@ func (m *Manager) apply(p *Parked, d *approval.Decision) bool {
 			if a.AlwaysAllow != nil {
 				am := *a.AlwaysAllow
 				grant := a
-				grant.AlwaysAllow = a.AlwaysAllow
 				am.CallID, am.CreatedBy, am.CreatedAt, am.Grant = p.CallID, nil, now, &grant
 				if am.Comment == "" {
 					am.Comment = a.Comment

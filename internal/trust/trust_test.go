@@ -136,3 +136,19 @@ func FuzzFold(f *testing.F) {
 		}
 	})
 }
+
+func FuzzKey(f *testing.F) {
+	acct := trusttest.NewAccount(f)
+	s := acct.User(f, "desk", trust.RoleApprover, 0)
+	pub, _ := s.Key.PublicKey()
+	f.Add(pub, s.JWT)
+	f.Add("U", "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.e30.x")
+	other := trusttest.NewAccount(f)
+	v, _ := trust.NewVerifier([]string{other.Public}, nil)
+	f.Fuzz(func(t *testing.T, key, tok string) {
+		// Only JWTs of the trusted account (other) may pass; none is given.
+		if id, err := v.Key(key, tok, trust.RoleApprover, trust.RoleAdmin, trust.RoleWorker, trust.RoleAgent); err == nil {
+			t.Fatalf("trusted %s without a JWT of the trusted account", id)
+		}
+	})
+}
