@@ -20,6 +20,8 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/trust"
+	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -38,14 +40,28 @@ const aliceToken = "alice-e2e-token-0123456789"
 type approvalStack struct {
 	worker *process
 	url    string // approver HTTP base URL
+	// acct is the install's account; approver holds the approver's
+	// credentials it issued.
+	acct     *trusttest.Account
+	approver trust.Signer
 }
 
 func startApprovalStack(t *testing.T) *approvalStack {
 	t.Helper()
+	return startApprovalStackWith(t, askWrites)
+}
+
+// startApprovalStackWith starts a worker following policyDoc, trusting the
+// approvers of its install (the default), and an approver service holding
+// that install's approver credentials, as an install sets them up.
+func startApprovalStackWith(t *testing.T, policyDoc string) *approvalStack {
+	t.Helper()
 	ws := newWorkspace(t)
 	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	writeFile(t, pol, askWrites)
+	writeFile(t, pol, policyDoc)
+	acct := installAccount(t)
 	w := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile = pol })
+	creds := installUser(t, identity.RoleApprover, "approver")
 
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
@@ -54,7 +70,7 @@ func startApprovalStack(t *testing.T) *approvalStack {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- approver.Serve(ctx, approver.Options{NATSURL: w.url, Listen: "127.0.0.1:0", TokenFile: tokens,
+		done <- approver.Serve(ctx, approver.Options{NATSURL: w.url, Listen: "127.0.0.1:0", TokenFile: tokens, Creds: trusttest.CredsFile(t, creds),
 			DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard,
 			Ready: func(addr string) { ready <- addr }})
 	}()
@@ -66,7 +82,7 @@ func startApprovalStack(t *testing.T) *approvalStack {
 	})
 	select {
 	case addr := <-ready:
-		return &approvalStack{worker: w, url: "http://" + addr}
+		return &approvalStack{worker: w, url: "http://" + addr, acct: acct, approver: creds}
 	case err := <-done:
 		t.Fatalf("approver exited at start: %v", err)
 	case <-time.After(60 * time.Second):

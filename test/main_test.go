@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/trust"
+	"github.com/toolgate/toolgate/internal/trust/trusttest"
 )
 
 // TestMain gives the tests a state directory of their own, so keys and
@@ -41,4 +43,31 @@ func stateTempDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// installAccount is the tests' install (the keys in their state
+// directory) as a trusttest.Account: the account every worker started by
+// the tests trusts by default, since it issued the worker's credentials.
+func installAccount(t *testing.T) *trusttest.Account {
+	t.Helper()
+	in, err := identity.LoadInstall()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &trusttest.Account{Operator: in.Operator, Key: in.Account, Public: in.AccountPublicKey, JWT: in.AccountJWT}
+}
+
+// installUser mints credentials of the tests' install for role and name,
+// with the role's permissions, as `toolctl creds` does.
+func installUser(t *testing.T, role identity.Role, name string) trust.Signer {
+	t.Helper()
+	in, err := identity.LoadInstall()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := in.MintCreds(role, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return trust.Signer{Key: c.Key, JWT: c.JWT}
 }

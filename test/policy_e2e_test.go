@@ -13,6 +13,7 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/toolctl"
+	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -148,18 +149,23 @@ func TestPolicyPushReachesTheFleet(t *testing.T) {
 	ws := newWorkspace(t)
 	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
 	p := startProcess(t, ws, nil)
+	admin := trusttest.CredsFile(t, installUser(t, identity.RoleAdmin, "admin"))
+	agent := trusttest.CredsFile(t, installUser(t, identity.RoleAgent, "agent-q"))
 	c := p.client(t, "agent-q")
 	if r := call(t, c, "read", `{"path":"README.md"}`); r.Status != events.StatusOK {
 		t.Fatalf("default policy: %+v", r)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	_ = os.WriteFile(bad, []byte("tools: [1, 2]\n"), 0o644)
-	if _, errOut, code := p.toolctl(t, "policy", "push", bad); code == toolctl.ExitOK || !strings.Contains(errOut, "not pushed") {
+	if _, errOut, code := p.toolctl(t, "policy", "push", bad, "--creds", admin); code == toolctl.ExitOK || !strings.Contains(errOut, "not pushed") {
 		t.Fatalf("pushing an invalid policy: code %d, %s", code, errOut)
 	}
 	good := filepath.Join(t.TempDir(), "policy.yaml")
 	_ = os.WriteFile(good, []byte("tools:\n  default: allow\n  read:\n    action: deny\n"), 0o644)
-	out, errOut, code := p.toolctl(t, "policy", "push", good)
+	if _, errOut, code := p.toolctl(t, "policy", "push", good, "--creds", agent); code == toolctl.ExitOK || !strings.Contains(errOut, "admin") {
+		t.Fatalf("pushing with an agent's credentials: code %d, %s", code, errOut)
+	}
+	out, errOut, code := p.toolctl(t, "policy", "push", good, "--creds", admin)
 	if code != toolctl.ExitOK || !strings.Contains(out, "revision") {
 		t.Fatalf("push: %d %s %s", code, out, errOut)
 	}

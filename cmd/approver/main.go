@@ -35,7 +35,7 @@ func main() {
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8470", "HTTP address of the page and API")
 	fs.StringVar(&o.TokenFile, "token-file", "", "file of `<identity> <token>` lines (default <data>/tokens, created with one token when missing)")
 	fs.StringVar(&o.DataDir, "data", "", "directory of the signing key and token file (default $XDG_STATE_HOME/toolgate/approver; created on first start)")
-	fs.StringVar(&o.Creds, "creds", os.Getenv("TOOLGATE_CREDS"), "NATS credentials file (env TOOLGATE_CREDS; default minted from the state directory's keys)")
+	fs.StringVar(&o.Creds, "creds", os.Getenv("TOOLGATE_CREDS"), "approver credentials (.creds, role approver): it connects with them and signs decisions with their key (env TOOLGATE_CREDS; default minted from the state directory's keys)")
 	fs.StringVar(&o.Name, "name", "", "service name in events (default host name)")
 	fs.StringVar(&o.PublicURL, "public-url", "", "URL people reach the page at, for links in notifications (default http://<listen>)")
 	fs.Var(&hooks, "webhook", "URL notified of every approval request with signed JSON (repeatable)")

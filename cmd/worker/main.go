@@ -30,7 +30,7 @@ func main() {
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 0, "how long running calls may finish on SIGTERM (default 30s)")
 	fs.IntVar(&o.Replicas, "replicas", 1, "stream replicas when provisioning a JetStream cluster")
 	fs.Var(&o.Sandbox, "sandbox", "bash isolation: auto (bubblewrap when installed), require (refuse to start without it), off")
-	trusted := fs.String("trusted-approvers", os.Getenv("TOOLGATE_TRUSTED_APPROVERS"), "comma-separated nkey public keys (U...) of approver services whose decisions are accepted (env TOOLGATE_TRUSTED_APPROVERS); empty trusts approvers registered on the bus")
+	trusted := fs.String("trusted-approvers", os.Getenv("TOOLGATE_TRUSTED_APPROVERS"), "comma-separated nkey public keys (U...) of approver services whose decisions are accepted besides the approvers this install created (env TOOLGATE_TRUSTED_APPROVERS); a key merely registered on the bus never counts")
 	_ = fs.Parse(os.Args[1:])
 	for _, k := range strings.Split(*trusted, ",") {
 		if k = strings.TrimSpace(k); k != "" {

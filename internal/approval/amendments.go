@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/pkg/approval"
+	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
 )
 
@@ -71,11 +73,18 @@ func RevokeAmendment(ctx context.Context, kv jetstream.KeyValue, id string) erro
 // is never missed for long.
 var amendmentsResync = 10 * time.Second
 
+// AmendmentVerifier decides whether a stored amendment may take effect;
+// *Manager is one (Manager.VerifyAmendment).
+type AmendmentVerifier interface {
+	VerifyAmendment(ctx context.Context, a approval.Amendment) error
+}
+
 // WatchAmendments calls fn with the active amendments in the policy bucket
-// kv once they are loaded and again after every change (and whenever one
-// expires), until ctx ends. Calls to fn do not overlap. A record that does
-// not decode is logged and left out.
-func WatchAmendments(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger, fn func([]approval.Amendment)) error {
+// kv that verify passes, once they are loaded and again after every change
+// (and whenever one expires), until ctx ends. Calls to fn do not overlap.
+// A record that does not decode is logged and left out; so is one verify
+// refuses (a nil verify refuses every amendment).
+func WatchAmendments(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger, verify AmendmentVerifier, fn func([]approval.Amendment)) error {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -85,9 +94,17 @@ func WatchAmendments(ctx context.Context, kv jetstream.KeyValue, log *slog.Logge
 		now := time.Now()
 		var active []approval.Amendment
 		for _, a := range all {
-			if a.Active(now) {
-				active = append(active, a)
+			if !a.Active(now) {
+				continue
 			}
+			if verify == nil {
+				log.Error("amendment refused: nothing to verify it with", "amendment", a.ID)
+				continue
+			}
+			if err := verify.VerifyAmendment(ctx, a); err != nil {
+				continue // the verifier says why, once
+			}
+			active = append(active, a)
 		}
 		sortAmendments(active)
 		fn(active)
@@ -240,6 +257,70 @@ func PolicyAmendments(as []approval.Amendment) []policy.Amendment {
 
 // WatchPolicyAmendments is WatchAmendments handing fn the gate's form, so a
 // worker can pass gate.SetAmendments directly.
-func WatchPolicyAmendments(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger, fn func([]policy.Amendment)) error {
-	return WatchAmendments(ctx, kv, log, func(as []approval.Amendment) { fn(PolicyAmendments(as)) })
+func WatchPolicyAmendments(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger, verify AmendmentVerifier, fn func([]policy.Amendment)) error {
+	return WatchAmendments(ctx, kv, log, verify, func(as []approval.Amendment) { fn(PolicyAmendments(as)) })
+}
+
+// ErrUnsignedAmendment: an amendment carries no approval that verifies.
+var ErrUnsignedAmendment = errors.New("amendment is not backed by a signed approval")
+
+// VerifyAmendment lets an amendment take effect only when it carries the
+// signed approval that asked for it (Grant): a signature that verifies, by
+// a key that may approve (as for decisions), an approval of the call the
+// amendment names, whose always_allow is exactly the amendment's scope.
+// The first refusal of each stored amendment is logged and published as a
+// dev.toolgate.policy.rejected.v1 event.
+func (m *Manager) VerifyAmendment(ctx context.Context, a approval.Amendment) error {
+	err := m.verifyAmendment(ctx, &a)
+	m.mu.Lock()
+	if m.amendRefused == nil {
+		m.amendRefused = map[string]string{}
+	}
+	key := a.ID + "\x00" + a.CreatedAt.String()
+	_, told := m.amendRefused[key]
+	if err == nil {
+		delete(m.amendRefused, key)
+	} else {
+		m.amendRefused[key] = err.Error()
+	}
+	m.mu.Unlock()
+	if err != nil && !told {
+		m.log.Error("amendment refused; it does not take effect", "amendment", a.ID, "agent", a.Agent, "tool", a.Tool, "err", err)
+		msg, merr := events.NewMessage(events.PolicyChangeSubject, "amendment-refused-"+a.ID+"-"+strconv.FormatInt(m.now().UnixNano(), 10),
+			"toolgate://worker/"+m.opts.Name, events.TypePolicyRejected,
+			events.PolicyChangeData{Source: "kv:" + approval.AmendmentKeyPrefix + a.ID, Errors: []string{err.Error()}, Worker: m.opts.Name})
+		if merr == nil {
+			_, merr = m.js.PublishMsg(ctx, msg)
+		}
+		if merr != nil {
+			m.log.Warn("publish amendment refusal", "amendment", a.ID, "err", merr)
+		}
+	}
+	return err
+}
+
+func (m *Manager) verifyAmendment(ctx context.Context, a *approval.Amendment) error {
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	g := a.Grant
+	if g == nil {
+		return fmt.Errorf("%w: %s carries no approval", ErrUnsignedAmendment, a.ID)
+	}
+	if err := g.VerifySignature(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnsignedAmendment, err)
+	}
+	signer, err := m.Signer(ctx, g)
+	if err != nil {
+		return fmt.Errorf("%w: %w: %w", ErrUnsignedAmendment, approval.ErrUntrustedKey, err)
+	}
+	switch {
+	case g.Outcome != approval.Approve || g.AlwaysAllow == nil:
+		return fmt.Errorf("%w: the signed decision is not an approval asking for it", ErrUnsignedAmendment)
+	case g.CallID != a.CallID:
+		return fmt.Errorf("%w: approval of call %q, amendment of call %q", ErrUnsignedAmendment, g.CallID, a.CallID)
+	case !g.AlwaysAllow.SameScope(a):
+		return fmt.Errorf("%w: the amendment's scope is not the one %q signed", ErrUnsignedAmendment, g.Approver)
+	}
+	return selfApproval(a.Agent, g, signer)
 }

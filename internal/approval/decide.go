@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -31,6 +33,9 @@ var (
 	ErrLate = errors.New("decision arrived after the deadline")
 	// ErrWrongOutcome: approve/reject for a question, or answer for an approval.
 	ErrWrongOutcome = errors.New("outcome does not fit the parked call")
+	// ErrTampered: the parked record no longer holds what was parked or
+	// approved (its arguments hash otherwise, an approval does not verify).
+	ErrTampered = errors.New("parked call record was altered")
 )
 
 // refusal is the data of a dev.toolgate.approval.refused.v1 event.
@@ -39,6 +44,7 @@ type refusal struct {
 	Approver  string           `json:"approver,omitempty"`
 	PublicKey string           `json:"public_key,omitempty"`
 	Outcome   approval.Outcome `json:"outcome,omitempty"`
+	Signer    string           `json:"signer,omitempty"`
 	Reason    string           `json:"reason"`
 	Worker    string           `json:"worker"`
 	Time      time.Time        `json:"time"`
@@ -70,7 +76,8 @@ func (m *Manager) handleDecision(ctx context.Context, msg jetstream.Msg, resume 
 		_ = msg.Term()
 		return
 	}
-	if err := m.check(ctx, subjID, d); err != nil {
+	signer, err := m.check(ctx, subjID, d)
+	if err != nil {
 		m.refuse(ctx, d, err)
 		_ = msg.Term()
 		return
@@ -87,7 +94,7 @@ func (m *Manager) handleDecision(ctx context.Context, msg jetstream.Msg, resume 
 			_ = msg.NakWithDelay(time.Second)
 			return
 		}
-		if err := m.fits(p, d); err != nil {
+		if err := m.fits(p, d, signer); err != nil {
 			if errors.Is(err, ErrAlreadyDecided) || errors.Is(err, ErrDuplicateApprover) {
 				m.log.Info("decision changes nothing", "call_id", d.CallID, "approver", d.Approver, "reason", err)
 			}
@@ -112,7 +119,7 @@ func (m *Manager) handleDecision(ctx context.Context, msg jetstream.Msg, resume 
 			return
 		}
 		m.log.Info("decision recorded", "call_id", p.CallID, "agent", p.Agent, "tool", p.Tool,
-			"approver", d.Approver, "outcome", d.Outcome, "status", p.Status,
+			"approver", d.Approver, "signer", signer.String(), "outcome", d.Outcome, "status", p.Status,
 			"approvals", len(p.Approvals), "threshold", p.Threshold())
 		_ = msg.Ack()
 		if final {
@@ -122,34 +129,46 @@ func (m *Manager) handleDecision(ctx context.Context, msg jetstream.Msg, resume 
 	}
 }
 
-// check judges what can be judged without the parked call: shape and
-// signature by a trusted key.
-func (m *Manager) check(ctx context.Context, subjID string, d *approval.Decision) error {
+// check judges what can be judged without the parked call: shape, the
+// signature, and that the signer may approve. It returns the signer.
+func (m *Manager) check(ctx context.Context, subjID string, d *approval.Decision) (trust.Identity, error) {
 	if d.CallID != subjID {
-		return fmt.Errorf("%w: decision for call %q published on the subject of call %q", ErrRefused, d.CallID, subjID)
+		return trust.Identity{}, fmt.Errorf("%w: decision for call %q published on the subject of call %q", ErrRefused, d.CallID, subjID)
 	}
 	if err := d.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrRefused, err)
+		return trust.Identity{}, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	if err := d.Verify(func(pub string) bool { return m.isTrusted(ctx, pub) }); err != nil {
-		return fmt.Errorf("%w: %w", ErrRefused, err)
+	if err := d.VerifySignature(); err != nil {
+		return trust.Identity{}, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	return nil
+	id, err := m.Signer(ctx, d)
+	if err != nil {
+		return id, fmt.Errorf("%w: %w: %w", ErrRefused, approval.ErrUntrustedKey, err)
+	}
+	return id, nil
 }
 
-// fits judges a verified decision against the parked call.
-func (m *Manager) fits(p *Parked, d *approval.Decision) error {
+// fits judges a verified decision by signer against the parked call. The
+// call's arguments are hashed again here: the record's args_sha256 field
+// alone proves nothing, as the record may have been altered since parking.
+func (m *Manager) fits(p *Parked, d *approval.Decision, signer trust.Identity) error {
 	refused := func(err error, format string, a ...any) error {
 		return fmt.Errorf("%w: %w: %s", ErrRefused, err, fmt.Sprintf(format, a...))
 	}
 	if p.Status.Final() {
 		return refused(ErrAlreadyDecided, "call %s is %s", p.CallID, p.Status)
 	}
+	// Rejecting is always safe, even a record that was altered.
+	if h := approval.ArgsHash(p.Agent, p.Tool, p.Arguments); h != p.ArgsSHA256 && d.Outcome != approval.Reject {
+		return refused(ErrTampered, "the stored arguments hash to %s, not to %s taken when the call was parked", h, p.ArgsSHA256)
+	}
 	if d.ArgsSHA256 != p.ArgsSHA256 {
 		return refused(ErrHashMismatch, "decision hash %s, parked call hash %s", d.ArgsSHA256, p.ArgsSHA256)
 	}
-	if d.Approver == p.Agent && d.Outcome != approval.Reject {
-		return refused(ErrSelfApproval, "approver %q is the calling agent", d.Approver)
+	if d.Outcome != approval.Reject {
+		if err := selfApproval(p.Agent, d, signer); err != nil {
+			return refused(err, "")
+		}
 	}
 	if !m.now().Before(p.ExpiresAt) {
 		return refused(ErrLate, "deadline was %s", p.ExpiresAt.Format(time.RFC3339))
@@ -164,7 +183,7 @@ func (m *Manager) fits(p *Parked, d *approval.Decision) error {
 			return refused(ErrWrongOutcome, "%v", err)
 		}
 	}
-	if d.Outcome == approval.Approve && slices.Contains(p.ApprovedBy(), d.Approver) {
+	if d.Outcome == approval.Approve && slices.ContainsFunc(p.Approvals, func(a approval.Decision) bool { return trust.SameName(a.Approver, d.Approver) }) {
 		return refused(ErrDuplicateApprover, "%q already approved call %s", d.Approver, p.CallID)
 	}
 	if a := d.AlwaysAllow; a != nil {
@@ -173,6 +192,21 @@ func (m *Manager) fits(p *Parked, d *approval.Decision) error {
 		if err := a.ScopedTo(p.Agent, p.Tool, args); err != nil {
 			return refused(err, "always_allow")
 		}
+	}
+	return nil
+}
+
+// selfApproval refuses a decision on agent's call by a person whose name is
+// the agent's under trust.Fold, or signed by an identity that is the agent
+// (same folded name, or the agent role).
+func selfApproval(agent string, d *approval.Decision, signer trust.Identity) error {
+	switch {
+	case trust.SameName(d.Approver, agent):
+		return fmt.Errorf("%w: approver %q is the calling agent %q", ErrSelfApproval, d.Approver, agent)
+	case signer.Role == trust.RoleAgent:
+		return fmt.Errorf("%w: signed by agent identity %s", ErrSelfApproval, signer)
+	case signer.Account != "" && trust.SameName(signer.Name, agent):
+		return fmt.Errorf("%w: signer %s is the calling agent %q", ErrSelfApproval, signer, agent)
 	}
 	return nil
 }
@@ -205,7 +239,8 @@ func (m *Manager) apply(p *Parked, d *approval.Decision) bool {
 			}
 			if a.AlwaysAllow != nil {
 				am := *a.AlwaysAllow
-				am.CallID, am.CreatedBy, am.CreatedAt = p.CallID, nil, now
+				grant := a
+				am.CallID, am.CreatedBy, am.CreatedAt, am.Grant = p.CallID, nil, now, &grant
 				if am.Comment == "" {
 					am.Comment = a.Comment
 				}
@@ -245,14 +280,20 @@ func (m *Manager) expire(p *Parked) {
 
 // refuse logs why a decision was refused and publishes the refusal.
 func (m *Manager) refuse(ctx context.Context, d *approval.Decision, why error) {
+	signer := ""
+	if d.SignerJWT != "" {
+		if uc, err := jwt.DecodeUserClaims(d.SignerJWT); err == nil {
+			signer = uc.Name + " (issuer " + uc.Issuer + ")"
+		}
+	}
 	m.log.Warn("approval decision refused", "call_id", d.CallID, "approver", d.Approver,
-		"public_key", d.PublicKey, "outcome", d.Outcome, "reason", why.Error())
+		"public_key", d.PublicKey, "signer", signer, "outcome", d.Outcome, "reason", why.Error())
 	if d.CallID == "" || strings.ContainsAny(d.CallID, ".*> \t\r\n") {
 		return
 	}
 	id := fmt.Sprintf("approval-refused-%s-%d", d.CallID, m.now().UnixNano())
 	msg, err := events.NewMessage(approval.RefusedSubject(d.CallID), id, "toolgate://worker/"+m.opts.Name, approval.TypeApprovalRefused,
-		refusal{CallID: d.CallID, Approver: d.Approver, PublicKey: d.PublicKey, Outcome: d.Outcome, Reason: why.Error(),
+		refusal{CallID: d.CallID, Approver: d.Approver, PublicKey: d.PublicKey, Signer: signer, Outcome: d.Outcome, Reason: why.Error(),
 			Worker: m.opts.Name, Time: m.now().UTC()})
 	if err == nil {
 		_, err = m.js.PublishMsg(ctx, msg)
@@ -303,12 +344,23 @@ func (m *Manager) finish(ctx context.Context, p *Parked, rev uint64, resume Resu
 		m.log.Info("resume claim lost before resuming", "call_id", p.CallID, "err", err)
 		return
 	}
-	if p.Status == approval.Approved {
+	out, verr := m.verifyOutcome(ctx, p)
+	if verr != nil {
+		m.log.Error("parked call refused at resume; it does not run", "call_id", p.CallID, "agent", p.Agent, "tool", p.Tool, "err", verr)
+		d := approval.Decision{CallID: p.CallID}
+		if p.Final != nil {
+			d = *p.Final
+		}
+		m.refuse(ctx, &d, verr)
+		out = Outcome{Status: approval.Rejected, DecidedAt: m.now().UTC(),
+			Reason: "refused at resume: " + verr.Error()}
+	}
+	if out.Status == approval.Approved {
 		m.storeAmendments(ctx, p)
 	}
 	if p.ResumeAttempts == 0 {
 		msg, err := events.NewMessage(approval.ResolvedSubject(p.CallID), "approval-resolved-"+p.CallID, "toolgate://worker/"+m.opts.Name,
-			approval.TypeApprovalResolved, resolution{CallID: p.CallID, Agent: p.Agent, Tool: p.Tool, Outcome: *p.Outcome, Worker: m.opts.Name})
+			approval.TypeApprovalResolved, resolution{CallID: p.CallID, Agent: p.Agent, Tool: p.Tool, Outcome: out, Worker: m.opts.Name})
 		if err == nil {
 			_, err = m.js.PublishMsg(ctx, msg)
 		}
@@ -338,7 +390,7 @@ func (m *Manager) finish(ctx context.Context, p *Parked, rev uint64, resume Resu
 		}
 	}()
 	m.log.Info("resuming call", "call_id", p.CallID, "status", p.Status)
-	rerr := safeResume(ctx, resume, p, *rec.Outcome)
+	rerr := safeResume(ctx, resume, p, out)
 	close(done)
 	<-stopped
 
@@ -374,6 +426,77 @@ func safeResume(ctx context.Context, resume ResumeFunc, p *Parked, o Outcome) (e
 		}
 	}()
 	return resume(ctx, p, o)
+}
+
+// verifyOutcome judges a decided record again before it is acted on: the
+// record may have been altered in the bucket since the decision was
+// recorded. For an approval, the stored arguments must still hash to the
+// hash taken at parking, and at least the threshold of distinct people
+// must have signed approvals of exactly that hash with keys that may
+// approve; the outcome returned lists only them. An answer must be the
+// signed answer. Rejections and expiries run nothing and pass as they are.
+func (m *Manager) verifyOutcome(ctx context.Context, p *Parked) (Outcome, error) {
+	if p.Outcome == nil {
+		return Outcome{}, fmt.Errorf("%w: call %s is %s without an outcome", ErrTampered, p.CallID, p.Status)
+	}
+	out := *p.Outcome
+	if out.Status != p.Status {
+		return out, fmt.Errorf("%w: status %s, outcome %s", ErrTampered, p.Status, out.Status)
+	}
+	h := approval.ArgsHash(p.Agent, p.Tool, p.Arguments)
+	signed := func(d *approval.Decision, want approval.Outcome) error {
+		switch {
+		case d.CallID != p.CallID:
+			return fmt.Errorf("%w: a stored decision is for call %q", ErrTampered, d.CallID)
+		case d.Outcome != want:
+			return fmt.Errorf("%w: a stored decision is %s, not %s", ErrTampered, d.Outcome, want)
+		case d.ArgsSHA256 != h:
+			return fmt.Errorf("%w: %q approved arguments hashing to %s; the stored arguments hash to %s", ErrTampered, d.Approver, d.ArgsSHA256, h)
+		}
+		if err := d.VerifySignature(); err != nil {
+			return fmt.Errorf("%w: %w", ErrTampered, err)
+		}
+		signer, err := m.Signer(ctx, d)
+		if err != nil {
+			return fmt.Errorf("%w: %w", approval.ErrUntrustedKey, err)
+		}
+		return selfApproval(p.Agent, d, signer)
+	}
+	switch out.Status {
+	case approval.Approved:
+		if h != p.ArgsSHA256 {
+			return out, fmt.Errorf("%w: the stored arguments hash to %s, not to %s taken when the call was parked", ErrTampered, h, p.ArgsSHA256)
+		}
+		var who []string
+		for i := range p.Approvals {
+			a := &p.Approvals[i]
+			if err := signed(a, approval.Approve); err != nil {
+				return out, err
+			}
+			if !slices.ContainsFunc(who, func(w string) bool { return trust.SameName(w, a.Approver) }) {
+				who = append(who, a.Approver)
+			}
+		}
+		if len(who) < p.Threshold() {
+			return out, fmt.Errorf("%w: %d distinct signed approvals, %d needed", ErrTampered, len(who), p.Threshold())
+		}
+		out.Approvers = who
+	case approval.Answered:
+		if out.DefaultAnswer && p.Final == nil {
+			break
+		}
+		if p.Final == nil {
+			return out, fmt.Errorf("%w: answered without a decision", ErrTampered)
+		}
+		if err := signed(p.Final, approval.Answer); err != nil {
+			return out, err
+		}
+		if p.Final.Answer != out.Answer {
+			return out, fmt.Errorf("%w: the stored answer is not the signed one", ErrTampered)
+		}
+		out.Approvers = []string{p.Final.Approver}
+	}
+	return out, nil
 }
 
 // storeAmendments writes the approval's amendments to the policy bucket

@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -30,10 +30,15 @@ type ResumeFunc func(ctx context.Context, p *Parked, o Outcome) error
 type Options struct {
 	// Name names this worker in claims and events; default host-pid.
 	Name string
-	// TrustedKeys are the nkey public keys (U...) whose decisions are
-	// accepted. Empty means: trust every key an approver service registered
-	// in the approvals bucket (the zero-config setup; logged loudly).
+	// TrustedKeys are nkey user public keys (U...) pinned as approvers
+	// (worker --trusted-approvers): their decisions count without a JWT.
 	TrustedKeys []string
+	// TrustedAccounts are the account public keys (A...) whose user JWTs
+	// with role approver make a key an approver: the toolgate account of
+	// this install, learnt from the worker's own credentials. With neither
+	// TrustedKeys nor TrustedAccounts every decision is refused; a key
+	// merely registered on the bus never counts.
+	TrustedAccounts []string
 	// DefaultTimeout is how long people have when the rule sets nothing;
 	// default approval.DefaultTimeout (10 minutes).
 	DefaultTimeout time.Duration
@@ -110,20 +115,20 @@ func DecisionsConsumer(ackWait time.Duration) jetstream.ConsumerConfig {
 // they share the bucket and the decisions consumer, and compare-and-set on
 // the parked record makes them agree.
 type Manager struct {
-	opts    Options
-	js      jetstream.JetStream
-	kv      jetstream.KeyValue
-	policy  jetstream.KeyValue
-	log     *slog.Logger
-	trusted approval.KeySet // nil: trust registered keys
-	now     func() time.Time
+	opts   Options
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	policy jetstream.KeyValue
+	log    *slog.Logger
+	trust  *trust.Verifier
+	now    func() time.Time
 
-	mu         sync.Mutex
-	registered map[string]bool    // registered approver keys (zero-config)
-	index      map[string]*Parked // call key → last seen record
-	busy       map[string]bool    // call keys this manager is resuming
-	sem        chan struct{}
-	resumes    sync.WaitGroup
+	mu           sync.Mutex
+	index        map[string]*Parked // call key → last seen record
+	busy         map[string]bool    // call keys this manager is resuming
+	amendRefused map[string]string  // amendments refused, told once
+	sem          chan struct{}
+	resumes      sync.WaitGroup
 }
 
 // NewManager opens the approvals and policy buckets (provisioned by
@@ -131,7 +136,7 @@ type Manager struct {
 func NewManager(ctx context.Context, js jetstream.JetStream, opts Options) (*Manager, error) {
 	opts = opts.withDefaults()
 	m := &Manager{opts: opts, js: js, log: opts.Logger.With("component", "approvals", "worker", opts.Name),
-		now: time.Now, registered: map[string]bool{}, index: map[string]*Parked{}, busy: map[string]bool{},
+		now: time.Now, index: map[string]*Parked{}, busy: map[string]bool{},
 		sem: make(chan struct{}, opts.MaxResumes)}
 	var err error
 	if m.kv, err = js.KeyValue(ctx, bus.BucketApprovals); err != nil {
@@ -140,13 +145,12 @@ func NewManager(ctx context.Context, js jetstream.JetStream, opts Options) (*Man
 	if m.policy, err = js.KeyValue(ctx, bus.BucketPolicy); err != nil {
 		return nil, fmt.Errorf("policy bucket %s: %w", bus.BucketPolicy, err)
 	}
-	if len(opts.TrustedKeys) > 0 {
-		if m.trusted, err = approval.NewKeySet(opts.TrustedKeys...); err != nil {
-			return nil, fmt.Errorf("trusted approver keys: %w", err)
-		}
-	} else {
-		m.log.Warn("NO TRUSTED APPROVER KEYS CONFIGURED: trusting every approver key registered in the approvals bucket; " +
-			"anyone who can write to bucket " + bus.BucketApprovals + " can approve calls. Configure trusted keys in production.")
+	if m.trust, err = trust.NewVerifier(opts.TrustedAccounts, map[trust.Role][]string{trust.RoleApprover: opts.TrustedKeys}); err != nil {
+		return nil, fmt.Errorf("trusted approvers: %w", err)
+	}
+	if m.trust.Empty() {
+		m.log.Error("no trusted approvers: neither a trusted account nor pinned approver keys are configured, " +
+			"so every decision will be refused and parked calls will expire; run with credentials or --trusted-approvers")
 	}
 	if _, err := js.CreateOrUpdateConsumer(ctx, bus.StreamApprovals, DecisionsConsumer(opts.DecisionAckWait)); err != nil {
 		return nil, fmt.Errorf("decisions consumer: %w", err)
@@ -307,9 +311,8 @@ func (m *Manager) Run(ctx context.Context, resume ResumeFunc) error {
 	defer cc.Stop()
 
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(1)
 	go func() { defer wg.Done(); m.watchCalls(ctx) }()
-	go func() { defer wg.Done(); m.watchKeys(ctx) }()
 	t := time.NewTicker(m.opts.SweepInterval)
 	defer t.Stop()
 	rescan := time.NewTicker(m.opts.RescanInterval)
@@ -363,26 +366,6 @@ func (m *Manager) rescan(ctx context.Context) {
 	m.mu.Unlock()
 }
 
-// watchKeys keeps the registered approver keys (zero-config trust).
-func (m *Manager) watchKeys(ctx context.Context) {
-	if m.trusted != nil {
-		return
-	}
-	watchLoop(ctx, m.kv, approverKeyPrefix+">", m.log, func(e jetstream.KeyValueEntry) {
-		pub := strings.TrimPrefix(e.Key(), approverKeyPrefix)
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if e.Operation() != jetstream.KeyValuePut {
-			delete(m.registered, pub)
-			return
-		}
-		if !m.registered[pub] {
-			m.log.Warn("trusting registered approver key (no trusted keys configured)", "public_key", pub)
-		}
-		m.registered[pub] = true
-	})
-}
-
 // watchLoop runs a KV watch on filter, calling fn for every entry, and
 // re-opens it whenever it ends until ctx does.
 func watchLoop(ctx context.Context, kv jetstream.KeyValue, filter string, log *slog.Logger, fn func(jetstream.KeyValueEntry)) {
@@ -415,23 +398,25 @@ func watchLoop(ctx context.Context, kv jetstream.KeyValue, filter string, log *s
 	}
 }
 
-// isTrusted reports whether pub may sign decisions.
-func (m *Manager) isTrusted(ctx context.Context, pub string) bool {
-	if m.trusted != nil {
-		return m.trusted.Trusted(pub)
+// Signer returns who signed d when it may approve: its key pinned in
+// TrustedKeys, or vouched for by a user JWT with role approver from a
+// trusted account, carried in the decision or registered by the approver
+// service under approver.<public key> in the approvals bucket. The
+// signature itself is not checked here.
+func (m *Manager) Signer(ctx context.Context, d *approval.Decision) (trust.Identity, error) {
+	if d.SignerJWT != "" {
+		return m.trust.Key(d.PublicKey, d.SignerJWT, trust.RoleApprover)
 	}
-	m.mu.Lock()
-	ok := m.registered[pub]
-	m.mu.Unlock()
-	if ok {
-		return true
+	id, err := m.trust.Key(d.PublicKey, "", trust.RoleApprover)
+	if err == nil || !errors.Is(err, trust.ErrUnknownKey) {
+		return id, err
 	}
-	// The watch may lag a key registered a moment ago: ask the bucket.
-	if _, err := m.kv.Get(ctx, approverKeyPrefix+pub); err == nil {
-		m.mu.Lock()
-		m.registered[pub] = true
-		m.mu.Unlock()
-		return true
+	// A registration is harmless: its JWT is signed by the account.
+	if e, gerr := m.kv.Get(ctx, approverKeyPrefix+d.PublicKey); gerr == nil {
+		var k approval.ApproverKey
+		if json.Unmarshal(e.Value(), &k) == nil && k.JWT != "" {
+			return m.trust.Key(d.PublicKey, k.JWT, trust.RoleApprover)
+		}
 	}
-	return false
+	return id, err
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/trust"
+	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -33,6 +35,8 @@ type env struct {
 	js  jetstream.JetStream
 	kp  nkeys.KeyPair
 	pub string
+	// acct is the install's account: approvers with its JWTs are trusted.
+	acct *trusttest.Account
 
 	mu       sync.Mutex
 	resumed  map[string][]Outcome // call id → every resume call
@@ -47,6 +51,7 @@ func newEnv(t *testing.T) *env {
 	e.connect()
 	e.kp, _ = nkeys.CreateUser()
 	e.pub, _ = e.kp.PublicKey()
+	e.acct = trusttest.NewAccount(t)
 	return e
 }
 
@@ -77,12 +82,19 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
-// manager starts a Manager running until the test ends.
+// manager starts a Manager running until the test ends, trusting the keys
+// pinned in trusted and the approvers of e.acct.
 func (e *env) manager(name string, trusted ...string) *Manager {
 	e.t.Helper()
+	return e.managerWith(Options{Name: name, TrustedKeys: trusted, TrustedAccounts: []string{e.acct.Public}})
+}
+
+// managerWith starts a Manager with o (and the test's short intervals).
+func (e *env) managerWith(o Options) *Manager {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	m, err := NewManager(ctx, e.js, Options{Name: name, TrustedKeys: trusted, SweepInterval: 20 * time.Millisecond,
-		RescanInterval: 200 * time.Millisecond, ClaimLease: 3 * time.Second, Logger: quietLogger()})
+	o.SweepInterval, o.RescanInterval, o.ClaimLease, o.Logger = 20*time.Millisecond, 200*time.Millisecond, 3*time.Second, quietLogger()
+	m, err := NewManager(ctx, e.js, o)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -527,25 +539,206 @@ func TestConfiguredKeysReplaceRegisteredOnes(t *testing.T) {
 	}
 }
 
-func TestZeroConfigTrustsRegisteredKeys(t *testing.T) {
+// hasReason reports whether a refusal's reason names err.
+func hasReason(reason string, err error) bool { return strings.Contains(reason, err.Error()) }
+
+// publishAs signs d with signer's key and JWT and publishes it.
+func (e *env) publishAs(d *approval.Decision, signer trust.Signer) {
+	e.t.Helper()
+	d.SignerJWT = signer.JWT
+	e.publish(d, signer.Key)
+}
+
+func TestOnlyApproversOfTheInstallDecide(t *testing.T) {
 	e := newEnv(t)
-	m := e.manager("w1") // no trusted keys configured
-	p := e.park(m, "call-zc", ask)
-	e.publish(e.decision(p, "alice", approval.Approve), e.kp)
-	if r := e.refusal("call-zc"); !errors.Is(errorsFor(r.Reason), approval.ErrUntrustedKey) {
-		t.Fatalf("unregistered key: refusal %q", r.Reason)
-	}
+	m := e.manager("w1") // no pinned keys: the account's approvers only
 	kv, _ := e.js.KeyValue(context.Background(), bus.BucketApprovals)
-	if err := RegisterApproverKey(context.Background(), kv, approval.ApproverKey{PublicKey: e.pub, Name: "approver-1"}); err != nil {
-		t.Fatal(err)
+	foreign := trusttest.NewAccount(t)
+	desk := e.acct.User(t, "desk", trust.RoleApprover, time.Hour)
+	tests := []struct {
+		name   string
+		signer trust.Signer
+		who    string
+		want   error
+	}{
+		{"forged: random key", trust.Signer{Key: must(nkeys.CreateUser())}, "alice", trust.ErrUnknownKey},
+		{"foreign approver: valid JWT of another account", foreign.User(t, "desk", trust.RoleApprover, time.Hour), "alice", trust.ErrForeignIssuer},
+		{"agent-role JWT of the install", e.acct.User(t, "agent-9", trust.RoleAgent, time.Hour), "alice", trust.ErrWrongRole},
+		{"admin-role JWT", e.acct.User(t, "root", trust.RoleAdmin, time.Hour), "alice", trust.ErrWrongRole},
+		{"expired approver JWT", e.acct.User(t, "desk", trust.RoleApprover, -time.Second), "alice", trust.ErrExpired},
+		{"another approver's JWT with my key", trust.Signer{Key: must(nkeys.CreateUser()), JWT: desk.JWT}, "alice", trust.ErrKeyMismatch},
+		{"person named as the agent, folded", desk, "AGENT_7", ErrSelfApproval},
+		{"approver identity that is the agent", e.acct.User(t, "Agent-7", trust.RoleApprover, time.Hour), "alice", ErrSelfApproval},
 	}
-	e.publish(e.decision(p, "alice", approval.Approve), e.kp)
-	if o := e.waitResumed("call-zc"); o.Status != approval.Approved {
-		t.Fatalf("outcome = %+v", o)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := e.park(m, fmt.Sprintf("trust-%d", i), ask)
+			e.publishAs(e.decision(p, tt.who, approval.Approve), tt.signer)
+			r := e.refusal(p.CallID)
+			if !hasReason(r.Reason, tt.want) {
+				t.Fatalf("refusal %q, want %v", r.Reason, tt.want)
+			}
+			e.settle()
+			if got := e.status(m, p.CallID); got.Status != approval.Pending || len(got.Approvals) != 0 || len(e.resumes(p.CallID)) != 0 {
+				t.Fatalf("a refused decision counted: %s, %d approvals", got.Status, len(got.Approvals))
+			}
+		})
 	}
+	t.Run("registered key without a JWT does not count", func(t *testing.T) {
+		p := e.park(m, "trust-reg", ask)
+		if err := RegisterApproverKey(context.Background(), kv, approval.ApproverKey{PublicKey: e.pub, Name: "squatter"}); err != nil {
+			t.Fatal(err)
+		}
+		e.publish(e.decision(p, "alice", approval.Approve), e.kp)
+		if r := e.refusal(p.CallID); !hasReason(r.Reason, trust.ErrUnknownKey) {
+			t.Fatalf("refusal %q", r.Reason)
+		}
+		// Registering the approver's JWT is harmless: the account signed it.
+		reg := e.acct.User(t, "desk-2", trust.RoleApprover, 0)
+		if err := RegisterApproverKey(context.Background(), kv, approval.ApproverKey{PublicKey: must(reg.Key.PublicKey()), JWT: reg.JWT, Name: "desk-2"}); err != nil {
+			t.Fatal(err)
+		}
+		e.publish(e.decision(p, "alice", approval.Approve), reg.Key)
+		if o := e.waitResumed(p.CallID); o.Status != approval.Approved {
+			t.Fatalf("outcome %+v", o)
+		}
+	})
+	t.Run("approver of the install", func(t *testing.T) {
+		p := e.park(m, "trust-ok", ask)
+		e.publishAs(e.decision(p, "alice", approval.Approve), desk)
+		if o := e.waitResumed(p.CallID); o.Status != approval.Approved || !slices.Equal(o.Approvers, []string{"alice"}) {
+			t.Fatalf("outcome %+v", o)
+		}
+	})
+	t.Run("a worker that trusts nothing refuses everything", func(t *testing.T) {
+		e2 := newEnv(t)
+		m2 := e2.managerWith(Options{Name: "bare"})
+		p := e2.park(m2, "trust-none", ask)
+		e2.publishAs(e2.decision(p, "alice", approval.Approve), e2.acct.User(t, "desk", trust.RoleApprover, 0))
+		if r := e2.refusal(p.CallID); !hasReason(r.Reason, trust.ErrForeignIssuer) {
+			t.Fatalf("refusal %q", r.Reason)
+		}
+	})
 	if err := RegisterApproverKey(context.Background(), kv, approval.ApproverKey{PublicKey: "not-a-key"}); err == nil {
 		t.Fatal("registered a malformed key")
 	}
+}
+
+func TestDistinctApproversAreFoldedNames(t *testing.T) {
+	e := newEnv(t)
+	m := e.manager("w1", e.pub)
+	d := ask
+	d.Approvers = 2
+	p := e.park(m, "fold-2", d)
+	e.publish(e.decision(p, "alice", approval.Approve), e.kp)
+	e.publish(e.decision(p, "Alice", approval.Approve), e.kp)
+	if r := e.refusal(p.CallID); !hasReason(r.Reason, ErrDuplicateApprover) {
+		t.Fatalf("refusal %q", r.Reason)
+	}
+	e.settle()
+	if got := e.status(m, p.CallID); got.Status != approval.Pending || len(got.Approvals) != 1 {
+		t.Fatalf("alice and Alice counted as two people: %s %d", got.Status, len(got.Approvals))
+	}
+}
+
+// tamper rewrites the parked record of id with change, keeping the
+// args_sha256 field as it was, as someone with write access to the bucket
+// could.
+func (e *env) tamper(id string, change func(p *Parked)) {
+	e.t.Helper()
+	kv, _ := e.js.KeyValue(context.Background(), bus.BucketApprovals)
+	for {
+		entry, err := kv.Get(context.Background(), CallKey(id))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		var p Parked
+		if err := json.Unmarshal(entry.Value(), &p); err != nil {
+			e.t.Fatal(err)
+		}
+		change(&p)
+		val, _ := json.Marshal(&p)
+		if _, err := kv.Update(context.Background(), CallKey(id), val, entry.Revision()); err == nil {
+			return
+		}
+	}
+}
+
+func TestTamperedParkedRecordNeverResumesApproved(t *testing.T) {
+	e := newEnv(t)
+	m := e.manager("w1", e.pub)
+	evil := json.RawMessage(`{"command":"sudo id; echo TAMPERED-RAN"}`)
+
+	t.Run("arguments altered before the decision", func(t *testing.T) {
+		p := e.park(m, "tamper-1", ask)
+		e.tamper(p.CallID, func(p *Parked) { p.Arguments = evil })
+		e.publish(e.decision(p, "alice", approval.Approve), e.kp)
+		if r := e.refusal(p.CallID); !hasReason(r.Reason, ErrTampered) {
+			t.Fatalf("refusal %q", r.Reason)
+		}
+		e.settle()
+		if len(e.resumes(p.CallID)) != 0 || e.status(m, p.CallID).Status != approval.Pending {
+			t.Fatal("a decision on altered arguments counted")
+		}
+	})
+	// A record made final by hand (as if approved) with other arguments,
+	// whose claim lapsed: the sweep takes it over and must not run it.
+	forge := func(id string, change func(p *Parked, d *approval.Decision)) Outcome {
+		t.Helper()
+		p := e.park(m, id, ask)
+		d := e.decision(p, "alice", approval.Approve)
+		if err := d.Sign(e.kp); err != nil {
+			t.Fatal(err)
+		}
+		e.tamper(id, func(r *Parked) {
+			r.Status, r.Approvals = approval.Approved, []approval.Decision{*d}
+			r.Outcome = &Outcome{Status: approval.Approved, Approvers: []string{"alice"}, DecidedAt: time.Now().UTC()}
+			change(r, d)
+		})
+		return e.waitResumed(id)
+	}
+	tests := []struct {
+		name   string
+		change func(p *Parked, d *approval.Decision)
+		want   approval.Status
+	}{
+		{"untouched record runs", func(*Parked, *approval.Decision) {}, approval.Approved},
+		{"arguments altered after the approval", func(p *Parked, _ *approval.Decision) { p.Arguments = evil }, approval.Rejected},
+		{"arguments and hash field altered", func(p *Parked, _ *approval.Decision) {
+			p.Arguments = evil
+			p.ArgsSHA256 = approval.ArgsHash(p.Agent, p.Tool, evil)
+		}, approval.Rejected},
+		{"approval without a valid signature", func(p *Parked, _ *approval.Decision) { p.Approvals[0].Approver = "mallory" }, approval.Rejected},
+		{"approval by an untrusted key", func(p *Parked, d *approval.Decision) {
+			other := *d
+			other.Signature = ""
+			_ = other.Sign(must(nkeys.CreateUser()))
+			p.Approvals = []approval.Decision{other}
+		}, approval.Rejected},
+		{"threshold lowered by the same person twice", func(p *Parked, _ *approval.Decision) {
+			p.Decision.Approvers = 2
+			p.Approvals = append(p.Approvals, p.Approvals[0])
+		}, approval.Rejected},
+		{"approved with no approval", func(p *Parked, _ *approval.Decision) { p.Approvals = nil }, approval.Rejected},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := forge(fmt.Sprintf("tamper-r%d", i), tt.change)
+			if o.Status != tt.want {
+				t.Fatalf("outcome %+v, want %s", o, tt.want)
+			}
+			if tt.want == approval.Rejected && !strings.Contains(o.Reason, ErrTampered.Error()) && !strings.Contains(o.Reason, "untrusted") {
+				t.Fatalf("reason %q does not say why", o.Reason)
+			}
+		})
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 func TestAlwaysAllowStoresAmendmentWatchedAndRevocable(t *testing.T) {
@@ -558,7 +751,7 @@ func TestAlwaysAllowStoresAmendmentWatchedAndRevocable(t *testing.T) {
 	var mu sync.Mutex
 	var seen [][]approval.Amendment
 	go func() {
-		_ = WatchAmendments(ctx, policyKV, quietLogger(), func(as []approval.Amendment) {
+		_ = WatchAmendments(ctx, policyKV, quietLogger(), m, func(as []approval.Amendment) {
 			mu.Lock()
 			seen = append(seen, as)
 			mu.Unlock()
@@ -621,8 +814,9 @@ func TestAmendmentRevokedAcrossServerRestartIsApplied(t *testing.T) {
 	amendmentsResync = 100 * time.Millisecond
 	defer func() { amendmentsResync = 10 * time.Second }()
 	e := newEnv(t)
+	m := e.manager("w1", e.pub)
 	policyKV, _ := e.js.KeyValue(context.Background(), bus.BucketPolicy)
-	a := approval.Amendment{ID: "am-r", Agent: "bot", Tool: "bash", CommandPrefix: "make", CreatedAt: time.Now().UTC()}
+	a := e.granted("am-r", "bot", "make")
 	val, _ := json.Marshal(a)
 	if _, err := policyKV.Put(context.Background(), approval.AmendmentKeyPrefix+a.ID, val); err != nil {
 		t.Fatal(err)
@@ -632,7 +826,7 @@ func TestAmendmentRevokedAcrossServerRestartIsApplied(t *testing.T) {
 	var mu sync.Mutex
 	var last []approval.Amendment
 	go func() {
-		_ = WatchAmendments(ctx, policyKV, quietLogger(), func(as []approval.Amendment) {
+		_ = WatchAmendments(ctx, policyKV, quietLogger(), m, func(as []approval.Amendment) {
 			mu.Lock()
 			last = as
 			mu.Unlock()
@@ -645,6 +839,101 @@ func TestAmendmentRevokedAcrossServerRestartIsApplied(t *testing.T) {
 		return RevokeAmendment(context.Background(), policyKV, "am-r") == nil
 	})
 	e.eventually("revocation applied", func() bool { mu.Lock(); defer mu.Unlock(); return len(last) == 0 })
+}
+
+// granted is an amendment as a worker stores it: with the approval that
+// asked for it, signed by e.kp.
+func (e *env) granted(id, agent, prefix string) approval.Amendment {
+	e.t.Helper()
+	scope := approval.Amendment{ID: id, Agent: agent, Tool: "bash", CommandPrefix: prefix}
+	d := &approval.Decision{CallID: "call-" + id, ArgsSHA256: approval.ArgsHash(agent, "bash", json.RawMessage(`{}`)),
+		Outcome: approval.Approve, Approver: "alice", AlwaysAllow: &scope}
+	if err := d.Sign(e.kp); err != nil {
+		e.t.Fatal(err)
+	}
+	a := scope
+	a.CallID, a.CreatedBy, a.CreatedAt, a.Grant = d.CallID, []string{"alice"}, time.Now().UTC(), d
+	return a
+}
+
+func TestUnsignedAmendmentsDoNotTakeEffect(t *testing.T) {
+	e := newEnv(t)
+	m := e.manager("w1", e.pub)
+	policyKV, _ := e.js.KeyValue(context.Background(), bus.BucketPolicy)
+	rejected, err := e.nc.SubscribeSync(events.PolicyChangeSubject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := e.granted("am-good", "bot", "make")
+	put := func(a approval.Amendment) {
+		t.Helper()
+		val, _ := json.Marshal(a)
+		if _, err := policyKV.Put(context.Background(), approval.AmendmentKeyPrefix+a.ID, val); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unsigned := approval.Amendment{ID: "am-unsigned", Agent: "bot", Tool: "bash", CommandPrefix: "rm", CreatedAt: time.Now().UTC()}
+	widened := e.granted("am-widened", "bot", "make")
+	widened.CommandPrefix = "rm" // the signed scope said make
+	stranger := e.granted("am-stranger", "bot", "curl")
+	stranger.Grant.Signature = ""
+	_ = stranger.Grant.Sign(must(nkeys.CreateUser()))
+	foreign := e.granted("am-foreign", "bot", "curl")
+	fs := trusttest.NewAccount(t).User(t, "desk", trust.RoleApprover, 0)
+	foreign.Grant.Signature, foreign.Grant.SignerJWT = "", fs.JWT
+	_ = foreign.Grant.Sign(fs.Key)
+	for _, a := range []approval.Amendment{good, unsigned, widened, stranger, foreign} {
+		put(a)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var last []approval.Amendment
+	go func() {
+		_ = WatchAmendments(ctx, policyKV, quietLogger(), m, func(as []approval.Amendment) { mu.Lock(); last = as; mu.Unlock() })
+	}()
+	e.eventually("amendments loaded", func() bool { mu.Lock(); defer mu.Unlock(); return last != nil })
+	mu.Lock()
+	got := last
+	mu.Unlock()
+	if len(got) != 1 || got[0].ID != "am-good" {
+		t.Fatalf("amendments in force = %+v, want only am-good", got)
+	}
+	told := map[string]string{}
+	for len(told) < 4 {
+		msg, err := rejected.NextMsg(15 * time.Second)
+		if err != nil {
+			t.Fatalf("refusal events so far %v: %v", told, err)
+		}
+		var d events.PolicyChangeData
+		ev, err := events.DecodeData(msg.Header, msg.Data, &d)
+		if err != nil || ev.Type() != events.TypePolicyRejected {
+			t.Fatalf("event %v %v", msg.Header, err)
+		}
+		told[d.Source] = strings.Join(d.Errors, "; ")
+	}
+	for id, want := range map[string]string{"am-unsigned": "carries no approval", "am-widened": "scope is not the one",
+		"am-stranger": "neither pinned", "am-foreign": "account not trusted"} {
+		if !strings.Contains(told["kv:amendments."+id], want) {
+			t.Errorf("refusal of %s = %q, want %q", id, told["kv:amendments."+id], want)
+		}
+	}
+	// Calls with no trusted verifier at all keep nothing in force.
+	nctx, ncancel := context.WithCancel(context.Background())
+	defer ncancel()
+	seen := make(chan int, 1)
+	go func() {
+		_ = WatchAmendments(nctx, policyKV, quietLogger(), nil, func(as []approval.Amendment) {
+			select {
+			case seen <- len(as):
+			default:
+			}
+		})
+	}()
+	if n := <-seen; n != 0 {
+		t.Fatalf("without a verifier %d amendments took effect", n)
+	}
 }
 
 func TestParkRefusesBadInput(t *testing.T) {

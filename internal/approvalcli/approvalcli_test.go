@@ -17,6 +17,8 @@ import (
 	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/trust"
+	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/policy"
 )
 
@@ -33,7 +35,9 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mgr, err := approval.NewManager(ctx, js, approval.Options{Name: "w", SweepInterval: 20 * time.Millisecond, Logger: log})
+	acct := trusttest.NewAccount(t)
+	mgr, err := approval.NewManager(ctx, js, approval.Options{Name: "w", TrustedAccounts: []string{acct.Public},
+		SweepInterval: 20 * time.Millisecond, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +48,8 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 		_ = mgr.Run(ctx, func(context.Context, *approval.Parked, approval.Outcome) error { resumed.Add(1); return nil })
 	}()
 	tokens, _ := approver.ParseTokens(strings.NewReader("alice "+aliceToken+"\n"), "tokens")
-	key, _ := approver.LoadOrCreateKey(t.TempDir())
-	srv, err := approver.New(ctx, nc, approver.Config{Tokens: tokens, Key: key, Logger: log})
+	creds := acct.User(t, "approver", trust.RoleApprover, 0)
+	srv, err := approver.New(ctx, nc, approver.Config{Tokens: tokens, Key: creds.Key, UserJWT: creds.JWT, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 
 	iapproval "github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -36,8 +37,13 @@ type Config struct {
 	Name string
 	// Tokens authenticate people (and bots) and name their identity.
 	Tokens *Tokens
-	// Key signs decisions (LoadOrCreateKey).
+	// Key signs decisions: the key of the approver's credentials, or
+	// LoadOrCreateKey's for a key pinned in the workers' configuration.
 	Key nkeys.KeyPair
+	// UserJWT is Key's NATS user JWT (role approver) from the approver's
+	// credentials; every decision carries it so that workers trusting the
+	// issuing account accept the key. Empty: workers must pin the key.
+	UserJWT string
 	// PublicURL is the page's URL as people reach it, used in
 	// notifications; default empty (no links).
 	PublicURL string
@@ -121,7 +127,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("approver key: %w", err)
 	}
-	if err := iapproval.RegisterApproverKey(ctx, kv, approval.ApproverKey{PublicKey: pub, Name: cfg.Name}); err != nil {
+	if err := iapproval.RegisterApproverKey(ctx, kv, approval.ApproverKey{PublicKey: pub, JWT: cfg.UserJWT, Name: cfg.Name}); err != nil {
 		return nil, err
 	}
 	seed, _ := cfg.Key.Seed()
@@ -478,10 +484,10 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 	if p.Status.Final() {
 		return Result{}, fmt.Errorf("%w: call %s is %s", ErrDecided, callID, p.Status)
 	}
-	if in.Outcome != approval.Reject && identity == p.Agent {
+	if in.Outcome != approval.Reject && trust.SameName(identity, p.Agent) {
 		return Result{}, fmt.Errorf("%w: %q made this call and cannot %s it", ErrForbidden, identity, in.Outcome)
 	}
-	if in.Outcome == approval.Approve && slices.Contains(p.ApprovedBy(), identity) {
+	if in.Outcome == approval.Approve && slices.ContainsFunc(p.ApprovedBy(), func(a string) bool { return trust.SameName(a, identity) }) {
 		return Result{}, fmt.Errorf("%w: %q already approved call %s (%d of %d approvals)", ErrDecided, identity, callID, len(p.Approvals), p.Threshold())
 	}
 	if !s.now().Before(p.ExpiresAt) {
@@ -497,7 +503,10 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 			return Result{}, fmt.Errorf("%w: %v", ErrBadDecision, err)
 		}
 	}
-	d := &approval.Decision{CallID: callID, ArgsSHA256: p.ArgsSHA256, Outcome: in.Outcome, Approver: identity,
+	if h := approval.ArgsHash(p.Agent, p.Tool, p.Arguments); h != p.ArgsSHA256 && in.Outcome != approval.Reject {
+		return Result{}, fmt.Errorf("%w: the stored arguments of call %s were altered after parking (they hash to %s, not %s)", ErrBadDecision, callID, h, p.ArgsSHA256)
+	}
+	d := &approval.Decision{CallID: callID, ArgsSHA256: p.ArgsSHA256, Outcome: in.Outcome, Approver: identity, SignerJWT: s.cfg.UserJWT,
 		Comment: strings.TrimSpace(in.Comment), Reason: strings.TrimSpace(in.Reason), Answer: in.Answer}
 	if a := in.AlwaysAllow; a != nil && in.Outcome == approval.Approve {
 		var args map[string]any

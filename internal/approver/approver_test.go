@@ -26,6 +26,8 @@ import (
 	iapproval "github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/trust"
+	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/policy"
 )
@@ -34,6 +36,7 @@ const tokenFile = `# identity token
 alice alice-token-0123456789
 bob   bob-token-0123456789ab
 agent-7 agent-token-0123456789
+AGENT_7 agentcase-token-0123456789
 `
 
 // stack is a real embedded NATS server, a worker-side Manager whose resume
@@ -68,8 +71,10 @@ func newStack(t *testing.T, mod func(*Config)) *stack {
 		t.Fatal(err)
 	}
 	st := &stack{t: t, js: js, resumed: map[string][]iapproval.Outcome{}}
-	// Zero-config trust: the worker trusts keys the approver registers.
-	mgr, err := iapproval.NewManager(ctx, js, iapproval.Options{Name: "w1", SweepInterval: 20 * time.Millisecond, Logger: quiet()})
+	// The install's account: the worker trusts the approvers it issued.
+	acct := trusttest.NewAccount(t)
+	mgr, err := iapproval.NewManager(ctx, js, iapproval.Options{Name: "w1", TrustedAccounts: []string{acct.Public},
+		SweepInterval: 20 * time.Millisecond, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +93,8 @@ func newStack(t *testing.T, mod func(*Config)) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := LoadOrCreateKey(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Name: "test", Tokens: tokens, Key: key, Logger: quiet(), DecisionWait: 10 * time.Second}
+	creds := acct.User(t, "approver", trust.RoleApprover, 0)
+	cfg := Config{Name: "test", Tokens: tokens, Key: creds.Key, UserJWT: creds.JWT, Logger: quiet(), DecisionWait: 10 * time.Second}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -193,6 +195,7 @@ func TestAPIStatuses(t *testing.T) {
 		{"answer to an approval", "POST", "/api/approvals/call-1/answer", alice, `{"answer":"yes"}`, 400},
 		{"unknown verb", "POST", "/api/approvals/call-1/maybe", alice, `{}`, 404},
 		{"agent approves its own call", "POST", "/api/approvals/call-1/approve", agent, `{}`, 403},
+		{"token named as the agent in another spelling", "POST", "/api/approvals/call-1/approve", "agentcase-token-0123456789", `{}`, 403},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/trust"
 )
 
 // Options is the approver command's configuration.
@@ -30,12 +31,15 @@ type Options struct {
 	// TokenFile holds `<identity> <token>` lines; default <DataDir>/tokens,
 	// created with one token for $USER when missing.
 	TokenFile string
-	// DataDir holds the signing key (approver.nk) and the default token
-	// file; default <state dir>/approver ($XDG_STATE_HOME/toolgate/approver).
+	// DataDir holds the default token file and, when the approver connects
+	// without credentials (a password URL), the signing key approver.nk;
+	// default <state dir>/approver ($XDG_STATE_HOME/toolgate/approver).
 	DataDir string
-	// Creds is the approver's NATS .creds file; empty: $TOOLGATE_CREDS,
-	// else minted from the state directory's install (`toolctl creds
-	// approver NAME` makes one for another machine).
+	// Creds is the approver's NATS .creds file (role approver): it
+	// connects with them, and decisions are signed with its key and carry
+	// its JWT. Empty: $TOOLGATE_CREDS, else minted from the state
+	// directory's install (`toolctl creds approver NAME` makes one for
+	// another machine).
 	Creds string
 	// Name names the service (default the host name).
 	Name string
@@ -100,11 +104,7 @@ func Serve(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	key, err := LoadOrCreateKey(o.DataDir)
-	if err != nil {
-		return err
-	}
-	cfg := Config{Name: o.Name, Tokens: tokens, Key: key, Logger: o.Logger}
+	cfg := Config{Name: o.Name, Tokens: tokens, Logger: o.Logger}
 	secret := func(path, what string) (string, error) {
 		if path == "" {
 			return "", nil
@@ -138,12 +138,17 @@ func Serve(ctx context.Context, o Options) error {
 		}
 	}
 
-	nc, _, err := identity.Dial(o.NATSURL, o.Creds, identity.RoleApprover, "approver", nats.Name("toolgate-approver"),
+	nc, creds, err := identity.Dial(o.NATSURL, o.Creds, identity.RoleApprover, "approver", nats.Name("toolgate-approver"),
 		nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	signer, err := signingKey(o, creds)
+	if err != nil {
+		return err
+	}
+	cfg.Key, cfg.UserJWT = signer.Key, signer.JWT
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
@@ -189,6 +194,20 @@ func Serve(ctx context.Context, o Options) error {
 	defer scancel()
 	_ = hs.Shutdown(sctx) // open event streams end with the timeout
 	return nil
+}
+
+// signingKey is the key decisions are signed with: the credentials the
+// approver connected with, else (a password URL) approver.nk in the data
+// directory, a key the workers must pin.
+func signingKey(o Options, creds *identity.Creds) (trust.Signer, error) {
+	if creds != nil {
+		return trust.Signer{Key: creds.Key, JWT: creds.JWT}, nil
+	}
+	key, err := LoadOrCreateKey(o.DataDir)
+	if err != nil {
+		return trust.Signer{}, err
+	}
+	return trust.Signer{Key: key}, nil
 }
 
 // loadPairs reads `<identity> <value>` lines into value → identity.

@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/policyload"
+	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/internal/worker"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -72,6 +73,12 @@ type Options struct {
 	// this worker accepts. Empty trusts the keys approver services
 	// registered in the approvals bucket (zero-config; logged loudly).
 	TrustedApprovers []string
+	// TrustedAccounts are the account public keys (A...) whose user JWTs
+	// vouch for approvers (decisions, amendments) and admins (pushed
+	// policies): the toolgate account of this install, taken from the
+	// worker's credentials. With neither these nor TrustedApprovers, every
+	// decision, amendment and pushed policy is refused.
+	TrustedAccounts []string
 	// Logger receives logs; default a text logger on stderr.
 	Logger *slog.Logger
 	// Out receives the start-up banner; default stderr.
@@ -102,9 +109,14 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		fmt.Fprintf(o.Out, "toolgate: WARNING: bash sandbox: %s; install bubblewrap (apt-get install -y bubblewrap) or run with --sandbox require to refuse this\n", sb)
 	}
-	nc, url, srv, err := connect(o, ws)
+	nc, url, creds, srv, err := connect(o, ws)
 	if err != nil {
 		return err
+	}
+	if len(o.TrustedAccounts) == 0 && creds != nil {
+		// The install's approvers and admins: users of the account that
+		// issued this worker's own credentials.
+		o.TrustedAccounts = []string{creds.Account}
 	}
 	if srv != nil {
 		defer srv.Close()
@@ -126,8 +138,12 @@ func Run(ctx context.Context, o Options) error {
 
 	// The policy gate: a file, the fleet's shared KV key, or the default.
 	gate := policy.NewGate(nil)
+	admins, err := trust.NewVerifier(o.TrustedAccounts, nil)
+	if err != nil {
+		return fmt.Errorf("trusted accounts: %w", err)
+	}
 	var changes []policyload.Change
-	loader := &policyload.Loader{Gate: gate, File: o.PolicyFile, KV: policyKV, Logger: o.Logger,
+	loader := &policyload.Loader{Gate: gate, File: o.PolicyFile, KV: policyKV, Verifier: admins, Logger: o.Logger,
 		OnChange: func(ch policyload.Change) { changes = append(changes, ch) }}
 	first, err := loader.Load(ctx)
 	if err != nil {
@@ -154,7 +170,8 @@ func Run(ctx context.Context, o Options) error {
 	if err := reg.Register(papproval.ClarifyTool()); err != nil {
 		return err
 	}
-	mgr, err := approval.NewManager(ctx, js, approval.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers, Logger: o.Logger})
+	mgr, err := approval.NewManager(ctx, js, approval.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers,
+		TrustedAccounts: o.TrustedAccounts, Logger: o.Logger})
 	if err != nil {
 		return err
 	}
@@ -175,7 +192,7 @@ func Run(ctx context.Context, o Options) error {
 	defer bgCancel()
 	go loader.Watch(bg)
 	go func() {
-		err := approval.WatchPolicyAmendments(bg, policyKV, o.Logger, gate.SetAmendments)
+		err := approval.WatchPolicyAmendments(bg, policyKV, o.Logger, mgr, gate.SetAmendments)
 		if err != nil && bg.Err() == nil {
 			o.Logger.Error("watch amendments", "err", err)
 		}

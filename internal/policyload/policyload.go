@@ -1,11 +1,13 @@
 // Package policyload keeps a worker's policy gate live: it loads the policy
 // from a file or from the fleet's shared KV key, applies changes without a
-// restart, and keeps the old policy in force when a new one is invalid.
+// restart, and keeps the old policy in force when a new one is invalid or,
+// for a pushed one, not signed by an admin this install trusts.
 package policyload
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/policy"
 )
 
@@ -43,6 +46,10 @@ type Loader struct {
 	File string
 	// KV is the policy bucket; required when File is empty.
 	KV jetstream.KeyValue
+	// Verifier decides whose pushed policies count: a document in KV is
+	// applied only when sealed by an admin it trusts (Signed). Nil refuses
+	// every pushed policy. A File is not verified: it is the operator's.
+	Verifier *trust.Verifier
 	// Poll is how often the file is checked; default 1s.
 	Poll time.Duration
 	// OnChange is told about every apply or refusal.
@@ -185,11 +192,22 @@ func (l *Loader) applyIfNew(data []byte, source string) {
 	}
 }
 
-// apply parses data and swaps it in when valid.
+// apply parses data and swaps it in when valid (and, from KV, signed).
 func (l *Loader) apply(data []byte, source string) Change {
 	l.mu.Lock()
 	l.last = bytes.Clone(data)
 	l.mu.Unlock()
+	if source == "kv:"+Key {
+		doc, who, err := Open(data, l.Verifier)
+		if err != nil {
+			ch := Change{Source: source, Revision: l.Gate.Policy().Revision(), Err: err}
+			l.Logger.Error("pushed policy refused; the policy in force stays", "source", source, "err", err)
+			l.notify(ch)
+			return ch
+		}
+		l.Logger.Info("pushed policy signed", "by", who.String(), "public_key", who.PublicKey)
+		data = doc
+	}
 	p, warns, err := policy.Parse(data, source)
 	if err != nil {
 		ch := Change{Source: source, Revision: l.Gate.Policy().Revision(), Err: err}
@@ -213,15 +231,75 @@ func (l *Loader) notify(ch Change) {
 	}
 }
 
-// Push validates data and stores it as the fleet's shared policy; every
-// worker without --policy applies it. An invalid document is not stored.
-func Push(ctx context.Context, kv jetstream.KeyValue, data []byte, source string) (*policy.Policy, []policy.Warning, error) {
+// Push validates data, seals it with signer (admin credentials) and stores
+// it as the fleet's shared policy; every worker without --policy applies
+// it once it verified the seal. An invalid document is not stored.
+func Push(ctx context.Context, kv jetstream.KeyValue, data []byte, source string, signer trust.Signer) (*policy.Policy, []policy.Warning, error) {
 	p, warns, err := policy.Parse(data, source)
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := kv.Put(ctx, Key, data); err != nil {
+	val, err := Seal(data, source, signer, time.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := kv.Put(ctx, Key, val); err != nil {
 		return nil, nil, fmt.Errorf("store shared policy: %w", err)
 	}
 	return p, warns, nil
+}
+
+// SignedFormat names the sealed form of a pushed policy.
+const SignedFormat = "toolgate.signed-policy.v1"
+
+// ErrUnsignedPolicy: a pushed policy is not sealed, or not by an admin this
+// worker trusts.
+var ErrUnsignedPolicy = errors.New("pushed policy is not signed by a trusted admin")
+
+// Signed is how a pushed policy is stored under Key: the document and who
+// pushed it, sealed by the pusher's key.
+type Signed struct {
+	// Format is SignedFormat.
+	Format string `json:"format"`
+	// Source names where the document came from (the pushed file).
+	Source string `json:"source,omitempty"`
+	// Document is the policy document (YAML or JSON) as pushed.
+	Document string `json:"document"`
+	// PushedAt is when it was pushed.
+	PushedAt time.Time `json:"pushed_at"`
+	// Seal is the pusher's signature over SigningBytes.
+	Seal *trust.Seal `json:"seal,omitempty"`
+}
+
+// SigningBytes is what the seal covers: the envelope without its seal.
+func (s Signed) SigningBytes() []byte {
+	s.Seal = nil
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// Seal wraps document in a Signed envelope sealed by signer.
+func Seal(document []byte, source string, signer trust.Signer, now time.Time) ([]byte, error) {
+	env := Signed{Format: SignedFormat, Source: source, Document: string(document), PushedAt: now.UTC()}
+	seal, err := signer.Sign(env.SigningBytes())
+	if err != nil {
+		return nil, fmt.Errorf("sign policy: %w", err)
+	}
+	env.Seal = &seal
+	return json.Marshal(env)
+}
+
+// Open returns the document of a stored policy when it is sealed by an
+// admin v trusts, and who that is. Anything else (a bare document, a seal
+// by another role, key or account) is ErrUnsignedPolicy.
+func Open(stored []byte, v *trust.Verifier) ([]byte, trust.Identity, error) {
+	var env Signed
+	if err := json.Unmarshal(stored, &env); err != nil || env.Format != SignedFormat {
+		return nil, trust.Identity{}, fmt.Errorf("%w: the stored value is not a sealed policy (%s)", ErrUnsignedPolicy, SignedFormat)
+	}
+	who, err := v.Check(env.Seal, env.SigningBytes(), trust.RoleAdmin)
+	if err != nil {
+		return nil, who, fmt.Errorf("%w: %w", ErrUnsignedPolicy, err)
+	}
+	return []byte(env.Document), who, nil
 }

@@ -85,7 +85,7 @@ func (w *Worker) Resume(ctx context.Context, p *approval.Parked, o approval.Outc
 	switch o.Status {
 	case papproval.Approved:
 		var err error
-		res, err = w.runApproved(ctx, in)
+		res, err = w.runApproved(ctx, in, max(len(o.Approvers), 1))
 		if err != nil {
 			return err
 		}
@@ -95,6 +95,9 @@ func (w *Worker) Resume(ctx context.Context, p *approval.Parked, o approval.Outc
 	case papproval.Rejected:
 		res.Status, res.IsError = events.StatusRejected, true
 		res.Output = fmt.Sprintf("rejected by %s: %s", who, o.Reason)
+		if who == "" {
+			res.Output = "rejected: " + o.Reason
+		}
 	case papproval.Expired:
 		res.Status, res.IsError = events.StatusExpired, true
 		res.Output = "expired: no decision before " + p.ExpiresAt.UTC().Format(time.RFC3339)
@@ -113,8 +116,9 @@ func (w *Worker) Resume(ctx context.Context, p *approval.Parked, o approval.Outc
 
 // runApproved claims the approved call in the calls bucket and runs it
 // through the pipeline with Approved set, so the gate judges it again: a
-// call denied meanwhile is denied, an ask no longer parks it.
-func (w *Worker) runApproved(ctx context.Context, in *events.Call) (events.ResultData, error) {
+// call denied meanwhile is denied, an ask no longer parks it unless it now
+// needs more than the approvals distinct people signed.
+func (w *Worker) runApproved(ctx context.Context, in *events.Call, approvals int) (events.ResultData, error) {
 	key := CallKey(in.Agent, in.ID)
 	now := time.Now()
 	rec, _ := json.Marshal(record{State: stateExecuting, Worker: w.cfg.Name, Started: now, Heartbeat: now})
@@ -143,7 +147,7 @@ func (w *Worker) runApproved(ctx context.Context, in *events.Call) (events.Resul
 	stop := w.heartbeat(nil, key, rev, now)
 	defer stop()
 	c := &tools.Call{ID: in.ID, Agent: in.Agent, SessionID: in.Data.SessionID, Name: in.Tool, Arguments: in.Data.Arguments,
-		Timeout: time.Duration(in.Data.TimeoutMS) * time.Millisecond, Approved: true}
+		Timeout: time.Duration(in.Data.TimeoutMS) * time.Millisecond, Approved: true, Approvals: approvals}
 	c.Progress = w.progress(in, c)
 	w.executions.Add(1)
 	out, err := w.handler.Handle(w.execCtx, c)

@@ -42,6 +42,22 @@ type Amendment struct {
 	CreatedAt time.Time `json:"created_at"`
 	// ExpiresAt, when set, ends the amendment.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Grant is the signed approval that asked for this amendment; its
+	// always_allow is the amendment's scope. Every worker verifies it
+	// before the amendment takes effect.
+	Grant *Decision `json:"grant,omitempty"`
+}
+
+// SameScope reports whether a and b allow the same calls: id, agent, tool,
+// command prefix, path pattern and expiry.
+func (a *Amendment) SameScope(b *Amendment) bool {
+	if a.ID != b.ID || a.Agent != b.Agent || a.Tool != b.Tool || a.CommandPrefix != b.CommandPrefix || a.PathPattern != b.PathPattern {
+		return false
+	}
+	if (a.ExpiresAt == nil) != (b.ExpiresAt == nil) {
+		return false
+	}
+	return a.ExpiresAt == nil || a.ExpiresAt.Equal(*b.ExpiresAt)
 }
 
 // Active reports whether the amendment is in force at now.

@@ -130,6 +130,11 @@ type Decision struct {
 	DecidedAt time.Time `json:"decided_at"`
 	// PublicKey is the signer's nkey public key (U...).
 	PublicKey string `json:"public_key"`
+	// SignerJWT is the signer's NATS user JWT (role approver), issued by
+	// the toolgate account; it tells workers the key belongs to an
+	// approver this install created. Empty for a key pinned in the
+	// workers' configuration. It is covered by the signature.
+	SignerJWT string `json:"signer_jwt,omitempty"`
 	// Signature is the base64url ed25519 signature of SigningBytes.
 	Signature string `json:"signature"`
 }

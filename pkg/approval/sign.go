@@ -58,6 +58,18 @@ func (d *Decision) Sign(kp nkeys.KeyPair) error {
 // reports that key as trusted. It fails closed: a nil trusted trusts
 // nothing.
 func (d *Decision) Verify(trusted func(publicKey string) bool) error {
+	if err := d.VerifySignature(); err != nil {
+		return err
+	}
+	if trusted == nil || !trusted(d.PublicKey) {
+		return fmt.Errorf("%w: %s", ErrUntrustedKey, d.PublicKey)
+	}
+	return nil
+}
+
+// VerifySignature checks that the decision is signed by PublicKey; whether
+// that key may approve is the caller's judgement.
+func (d *Decision) VerifySignature() error {
 	if d.PublicKey == "" || d.Signature == "" {
 		return fmt.Errorf("%w: decision is not signed", ErrBadSignature)
 	}
@@ -78,9 +90,6 @@ func (d *Decision) Verify(trusted func(publicKey string) bool) error {
 	}
 	if err := kp.Verify(msg, sig); err != nil {
 		return fmt.Errorf("%w: key %s: %v", ErrBadSignature, d.PublicKey, err)
-	}
-	if trusted == nil || !trusted(d.PublicKey) {
-		return fmt.Errorf("%w: %s", ErrUntrustedKey, d.PublicKey)
 	}
 	return nil
 }
@@ -104,11 +113,15 @@ func NewKeySet(keys ...string) (KeySet, error) {
 // Trusted reports whether k is in the set.
 func (s KeySet) Trusted(k string) bool { return s[k] }
 
-// ApproverKey is what an approver service registers so that workers with no
-// configured trusted keys can verify its decisions.
+// ApproverKey is what an approver service registers in the approvals
+// bucket. Registering proves nothing by itself: a worker counts the key
+// only when it is pinned in its configuration or when JWT, the approver's
+// user JWT, was issued by an account the worker trusts.
 type ApproverKey struct {
 	// PublicKey is the nkey user public key (U...).
 	PublicKey string `json:"public_key"`
+	// JWT is the approver's user JWT (role approver), if it has one.
+	JWT string `json:"jwt,omitempty"`
 	// Name names the approver service (host name or --name).
 	Name string `json:"name"`
 	// RegisteredAt is when the key was first registered.

@@ -116,6 +116,11 @@ func (p *Pipeline) policy(next Handler) Handler {
 		c.Decision = &d
 		switch {
 		case d.Action == policy.Allow:
+		case d.Action == policy.Ask && c.Approved && c.Approvals > 0 && c.Approvals < d.Approvers:
+			// The policy in force now asks for more people than approved.
+			d.Action = policy.Deny
+			d.Reason = fmt.Sprintf("%s (the policy now needs %d approvals, the call had %d)", d.Reason, d.Approvers, c.Approvals)
+			return nil, &PolicyError{Decision: d}
 		case d.Action == policy.Ask && c.Approved:
 		default: // deny, an ask not yet approved, or anything unknown
 			return nil, &PolicyError{Decision: d}

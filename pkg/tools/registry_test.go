@@ -129,6 +129,8 @@ func TestPipelineSteps(t *testing.T) {
 		switch r.Tool {
 		case "asky":
 			return policy.Decision{Action: policy.Ask, Reason: "a person decides", Rule: "r.ask"}
+		case "asktwo":
+			return policy.Decision{Action: policy.Ask, Reason: "two people decide", Rule: "r.ask2", Approvers: 2}
 		case "gatepanic":
 			panic("gate bug")
 		}
@@ -156,8 +158,16 @@ func TestPipelineSteps(t *testing.T) {
 	if out, err := p.Handle(ctx, &Call{Name: "asky", Approved: true}); err != nil || out.Content != "ok" {
 		t.Fatalf("approved asky: %v", err)
 	}
-	if ran != 3 {
-		t.Fatalf("tools ran %d times, want 3", ran)
+	// Resumed with fewer approvals than the policy in force now needs.
+	reg.MustRegister(&Tool{Name: "asktwo", Handler: HandlerFunc(func(context.Context, *Call) (*Output, error) { ran++; return &Output{}, nil })})
+	if _, err := p.Handle(ctx, &Call{Name: "asktwo", Approved: true, Approvals: 1}); !errors.Is(err, ErrDenied) {
+		t.Fatalf("asktwo with one approval: %v", err)
+	}
+	if _, err := p.Handle(ctx, &Call{Name: "asktwo", Approved: true, Approvals: 2}); err != nil {
+		t.Fatalf("asktwo with two approvals: %v", err)
+	}
+	if ran != 4 {
+		t.Fatalf("tools ran %d times, want 4", ran)
 	}
 	// A gate that panics fails closed.
 	reg.MustRegister(&Tool{Name: "gatepanic", Handler: nop()})

@@ -107,6 +107,10 @@ type Call struct {
 	// Approved marks a call resumed after people approved it: an ask from
 	// the gate no longer parks it, a deny still refuses it.
 	Approved bool
+	// Approvals is how many distinct people approved a resumed call, when
+	// known: an ask that now needs more approvers (the policy changed
+	// since) refuses the call instead of running it. Zero skips the count.
+	Approvals int
 
 	// Tool is set by the pipeline once the name is resolved.
 	Tool *Tool
