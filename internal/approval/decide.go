@@ -483,6 +483,17 @@ func (m *Manager) verifyOutcome(ctx context.Context, p *Parked) (Outcome, error)
 		out.Approvers = who
 	case approval.Answered:
 		if out.DefaultAnswer && p.Final == nil {
+			// No one signed a default answer: it must be the one the
+			// parked arguments (the clarify call) give.
+			if h != p.ArgsSHA256 {
+				return out, fmt.Errorf("%w: the stored arguments hash to %s, not to %s taken when the call was parked", ErrTampered, h, p.ArgsSHA256)
+			}
+			var args map[string]any
+			_ = json.Unmarshal(p.Arguments, &args)
+			q, err := approval.QuestionFrom(args)
+			if err != nil || q.DefaultAnswer == nil || *q.DefaultAnswer != out.Answer {
+				return out, fmt.Errorf("%w: the default answer is not the question's", ErrTampered)
+			}
 			break
 		}
 		if p.Final == nil {
