@@ -265,7 +265,7 @@ func TestApproveResumesExactlyOnceAcrossWorkers(t *testing.T) {
 // tests can use errors.Is on what crossed the wire.
 func errorsFor(reason string) error {
 	for _, e := range []error{ErrAlreadyDecided, ErrHashMismatch, ErrSelfApproval, ErrDuplicateApprover,
-		ErrLate, ErrWrongOutcome, approval.ErrUntrustedKey, approval.ErrBadSignature, approval.ErrInvalidDecision,
+		ErrLate, ErrStale, ErrTampered, ErrWrongOutcome, approval.ErrUntrustedKey, approval.ErrBadSignature, approval.ErrInvalidDecision,
 		approval.ErrInvalidAmendment, ErrNotFound} {
 		if strings.Contains(reason, e.Error()) {
 			return e
@@ -336,6 +336,11 @@ func TestRefusedDecisions(t *testing.T) {
 			d.Answer = "yes"
 			return d, e.kp
 		}, ErrWrongOutcome},
+		{"decided before the call was parked (replayed)", func(p *Parked) (*approval.Decision, nkeys.KeyPair) {
+			d := e.decision(p, "alice", approval.Approve)
+			d.DecidedAt = p.ParkedAt.Add(-time.Hour)
+			return d, e.kp
+		}, ErrStale},
 		{"amendment wider than the call", func(p *Parked) (*approval.Decision, nkeys.KeyPair) {
 			d := e.decision(p, "alice", approval.Approve)
 			d.AlwaysAllow = &approval.Amendment{ID: "wide", Agent: p.Agent, Tool: "bash", CommandPrefix: "rm"}
