@@ -33,6 +33,9 @@ var (
 	ErrLate = errors.New("decision arrived after the deadline")
 	// ErrWrongOutcome: approve/reject for a question, or answer for an approval.
 	ErrWrongOutcome = errors.New("outcome does not fit the parked call")
+	// ErrStale: the decision was made before the call was parked (a
+	// decision on an earlier call under the same id, replayed).
+	ErrStale = errors.New("decision predates the parked call")
 	// ErrTampered: the parked record no longer holds what was parked or
 	// approved (its arguments hash otherwise, an approval does not verify).
 	ErrTampered = errors.New("parked call record was altered")
@@ -173,6 +176,9 @@ func (m *Manager) fits(p *Parked, d *approval.Decision, signer trust.Identity) e
 	if !m.now().Before(p.ExpiresAt) {
 		return refused(ErrLate, "deadline was %s", p.ExpiresAt.Format(time.RFC3339))
 	}
+	if d.DecidedAt.Before(p.ParkedAt.Add(-clockSkew)) {
+		return refused(ErrStale, "decided at %s, parked at %s", d.DecidedAt.Format(time.RFC3339), p.ParkedAt.Format(time.RFC3339))
+	}
 	switch {
 	case p.IsClarify() && d.Outcome == approval.Approve:
 		return refused(ErrWrongOutcome, "call %s asks a question: answer or reject it", p.CallID)
@@ -195,6 +201,10 @@ func (m *Manager) fits(p *Parked, d *approval.Decision, signer trust.Identity) e
 	}
 	return nil
 }
+
+// clockSkew is how far an approver's clock may run behind a worker's
+// before its decisions look older than the calls they decide.
+const clockSkew = 5 * time.Minute
 
 // selfApproval refuses a decision on agent's call by a person whose name is
 // the agent's under trust.Fold, or signed by an identity that is the agent
@@ -483,6 +493,17 @@ func (m *Manager) verifyOutcome(ctx context.Context, p *Parked) (Outcome, error)
 		out.Approvers = who
 	case approval.Answered:
 		if out.DefaultAnswer && p.Final == nil {
+			// No one signed a default answer: it must be the one the
+			// parked arguments (the clarify call) give.
+			if h != p.ArgsSHA256 {
+				return out, fmt.Errorf("%w: the stored arguments hash to %s, not to %s taken when the call was parked", ErrTampered, h, p.ArgsSHA256)
+			}
+			var args map[string]any
+			_ = json.Unmarshal(p.Arguments, &args)
+			q, err := approval.QuestionFrom(args)
+			if err != nil || q.DefaultAnswer == nil || *q.DefaultAnswer != out.Answer {
+				return out, fmt.Errorf("%w: the default answer is not the question's", ErrTampered)
+			}
 			break
 		}
 		if p.Final == nil {

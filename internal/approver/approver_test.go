@@ -655,6 +655,7 @@ func TestTokensAndKey(t *testing.T) {
 		{"short token", "# c\nalice short\n", "tokens:2"},
 		{"shared token", "a 0123456789abcdef\nb 0123456789abcdef\n", "tokens:2"},
 		{"empty", "# nothing\n", "no tokens"},
+		{"identity without a letter or digit", "--- 0123456789abcdef\n", "tokens:1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nkeys"
+
+	"github.com/toolgate/toolgate/internal/trust"
 )
 
 // ErrBadTokenFile reports a token file line that is not `<identity> <token>`.
@@ -41,6 +43,9 @@ func ParseTokens(r io.Reader, name string) (*Tokens, error) {
 		f := strings.Fields(line)
 		if len(f) != 2 {
 			return nil, fmt.Errorf("%w: %s:%d: want `<identity> <token>`, got %d fields", ErrBadTokenFile, name, n, len(f))
+		}
+		if trust.Fold(f[0]) == "" {
+			return nil, fmt.Errorf("%w: %s:%d: identity %q has no letter or digit", ErrBadTokenFile, name, n, f[0])
 		}
 		if len(f[1]) < 16 {
 			return nil, fmt.Errorf("%w: %s:%d: token of %q is shorter than 16 characters", ErrBadTokenFile, name, n, f[0])
