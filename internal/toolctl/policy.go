@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/approvalcli"
@@ -13,36 +14,56 @@ import (
 	"github.com/toolgate/toolgate/internal/policyload"
 )
 
+// policyUsage is the whole `toolctl policy` usage: the file commands of
+// policycli and the fleet commands below.
+func policyUsage() string {
+	return strings.Replace(policycli.Usage(), "usage:\n", "usage: toolctl policy COMMAND\n", 1) +
+		"  policy push FILE\n      validate FILE and make it the policy of every worker started without --policy\n" +
+		"  policy amendments list | revoke ID\n      the always-allow amendments people granted when approving\n"
+}
+
 // cmdPolicy: check and lint work on files (no bus); push stores a policy
 // for the fleet; amendments lists and revokes "always allow" grants.
 func cmdPolicy(ctx context.Context, env *Env, args []string) int {
 	if len(args) == 0 {
-		policycli.Run(nil, env.Stdout, env.Stderr)
-		fmt.Fprintln(env.Stderr, "  policy push FILE\n      validate FILE and make it the policy of every worker started without --policy")
-		fmt.Fprintln(env.Stderr, "  policy amendments list | revoke ID\n      the always-allow amendments people granted when approving")
+		fmt.Fprint(env.Stderr, policyUsage())
 		return ExitUsage
 	}
 	switch args[0] {
 	case "push":
 		return policyPush(ctx, env, args[1:])
 	case "amendments":
-		return approvalcli.Run(append(append([]string{"amendments"}, args[1:]...), "--nats", env.NATSURL), env.Stdout, env.Stderr)
+		return approvalcli.Run(append([]string{"amendments"}, withNATS(args[1:], env.NATSURL)...), env.Stdout, env.Stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(env.Stdout, policyUsage())
+		return ExitOK
 	default:
 		return policycli.Run(args, env.Stdout, env.Stderr)
 	}
 }
 
+// withNATS adds --nats URL after the subcommand word of args, so that the
+// delegated command reaches the same server as the rest of toolctl.
+func withNATS(args []string, url string) []string {
+	if len(args) == 0 {
+		return nil
+	}
+	return append([]string{args[0], "--nats", url}, args[1:]...)
+}
+
 func policyPush(ctx context.Context, env *Env, args []string) int {
 	fs := flag.NewFlagSet("policy push", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() { fmt.Fprintln(env.Stderr, "usage: toolctl policy push FILE") }
+	words, err := parseFlags(fs, args)
+	if err != nil {
+		return usageCode(err)
+	}
+	if len(words) != 1 {
+		fs.Usage()
 		return ExitUsage
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(env.Stderr, "usage: toolctl policy push FILE")
-		return ExitUsage
-	}
-	file := fs.Arg(0)
+	file := words[0]
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return env.fail(ExitFailed, "%v", err)
