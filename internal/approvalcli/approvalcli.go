@@ -70,8 +70,12 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "policy" {
 		args = args[1:]
 	}
-	if len(args) == 0 || (args[0] != "approvals" && args[0] != "amendments") {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, approvalsUsage)
+		return 2
+	}
+	if args[0] != "approvals" && args[0] != "amendments" {
+		fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], approvalsUsage)
 		return 2
 	}
 	cmd := args[0]
