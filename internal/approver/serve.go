@@ -128,12 +128,15 @@ func Serve(ctx context.Context, o Options) error {
 		}
 	}
 
-	nc, err := nats.Connect(o.NATSURL, nats.Name("toolgate-approver"), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
-		nats.RetryOnFailedConnect(true))
+	rch := newReach(o.NATSURL, o.Logger)
+	nc, err := nats.Connect(o.NATSURL, append(rch.options(), nats.Name("toolgate-approver"))...)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", o.NATSURL, err)
 	}
 	defer nc.Close()
+	if err := rch.wait(ctx, nc); err != nil {
+		return nil // stopped before NATS came up
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
