@@ -134,7 +134,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 			return exitInvalid
 		}
 		for _, w := range warns {
-			fmt.Fprintf(stderr, "%s:%s: warning\n", *file, w)
+			fmt.Fprintf(stderr, "%s:%s\n", *file, warning(w))
 		}
 	}
 	req := policy.Request{Agent: *agent, Tool: *tool, Known: !*unknown, Kind: policy.Kind(*kind), Arguments: callArgs, Workspace: ws}
@@ -181,14 +181,24 @@ func lint(args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	for _, w := range warns {
-		fmt.Fprintf(stdout, "%s:%s: warning\n", file, w)
+		fmt.Fprintf(stdout, "%s:%s\n", file, warning(w))
 	}
 	fmt.Fprintf(stdout, "%s: valid, revision %s, %d warning(s)\n", file, p.Revision(), len(warns))
 	return exitOK
 }
 
+// warning formats a warning as "line N: warning: field: message".
+func warning(w policy.Warning) string {
+	s := fmt.Sprintf("line %d: warning: ", w.Line)
+	if w.Field != "" {
+		s += w.Field + ": "
+	}
+	return s + w.Message
+}
+
 // printError prints every problem of an invalid document on its own line.
 func printError(w io.Writer, err error) {
+	err = policy.Suggest(err)
 	var pe *policy.ParseError
 	if errors.As(err, &pe) {
 		for _, p := range pe.Problems {

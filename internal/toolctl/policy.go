@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/policycli"
 	"github.com/toolgate/toolgate/internal/policyload"
+	"github.com/toolgate/toolgate/pkg/policy"
 )
 
 // policyUsage is the whole `toolctl policy` usage: the file commands of
@@ -81,7 +82,7 @@ func policyPush(ctx context.Context, env *Env, args []string) int {
 	}
 	p, warns, err := policyload.Push(ctx, kv, data, file)
 	if err != nil {
-		return env.fail(ExitFailed, "policy not pushed:\n%v", err)
+		return env.fail(ExitFailed, "policy not pushed:\n%v", policy.Suggest(err))
 	}
 	for _, w := range warns {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
