@@ -311,7 +311,11 @@ func (c *apiClient) do(method, path string, body, out any) ([]byte, error) {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("approver at %s: %w", c.base, err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL is said once, below
+		}
+		return nil, fmt.Errorf("cannot reach the approver at %s (is it running? start it with `go run ./cmd/approver`, or pass --approver URL): %w", c.base, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))

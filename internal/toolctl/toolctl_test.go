@@ -219,10 +219,14 @@ func TestErrorsOnce(t *testing.T) {
 		{"--nats", "nats://127.0.0.1:1", "call", "read", "path=x"},
 		{"--nats", "nats://127.0.0.1:1", "policy", "push", bad},
 		{"call", "read", "--bogus"},
+		{"approvals", "list", "--token", "t", "--approver", "http://127.0.0.1:1"},
 	} {
 		out, errOut, code := run(t, args...)
 		if code == toolctl.ExitOK {
 			t.Fatalf("%v succeeded:\n%s", args, out)
+		}
+		if strings.Count(errOut, "http://127.0.0.1:1") > 1 {
+			t.Errorf("%v names the URL more than once:\n%s", args, errOut)
 		}
 		for _, line := range strings.Split(strings.TrimSpace(errOut), "\n") {
 			if line != "" && strings.Count(errOut, line) > 1 {
