@@ -277,3 +277,17 @@ func TestEventsOldestFirst(t *testing.T) {
 		t.Fatalf("a second replay differs from the first:\n%s\n---\n%s", first, second)
 	}
 }
+
+// TestPolicyCheckKeepsItsAgent: policy check has an --agent of its own
+// (the agent judged); it is not taken as the global one.
+func TestPolicyCheckKeepsItsAgent(t *testing.T) {
+	const example = "../../deploy/policy.example.yaml"
+	for _, tt := range []struct {
+		agent, action string
+	}{{"ci-7", "deny"}, {"dev-1", "allow"}} {
+		out, errOut, code := run(t, "policy", "check", "--policy", example, "--tool", "write", "--args", `{"path":"notes.txt"}`, "--agent", tt.agent)
+		if code != toolctl.ExitOK || !strings.Contains(out, `"action":"`+tt.action+`"`) {
+			t.Errorf("agent %s: exit %d, want %s:\n%s%s", tt.agent, code, tt.action, out, errOut)
+		}
+	}
+}
