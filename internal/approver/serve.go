@@ -128,6 +128,12 @@ func Serve(ctx context.Context, o Options) error {
 		}
 	}
 
+	// Listen first: a taken port is said at once, not after NATS is found.
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s (another approver running? choose another address with --listen): %w", o.Listen, err)
+	}
+	defer ln.Close()
 	rch := newReach(o.NATSURL, o.Logger)
 	nc, err := nats.Connect(o.NATSURL, append(rch.options(), nats.Name("toolgate-approver"))...)
 	if err != nil {
@@ -146,10 +152,6 @@ func Serve(ctx context.Context, o Options) error {
 	cancel()
 	if err != nil {
 		return fmt.Errorf("provision the bus at %s: %w", o.NATSURL, err)
-	}
-	ln, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
 	}
 	if o.PublicURL == "" {
 		o.PublicURL = "http://" + ln.Addr().String()

@@ -2,10 +2,12 @@ package approver
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,5 +89,28 @@ func TestServeSaysWhenNATSIsAway(t *testing.T) {
 		t.Fatalf("Serve ended: %v", err)
 	case <-deadline:
 		t.Fatal("the approver did not come up once NATS did")
+	}
+}
+
+// TestServeSaysWhenItsPortIsTaken: a taken HTTP port is an error at once,
+// naming the address, even while NATS is away (nothing is retried).
+func TestServeSaysWhenItsPortIsTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(context.Background(), Options{NATSURL: "nats://127.0.0.1:1", Listen: taken.Addr().String(),
+			DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard})
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), taken.Addr().String()) {
+			t.Fatalf("Serve = %v, want the taken address", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Serve kept going on a taken port")
 	}
 }
