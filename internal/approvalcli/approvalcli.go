@@ -270,12 +270,17 @@ func printList(w io.Writer, list []map[string]any) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CALL\tAGENT\tTOOL\tRULE\tLEFT\tARGUMENTS")
+	fmt.Fprintln(tw, "CALL\tAGENT\tTOOL\tRULE\tREQUESTED\tLEFT\tARGUMENTS")
 	for _, v := range list {
-		left := "?"
+		left, requested := "?", "?"
 		if s, ok := v["expires_at"].(string); ok {
 			if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 				left = max(time.Until(t), 0).Round(time.Second).String()
+			}
+		}
+		if s, ok := v["requested_at"].(string); ok {
+			if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+				requested = t.Local().Format(time.DateTime) // as the page and amendments list show times
 			}
 		}
 		args, _ := json.Marshal(v["arguments"])
@@ -283,7 +288,7 @@ func printList(w io.Writer, list []map[string]any) {
 		if len(a) > 60 {
 			a = a[:57] + "..."
 		}
-		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%s\t%s\n", v["call_id"], v["agent"], v["tool"], v["rule"], left, a)
+		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%s\t%s\t%s\n", v["call_id"], v["agent"], v["tool"], v["rule"], requested, left, a)
 	}
 	tw.Flush()
 }
