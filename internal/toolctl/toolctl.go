@@ -84,8 +84,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		for _, c := range cmds {
 			fmt.Fprintf(stderr, "  %-10s %s\n", c.name, c.summary)
 		}
-		fmt.Fprintln(stderr, "flags:")
+		fmt.Fprintln(stderr, "flags (before or after the command; -- ends them):")
 		fs.PrintDefaults()
+		fmt.Fprintln(stderr, "toolctl COMMAND --help describes a command.")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
