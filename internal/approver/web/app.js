@@ -118,8 +118,9 @@
     const ov = r.match(/^agents\.(.+?)\.((?:default|enabled|allow|ask|deny|exec|tools|kinds|constraints)\b.*)$/);
     if (ov) { who = "For agents matching “" + ov[1] + "”, "; r = ov[2]; }
     let m, text;
-    if (r === "default" || r === "tools.default") text = "no rule of the policy names this tool, and the policy's default is to ask a person";
-    else if ((m = r.match(/^(allow|ask|deny)\[\d+\]$/))) text = "the policy's “" + m[1] + "” list names this tool";
+    if (!r) text = "the policy asks a person about this call";
+    else if (r === "default" || r === "tools.default") text = "no rule of the policy names this tool, and the policy's default is to ask a person";
+    else if ((m = r.match(/^(allow|ask|deny)\[\d+\]$/))) text = "the policy's " + m[1] + " list names this tool";
     else if ((m = r.match(/^tools\.([^.]+)\.(action|enabled)$/))) text = "the policy's rule for " + m[1] + " asks a person before every call of it";
     else if ((m = r.match(/^tools\.([^.]+)\.auto_execute$/))) text = "the policy's rule for " + m[1] + " does not let it run without a person";
     else if ((m = r.match(/^kinds\.([^.]+)/))) text = "the policy asks a person about every " + m[1] + " tool";
@@ -132,6 +133,8 @@
     else if (r.startsWith("builtin.protected_paths")) text = "it writes git's configuration or hooks, which can make git run programs later";
     else if (r === "builtin.ask_mode") text = "no worker offers this tool, and the policy sends unknown tools to a person";
     else if (r === "builtin.fail_closed") text = "the policy could not judge the call, so a person decides";
+    else if (r === "builtin.classify.dangerous") text = "the command changes things (rm, mv, curl, git push, ...), and the built-in policy has a person confirm such commands";
+    else if (r === "builtin.classify.unclassified") text = "the built-in policy does not know this command, so a person decides";
     else if ((m = r.match(/^builtin\.classify\.(.+)$/))) text = "the built-in classification of shell commands counts it among " + m[1].replace(/_/g, " ") + " commands";
     else if ((m = r.match(/^builtin\.shell\.(.+)$/))) text = findings[m[1]] || "the shell analysis found " + m[1].replace(/_/g, " ");
     else if ((m = r.match(/^amendments\[/))) text = "an always-allow grant applies";
