@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -289,5 +290,87 @@ func TestPolicyCheckKeepsItsAgent(t *testing.T) {
 		if code != toolctl.ExitOK || !strings.Contains(out, `"action":"`+tt.action+`"`) {
 			t.Errorf("agent %s: exit %d, want %s:\n%s%s", tt.agent, code, tt.action, out, errOut)
 		}
+	}
+}
+
+// lockedBuffer is written by a running command and read by the test,
+// with a signal on each write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+	ch chan struct{}
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ch != nil {
+		close(l.ch)
+		l.ch = nil
+	}
+	return l.b.Write(p)
+}
+
+// changed returns a channel closed at the next write.
+func (l *lockedBuffer) changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ch == nil {
+		l.ch = make(chan struct{})
+	}
+	return l.ch
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestEventsFollow: --follow prints what is stored, then a call made
+// while it runs, and ends cleanly when interrupted.
+func TestEventsFollow(t *testing.T) {
+	w := startWorker(t)
+	if _, errOut, code := run(t, "--nats", w.url, "call", "--id", "before-follow", "read", "path=README.md"); code != toolctl.ExitOK {
+		t.Fatalf("call: %s", errOut)
+	}
+	var out, errOut lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() { done <- toolctl.Run(ctx, []string{"events", "--follow", "--nats", w.url}, &out, &errOut) }()
+	waitFor := func(what string) {
+		t.Helper()
+		deadline := time.After(60 * time.Second)
+		for {
+			changed := out.changed()
+			if strings.Contains(out.String(), what) {
+				return
+			}
+			select {
+			case code := <-done:
+				t.Fatalf("events ended (%d) before printing %s:\n%s%s", code, what, &out, &errOut)
+			case <-changed:
+			case <-deadline:
+				t.Fatalf("events never printed %s:\n%s", what, &out)
+			}
+		}
+	}
+	waitFor(`"call_id":"before-follow"`)
+	if _, errOut, code := run(t, "--nats", w.url, "call", "--id", "during-follow", "ls"); code != toolctl.ExitOK {
+		t.Fatalf("call: %s", errOut)
+	}
+	waitFor(`"call_id":"during-follow"`)
+	cancel()
+	select {
+	case code := <-done:
+		if code != toolctl.ExitOK {
+			t.Fatalf("events --follow exited %d after an interrupt: %s", code, &errOut)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("events --follow did not stop")
+	}
+	if i, j := strings.Index(out.String(), "before-follow"), strings.Index(out.String(), "during-follow"); i < 0 || j < i {
+		t.Fatalf("stored events do not come first:\n%s", &out)
 	}
 }
