@@ -331,6 +331,7 @@ func (r *readmeRun) await(p *bgProc, want *regexp.Regexp) []string {
 	r.t.Helper()
 	deadline := time.After(2 * time.Minute)
 	for {
+		changed := p.out.changed() // before looking, so no write is missed
 		if m := want.FindStringSubmatch(p.out.String()); m != nil {
 			return m
 		}
@@ -341,7 +342,7 @@ func (r *readmeRun) await(p *bgProc, want *regexp.Regexp) []string {
 				return m
 			}
 			r.t.Fatalf("%s: ended (%v) before its output matched %q:\n%s", p.line, err, want, p.out)
-		case <-p.out.changed():
+		case <-changed:
 		case <-deadline:
 			r.t.Fatalf("%s: output never matched %q:\n%s", p.line, want, p.out)
 		}
