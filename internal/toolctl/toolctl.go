@@ -230,10 +230,13 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 		}
 		return env.fail(ExitNoReach, "%v", err)
 	}
+	// A denied call ran nothing: its only output is the gate's reason,
+	// said once, on stderr.
+	denied := res.Status == events.StatusDenied && res.Decision != nil && res.Decision.Reason != ""
 	if *full {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Fprintln(env.Stdout, string(b))
-	} else {
+	} else if !denied {
 		fmt.Fprint(env.Stdout, res.Output)
 		if res.Output != "" && !strings.HasSuffix(res.Output, "\n") {
 			fmt.Fprintln(env.Stdout)
@@ -241,8 +244,11 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 	}
 	if res.Status != events.StatusOK || res.IsError {
 		msg := fmt.Sprintf("toolctl: %s: status %s", tool, res.Status)
-		if res.Decision != nil && res.Decision.Reason != "" && res.Status == events.StatusDenied {
-			msg += " (" + res.Decision.Reason + ")"
+		if denied {
+			msg += ": " + res.Decision.Reason
+			if res.Decision.Rule != "" {
+				msg += " (rule " + res.Decision.Rule + ")"
+			}
 		}
 		fmt.Fprintln(env.Stderr, msg)
 		return ExitFailed

@@ -237,6 +237,17 @@ func TestErrorsOnce(t *testing.T) {
 	}
 }
 
+// TestDeniedCallSaysWhyOnce: a denied call's output says why; toolctl
+// does not repeat it.
+func TestDeniedCallSaysWhyOnce(t *testing.T) {
+	w := startWorker(t)
+	out, errOut, code := run(t, "--nats", w.url, "call", "read", "path=../outside")
+	const why = "is outside the workspace"
+	if code != toolctl.ExitFailed || strings.Count(out+errOut, why) != 1 || !strings.Contains(errOut, "status denied") {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}
+
 // TestEventsOldestFirst: events prints the stored events of every stream
 // together, oldest first, the same way twice.
 func TestEventsOldestFirst(t *testing.T) {
