@@ -38,7 +38,7 @@ func (r *reach) options() []nats.Option {
 		nats.ConnectHandler(func(*nats.Conn) { r.connected() }),
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { r.failed(err) }),
 		nats.CustomReconnectDelay(func(attempts int) time.Duration {
-			d := 250 * time.Millisecond << min(attempts, 8)
+			d := 250 * time.Millisecond << min(max(attempts-1, 0), 8) // attempts counts from 1
 			return min(d, maxRetryDelay)
 		}),
 	}
