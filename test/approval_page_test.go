@@ -2,6 +2,8 @@ package test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,7 +13,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
@@ -54,32 +58,8 @@ func TestApprovalPageReadsWell(t *testing.T) {
 	c := s.worker.client(t, "agent-page")
 	final := s.submit(t, c, "page-1", "config.txt", "alpha\nBETA\ngamma\n")
 
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium), chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true),
-		chromedp.WindowSize(1100, 900),
-	}
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer acancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/")); err != nil {
-		t.Fatalf("open the page: %v", err)
-	}
-	tctx, tcancel := context.WithTimeout(ctx, 90*time.Second)
-	defer tcancel()
-
 	card := `.card[data-call-id="page-1"]`
-	if err := chromedp.Do(tctx,
-		chromedp.WaitVisible(chromedp.CSS(`#token`)),
-		chromedp.SendKeys(chromedp.CSS(`#token`), aliceToken),
-		chromedp.Click(chromedp.CSS(`#login-button`)),
-		chromedp.WaitVisible(chromedp.CSS(card+` pre.diff`)),
-	); err != nil {
-		t.Fatalf("log in and see the call: %v", err)
-	}
+	tctx := openPage(t, chromium, s.url, card+` pre.diff`)
 	v, err := chromedp.Run(tctx, chromedp.Evaluate[cardView](`(() => {
 		const c = document.querySelector('`+card+`');
 		const txt = s => { const e = c.querySelector(s); return e ? e.innerText.trim() : ""; };
@@ -95,15 +75,7 @@ func TestApprovalPageReadsWell(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read the card: %v", err)
 	}
-	shot, err := chromedp.Run(tctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	file := filepath.Join(artifactDir(t), "approval-page.png")
-	if err := os.WriteFile(file, shot, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot of the page: %s", file)
+	screenshot(t, tctx, "approval-page.png")
 
 	dateFormat := regexp.MustCompile(`^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$`)
 	if !dateFormat.MatchString(v.Requested) {
@@ -141,5 +113,114 @@ func TestApprovalPageReadsWell(t *testing.T) {
 	decided, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(when)))
 	if err != nil || !dateFormat.MatchString(strings.TrimSpace(decided)) {
 		t.Errorf("history shows the decision time as %q (%v), not in the page's one format", decided, err)
+	}
+}
+
+// openPage starts chromium, logs in to the approver page at url as alice
+// and waits until sel is visible. The context it returns bounds the rest.
+func openPage(t *testing.T, chromium, url, sel string) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium), chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true),
+		chromedp.WindowSize(1100, 900),
+	}
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(acancel)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	// The first run starts the browser and must not carry a timeout.
+	if err := chromedp.Do(ctx, chromedp.Navigate(url+"/")); err != nil {
+		t.Fatalf("open the page: %v", err)
+	}
+	tctx, tcancel := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(tcancel)
+	if err := chromedp.Do(tctx,
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), aliceToken),
+		chromedp.Click(chromedp.CSS(`#login-button`)),
+		chromedp.WaitVisible(chromedp.CSS(sel)),
+	); err != nil {
+		t.Fatalf("log in and see %s: %v", sel, err)
+	}
+	return tctx
+}
+
+// screenshot keeps a picture of the whole page as an artifact.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	file := filepath.Join(artifactDir(t), name)
+	if err := os.WriteFile(file, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the page: %s", file)
+}
+
+// TestApprovalPageShowsACommand: a shell command the built-in policy asks
+// about is shown as the command line, with why in plain words.
+func TestApprovalPageShowsACommand(t *testing.T) {
+	chromium := testenv.LookPath(t, "chromium", "chromium")
+	w := startProcess(t, newWorkspace(t), nil) // the built-in policy
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	writeFile(t, tokens, "alice "+aliceToken+"\n")
+	ready := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- approver.Serve(ctx, approver.Options{NATSURL: w.url, Listen: "127.0.0.1:0", TokenFile: tokens,
+			DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard,
+			Ready: func(addr string) { ready <- addr }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	var url string
+	select {
+	case addr := <-ready:
+		url = "http://" + addr
+	case err := <-done:
+		t.Fatalf("approver exited at start: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("approver did not start")
+	}
+
+	c := w.client(t, "agent-shell")
+	parked := make(chan struct{}, 1)
+	go func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer ccancel()
+		_, _ = c.Call(cctx, "bash", map[string]any{"command": "git push origin main"}, client.WithID("page-cmd"),
+			client.OnPending(func(events.ResultData) { parked <- struct{}{} }))
+	}()
+	select {
+	case <-parked:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the command was not parked")
+	}
+
+	card := `.card[data-call-id="page-cmd"]`
+	tctx := openPage(t, chromium, url, card)
+	v, err := chromedp.Run(tctx, chromedp.Evaluate[cardView](`(() => {
+		const c = document.querySelector('`+card+`');
+		const txt = s => { const e = c.querySelector(s); return e ? e.innerText.trim() : ""; };
+		return { why: txt(".why .plain") + " | " + txt(".why .reason"), rule: txt(".why .rule"), args: txt("pre.args .cmd"), requested: txt(".requested time") };
+	})()`))
+	if err != nil {
+		t.Fatalf("read the card: %v", err)
+	}
+	screenshot(t, tctx, "approval-page-command.png")
+	if v.Args != "$ git push origin main" {
+		t.Errorf("command shown as %q", v.Args)
+	}
+	if v.Rule != "builtin.classify.dangerous" || !strings.Contains(v.Why, "changes things") || !strings.Contains(v.Why, "git push writes to the repository") {
+		t.Errorf("why: %q (rule %q)", v.Why, v.Rule)
+	}
+	if !regexp.MustCompile(`^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$`).MatchString(v.Requested) {
+		t.Errorf("requested time %q", v.Requested)
 	}
 }

@@ -241,6 +241,10 @@
       const input = pendingEl.querySelector('[data-call-id="' + CSS.escape(focusID) + '"] input');
       if (input) { input.focus(); input.setSelectionRange(input.value.length, input.value.length); }
     }
+    if (!snapshot.history.length) {
+      histEl.replaceChildren(el("tr", {}, el("td", { colspan: "7", class: "empty" }, "No decisions yet.")));
+      return;
+    }
     histEl.replaceChildren(...snapshot.history.map(v => {
       const o = v.outcome || {};
       return el("tr", { "data-call-id": v.call_id },
