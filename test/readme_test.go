@@ -126,6 +126,17 @@ func TestReadmeCommands(t *testing.T) {
 	if ran != len(readmeSteps) {
 		t.Errorf("ran %d README commands, readmeSteps expects %d: is an entry stale?", ran, len(readmeSteps))
 	}
+
+	// What a newcomer gets wrong: a file given without its flag is
+	// refused, not ignored.
+	for _, prog := range []string{"worker", "approver"} {
+		cmd := exec.Command(filepath.Join(bin, prog), "policy.yaml")
+		cmd.Dir = ws
+		out, err := cmd.CombinedOutput()
+		if exitCode(err) != 2 || !strings.Contains(string(out), `unexpected argument "policy.yaml"`) {
+			t.Errorf("%s policy.yaml: exit %d:\n%s", prog, exitCode(err), out)
+		}
+	}
 }
 
 // shellLines returns the commands of the ```sh blocks of a Markdown text,
