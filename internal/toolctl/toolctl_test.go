@@ -83,6 +83,10 @@ func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 func TestFlagsAnywhere(t *testing.T) {
 	w := startWorker(t)
 	nats := "--nats=" + w.url
+	bad := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(bad, []byte("tools:\n  bash:\n    actoin: ask\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name   string
 		args   []string
@@ -127,6 +131,8 @@ func TestFlagsAnywhere(t *testing.T) {
 			toolctl.ExitUsage, nil, nil, `unknown command "cal"`},
 		{"a failing call exits 1 and says why", []string{nats, "call", "read", "path=../outside"},
 			toolctl.ExitFailed, nil, nil, "status denied"},
+		{"policy push names a misspelled key and what was meant", []string{"policy", "push", bad, nats},
+			toolctl.ExitFailed, nil, nil, "line 3: tools.bash.actoin: unknown field actoin; did you mean action?"},
 		{"--wait bounds the wait for a parked call", []string{nats, "call", "bash", "command=git push", "--wait", "200ms"},
 			toolctl.ExitNoReach, nil, nil, "no result within --wait 200ms"},
 	}
