@@ -44,6 +44,10 @@ func main() {
 	fs.StringVar(&o.SlackSigningSecretFile, "slack-signing-secret-file", "", "file holding the Slack app's signing secret; enables POST /slack/actions")
 	fs.StringVar(&o.SlackUsersFile, "slack-users", "", "file of `<identity> <slack user id>` lines: who may decide from Slack")
 	_ = fs.Parse(os.Args[1:])
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "approver: unexpected argument %q (options are flags: approver --help)\n", fs.Arg(0))
+		os.Exit(2)
+	}
 	o.Webhooks, o.SlackWebhooks = hooks, slack
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -32,6 +32,10 @@ func main() {
 	fs.Var(&o.Sandbox, "sandbox", "bash isolation: auto (bubblewrap when installed), require (refuse to start without it), off")
 	trusted := fs.String("trusted-approvers", os.Getenv("TOOLGATE_TRUSTED_APPROVERS"), "comma-separated nkey public keys (U...) of approver services whose decisions are accepted besides the approvers this install created (env TOOLGATE_TRUSTED_APPROVERS); a key merely registered on the bus never counts")
 	_ = fs.Parse(os.Args[1:])
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "worker: unexpected argument %q (options are flags: worker --help)\n", fs.Arg(0))
+		os.Exit(2)
+	}
 	for _, k := range strings.Split(*trusted, ",") {
 		if k = strings.TrimSpace(k); k != "" {
 			o.TrustedApprovers = append(o.TrustedApprovers, k)

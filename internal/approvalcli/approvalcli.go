@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -36,18 +37,36 @@ const (
 	DefaultNATS = "nats://127.0.0.1:4222"
 )
 
-const usage = `usage:
+// approvalsUsage is the approvals commands' usage text.
+func approvalsUsage() string {
+	return `usage:
   approvals list    [--approver URL] [--token TOKEN] [--json]
   approvals show    ID [--approver URL] [--token TOKEN]
   approvals approve ID [--comment TEXT] [--always-allow] [--approver URL] [--token TOKEN]
   approvals reject  ID --reason TEXT [--approver URL] [--token TOKEN]
   approvals answer  ID --answer TEXT [--approver URL] [--token TOKEN]
-  amendments list   [--nats URL] [--json]
-  amendments revoke ID [--nats URL]
 
 The approver URL defaults to $TOOLGATE_APPROVER or ` + DefaultApprover + `, the token to
-$TOOLGATE_TOKEN, the NATS URL to $NATS_URL or ` + DefaultNATS + `.
+$TOOLGATE_TOKEN, else the first token of ` + localTokens() + `.
 `
+}
+
+const amendmentsUsage = `usage:
+  policy amendments list      [--nats URL] [--json]
+      the "always allow" grants people made when approving a call
+  policy amendments revoke ID [--nats URL]
+      withdraw one; workers stop applying it at once
+
+The NATS URL defaults to $NATS_URL or ` + DefaultNATS + `.
+`
+
+// Usage returns the usage text of a command: "approvals" or "amendments".
+func Usage(command string) string {
+	if command == "amendments" {
+		return amendmentsUsage
+	}
+	return approvalsUsage()
+}
 
 // Run runs one command (args start with "approvals" or "amendments"; a
 // leading "policy" is skipped) and returns the exit code: 0 done, 1 failed,
@@ -56,33 +75,58 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "policy" {
 		args = args[1:]
 	}
-	if len(args) < 2 {
-		fmt.Fprint(stderr, usage)
+	if len(args) == 0 {
+		fmt.Fprint(stderr, approvalsUsage())
 		return 2
 	}
-	switch args[0] {
-	case "approvals":
-		return approvals(args[1], args[2:], stdout, stderr)
-	case "amendments":
-		return amendments(args[1], args[2:], stdout, stderr)
+	if args[0] != "approvals" && args[0] != "amendments" {
+		fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], approvalsUsage())
+		return 2
 	}
-	fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
-	return 2
+	cmd := args[0]
+	if len(args) < 2 {
+		fmt.Fprint(stderr, Usage(cmd))
+		return 2
+	}
+	if isHelp(args[1]) {
+		fmt.Fprint(stdout, Usage(cmd))
+		return 0
+	}
+	if cmd == "approvals" {
+		return approvals(args[1], args[2:], stdout, stderr)
+	}
+	return amendments(args[1], args[2:], stdout, stderr)
 }
 
-// parse parses flags and positional arguments in any order.
+func isHelp(a string) bool { return a == "help" || a == "-h" || a == "--help" || a == "-help" }
+
+// parse parses flags and positional arguments in any order; "--" ends
+// the flags.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
+		n := len(args)
 		if err := fs.Parse(args); err != nil {
 			return nil, err
 		}
-		if fs.NArg() == 0 {
+		rest := fs.Args()
+		if len(rest) == 0 {
 			return pos, nil
 		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+		if consumed := n - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
 	}
+}
+
+// exitFlags is the exit code after a flag error: help is not a failure.
+func exitFlags(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
 }
 
 func env(name, def string) string {
@@ -129,7 +173,7 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 	always := fs.Bool("always-allow", false, "approve and allow calls like this one from now on")
 	pos, err := parse(fs, args)
 	if err != nil {
-		return 2
+		return exitFlags(err)
 	}
 	if *token == "" {
 		// Zero-config on one machine: the approver started here wrote its
@@ -145,7 +189,7 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 	c := &apiClient{base: strings.TrimSuffix(*base, "/"), token: *token, http: &http.Client{Timeout: 30 * time.Second}}
 	needID := func() (string, bool) {
 		if len(pos) != 1 {
-			fmt.Fprintf(stderr, "approvals %s needs exactly one call id\n%s", verb, usage)
+			fmt.Fprintf(stderr, "approvals %s needs exactly one call id\n%s", verb, approvalsUsage())
 			return "", false
 		}
 		return pos[0], true
@@ -227,7 +271,7 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	fmt.Fprintf(stderr, "unknown approvals command %q\n%s", verb, usage)
+	fmt.Fprintf(stderr, "unknown approvals command %q\n%s", verb, approvalsUsage())
 	return 2
 }
 
@@ -237,12 +281,17 @@ func printList(w io.Writer, list []map[string]any) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CALL\tAGENT\tTOOL\tRULE\tLEFT\tARGUMENTS")
+	fmt.Fprintln(tw, "CALL\tAGENT\tTOOL\tRULE\tREQUESTED\tLEFT\tARGUMENTS")
 	for _, v := range list {
-		left := "?"
+		left, requested := "?", "?"
 		if s, ok := v["expires_at"].(string); ok {
 			if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 				left = max(time.Until(t), 0).Round(time.Second).String()
+			}
+		}
+		if s, ok := v["requested_at"].(string); ok {
+			if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+				requested = t.Local().Format(time.DateTime) // as the page and amendments list show times
 			}
 		}
 		args, _ := json.Marshal(v["arguments"])
@@ -250,7 +299,7 @@ func printList(w io.Writer, list []map[string]any) {
 		if len(a) > 60 {
 			a = a[:57] + "..."
 		}
-		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%s\t%s\n", v["call_id"], v["agent"], v["tool"], v["rule"], left, a)
+		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%s\t%s\t%s\n", v["call_id"], v["agent"], v["tool"], v["rule"], requested, left, a)
 	}
 	tw.Flush()
 }
@@ -278,7 +327,11 @@ func (c *apiClient) do(method, path string, body, out any) ([]byte, error) {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("approver at %s: %w", c.base, err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL is said once, below
+		}
+		return nil, fmt.Errorf("cannot reach the approver at %s (is it running? start it with `go run ./cmd/approver`, or pass --approver URL): %w", c.base, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
@@ -308,14 +361,14 @@ func amendments(verb string, args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args)
 	if err != nil {
-		return 2
+		return exitFlags(err)
 	}
 	if verb != "list" && verb != "revoke" {
-		fmt.Fprintf(stderr, "unknown amendments command %q\n%s", verb, usage)
+		fmt.Fprintf(stderr, "unknown amendments command %q\n%s", verb, amendmentsUsage)
 		return 2
 	}
 	if verb == "revoke" && len(pos) != 1 {
-		fmt.Fprintf(stderr, "amendments revoke needs exactly one amendment id\n%s", usage)
+		fmt.Fprintf(stderr, "amendments revoke needs exactly one amendment id\n%s", amendmentsUsage)
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -81,6 +81,7 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 		{"no token", []string{"approvals", "list", "--approver", hs.URL, "--token", ""}, 2, "", "no token"},
 		{"bad token", []string{"approvals", "list", "--approver", hs.URL, "--token", "wrong-token-wrong"}, 1, "", "401"},
 		{"list", append([]string{"approvals", "list"}, api...), 0, "c-approve", ""},
+		{"list shows when", append([]string{"approvals", "list"}, api...), 0, "REQUESTED", ""},
 		{"reject without reason", append([]string{"approvals", "reject", "c-reject"}, api...), 2, "", "--reason"},
 		{"approve with flags after the id", append([]string{"approvals", "approve", "c-approve", "--comment", "ok", "--always-allow"}, api...), 0, "c-approve: approved", ""},
 		{"approve again", append([]string{"approvals", "approve", "c-approve"}, api...), 1, "", "409"},

@@ -138,8 +138,15 @@ func Serve(ctx context.Context, o Options) error {
 		}
 	}
 
-	nc, creds, err := identity.Dial(o.NATSURL, o.Creds, identity.RoleApprover, "approver", nats.Name("toolgate-approver"),
-		nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.RetryOnFailedConnect(true))
+	// Listen first: a taken port is said at once, not after NATS is found.
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s (another approver running? choose another address with --listen): %w", o.Listen, err)
+	}
+	defer ln.Close()
+	rch := newReach(identity.RedactURL(o.NATSURL), o.Logger)
+	nc, creds, err := identity.Dial(o.NATSURL, o.Creds, identity.RoleApprover, "approver",
+		append(rch.options(), nats.Name("toolgate-approver"))...)
 	if err != nil {
 		return err
 	}
@@ -149,6 +156,9 @@ func Serve(ctx context.Context, o Options) error {
 		return err
 	}
 	cfg.Key, cfg.UserJWT = signer.Key, signer.JWT
+	if err := rch.wait(ctx, nc); err != nil {
+		return nil // stopped before NATS came up
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
@@ -156,10 +166,6 @@ func Serve(ctx context.Context, o Options) error {
 	// Approvers read the bus; workers create it.
 	if err := bus.WaitProvisioned(ctx, js, o.Logger, bus.StreamApprovals, "KV_"+bus.BucketApprovals); err != nil {
 		return fmt.Errorf("the bus at %s: %w", identity.RedactURL(o.NATSURL), err)
-	}
-	ln, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
 	}
 	if o.PublicURL == "" {
 		o.PublicURL = "http://" + ln.Addr().String()

@@ -90,10 +90,22 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats-server: %w", err)
 	}
+	// nats-server reports a port it cannot listen on only to its logger;
+	// catch that so a taken port is an error at once, not after a wait.
+	fatal := &fatalLog{errc: make(chan error, 1)}
+	s.SetLogger(fatal, false, false)
 	go s.Start()
-	if !s.ReadyForConnections(15 * time.Second) {
+	ready := make(chan bool, 1)
+	go func() { ready <- s.ReadyForConnections(15 * time.Second) }()
+	select {
+	case err := <-fatal.errc:
 		s.Shutdown()
-		return nil, fmt.Errorf("embedded nats-server did not start on %s (is the port in use?)", cfg.Listen)
+		return nil, fmt.Errorf("embedded nats-server cannot listen on %s (another worker running? choose another address with --listen): %w", cfg.Listen, err)
+	case ok := <-ready:
+		if !ok {
+			s.Shutdown()
+			return nil, fmt.Errorf("embedded nats-server did not start on %s within 15s", cfg.Listen)
+		}
 	}
 	return &Server{Server: s, storeDir: store}, nil
 }
@@ -118,6 +130,34 @@ func Trust(opts *server.Options, in *identity.Install) error {
 	opts.AccountResolver = res
 	return nil
 }
+
+// ErrStart is wrapped by the error of a server that could not start, such
+// as one whose port is taken.
+var ErrStart = errors.New("nats-server failed")
+
+// fatalLog is the embedded server's logger: it drops notices and passes
+// the first fatal error on (the server logs nothing otherwise, NoLog).
+type fatalLog struct {
+	errc chan error
+}
+
+func (l *fatalLog) Fatalf(format string, v ...any) {
+	err := fmt.Errorf("%w: %s", ErrStart, fmt.Sprintf(format, v...))
+	for _, a := range v {
+		if e, ok := a.(error); ok {
+			err = fmt.Errorf("%w: %w", ErrStart, e)
+		}
+	}
+	select {
+	case l.errc <- err:
+	default:
+	}
+}
+func (l *fatalLog) Noticef(string, ...any) {}
+func (l *fatalLog) Warnf(string, ...any)   {}
+func (l *fatalLog) Errorf(string, ...any)  {}
+func (l *fatalLog) Debugf(string, ...any)  {}
+func (l *fatalLog) Tracef(string, ...any)  {}
 
 // StoreDir is where JetStream keeps its files.
 func (s *Server) StoreDir() string { return s.storeDir }

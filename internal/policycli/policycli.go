@@ -25,13 +25,17 @@ const (
 )
 
 const usage = `usage:
-  policy check --policy FILE [--workspace DIR] [--agent ID] [--kind KIND] [--unknown] --tool NAME --args JSON
+  policy check [--policy FILE] [--workspace DIR] [--agent ID] [--kind KIND] [--unknown] --tool NAME --args JSON
       print the decision on one call as a JSON object; exits 0 whatever the action
   policy lint FILE
-      validate a policy document and print its warnings
+      validate a policy document and print its problems and warnings
   policy default
-      print the built-in policy used when none is configured
+      print the built-in policy used when none is configured (a start for
+      your own: toolctl policy default > policy.yaml)
 `
+
+// Usage is the usage text of the policy commands this package runs.
+func Usage() string { return usage }
 
 // Run runs "policy <subcommand> args..." (args without the leading
 // "policy") and returns the exit code.
@@ -48,13 +52,16 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	case "default":
 		_, _ = stdout.Write(policy.DefaultDocument())
 		return exitOK
-	case "help", "-h", "--help":
+	}
+	if isHelp(args[0]) {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "policy: unknown subcommand %q\n%s", args[0], usage)
 	return exitUsage
 }
+
+func isHelp(a string) bool { return a == "help" || a == "-h" || a == "--help" || a == "-help" }
 
 // Output is what check prints: the decision, with durations as text.
 type Output struct {
@@ -81,6 +88,9 @@ func check(args []string, stdout, stderr io.Writer) int {
 	unknown := fs.Bool("unknown", false, "judge the tool as not registered")
 	rawArgs := fs.String("args", "{}", "tool arguments as a JSON object")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
@@ -124,7 +134,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 			return exitInvalid
 		}
 		for _, w := range warns {
-			fmt.Fprintf(stderr, "%s:%s: warning\n", *file, w)
+			fmt.Fprintf(stderr, "%s:%s\n", *file, warning(w))
 		}
 	}
 	req := policy.Request{Agent: *agent, Tool: *tool, Known: !*unknown, Kind: policy.Kind(*kind), Arguments: callArgs, Workspace: ws}
@@ -156,6 +166,10 @@ func check(args []string, stdout, stderr io.Writer) int {
 }
 
 func lint(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && isHelp(args[0]) {
+		fmt.Fprint(stdout, "usage: policy lint FILE\n")
+		return exitOK
+	}
 	if len(args) != 1 {
 		fmt.Fprintf(stderr, "usage: policy lint FILE\n")
 		return exitUsage
@@ -167,14 +181,24 @@ func lint(args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	for _, w := range warns {
-		fmt.Fprintf(stdout, "%s:%s: warning\n", file, w)
+		fmt.Fprintf(stdout, "%s:%s\n", file, warning(w))
 	}
 	fmt.Fprintf(stdout, "%s: valid, revision %s, %d warning(s)\n", file, p.Revision(), len(warns))
 	return exitOK
 }
 
+// warning formats a warning as "line N: warning: field: message".
+func warning(w policy.Warning) string {
+	s := fmt.Sprintf("line %d: warning: ", w.Line)
+	if w.Field != "" {
+		s += w.Field + ": "
+	}
+	return s + w.Message
+}
+
 // printError prints every problem of an invalid document on its own line.
 func printError(w io.Writer, err error) {
+	err = policy.Suggest(err)
 	var pe *policy.ParseError
 	if errors.As(err, &pe) {
 		for _, p := range pe.Problems {

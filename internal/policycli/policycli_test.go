@@ -110,11 +110,16 @@ func TestLint(t *testing.T) {
 	}
 	f := writePolicy(t, "allow: [read, bash]\ndeny: [bash]\n")
 	code, out, _ = run("lint", f)
-	if code != 0 || !strings.Contains(out, f+":line 1: allow[1]: never takes effect") {
+	if code != 0 || !strings.Contains(out, f+":line 1: warning: allow[1]: never takes effect") || !strings.Contains(out, "1 warning(s)") {
 		t.Errorf("warnings: exit %d, %q", code, out)
 	}
-	f = writePolicy(t, "default: perhaps\n")
+	f = writePolicy(t, "tools:\n  bash:\n    actoin: ask\n")
 	code, _, errs := run("lint", f)
+	if code != 1 || !strings.Contains(errs, f+":line 3: tools.bash.actoin: unknown field actoin; did you mean action?") {
+		t.Errorf("misspelled key: exit %d, %q", code, errs)
+	}
+	f = writePolicy(t, "default: perhaps\n")
+	code, _, errs = run("lint", f)
 	if code != 1 || !strings.Contains(errs, f+":line 1: default: must be allow, ask or deny") {
 		t.Errorf("invalid: exit %d, %q", code, errs)
 	}

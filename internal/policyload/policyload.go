@@ -188,11 +188,15 @@ func (l *Loader) applyIfNew(data []byte, source string) {
 	same := bytes.Equal(data, l.last)
 	l.mu.Unlock()
 	if !same {
-		l.apply(data, source)
+		if ch := l.apply(data, source); ch.Err != nil {
+			l.Logger.Error("new policy refused; the policy in force stays", "source", source, "err", ch.Err)
+		}
 	}
 }
 
 // apply parses data and swaps it in when valid (and, from KV, signed).
+// A refusal is the caller's to report (Load returns it, a reload logs
+// it), so it is said once.
 func (l *Loader) apply(data []byte, source string) Change {
 	l.mu.Lock()
 	l.last = bytes.Clone(data)
@@ -211,7 +215,6 @@ func (l *Loader) apply(data []byte, source string) Change {
 	p, warns, err := policy.Parse(data, source)
 	if err != nil {
 		ch := Change{Source: source, Revision: l.Gate.Policy().Revision(), Err: err}
-		l.Logger.Error("new policy refused; the policy in force stays", "source", source, "err", err)
 		l.notify(ch)
 		return ch
 	}

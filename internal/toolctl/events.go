@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -33,8 +34,16 @@ func cmdEvents(ctx context.Context, env *Env, args []string) int {
 	follow := fs.Bool("follow", false, "keep printing new events (and live progress) until interrupted")
 	since := fs.Duration("since", 15*time.Minute, "start with events stored this long ago")
 	asJSON := fs.Bool("json", false, "print one JSON object per event")
-	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+	fs.Usage = func() {
+		fmt.Fprintln(env.Stderr, "usage: toolctl events [--since D] [--follow] [--json]\nprints the stored events oldest first, then (with --follow) new ones as they come")
+		fs.PrintDefaults()
+	}
+	words, err := parseFlags(fs, args)
+	if err != nil {
+		return usageCode(err)
+	}
+	if len(words) > 0 {
+		return env.fail(ExitUsage, "events: unexpected argument %q", words[0])
 	}
 	nc, js, code := env.jetStream()
 	if js == nil {
@@ -58,10 +67,18 @@ func cmdEvents(ctx context.Context, env *Env, args []string) int {
 		}
 		fmt.Fprintf(env.Stdout, "%s %s %s %s\n", line.Time.UTC().Format(time.RFC3339Nano), line.Type, subject, compact(line.Data))
 	}
+	// Each stream is read up to where it stands now; the stored events of
+	// all streams are printed together, oldest first. Following, each
+	// stream then prints what comes next as it comes.
 	start := time.Now().Add(-*since)
-	var wg sync.WaitGroup
+	replayed := make(chan struct{})
+	var (
+		wg, caughtUp sync.WaitGroup
+		stored       []storedEvent
+		storedMu     sync.Mutex
+	)
 	errs := make(chan error, len(eventStreams))
-	for _, name := range eventStreams {
+	for i, name := range eventStreams {
 		cons, err := js.OrderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start,
 		})
@@ -69,14 +86,41 @@ func cmdEvents(ctx context.Context, env *Env, args []string) int {
 			continue // nothing provisioned yet
 		}
 		if err != nil {
+			close(replayed)
 			return env.fail(ExitNoReach, "read %s: %v", name, err)
 		}
 		wg.Add(1)
+		caughtUp.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- drain(ctx, cons, *follow, print)
+			once := sync.OnceFunc(caughtUp.Done)
+			defer once()
+			keep := func(m jetstream.Msg) {
+				e := storedEvent{stream: i, subject: m.Subject(), header: m.Headers(), data: m.Data()}
+				if meta, err := m.Metadata(); err == nil {
+					e.seq, e.stored = meta.Sequence.Stream, meta.Timestamp
+				}
+				if ev, _, err := events.Decode(m.Headers(), m.Data()); err == nil {
+					e.time = ev.Time()
+				}
+				storedMu.Lock()
+				stored = append(stored, e)
+				storedMu.Unlock()
+			}
+			live := func(m jetstream.Msg) {
+				once()
+				<-replayed
+				print(m.Subject(), m.Headers(), m.Data())
+			}
+			errs <- drain(ctx, cons, *follow, keep, live, once)
 		}()
 	}
+	caughtUp.Wait()
+	sortEvents(stored)
+	for _, e := range stored {
+		print(e.subject, e.header, e.data)
+	}
+	close(replayed)
 	if *follow {
 		sub, err := nc.Subscribe(events.SubjectProgress, func(m *nats.Msg) { print(m.Subject, m.Header, m.Data) })
 		if err == nil {
@@ -93,16 +137,50 @@ func cmdEvents(ctx context.Context, env *Env, args []string) int {
 	return ExitOK
 }
 
-// drain prints what cons delivers: until caught up, or until ctx ends when
-// following.
-func drain(ctx context.Context, cons jetstream.Consumer, follow bool, print func(string, nats.Header, []byte)) error {
+// storedEvent is an event read back from a stream, kept until every
+// stream is read so they print in order.
+type storedEvent struct {
+	stream  int
+	seq     uint64
+	time    time.Time // the event's own time
+	stored  time.Time // when the stream stored it
+	subject string
+	header  nats.Header
+	data    []byte
+}
+
+// sortEvents orders events oldest first by their own time, then by when
+// they were stored, then by stream and sequence, so the same events always
+// print in the same order.
+func sortEvents(es []storedEvent) {
+	sort.SliceStable(es, func(i, j int) bool {
+		a, b := es[i], es[j]
+		switch {
+		case !a.time.Equal(b.time):
+			return a.time.Before(b.time)
+		case !a.stored.Equal(b.stored):
+			return a.stored.Before(b.stored)
+		case a.stream != b.stream:
+			return a.stream < b.stream
+		}
+		return a.seq < b.seq
+	})
+}
+
+// drain reads what cons delivers: stored messages (those pending when it
+// starts) go to keep, then caughtUp is called; when following, newer
+// messages go to live until ctx ends.
+func drain(ctx context.Context, cons jetstream.Consumer, follow bool, keep, live func(jetstream.Msg), caughtUp func()) error {
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return err
 	}
 	pending := info.NumPending
-	if !follow && pending == 0 {
-		return nil
+	if pending == 0 {
+		caughtUp()
+		if !follow {
+			return nil
+		}
 	}
 	it, err := cons.Messages()
 	if err != nil {
@@ -118,10 +196,16 @@ func drain(ctx context.Context, cons jetstream.Consumer, follow bool, print func
 			}
 			return err
 		}
-		print(m.Subject(), m.Headers(), m.Data())
-		if !follow {
-			meta, err := m.Metadata()
-			if err != nil || meta.NumPending == 0 {
+		if pending == 0 {
+			live(m)
+			continue
+		}
+		keep(m)
+		meta, err := m.Metadata()
+		if err != nil || meta.NumPending == 0 {
+			pending = 0
+			caughtUp()
+			if !follow {
 				return nil
 			}
 		}

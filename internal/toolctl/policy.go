@@ -14,39 +14,64 @@ import (
 	"github.com/toolgate/toolgate/internal/policycli"
 	"github.com/toolgate/toolgate/internal/policyload"
 	"github.com/toolgate/toolgate/internal/trust"
+	"github.com/toolgate/toolgate/pkg/policy"
 )
+
+// policyUsage is the whole `toolctl policy` usage: the file commands of
+// policycli and the fleet commands below.
+func policyUsage() string {
+	return strings.Replace(policycli.Usage(), "usage:\n", "usage: toolctl policy COMMAND\n", 1) +
+		"  policy push FILE\n      validate FILE and make it the policy of every worker started without --policy\n" +
+		"  policy amendments list | revoke ID\n      the always-allow amendments people granted when approving\n"
+}
 
 // cmdPolicy: check and lint work on files (no bus); push stores a policy
 // for the fleet; amendments lists and revokes "always allow" grants.
 func cmdPolicy(ctx context.Context, env *Env, args []string) int {
 	if len(args) == 0 {
-		policycli.Run(nil, env.Stdout, env.Stderr)
-		fmt.Fprintln(env.Stderr, "  policy push FILE\n      validate FILE and make it the policy of every worker started without --policy")
-		fmt.Fprintln(env.Stderr, "  policy amendments list | revoke ID\n      the always-allow amendments people granted when approving")
+		fmt.Fprint(env.Stderr, policyUsage())
 		return ExitUsage
 	}
 	switch args[0] {
 	case "push":
 		return policyPush(ctx, env, args[1:])
 	case "amendments":
-		return approvalcli.Run(append(append([]string{"amendments"}, args[1:]...), "--nats", env.NATSURL, "--creds", env.Creds), env.Stdout, env.Stderr)
+		amArgs := withNATS(args[1:], env.NATSURL)
+		if env.Creds != "" {
+			amArgs = append(amArgs, "--creds", env.Creds)
+		}
+		return approvalcli.Run(append([]string{"amendments"}, amArgs...), env.Stdout, env.Stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(env.Stdout, policyUsage())
+		return ExitOK
 	default:
 		return policycli.Run(args, env.Stdout, env.Stderr)
 	}
+}
+
+// withNATS adds --nats URL after the subcommand word of args, so that the
+// delegated command reaches the same server as the rest of toolctl.
+func withNATS(args []string, url string) []string {
+	if len(args) == 0 {
+		return nil
+	}
+	return append([]string{args[0], "--nats", url}, args[1:]...)
 }
 
 func policyPush(ctx context.Context, env *Env, args []string) int {
 	fs := flag.NewFlagSet("policy push", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	creds := fs.String("creds", env.Creds, "admin credentials (.creds) the policy is signed with (env TOOLGATE_CREDS; default minted from the state directory's keys)")
-	if err := fs.Parse(reorder(args)); err != nil {
+	fs.Usage = func() { fmt.Fprintln(env.Stderr, "usage: toolctl policy push [--creds FILE] FILE") }
+	words, err := parseFlags(fs, args)
+	if err != nil {
+		return usageCode(err)
+	}
+	if len(words) != 1 {
+		fs.Usage()
 		return ExitUsage
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(env.Stderr, "usage: toolctl policy push [--creds FILE] FILE")
-		return ExitUsage
-	}
-	file := fs.Arg(0)
+	file := words[0]
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return env.fail(ExitFailed, "%v", err)
@@ -68,7 +93,7 @@ func policyPush(ctx context.Context, env *Env, args []string) int {
 	}
 	p, warns, err := policyload.Push(ctx, kv, data, file, signer)
 	if err != nil {
-		return env.fail(ExitFailed, "policy not pushed:\n%v", err)
+		return env.fail(ExitFailed, "policy not pushed:\n%v", policy.Suggest(err))
 	}
 	for _, w := range warns {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
@@ -88,28 +113,6 @@ func adminSigner(creds string) (trust.Signer, error) {
 	return trust.Signer{Key: c.Key, JWT: c.JWT}, nil
 }
 
-// reorder puts flags before the positional arguments, so that
-// "push FILE --creds C" parses like "push --creds C FILE".
-func reorder(args []string) []string {
-	var flags, rest []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			rest = append(rest, args[i+1:]...)
-			i = len(args)
-		case strings.HasPrefix(a, "-") && a != "-":
-			flags = append(flags, a)
-			if !strings.Contains(a, "=") && i+1 < len(args) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-		default:
-			rest = append(rest, a)
-		}
-	}
-	return append(flags, rest...)
-}
 
 func cmdApprovals(ctx context.Context, env *Env, args []string) int {
 	return approvalcli.Run(append([]string{"approvals"}, args...), env.Stdout, env.Stderr)

@@ -94,8 +94,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		for _, c := range cmds {
 			fmt.Fprintf(stderr, "  %-10s %s\n", c.name, c.summary)
 		}
-		fmt.Fprintln(stderr, "flags:")
+		fmt.Fprintln(stderr, "flags (before or after the command; -- ends them):")
 		fs.PrintDefaults()
+		fmt.Fprintln(stderr, "toolctl COMMAND --help describes a command.")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -110,9 +111,19 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		return ExitUsage
 	}
 	name := fs.Arg(0)
+	// Global flags may also follow the command: `toolctl call read
+	// path=x --nats URL`. policy check has an --agent of its own.
+	var own []string
+	if name == "policy" && fs.NArg() > 1 && fs.Arg(1) == "check" {
+		own = []string{"agent"}
+	}
+	rest, err := takeGlobals(fs, fs.Args()[1:], own...)
+	if err != nil {
+		return ExitUsage
+	}
 	for _, c := range cmds {
 		if c.name == name {
-			return c.run(ctx, env, fs.Args()[1:])
+			return c.run(ctx, env, rest)
 		}
 	}
 	fmt.Fprintf(stderr, "toolctl: unknown command %q\n", name)
@@ -194,37 +205,18 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 	wait := fs.Duration("wait", 15*time.Minute, "how long to wait for the result")
 	full := fs.Bool("result", false, "print the whole result as JSON")
 	fs.Usage = func() {
-		fmt.Fprintln(env.Stderr, "usage: toolctl call [flags] TOOL [key=value | key:=json ...]")
+		fmt.Fprintln(env.Stderr, "usage: toolctl call TOOL [key=value | key:=json ...] [flags]\n       toolctl call TOOL --json '{...}' [flags]\nflags may come before or after the tool; -- ends them")
 		fs.PrintDefaults()
 	}
-	// Allow flags after the tool name too.
-	tool, rest := "", []string{}
-	for i := 0; i < len(args); i++ {
-		if tool == "" && !strings.HasPrefix(args[i], "-") {
-			tool = args[i]
-			rest = append(rest, args[i+1:]...)
-			break
-		}
-		rest = append(rest, args[i])
+	words, err := parseFlags(fs, args)
+	if err != nil {
+		return usageCode(err)
 	}
-	var kv []string
-	var flags []string
-	for _, a := range rest {
-		if strings.HasPrefix(a, "-") {
-			flags = append(flags, a)
-		} else if len(flags) > 0 && needsValue(flags[len(flags)-1]) {
-			flags = append(flags, a)
-		} else {
-			kv = append(kv, a)
-		}
-	}
-	if err := fs.Parse(flags); err != nil {
-		return ExitUsage
-	}
-	if tool == "" {
+	if len(words) == 0 {
 		fs.Usage()
 		return ExitUsage
 	}
+	tool, kv := words[0], words[1:]
 	nc, c, code := env.client()
 	if c == nil {
 		return code
@@ -265,12 +257,18 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 	defer cancel()
 	res, err := c.Call(wctx, tool, arguments, opts...)
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return env.fail(ExitNoReach, "no result within --wait %s (is a worker running? the call may still run: toolctl events)", *wait)
+		}
 		return env.fail(ExitNoReach, "%v", err)
 	}
+	// A denied call ran nothing: its only output is the gate's reason,
+	// said once, on stderr.
+	denied := res.Status == events.StatusDenied && res.Decision != nil && res.Decision.Reason != ""
 	if *full {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Fprintln(env.Stdout, string(b))
-	} else {
+	} else if !denied {
 		fmt.Fprint(env.Stdout, res.Output)
 		if res.Output != "" && !strings.HasSuffix(res.Output, "\n") {
 			fmt.Fprintln(env.Stdout)
@@ -278,8 +276,11 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 	}
 	if res.Status != events.StatusOK || res.IsError {
 		msg := fmt.Sprintf("toolctl: %s: status %s", tool, res.Status)
-		if res.Decision != nil && res.Decision.Reason != "" && res.Status == events.StatusDenied {
-			msg += " (" + res.Decision.Reason + ")"
+		if denied {
+			msg += ": " + res.Decision.Reason
+			if res.Decision.Rule != "" {
+				msg += " (rule " + res.Decision.Rule + ")"
+			}
 		}
 		fmt.Fprintln(env.Stderr, msg)
 		return ExitFailed
@@ -298,17 +299,6 @@ func summary(desc string) string {
 		desc = string(r[:99]) + "…"
 	}
 	return desc
-}
-
-func needsValue(flagArg string) bool {
-	if strings.Contains(flagArg, "=") {
-		return false
-	}
-	switch strings.TrimLeft(flagArg, "-") {
-	case "json", "id", "session", "timeout", "wait":
-		return true
-	}
-	return false
 }
 
 // propertyTypes returns the JSON Schema type of each top-level property of

@@ -1,7 +1,5 @@
 package policy
 
-import "fmt"
-
 // lint reports rules that can never match or never take effect.
 func (d *decoder) lint(p *Policy) {
 	layers := []*layer{p.base}
@@ -20,7 +18,11 @@ func (d *decoder) lint(p *Policy) {
 				if e.tool == "" {
 					continue
 				}
-				for _, dl := range []*layer{p.base, l} {
+				denying := []*layer{p.base}
+				if l != p.base {
+					denying = append(denying, l)
+				}
+				for _, dl := range denying {
 					for _, de := range dl.lists[2] {
 						if de.matches(e.tool, "") {
 							d.warnf(e.line, e.id, "never takes effect: %s denies %s (deny wins)", de.id, e.tool)
@@ -75,6 +77,7 @@ func (d *decoder) lint(p *Policy) {
 			}
 		}
 	}
+	d.lintToolNames(p)
 	if len(p.agents) > 0 {
 		seen := map[string]int{}
 		for _, o := range p.agents {
@@ -84,5 +87,4 @@ func (d *decoder) lint(p *Policy) {
 			seen[o.pattern] = o.line
 		}
 	}
-	_ = fmt.Sprint
 }

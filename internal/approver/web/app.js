@@ -26,23 +26,129 @@
     const ms = new Date(expires).getTime() - (Date.now() + offset);
     if (ms <= 0) return "expired";
     const s = Math.floor(ms / 1000);
-    return (s >= 60 ? Math.floor(s / 60) + "m " : "") + (s % 60) + "s";
+    return (s >= 60 ? Math.floor(s / 60) + "m " : "") + (s % 60) + "s left";
   }
 
-  function pretty(args) {
-    try { return JSON.stringify(args, null, 2); } catch (e) { return String(args); }
+  // One date format everywhere: local "YYYY-MM-DD HH:MM:SS"; the title
+  // holds the exact UTC time.
+  function fmtTime(iso) {
+    const d = new Date(iso);
+    if (!iso || isNaN(d.getTime()) || d.getFullYear() < 2000) return "";
+    const p = n => String(n).padStart(2, "0");
+    return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " +
+      p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
+  }
+
+  function timeEl(iso, cls) {
+    return el("time", { class: cls || "", datetime: iso, title: new Date(iso).toISOString() }, fmtTime(iso));
+  }
+
+  function ago(iso) {
+    const s = Math.max(0, Math.floor((Date.now() + offset - new Date(iso).getTime()) / 1000));
+    if (s < 60) return s + "s ago";
+    if (s < 3600) return Math.floor(s / 60) + "m ago";
+    return Math.floor(s / 3600) + "h " + Math.floor(s % 3600 / 60) + "m ago";
+  }
+
+  const writeTools = ["write", "write_file", "edit", "edit_file"];
+  const shellTools = ["bash", "run_shell", "exec"];
+
+  // argsView shows the arguments as a person reads them: strings as they
+  // are (no JSON escapes), the command of a shell call first, and the
+  // content of a write or edit left to the diff below.
+  function argsView(v) {
+    let a = v.arguments;
+    if (a === null || typeof a !== "object" || Array.isArray(a)) {
+      return el("pre", { class: "args" }, JSON.stringify(a, null, 2));
+    }
+    const hide = v.diff && writeTools.includes(v.tool) ? ["content", "old_string", "new_string"] : [];
+    const pre = el("pre", { class: "args" });
+    if (shellTools.includes(v.tool) && typeof a.command === "string") {
+      pre.append(el("span", { class: "cmd" }, "$ " + a.command + "\n"));
+      a = Object.assign({}, a);
+      delete a.command;
+    }
+    for (const [k, val] of Object.entries(a)) {
+      if (hide.includes(k)) continue;
+      const text = typeof val === "string" ? val : JSON.stringify(val);
+      pre.append(el("span", { class: "key" }, k + ":"), text.includes("\n") ? "\n" + text.replace(/^/gm, "  ") + "\n" : " " + text + "\n");
+    }
+    if (hide.some(k => k in v.arguments)) pre.append(el("span", { class: "note" }, "(the change is the diff below)\n"));
+    return pre;
   }
 
   function diffView(text) {
     const pre = el("pre", { class: "diff" });
-    for (const line of text.split("\n")) {
-      let cls = "";
-      if (line.startsWith("+") && !line.startsWith("+++")) cls = "add";
-      else if (line.startsWith("-") && !line.startsWith("---")) cls = "del";
+    for (const line of text.replace(/\n$/, "").split("\n")) {
+      let cls = "ctx";
+      if (line.startsWith("+++") || line.startsWith("---")) cls = "file";
+      else if (line.startsWith("+")) cls = "add";
+      else if (line.startsWith("-")) cls = "del";
       else if (line.startsWith("@@")) cls = "hunk";
-      pre.append(el("span", { class: cls }, line + "\n"));
+      else if (line.startsWith("\\")) cls = "note";
+      pre.append(el("span", { class: cls }, line || " ")); // a block each: one line
     }
     return pre;
+  }
+
+  // What a shell finding means, for a person.
+  const findings = {
+    parse: "the command line cannot be parsed",
+    dynamic_command: "which program runs is only known when it runs",
+    expansion: "an argument is only known when the command runs",
+    glob: "an unquoted * or {a,b} could expand to file names that act as options",
+    eval: "it runs code held in a string or a file",
+    function: "it defines a shell function, which can hide a command",
+    environment: "it sets an environment variable that changes what runs",
+    arithmetic: "it does arithmetic on variables, which bash can turn into commands",
+    script: "it runs a script the policy cannot see",
+    executes: "one of its options makes it run other programs",
+    writes: "one of its options makes it write files",
+    reads: "it reads files named inside program text",
+    follows_symlinks: "it follows symbolic links out of the directory tree",
+    stdin_arguments: "it takes its arguments from standard input",
+    program: "the program is named by a path that is not the system's program of that name",
+    cwd: "it changes into a directory outside the workspace",
+    network: "it reaches the network",
+  };
+
+  // explain turns the id of the rule that asked into plain words.
+  function explain(rule, tool) {
+    let r = rule || "", who = "";
+    const ov = r.match(/^agents\.(.+?)\.((?:default|enabled|allow|ask|deny|exec|tools|kinds|constraints)\b.*)$/);
+    if (ov) { who = "For agents matching “" + ov[1] + "”, "; r = ov[2]; }
+    let m, text;
+    if (!r) text = "the policy asks a person about this call";
+    else if (r === "default" || r === "tools.default") text = "no rule of the policy names this tool, and the policy's default is to ask a person";
+    else if ((m = r.match(/^(allow|ask|deny)\[\d+\]$/))) text = "the policy's " + m[1] + " list names this tool";
+    else if ((m = r.match(/^tools\.([^.]+)\.(action|enabled)$/))) text = "the policy's rule for " + m[1] + " asks a person before every call of it";
+    else if ((m = r.match(/^tools\.([^.]+)\.auto_execute$/))) text = "the policy's rule for " + m[1] + " does not let it run without a person";
+    else if ((m = r.match(/^kinds\.([^.]+)/))) text = "the policy asks a person about every " + m[1] + " tool";
+    else if (/(^|\.)security$/.test(r)) text = "the command is neither on the policy's whitelist nor one of its safe programs";
+    else if (/(^|\.)confirm_dangerous$/.test(r)) text = "the command changes things (rm, mv, curl, git push, ...), and the policy has such commands confirmed by a person";
+    else if (/(^|\.)ask$/.test(r)) text = "the policy asks a person about every command";
+    else if ((m = r.match(/\.(whitelist|blacklist|safe_bins|dangerous_whitelist)\[\d+\]$/))) text = "a " + m[1].replace("_", " ") + " pattern of the policy matched";
+    else if (r === "builtin.workspace") text = "it touches a path outside the workspace and the paths the policy allows";
+    else if (r === "builtin.hard_link") text = "the file has other names (hard links), which may be protected paths";
+    else if (r.startsWith("builtin.protected_paths")) text = "it writes git's configuration or hooks, which can make git run programs later";
+    else if (r === "builtin.ask_mode") text = "no worker offers this tool, and the policy sends unknown tools to a person";
+    else if (r === "builtin.fail_closed") text = "the policy could not judge the call, so a person decides";
+    else if (r === "builtin.classify.dangerous") text = "the command changes things (rm, mv, curl, git push, ...), and the built-in policy has a person confirm such commands";
+    else if (r === "builtin.classify.unclassified") text = "the built-in policy does not know this command, so a person decides";
+    else if ((m = r.match(/^builtin\.classify\.(.+)$/))) text = "the built-in classification of shell commands counts it among " + m[1].replace(/_/g, " ") + " commands";
+    else if ((m = r.match(/^builtin\.shell\.(.+)$/))) text = findings[m[1]] || "the shell analysis found " + m[1].replace(/_/g, " ");
+    else if ((m = r.match(/^amendments\[/))) text = "an always-allow grant applies";
+    else text = "the policy rule " + r + " asks a person";
+    text = text + ".";
+    return who ? who + text : text.charAt(0).toUpperCase() + text.slice(1);
+  }
+
+  function whyView(v) {
+    return el("div", { class: "why" },
+      el("span", { class: "plain" }, explain(v.rule, v.tool)), " ",
+      v.rule ? el("code", { class: "rule", title: "the rule that asked" }, v.rule) : null,
+      // The reason, unless it only repeats the rule ("tool write: ask by tools.write.action").
+      v.reason && !/^tool \S+: \w+ by \S+$/.test(v.reason) ? el("div", { class: "reason" }, v.reason) : null);
   }
 
   async function decide(id, verb, body, msgEl, buttons) {
@@ -74,12 +180,13 @@
     row("agent", v.agent);
     row("session", v.session_id);
     row("tool", v.tool);
-    row("rule", v.rule);
-    row("reason", v.reason);
+    dl.append(el("dt", {}, "requested"), el("dd", { class: "requested" },
+      timeEl(v.requested_at), " ", el("span", { class: "ago", "data-since": v.requested_at }, "(" + ago(v.requested_at) + ")")));
+    dl.append(el("dt", {}, "why"), el("dd", {}, whyView(v)));
     row("offending", v.offending);
     if (v.approvers > 1) row("approvals", (v.approved_by || []).length + " of " + v.approvers + ((v.approved_by || []).length ? " (" + v.approved_by.join(", ") + ")" : ""));
     const leftEl = el("span", { class: "left", "data-expires": v.expires_at }, left(v.expires_at));
-    dl.append(el("dt", {}, "time left"), el("dd", {}, leftEl));
+    dl.append(el("dt", {}, "expires"), el("dd", {}, timeEl(v.expires_at, "expires"), " (", leftEl, ")"));
 
     const msg = el("span", { class: "msg" });
     const text = el("input", { type: "text", placeholder: q ? "answer" : "comment, or reason to reject", "aria-label": "comment or reason", value: drafts[v.call_id] || "" });
@@ -119,7 +226,7 @@
     return el("div", { class: "card" + (q ? " question" : ""), "data-call-id": v.call_id },
       q ? el("p", {}, el("strong", {}, v.agent + " asks: "), q.question) : null,
       dl,
-      el("pre", { class: "args" }, pretty(v.arguments)),
+      argsView(v),
       v.diff ? diffView(v.diff) : null,
       q && q.default_answer ? el("p", { class: "msg" }, "default answer on timeout: " + q.default_answer) : null,
       acts);
@@ -134,6 +241,10 @@
       const input = pendingEl.querySelector('[data-call-id="' + CSS.escape(focusID) + '"] input');
       if (input) { input.focus(); input.setSelectionRange(input.value.length, input.value.length); }
     }
+    if (!snapshot.history.length) {
+      histEl.replaceChildren(el("tr", {}, el("td", { colspan: "7", class: "empty" }, "No decisions yet.")));
+      return;
+    }
     histEl.replaceChildren(...snapshot.history.map(v => {
       const o = v.outcome || {};
       return el("tr", { "data-call-id": v.call_id },
@@ -141,7 +252,7 @@
         el("td", { class: "status" }, o.default_answer ? "answered (default)" : v.status),
         el("td", {}, (o.approvers || []).join(", ")),
         el("td", {}, o.answer ? "answer: " + o.answer : (o.reason || o.comment || "")),
-        el("td", {}, o.decided_at ? new Date(o.decided_at).toLocaleString() : ""));
+        el("td", { class: "when" }, o.decided_at ? timeEl(o.decided_at) : ""));
     }));
   }
 
@@ -151,6 +262,7 @@
       e.textContent = t;
       e.classList.toggle("soon", t === "expired" || !t.includes("m"));
     }
+    for (const e of document.querySelectorAll("[data-since]")) e.textContent = "(" + ago(e.getAttribute("data-since")) + ")";
   }, 1000);
 
   const es = new EventSource("/events");

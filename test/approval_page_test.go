@@ -1,0 +1,226 @@
+package test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/toolgate/toolgate/internal/approver"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/client"
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// artifactDir is where tests leave files for people to look at
+// (screenshots): $TOOLGATE_ARTIFACTS when set (CI keeps it), else a
+// temporary directory.
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv("TOOLGATE_ARTIFACTS"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return t.TempDir()
+}
+
+// cardView is what the page shows of a parked call, read in the browser.
+type cardView struct {
+	Requested string `json:"requested"`
+	Expires   string `json:"expires"`
+	Why       string `json:"why"`
+	Rule      string `json:"rule"`
+	Args      string `json:"args"`
+	Adds      []string
+	Dels      []string
+	AddColour string `json:"add_colour"`
+	DelColour string `json:"del_colour"`
+	CtxColour string `json:"ctx_colour"`
+}
+
+// TestApprovalPageReadsWell: a parked overwrite is shown to a person with
+// when it was requested, the change as a coloured diff (not the content as
+// escaped JSON), the rule that asked in plain words, and one date format;
+// a screenshot of the page is kept as an artifact.
+func TestApprovalPageReadsWell(t *testing.T) {
+	chromium := testenv.LookPath(t, "chromium", "chromium")
+	s := startApprovalStack(t)
+	writeFile(t, filepath.Join(s.worker.ws, "config.txt"), "alpha\nbeta\ngamma\n")
+	c := s.worker.client(t, "agent-page")
+	final := s.submit(t, c, "page-1", "config.txt", "alpha\nBETA\ngamma\n")
+
+	card := `.card[data-call-id="page-1"]`
+	tctx := openPage(t, chromium, s.url, card+` pre.diff`)
+	v, err := chromedp.Run(tctx, chromedp.Evaluate[cardView](`(() => {
+		const c = document.querySelector('`+card+`');
+		const txt = s => { const e = c.querySelector(s); return e ? e.innerText.trim() : ""; };
+		const colour = s => { const e = c.querySelector(s); return e ? getComputedStyle(e).backgroundColor : ""; };
+		return {
+			requested: txt(".requested time"), expires: txt("time.expires"),
+			why: txt(".why .plain"), rule: txt(".why .rule"), args: txt("pre.args"),
+			Adds: [...c.querySelectorAll("pre.diff .add")].map(e => e.innerText.trim()),
+			Dels: [...c.querySelectorAll("pre.diff .del")].map(e => e.innerText.trim()),
+			add_colour: colour("pre.diff .add"), del_colour: colour("pre.diff .del"), ctx_colour: colour("pre.diff .ctx"),
+		};
+	})()`))
+	if err != nil {
+		t.Fatalf("read the card: %v", err)
+	}
+	screenshot(t, tctx, "approval-page.png")
+
+	dateFormat := regexp.MustCompile(`^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$`)
+	if !dateFormat.MatchString(v.Requested) {
+		t.Errorf("requested time %q is not YYYY-MM-DD HH:MM:SS", v.Requested)
+	}
+	if !dateFormat.MatchString(v.Expires) {
+		t.Errorf("expiry time %q is not YYYY-MM-DD HH:MM:SS", v.Expires)
+	}
+	// The diff, coloured: the changed line removed and added, the others
+	// as context, and each kind of line with its own background.
+	if strings.Join(v.Dels, "|") != "-beta" || strings.Join(v.Adds, "|") != "+BETA" {
+		t.Errorf("diff lines: removed %q, added %q", v.Dels, v.Adds)
+	}
+	if v.AddColour == "" || v.AddColour == v.DelColour || v.AddColour == v.CtxColour || v.DelColour == v.CtxColour {
+		t.Errorf("diff lines are not told apart by colour: add %q del %q context %q", v.AddColour, v.DelColour, v.CtxColour)
+	}
+	// The arguments without the content as escaped JSON.
+	if !strings.Contains(v.Args, "path: config.txt") || strings.Contains(v.Args, `\n`) || strings.Contains(v.Args, `"content"`) {
+		t.Errorf("arguments shown as:\n%s", v.Args)
+	}
+	if v.Rule != "tools.write_file.action" || !strings.Contains(v.Why, "rule for write_file asks a person before every call") {
+		t.Errorf("why: %q (rule %q)", v.Why, v.Rule)
+	}
+
+	if err := chromedp.Do(tctx, chromedp.Click(chromedp.CSS(card+` button[data-action="approve"]`))); err != nil {
+		t.Fatalf("click Approve: %v", err)
+	}
+	if r := wait(t, final); r.Status != events.StatusOK {
+		t.Fatalf("result after Approve = %+v", r)
+	}
+	when := `#history tr[data-call-id="page-1"] .when time`
+	if err := chromedp.Do(tctx, chromedp.WaitVisible(chromedp.CSS(when))); err != nil {
+		t.Fatalf("history row: %v", err)
+	}
+	decided, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(when)))
+	if err != nil || !dateFormat.MatchString(strings.TrimSpace(decided)) {
+		t.Errorf("history shows the decision time as %q (%v), not in the page's one format", decided, err)
+	}
+}
+
+// openPage starts chromium, logs in to the approver page at url as alice
+// and waits until sel is visible. The context it returns bounds the rest.
+func openPage(t *testing.T, chromium, url, sel string) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium), chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true),
+		chromedp.WindowSize(1100, 900),
+	}
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(acancel)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	// The first run starts the browser and must not carry a timeout.
+	if err := chromedp.Do(ctx, chromedp.Navigate(url+"/")); err != nil {
+		t.Fatalf("open the page: %v", err)
+	}
+	tctx, tcancel := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(tcancel)
+	if err := chromedp.Do(tctx,
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), aliceToken),
+		chromedp.Click(chromedp.CSS(`#login-button`)),
+		chromedp.WaitVisible(chromedp.CSS(sel)),
+	); err != nil {
+		t.Fatalf("log in and see %s: %v", sel, err)
+	}
+	return tctx
+}
+
+// screenshot keeps a picture of the whole page as an artifact.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	file := filepath.Join(artifactDir(t), name)
+	if err := os.WriteFile(file, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the page: %s", file)
+}
+
+// TestApprovalPageShowsACommand: a shell command the built-in policy asks
+// about is shown as the command line, with why in plain words.
+func TestApprovalPageShowsACommand(t *testing.T) {
+	chromium := testenv.LookPath(t, "chromium", "chromium")
+	w := startProcess(t, newWorkspace(t), nil) // the built-in policy
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	writeFile(t, tokens, "alice "+aliceToken+"\n")
+	ready := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- approver.Serve(ctx, approver.Options{NATSURL: w.url, Listen: "127.0.0.1:0", TokenFile: tokens,
+			DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard,
+			Ready: func(addr string) { ready <- addr }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	var url string
+	select {
+	case addr := <-ready:
+		url = "http://" + addr
+	case err := <-done:
+		t.Fatalf("approver exited at start: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("approver did not start")
+	}
+
+	c := w.client(t, "agent-shell")
+	parked := make(chan struct{}, 1)
+	go func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer ccancel()
+		_, _ = c.Call(cctx, "bash", map[string]any{"command": "git push origin main"}, client.WithID("page-cmd"),
+			client.OnPending(func(events.ResultData) { parked <- struct{}{} }))
+	}()
+	select {
+	case <-parked:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the command was not parked")
+	}
+
+	card := `.card[data-call-id="page-cmd"]`
+	tctx := openPage(t, chromium, url, card)
+	v, err := chromedp.Run(tctx, chromedp.Evaluate[cardView](`(() => {
+		const c = document.querySelector('`+card+`');
+		const txt = s => { const e = c.querySelector(s); return e ? e.innerText.trim() : ""; };
+		return { why: txt(".why .plain") + " | " + txt(".why .reason"), rule: txt(".why .rule"), args: txt("pre.args .cmd"), requested: txt(".requested time") };
+	})()`))
+	if err != nil {
+		t.Fatalf("read the card: %v", err)
+	}
+	screenshot(t, tctx, "approval-page-command.png")
+	if v.Args != "$ git push origin main" {
+		t.Errorf("command shown as %q", v.Args)
+	}
+	if v.Rule != "builtin.classify.dangerous" || !strings.Contains(v.Why, "changes things") || !strings.Contains(v.Why, "git push writes to the repository") {
+		t.Errorf("why: %q (rule %q)", v.Why, v.Rule)
+	}
+	if !regexp.MustCompile(`^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$`).MatchString(v.Requested) {
+		t.Errorf("requested time %q", v.Requested)
+	}
+}
