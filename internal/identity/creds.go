@@ -166,10 +166,10 @@ func Resolve(path string, role Role, name string) (*Creds, error) {
 			return nil, err
 		}
 		if c.Role != role {
-			return nil, fmt.Errorf("credentials %s are for %s %q, this needs %s credentials", path, c.Role, c.Name, role)
+			return nil, fmt.Errorf("%w: %s are for %s %q, this needs %s credentials", ErrWrongIdentity, path, c.Role, c.Name, role)
 		}
 		if role == RoleAgent && name != "" && c.Name != name {
-			return nil, fmt.Errorf("credentials %s are for agent %q, not %q", path, c.Name, name)
+			return nil, fmt.Errorf("%w: %s are for agent %q, not %q", ErrWrongIdentity, path, c.Name, name)
 		}
 		return c, nil
 	}
