@@ -138,12 +138,15 @@ func Serve(ctx context.Context, o Options) error {
 		}
 	}
 
-	nc, _, err := identity.Dial(o.NATSURL, o.Creds, identity.RoleApprover, "approver", nats.Name("toolgate-approver"),
+	nc, creds, err := identity.Dial(o.NATSURL, o.Creds, identity.RoleApprover, "approver", nats.Name("toolgate-approver"),
 		nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	if creds != nil {
+		fmt.Fprintf(o.Out, "approver: connected to NATS as %s (account %s)\n", creds, creds.Account)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)

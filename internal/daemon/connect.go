@@ -20,45 +20,45 @@ const workerIdentity = "worker"
 
 // connect starts the embedded server when no NATS URL is given and
 // connects as the worker, refusing state the served workspace reaches.
-// srv is nil when an outside server is used.
-func connect(o Options, ws string) (nc *nats.Conn, url string, srv *embedded.Server, err error) {
+// srv is nil when an outside server is used; creds is nil when the URL
+// carries a password (then nothing on the bus is signed by this install).
+func connect(o Options, ws string) (nc *nats.Conn, url string, srv *embedded.Server, creds *identity.Creds, err error) {
 	state, err := identity.StatePath()
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, nil, err
 	}
 	if err := identity.CheckOutside("the state directory", state, ws); err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, nil, err
 	}
 	announceOldState(o, ws, state)
 	url = o.NATSURL
-	var creds *identity.Creds
 	credsFile := o.Creds
 	if credsFile == "" {
 		credsFile = os.Getenv(identity.EnvCreds)
 	}
 	if credsFile != "" {
 		if err := identity.CheckOutside("--creds", credsFile, ws); err != nil {
-			return nil, "", nil, err
+			return nil, "", nil, nil, err
 		}
 	}
 	if url == "" {
 		if o.DataDir != "" {
 			if err := identity.CheckOutside("--data", o.DataDir, ws); err != nil {
-				return nil, "", nil, err
+				return nil, "", nil, nil, err
 			}
 		}
 		in, err := identity.LoadInstall()
 		if err != nil {
-			return nil, "", nil, err
+			return nil, "", nil, nil, err
 		}
 		srv, err = embedded.Start(embedded.Config{Listen: o.Listen, DataDir: o.DataDir, Install: in})
 		if err != nil {
-			return nil, "", nil, err
+			return nil, "", nil, nil, err
 		}
 		url = srv.ClientURL()
 		if creds, err = in.MintCreds(identity.RoleWorker, workerIdentity); err != nil {
 			srv.Close()
-			return nil, "", nil, err
+			return nil, "", nil, nil, err
 		}
 		fmt.Fprintf(o.Out, "toolgate: embedded NATS with JetStream listening on %s (authenticated: users of account %s)\n", url, in.AccountPublicKey)
 		fmt.Fprintf(o.Out, "toolgate: data in %s; keys and credentials in %s\n", srv.StoreDir(), in.Dir)
@@ -66,7 +66,7 @@ func connect(o Options, ws string) (nc *nats.Conn, url string, srv *embedded.Ser
 		fmt.Fprintf(o.Out, "toolgate: using NATS at %s\n", identity.RedactURL(url))
 		if !identity.HasUserInfo(url) || credsFile != "" {
 			if creds, err = identity.Resolve(credsFile, identity.RoleWorker, workerIdentity); err != nil {
-				return nil, "", nil, err
+				return nil, "", nil, nil, err
 			}
 		}
 	}
@@ -83,9 +83,9 @@ func connect(o Options, ws string) (nc *nats.Conn, url string, srv *embedded.Ser
 		if srv != nil {
 			srv.Close()
 		}
-		return nil, "", nil, fmt.Errorf("connect to NATS at %s: %w", identity.RedactURL(url), err)
+		return nil, "", nil, nil, fmt.Errorf("connect to NATS at %s: %w", identity.RedactURL(url), err)
 	}
-	return nc, url, srv, nil
+	return nc, url, srv, creds, nil
 }
 
 // announceOldState says where state lives now when an old ./.toolgate

@@ -102,9 +102,14 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		fmt.Fprintf(o.Out, "toolgate: WARNING: bash sandbox: %s; install bubblewrap (apt-get install -y bubblewrap) or run with --sandbox require to refuse this\n", sb)
 	}
-	nc, url, srv, err := connect(o, ws)
+	// creds.Account is the toolgate account every identity of this
+	// install is issued by (nil creds: password auth, no account).
+	nc, url, srv, creds, err := connect(o, ws)
 	if err != nil {
 		return err
+	}
+	if creds != nil {
+		o.Logger.Info("connected to NATS", "identity", creds.String(), "account", creds.Account)
 	}
 	if srv != nil {
 		defer srv.Close()
