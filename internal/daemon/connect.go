@@ -51,7 +51,7 @@ func connect(o Options, ws string) (nc *nats.Conn, url string, srv *embedded.Ser
 		if err != nil {
 			return nil, "", nil, nil, err
 		}
-		srv, err = embedded.Start(embedded.Config{Listen: o.Listen, DataDir: o.DataDir, Install: in})
+		srv, err = embedded.Start(embedded.Config{Listen: o.Listen, DataDir: o.DataDir, Install: in, Logger: o.Logger})
 		if err != nil {
 			return nil, "", nil, nil, err
 		}

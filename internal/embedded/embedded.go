@@ -7,6 +7,7 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -31,6 +32,9 @@ type Config struct {
 	MaxPayload int32
 	// Install is the operator and accounts the server trusts; required.
 	Install *identity.Install
+	// Logger receives the server's warnings and errors (refused
+	// connections, permissions violations); nil discards them.
+	Logger *slog.Logger
 }
 
 // Server is a running embedded nats-server.
@@ -90,6 +94,9 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats-server: %w", err)
 	}
+	if cfg.Logger != nil {
+		s.SetLogger(Logger{cfg.Logger.With("component", "nats-server")}, false, false)
+	}
 	go s.Start()
 	if !s.ReadyForConnections(15 * time.Second) {
 		s.Shutdown()
@@ -118,6 +125,29 @@ func Trust(opts *server.Options, in *identity.Install) error {
 	opts.AccountResolver = res
 	return nil
 }
+
+// Logger adapts slog to nats-server's logger: notices at debug level,
+// warnings and errors (a refused connection, a permissions violation:
+// "Publish Violation", "Subscription Violation") as such.
+type Logger struct{ L *slog.Logger }
+
+// Noticef logs at debug level: the server's notices are start-up chatter.
+func (l Logger) Noticef(format string, v ...any) { l.L.Debug(fmt.Sprintf(format, v...)) }
+
+// Warnf logs a warning.
+func (l Logger) Warnf(format string, v ...any) { l.L.Warn(fmt.Sprintf(format, v...)) }
+
+// Fatalf logs an error; the server stops on its own.
+func (l Logger) Fatalf(format string, v ...any) { l.L.Error(fmt.Sprintf(format, v...)) }
+
+// Errorf logs an error.
+func (l Logger) Errorf(format string, v ...any) { l.L.Error(fmt.Sprintf(format, v...)) }
+
+// Debugf is not called (debug is off).
+func (l Logger) Debugf(string, ...any) {}
+
+// Tracef is not called (trace is off).
+func (l Logger) Tracef(string, ...any) {}
 
 // StoreDir is where JetStream keeps its files.
 func (s *Server) StoreDir() string { return s.storeDir }
