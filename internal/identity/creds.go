@@ -3,6 +3,7 @@ package identity
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/jwt/v2"
@@ -140,7 +141,7 @@ func (c *Creds) NATSOptions() []nats.Option {
 }
 
 // String names the identity, never its secret.
-func (c *Creds) String() string { return string(c.Role) + " " + c.Name }
+func (c *Creds) String() string { return string(c.Role) + " " + strconv.Quote(c.Name) }
 
 // Bytes returns c as .creds file content.
 func (c *Creds) Bytes() ([]byte, error) {
