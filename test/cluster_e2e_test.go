@@ -208,15 +208,22 @@ func TestClusterFromDeployFiles(t *testing.T) {
 		adone <- approver.Serve(actx, approver.Options{NATSURL: url, Creds: filepath.Join(cfg, "approver.creds"),
 			Listen: "127.0.0.1:0", DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard})
 	}()
-	defer func() { acancel(); <-adone }()
+	defer func() {
+		acancel()
+		if err := <-adone; err != nil {
+			t.Errorf("approver: %v", err)
+		}
+	}()
 
 	agents := map[string]*client.Client{}
+	credsOf := map[string]string{}
 	var conns = map[string]*nats.Conn{}
 	for _, a := range []string{"agent-a", "agent-b"} {
 		f := filepath.Join(t.TempDir(), a+".creds")
 		if _, e, code := (&process{}).toolctl(t, "creds", "agent", a, "--out", f); code != toolctl.ExitOK {
 			t.Fatal(e)
 		}
+		credsOf[a] = f
 		name, opts, err := client.Credentials(f)
 		if err != nil {
 			t.Fatal(err)
@@ -229,12 +236,19 @@ func TestClusterFromDeployFiles(t *testing.T) {
 		conns[a] = nc
 		agents[a], _ = client.New(nc, name)
 	}
-	if _, err := conns["agent-a"].SubscribeSync("toolgate.result.agent-b.>"); err != nil {
-		t.Fatal(err)
-	}
-	_ = conns["agent-a"].Flush()
-	if err := conns["agent-a"].LastError(); !errors.Is(err, nats.ErrPermissionViolation) {
-		t.Fatalf("agent-a subscribing to agent-b's results: %v", err)
+	for _, subj := range []string{"toolgate.result.agent-b.>", "_INBOX_agent-b.>", "_INBOX.>"} {
+		spy, _, err := identity.Dial(url, credsOf["agent-a"], identity.RoleAgent, "agent-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := spy.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+		_ = spy.Flush()
+		if err := spy.LastError(); !errors.Is(err, nats.ErrPermissionViolation) {
+			t.Fatalf("agent-a subscribing to %s: %v", subj, err)
+		}
+		spy.Close()
 	}
 
 	const perAgent = 25
