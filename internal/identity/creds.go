@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
@@ -36,6 +37,12 @@ type Creds struct {
 // key, and returns it as a standard NATS .creds file (what the nats CLI
 // and every NATS client library read). The file holds a secret.
 func (in *Install) Mint(role Role, name string) ([]byte, error) {
+	return in.MintExpiring(role, name, 0)
+}
+
+// MintExpiring is Mint with a user JWT that expires after ttl (none
+// when ttl is 0).
+func (in *Install) MintExpiring(role Role, name string, ttl time.Duration) ([]byte, error) {
 	if _, err := ParseRole(string(role)); err != nil {
 		return nil, err
 	}
@@ -51,6 +58,9 @@ func (in *Install) Mint(role Role, name string) ([]byte, error) {
 	uc.Name = name
 	uc.Tags.Add(role.Tag())
 	uc.Permissions = Permissions(role, name)
+	if ttl > 0 {
+		uc.Expires = time.Now().Add(ttl).Unix()
+	}
 	enc, err := uc.Encode(in.Account)
 	if err != nil {
 		return nil, fmt.Errorf("issue %s %s: %w", role, name, err)
