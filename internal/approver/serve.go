@@ -69,18 +69,21 @@ func Serve(ctx context.Context, o Options) error {
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:8470"
 	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
 	if o.DataDir == "" {
 		state, err := identity.StateDir()
 		if err != nil {
 			return err
 		}
 		o.DataDir = filepath.Join(state, "approver")
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Out == nil {
-		o.Out = os.Stdout
+		if fi, err := os.Stat(filepath.Join(".toolgate", "approver")); err == nil && fi.IsDir() {
+			fmt.Fprintf(o.Out, "approver: ./.toolgate/approver is no longer used and was left alone: its state lives in %s\n", o.DataDir)
+		}
 	}
 	if o.TokenFile == "" {
 		o.TokenFile = filepath.Join(o.DataDir, "tokens")
