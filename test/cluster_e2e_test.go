@@ -9,14 +9,16 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/bus"
@@ -28,11 +30,12 @@ import (
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
-// clusterNode is one nats-server of the test cluster, configured from
+// clusterNode is one nats-server process of the test cluster, built from
+// the nats-server module in go.mod and configured from
 // deploy/nats/cluster-node.conf with the edits its comment asks for.
 type clusterNode struct {
-	name, conf string
-	srv        *server.Server
+	name, conf, bin string
+	cmd             *exec.Cmd
 }
 
 func freePort(t *testing.T) int {
@@ -75,29 +78,50 @@ func nodeConf(t *testing.T, shipped, name string, port, cport int, store string,
 	return strings.Join(out, "\n") + "\n"
 }
 
+// start runs the node and waits until it says it is ready.
 func (n *clusterNode) start(t *testing.T) {
 	t.Helper()
-	opts, err := server.ProcessConfigFile(n.conf)
+	cmd := exec.Command(n.bin, "-c", n.conf)
+	stderr, err := cmd.StderrPipe()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
 		t.Fatalf("%s: %v", n.name, err)
 	}
-	opts.NoLog, opts.NoSigs = true, true
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("%s: %v", n.name, err)
+	n.cmd = cmd
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		once := sync.Once{}
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "Server is ready") {
+				once.Do(func() { close(ready) })
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s did not become ready", n.name)
 	}
-	s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
-		t.Fatalf("%s not ready", n.name)
-	}
-	n.srv = s
 }
 
-// TestClusterFromDeployFiles starts a 3-node JetStream cluster from the
-// deploy/ files as shipped (auth.conf from toolctl nats-config), two
+// kill stops the node with SIGKILL, as a crash would.
+func (n *clusterNode) kill() {
+	if n.cmd != nil {
+		_ = n.cmd.Process.Signal(syscall.SIGKILL)
+		_ = n.cmd.Wait()
+		n.cmd = nil
+	}
+}
+
+// TestClusterFromDeployFiles starts a 3-node JetStream cluster of
+// nats-server processes (built from the module version in go.mod) from
+// the deploy/ files as shipped (auth.conf from toolctl nats-config), two
 // workers with --replicas 3 and the approver on their creds, and two
-// agents with minted creds; it stops the node leading the calls stream in
-// the middle of the load and starts it again. Every call gets its result,
+// agents with minted creds; it kills the node leading the calls stream
+// with SIGKILL in the middle of the load and starts it again. Every call gets its result,
 // no call runs twice, and agent A cannot hear agent B's results.
 func TestClusterFromDeployFiles(t *testing.T) {
 	if testing.Short() {
@@ -107,6 +131,10 @@ func TestClusterFromDeployFiles(t *testing.T) {
 	shipped, err := os.ReadFile(filepath.Join("..", "deploy", "nats", "cluster-node.conf"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "nats-server")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2").CombinedOutput(); err != nil {
+		t.Fatalf("build nats-server: %v\n%s", err, out)
 	}
 	cfg := stateTempDir(t)
 	if o, e, code := (&process{}).toolctl(t, "nats-config", "--out", cfg); code != 0 {
@@ -125,15 +153,12 @@ func TestClusterFromDeployFiles(t *testing.T) {
 		writeFile(t, filepath.Join(dir, "auth.conf"), string(auth))
 		conf := filepath.Join(dir, "node.conf")
 		writeFile(t, conf, nodeConf(t, string(shipped), n, ports[n], cports[n], filepath.Join(dir, "js"), cports))
-		nodes = append(nodes, &clusterNode{name: n, conf: conf})
+		nodes = append(nodes, &clusterNode{name: n, conf: conf, bin: bin})
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[n]))
 	}
 	t.Cleanup(func() {
 		for _, n := range nodes {
-			if n.srv != nil {
-				n.srv.Shutdown()
-				n.srv.WaitForShutdown()
-			}
+			n.kill()
 		}
 	})
 	url := strings.Join(urls, ",")
@@ -183,15 +208,22 @@ func TestClusterFromDeployFiles(t *testing.T) {
 		adone <- approver.Serve(actx, approver.Options{NATSURL: url, Creds: filepath.Join(cfg, "approver.creds"),
 			Listen: "127.0.0.1:0", DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard})
 	}()
-	defer func() { acancel(); <-adone }()
+	defer func() {
+		acancel()
+		if err := <-adone; err != nil {
+			t.Errorf("approver: %v", err)
+		}
+	}()
 
 	agents := map[string]*client.Client{}
+	credsOf := map[string]string{}
 	var conns = map[string]*nats.Conn{}
 	for _, a := range []string{"agent-a", "agent-b"} {
 		f := filepath.Join(t.TempDir(), a+".creds")
 		if _, e, code := (&process{}).toolctl(t, "creds", "agent", a, "--out", f); code != toolctl.ExitOK {
 			t.Fatal(e)
 		}
+		credsOf[a] = f
 		name, opts, err := client.Credentials(f)
 		if err != nil {
 			t.Fatal(err)
@@ -204,12 +236,19 @@ func TestClusterFromDeployFiles(t *testing.T) {
 		conns[a] = nc
 		agents[a], _ = client.New(nc, name)
 	}
-	if _, err := conns["agent-a"].SubscribeSync("toolgate.result.agent-b.>"); err != nil {
-		t.Fatal(err)
-	}
-	_ = conns["agent-a"].Flush()
-	if err := conns["agent-a"].LastError(); !errors.Is(err, nats.ErrPermissionViolation) {
-		t.Fatalf("agent-a subscribing to agent-b's results: %v", err)
+	for _, subj := range []string{"toolgate.result.agent-b.>", "_INBOX_agent-b.>", "_INBOX.>"} {
+		spy, _, err := identity.Dial(url, credsOf["agent-a"], identity.RoleAgent, "agent-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := spy.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+		_ = spy.Flush()
+		if err := spy.LastError(); !errors.Is(err, nats.ErrPermissionViolation) {
+			t.Fatalf("agent-a subscribing to %s: %v", subj, err)
+		}
+		spy.Close()
 	}
 
 	const perAgent = 25
@@ -232,23 +271,34 @@ func TestClusterFromDeployFiles(t *testing.T) {
 			}()
 		}
 	}
-	// Mid-load: once a third of the calls finished, stop the calls
+	// Mid-load: once a third of the calls finished, kill the calls
 	// stream's leader and start it again.
 	var got []outcome
 	for len(got) < 2*perAgent/3 {
 		got = append(got, <-outcomes)
 	}
+	admin, _, err := identity.Dial(url, filepath.Join(cfg, "admin.creds"), identity.RoleAdmin, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ajs, _ := jetstream.New(admin)
+	ictx, icancel := context.WithTimeout(context.Background(), 30*time.Second)
+	st, err := ajs.Stream(ictx, bus.StreamCalls)
+	icancel()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var leader *clusterNode
 	for _, n := range nodes {
-		if n.srv.JetStreamIsStreamLeader(mustAccount(t, cfg), bus.StreamCalls) {
+		if st.CachedInfo().Cluster != nil && n.name == st.CachedInfo().Cluster.Leader {
 			leader = n
 		}
 	}
 	if leader == nil {
-		t.Fatal("no leader of the calls stream")
+		t.Fatalf("no leader of the calls stream in %+v", st.CachedInfo().Cluster)
 	}
-	leader.srv.Shutdown()
-	leader.srv.WaitForShutdown()
+	leader.kill()
 	for len(got) < 2*perAgent-perAgent/2 {
 		got = append(got, <-outcomes)
 	}
@@ -274,16 +324,7 @@ func TestClusterFromDeployFiles(t *testing.T) {
 	if len(runs) != 2*perAgent {
 		t.Errorf("%d distinct calls ran, want %d", len(runs), 2*perAgent)
 	}
-	t.Logf("stopped and restarted %s, the calls stream's leader, after %d of %d calls", leader.name, 2*perAgent/3, 2*perAgent)
-}
-
-func mustAccount(t *testing.T, cfg string) string {
-	t.Helper()
-	c, err := identity.LoadCreds(filepath.Join(cfg, "worker.creds"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.Account
+	t.Logf("killed and restarted %s, the calls stream's leader, after %d of %d calls", leader.name, 2*perAgent/3, 2*perAgent)
 }
 
 // signalWriter closes ch the first time a write contains match.

@@ -73,18 +73,21 @@ func Serve(ctx context.Context, o Options) error {
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:8470"
 	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
 	if o.DataDir == "" {
 		state, err := identity.StateDir()
 		if err != nil {
 			return err
 		}
 		o.DataDir = filepath.Join(state, "approver")
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Out == nil {
-		o.Out = os.Stdout
+		if fi, err := os.Stat(filepath.Join(".toolgate", "approver")); err == nil && fi.IsDir() {
+			fmt.Fprintf(o.Out, "approver: ./.toolgate/approver is no longer used and was left alone: its state lives in %s\n", o.DataDir)
+		}
 	}
 	if o.TokenFile == "" {
 		o.TokenFile = filepath.Join(o.DataDir, "tokens")
@@ -158,6 +161,9 @@ func Serve(ctx context.Context, o Options) error {
 	cfg.Key, cfg.UserJWT = signer.Key, signer.JWT
 	if err := rch.wait(ctx, nc); err != nil {
 		return nil // stopped before NATS came up
+	}
+	if creds != nil {
+		fmt.Fprintf(o.Out, "approver: connected to NATS as %s (account %s)\n", creds, creds.Account)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -20,7 +20,8 @@ const workerIdentity = "worker"
 
 // connect starts the embedded server when no NATS URL is given and
 // connects as the worker, refusing state the served workspace reaches.
-// srv is nil when an outside server is used.
+// srv is nil when an outside server is used; creds is nil when the URL
+// carries a password (then nothing on the bus is signed by this install).
 func connect(o Options, ws string) (nc *nats.Conn, url string, creds *identity.Creds, srv *embedded.Server, err error) {
 	state, err := identity.StatePath()
 	if err != nil {
@@ -50,7 +51,7 @@ func connect(o Options, ws string) (nc *nats.Conn, url string, creds *identity.C
 		if err != nil {
 			return nil, "", nil, nil, err
 		}
-		srv, err = embedded.Start(embedded.Config{Listen: o.Listen, DataDir: o.DataDir, Install: in})
+		srv, err = embedded.Start(embedded.Config{Listen: o.Listen, DataDir: o.DataDir, Install: in, Logger: o.Logger})
 		if err != nil {
 			return nil, "", nil, nil, err
 		}

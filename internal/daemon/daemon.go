@@ -113,9 +113,13 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	if creds != nil {
+		o.Logger.Info("connected to NATS", "identity", creds.String(), "account", creds.Account)
+	}
 	if len(o.TrustedAccounts) == 0 && creds != nil {
 		// The install's approvers and admins: users of the account that
-		// issued this worker's own credentials.
+		// issued this worker's own credentials (none with password auth:
+		// then only pinned approver keys count).
 		o.TrustedAccounts = []string{creds.Account}
 	}
 	if srv != nil {

@@ -7,6 +7,7 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -31,6 +32,9 @@ type Config struct {
 	MaxPayload int32
 	// Install is the operator and accounts the server trusts; required.
 	Install *identity.Install
+	// Logger receives the server's warnings and errors (refused
+	// connections, permissions violations); nil discards them.
+	Logger *slog.Logger
 }
 
 // Server is a running embedded nats-server.
@@ -91,8 +95,12 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("embedded nats-server: %w", err)
 	}
 	// nats-server reports a port it cannot listen on only to its logger;
-	// catch that so a taken port is an error at once, not after a wait.
-	fatal := &fatalLog{errc: make(chan error, 1)}
+	// the logger passes that on so a taken port is an error at once, not
+	// after a wait, and logs refusals to cfg.Logger when set.
+	fatal := &serverLog{errc: make(chan error, 1)}
+	if cfg.Logger != nil {
+		fatal.l = cfg.Logger.With("component", "nats-server")
+	}
 	s.SetLogger(fatal, false, false)
 	go s.Start()
 	ready := make(chan bool, 1)
@@ -135,13 +143,16 @@ func Trust(opts *server.Options, in *identity.Install) error {
 // as one whose port is taken.
 var ErrStart = errors.New("nats-server failed")
 
-// fatalLog is the embedded server's logger: it drops notices and passes
-// the first fatal error on (the server logs nothing otherwise, NoLog).
-type fatalLog struct {
+// serverLog adapts nats-server's logger: the first fatal error goes to
+// errc (Start returns it); with l set, notices are logged at debug level
+// and warnings and errors (a refused connection, a permissions violation:
+// "Publish Violation", "Subscription Violation") as such.
+type serverLog struct {
+	l    *slog.Logger
 	errc chan error
 }
 
-func (l *fatalLog) Fatalf(format string, v ...any) {
+func (s *serverLog) Fatalf(format string, v ...any) {
 	err := fmt.Errorf("%w: %s", ErrStart, fmt.Sprintf(format, v...))
 	for _, a := range v {
 		if e, ok := a.(error); ok {
@@ -149,15 +160,34 @@ func (l *fatalLog) Fatalf(format string, v ...any) {
 		}
 	}
 	select {
-	case l.errc <- err:
+	case s.errc <- err:
 	default:
 	}
+	if s.l != nil {
+		s.l.Error(fmt.Sprintf(format, v...))
+	}
 }
-func (l *fatalLog) Noticef(string, ...any) {}
-func (l *fatalLog) Warnf(string, ...any)   {}
-func (l *fatalLog) Errorf(string, ...any)  {}
-func (l *fatalLog) Debugf(string, ...any)  {}
-func (l *fatalLog) Tracef(string, ...any)  {}
+
+func (s *serverLog) Noticef(format string, v ...any) {
+	if s.l != nil {
+		s.l.Debug(fmt.Sprintf(format, v...))
+	}
+}
+
+func (s *serverLog) Warnf(format string, v ...any) {
+	if s.l != nil {
+		s.l.Warn(fmt.Sprintf(format, v...))
+	}
+}
+
+func (s *serverLog) Errorf(format string, v ...any) {
+	if s.l != nil {
+		s.l.Error(fmt.Sprintf(format, v...))
+	}
+}
+
+func (s *serverLog) Debugf(string, ...any) {}
+func (s *serverLog) Tracef(string, ...any) {}
 
 // StoreDir is where JetStream keeps its files.
 func (s *Server) StoreDir() string { return s.storeDir }

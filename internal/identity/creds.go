@@ -3,7 +3,9 @@ package identity
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
@@ -35,6 +37,12 @@ type Creds struct {
 // key, and returns it as a standard NATS .creds file (what the nats CLI
 // and every NATS client library read). The file holds a secret.
 func (in *Install) Mint(role Role, name string) ([]byte, error) {
+	return in.MintExpiring(role, name, 0)
+}
+
+// MintExpiring is Mint with a user JWT that expires after ttl (none
+// when ttl is 0).
+func (in *Install) MintExpiring(role Role, name string, ttl time.Duration) ([]byte, error) {
 	if _, err := ParseRole(string(role)); err != nil {
 		return nil, err
 	}
@@ -50,6 +58,9 @@ func (in *Install) Mint(role Role, name string) ([]byte, error) {
 	uc.Name = name
 	uc.Tags.Add(role.Tag())
 	uc.Permissions = Permissions(role, name)
+	if ttl > 0 {
+		uc.Expires = time.Now().Add(ttl).Unix()
+	}
 	enc, err := uc.Encode(in.Account)
 	if err != nil {
 		return nil, fmt.Errorf("issue %s %s: %w", role, name, err)
@@ -140,7 +151,7 @@ func (c *Creds) NATSOptions() []nats.Option {
 }
 
 // String names the identity, never its secret.
-func (c *Creds) String() string { return string(c.Role) + " " + c.Name }
+func (c *Creds) String() string { return string(c.Role) + " " + strconv.Quote(c.Name) }
 
 // Bytes returns c as .creds file content.
 func (c *Creds) Bytes() ([]byte, error) {
@@ -166,10 +177,10 @@ func Resolve(path string, role Role, name string) (*Creds, error) {
 			return nil, err
 		}
 		if c.Role != role {
-			return nil, fmt.Errorf("credentials %s are for %s %q, this needs %s credentials", path, c.Role, c.Name, role)
+			return nil, fmt.Errorf("%w: %s are for %s %q, this needs %s credentials", ErrWrongIdentity, path, c.Role, c.Name, role)
 		}
 		if role == RoleAgent && name != "" && c.Name != name {
-			return nil, fmt.Errorf("credentials %s are for agent %q, not %q", path, c.Name, name)
+			return nil, fmt.Errorf("%w: %s are for agent %q, not %q", ErrWrongIdentity, path, c.Name, name)
 		}
 		return c, nil
 	}

@@ -50,6 +50,9 @@ var (
 	ErrBadName = errors.New("invalid identity name")
 	// ErrBadCreds reports a credentials file that is not a toolgate user's.
 	ErrBadCreds = errors.New("invalid credentials")
+	// ErrWrongIdentity reports credentials of another role or agent than
+	// the one needed.
+	ErrWrongIdentity = errors.New("wrong credentials")
 	// ErrInWorkspace reports state placed where a served workspace reaches it.
 	ErrInWorkspace = errors.New("inside a served workspace")
 )

@@ -8,8 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/identity"
@@ -208,5 +211,64 @@ func TestUnauthenticatedAndForeignClientsAreRefused(t *testing.T) {
 	foreign, _ := other.MintCreds(identity.RoleWorker, "worker")
 	if _, err := nats.Connect(s.ClientURL(), foreign.NATSOptions()...); !errors.Is(err, nats.ErrAuthorization) {
 		t.Fatalf("connect with another install's worker: %v, want an authorization violation", err)
+	}
+}
+
+// TestRevokedAndExpiredCredentialsAreRefused: a revoked user is refused
+// by a server trusting the reissued account JWT, as is an expired one;
+// fresh credentials still work.
+func TestRevokedAndExpiredCredentialsAreRefused(t *testing.T) {
+	s := testenv.StartAuthNATS(t)
+	revoked, _ := s.Install.MintCreds(identity.RoleAgent, "leaked")
+	expiring, err := s.Install.MintExpiring(identity.RoleAgent, "brief", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, _ := identity.ParseCreds(expiring)
+	if err := s.Install.Revoke(revoked.Claims.Subject); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Install.Revoke("not-a-key"); !errors.Is(err, identity.ErrBadCreds) {
+		t.Fatalf("Revoke(garbage) = %v", err)
+	}
+	// The embedded server applies it at its next start: reload the install
+	// from its keys, as a restart does, and start a server trusting it.
+	in, err := identity.LoadOrCreate(s.Install.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac, err := jwt.DecodeAccountClaims(in.AccountJWT)
+	if err != nil || !ac.IsClaimRevoked(revoked.Claims) {
+		t.Fatalf("the reissued account JWT does not revoke the user: %v", err)
+	}
+	restarted := testenv.StartAuthNATSWith(t, in)
+	if _, err := nats.Connect(restarted.ClientURL(), revoked.NATSOptions()...); !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("revoked credentials: %v, want an authorization violation", err)
+	}
+	fresh, _ := in.MintCreds(identity.RoleAgent, "leaked")
+	nc, err := nats.Connect(restarted.ClientURL(), fresh.NATSOptions()...)
+	if err != nil {
+		t.Fatalf("fresh credentials of the same agent: %v", err)
+	}
+	nc.Close()
+	if d := time.Until(time.Unix(exp.Claims.Expires, 0)); d <= 0 || d > time.Hour {
+		t.Fatalf("MintExpiring(1h): expires in %v", d)
+	}
+	// Credentials past their expiry, signed like the install's own.
+	ukp, _ := nkeys.CreateUser()
+	upub, _ := ukp.PublicKey()
+	uc := jwt.NewUserClaims(upub)
+	uc.Name, uc.Expires = "brief", time.Now().Add(-time.Minute).Unix()
+	uc.Tags.Add(identity.RoleAgent.Tag())
+	uc.Permissions = identity.Permissions(identity.RoleAgent, "brief")
+	tok, _ := uc.Encode(in.Account)
+	seed, _ := ukp.Seed()
+	b, _ := jwt.FormatUserConfig(tok, seed)
+	expired, err := identity.ParseCreds(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nats.Connect(restarted.ClientURL(), expired.NATSOptions()...); err == nil {
+		t.Fatal("expired credentials were accepted")
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
@@ -68,15 +68,11 @@ func LoadOrCreate(dir string) (*Install, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("keys directory: %w", err)
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := lockDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("keys directory: %w", err)
+		return nil, err
 	}
 	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return nil, fmt.Errorf("lock %s: %w", lock.Name(), err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing releases it too
 
 	in := &Install{Dir: dir}
 	kps := make([]nkeys.KeyPair, len(keyFiles))
@@ -150,6 +146,13 @@ func (in *Install) issue() error {
 	ac := jwt.NewAccountClaims(in.AccountPublicKey)
 	ac.Name = AccountName
 	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1, MaxAckPending: -1}
+	revoked, err := revocations(in.Dir)
+	if err != nil {
+		return err
+	}
+	for pub, at := range revoked {
+		ac.RevokeAt(pub, time.Unix(at, 0))
+	}
 	if in.AccountJWT, err = ac.Encode(in.Operator); err != nil {
 		return fmt.Errorf("account JWT: %w", err)
 	}

@@ -225,6 +225,26 @@ func TestAllowedOperationsWork(t *testing.T) {
 		t.Fatalf("agent direct-gets its result: %v %v", m, err)
 	}
 
+	// Agent: a direct get whose body or wildcards aim at another agent's
+	// result never returns it.
+	if _, err := wjs.Publish(ctx, "toolgate.result.bob.c9", []byte("secret-of-bob")); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{`{"seq":1}`, `{"seq":2}`, `{"last_by_subj":"toolgate.result.bob.c9"}`,
+		`{"next_by_subj":"toolgate.result.bob.c9"}`, `{"multi_last":["toolgate.result.>"]}`, `{"batch":10}`} {
+		m, err := anc.Request("$JS.API.DIRECT.GET.TOOLGATE_RESULTS.toolgate.result.alice.c1", []byte(body), 10*time.Second)
+		if err == nil && strings.Contains(string(m.Data), "secret-of-bob") {
+			t.Fatalf("direct get with body %s returned bob's result", body)
+		}
+	}
+	spy, _ := s.ConnectAs(t, identity.RoleAgent, "alice")
+	_ = spy.Publish("$JS.API.DIRECT.GET.TOOLGATE_RESULTS.toolgate.*.bob.c9", nil)
+	_ = spy.Publish("$JS.API.DIRECT.GET.TOOLGATE_RESULTS.toolgate.result.*.c9", nil)
+	_ = spy.Flush()
+	if err := spy.LastError(); !errors.Is(err, nats.ErrPermissionViolation) {
+		t.Fatalf("direct get with wildcards over other agents: %v, want a permissions violation", err)
+	}
+
 	// Approver: reads a parked call, watches the bucket, consumes requests,
 	// publishes a decision.
 	kvw, err := wjs.KeyValue(ctx, bus.BucketApprovals)

@@ -20,8 +20,7 @@ type AuthServer struct {
 	*Server
 	// Install holds the keys; Creds mints users from it.
 	Install *identity.Install
-	// StateDir is a temp state directory the test may point
-	// TOOLGATE_STATE_DIR at; its keys are Install's.
+	// StateDir is the temp directory the server stores in.
 	StateDir string
 }
 
@@ -29,11 +28,17 @@ type AuthServer struct {
 // random loopback port. It is shut down when the test ends.
 func StartAuthNATS(t testing.TB) *AuthServer {
 	t.Helper()
-	state := t.TempDir()
-	in, err := identity.LoadOrCreate(filepath.Join(state, "keys"))
+	in, err := identity.LoadOrCreate(filepath.Join(t.TempDir(), "keys"))
 	if err != nil {
 		t.Fatalf("install keys: %v", err)
 	}
+	return StartAuthNATSWith(t, in)
+}
+
+// StartAuthNATSWith is StartAuthNATS trusting the given install.
+func StartAuthNATSWith(t testing.TB, in *identity.Install) *AuthServer {
+	t.Helper()
+	state := t.TempDir()
 	opts := &server.Options{
 		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(state, "jetstream"),
 		NoLog: true, NoSigs: true, MaxPayload: 8 << 20,

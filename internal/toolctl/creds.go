@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nats-io/nkeys"
+
 	"github.com/toolgate/toolgate/internal/identity"
 )
 
@@ -16,10 +18,14 @@ func cmdCreds(_ context.Context, env *Env, args []string) int {
 	fs := flag.NewFlagSet("creds", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	out := fs.String("out", "", "write the .creds file here (mode 0600) instead of printing it")
+	expires := fs.Duration("expires", 0, "the credentials stop working after this long (default never)")
 	fs.Usage = func() {
-		fmt.Fprintln(env.Stderr, "usage: toolctl creds agent|approver|admin|worker NAME [--out FILE]")
+		fmt.Fprintln(env.Stderr, "usage: toolctl creds agent|approver|admin|worker NAME [--out FILE] [--expires DURATION]")
+		fmt.Fprintln(env.Stderr, "       toolctl creds revoke FILE|USER_PUBLIC_KEY")
 		fmt.Fprintln(env.Stderr, "  prints a NATS .creds file (a secret) issued by this install's toolgate account;")
-		fmt.Fprintln(env.Stderr, "  an agent's lets it call tools as NAME only and read only its own results")
+		fmt.Fprintln(env.Stderr, "  an agent's lets it call tools as NAME only and read only its own results.")
+		fmt.Fprintln(env.Stderr, "  revoke: the embedded server refuses them from its next start; a cluster once it")
+		fmt.Fprintln(env.Stderr, "  loads the auth.conf that toolctl nats-config writes afterwards")
 		fs.PrintDefaults()
 	}
 	var pos []string
@@ -37,6 +43,9 @@ func cmdCreds(_ context.Context, env *Env, args []string) int {
 		fs.Usage()
 		return ExitUsage
 	}
+	if pos[0] == "revoke" {
+		return revoke(env, pos[1])
+	}
 	role, err := identity.ParseRole(pos[0])
 	if err != nil {
 		return env.fail(ExitUsage, "%v", err)
@@ -48,7 +57,7 @@ func cmdCreds(_ context.Context, env *Env, args []string) int {
 	if err != nil {
 		return env.fail(ExitFailed, "%v", err)
 	}
-	b, err := in.Mint(role, pos[1])
+	b, err := in.MintExpiring(role, pos[1], *expires)
 	if err != nil {
 		return env.fail(ExitFailed, "%v", err)
 	}
@@ -60,6 +69,27 @@ func cmdCreds(_ context.Context, env *Env, args []string) int {
 		return env.fail(ExitFailed, "%v", err)
 	}
 	fmt.Fprintf(env.Stderr, "toolctl: wrote %s credentials for %q to %s\n", role, pos[1], *out)
+	return ExitOK
+}
+
+// revoke revokes the user of a .creds file or a user public key.
+func revoke(env *Env, what string) int {
+	pub := what
+	if !nkeys.IsValidPublicUserKey(what) {
+		c, err := identity.LoadCreds(what)
+		if err != nil {
+			return env.fail(ExitUsage, "revoke: give a .creds file or a user public key (U...): %v", err)
+		}
+		pub = c.Claims.Subject
+	}
+	in, err := identity.LoadInstall()
+	if err != nil {
+		return env.fail(ExitFailed, "%v", err)
+	}
+	if err := in.Revoke(pub); err != nil {
+		return env.fail(ExitFailed, "%v", err)
+	}
+	fmt.Fprintf(env.Stdout, "revoked %s: the embedded server refuses it from its next start; for a cluster, run toolctl nats-config again and reload its nodes\n", pub)
 	return ExitOK
 }
 

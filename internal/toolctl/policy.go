@@ -113,7 +113,6 @@ func adminSigner(creds string) (trust.Signer, error) {
 	return trust.Signer{Key: c.Key, JWT: c.JWT}, nil
 }
 
-
 func cmdApprovals(ctx context.Context, env *Env, args []string) int {
 	return approvalcli.Run(append([]string{"approvals"}, args...), env.Stdout, env.Stderr)
 }

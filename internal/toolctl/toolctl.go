@@ -138,9 +138,25 @@ func (e *Env) Connect() (*nats.Conn, error) { return e.connectAs(identity.RoleAd
 func (e *Env) connectAs(role identity.Role, name string) (*nats.Conn, error) {
 	nc, _, err := identity.Dial(e.NATSURL, e.Creds, role, name, nats.Name("toolctl"), nats.Timeout(5*time.Second))
 	if err != nil {
-		return nil, fmt.Errorf("%w (is a worker running? start one with `go run ./cmd/worker`)", err)
+		return nil, withHint(err)
 	}
 	return nc, nil
+}
+
+// withHint adds how to start a worker when no server answered.
+func withHint(err error) error {
+	if errors.Is(err, nats.ErrNoServers) {
+		return fmt.Errorf("%w (is a worker running? start one with `go run ./cmd/worker`)", err)
+	}
+	return err
+}
+
+// exitCode is ExitUsage for credentials that do not fit, else ExitNoReach.
+func exitCode(err error) int {
+	if errors.Is(err, identity.ErrBadCreds) || errors.Is(err, identity.ErrWrongIdentity) || errors.Is(err, identity.ErrBadName) {
+		return ExitUsage
+	}
+	return ExitNoReach
 }
 
 // client connects as the agent and returns its client, or a nil client
@@ -158,11 +174,7 @@ func (e *Env) client() (*nats.Conn, *client.Client, int) {
 	}
 	nc, creds, err := identity.Dial(e.NATSURL, e.Creds, identity.RoleAgent, name, nats.Name("toolctl"), nats.Timeout(5*time.Second))
 	if err != nil {
-		code := ExitNoReach
-		if errors.Is(err, identity.ErrBadCreds) || e.Creds != "" && !errors.Is(err, nats.ErrNoServers) {
-			code = ExitUsage
-		}
-		return nil, nil, e.fail(code, "%v (is a worker running? start one with `go run ./cmd/worker`)", err)
+		return nil, nil, e.fail(exitCode(err), "%v", withHint(err))
 	}
 	if creds != nil {
 		e.Agent = creds.Name
@@ -180,7 +192,7 @@ func (e *Env) client() (*nats.Conn, *client.Client, int) {
 func (e *Env) jetStream() (*nats.Conn, jetstream.JetStream, int) {
 	nc, err := e.Connect()
 	if err != nil {
-		return nil, nil, e.fail(ExitNoReach, "%v", err)
+		return nil, nil, e.fail(exitCode(err), "%v", err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

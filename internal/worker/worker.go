@@ -257,14 +257,14 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	}
 	key := CallKey(in.Agent, in.ID)
 	rec, _ := json.Marshal(record{State: stateRunning, Worker: w.cfg.Name, Started: start, Heartbeat: start})
-	rev, err := w.calls.Create(w.execCtx, key, rec)
+	rev, err := w.claim(msg, key, rec, in.ID)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		w.duplicate(msg, in, key)
 		return
 	}
 	if err != nil {
 		w.log.Warn("claim failed; will retry", "call_id", in.ID, "err", err)
-		_ = msg.NakWithDelay(time.Second)
+		retryLater(msg)
 		return
 	}
 	stop := w.heartbeat(msg, key, rev, start)
@@ -406,7 +406,7 @@ func (w *Worker) duplicate(msg jetstream.Msg, in *events.Call, key string) {
 	}
 	entry, err := w.calls.Get(ctx, key)
 	if err != nil {
-		_ = msg.NakWithDelay(time.Second)
+		retryLater(msg)
 		return
 	}
 	var rec record

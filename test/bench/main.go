@@ -30,6 +30,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolgate/toolgate/internal/embedded"
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/worker"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -54,6 +56,7 @@ func main() {
 	n := flag.Int("n", 5000, "calls per measurement")
 	inflightList := flag.String("inflight", "1,64", "comma-separated calls in flight")
 	payload := flag.Int("payload", 1024, "argument payload bytes")
+	withAuth := flag.Bool("auth", false, "also run toolgate on a server in operator mode, the worker and agent on user JWTs")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "toolgate-bench-")
@@ -66,6 +69,27 @@ func main() {
 		panic("server not ready")
 	}
 	defer srv.Shutdown()
+	var authURL string
+	var workerOpts, agentOpts []nats.Option
+	if *withAuth {
+		in, err := identity.LoadOrCreate(dir + "/keys")
+		must(err)
+		opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir + "/auth", NoLog: true, NoSigs: true}
+		must(embedded.Trust(opts, in))
+		asrv, err := server.NewServer(opts)
+		must(err)
+		go asrv.Start()
+		if !asrv.ReadyForConnections(10 * time.Second) {
+			panic("server not ready")
+		}
+		defer asrv.Shutdown()
+		authURL = asrv.ClientURL()
+		wc, err := in.MintCreds(identity.RoleWorker, "worker")
+		must(err)
+		ac, err := in.MintCreds(identity.RoleAgent, "bench")
+		must(err)
+		workerOpts, agentOpts = wc.NATSOptions(), ac.NATSOptions()
+	}
 
 	var flights []int
 	for _, f := range strings.Split(*inflightList, ",") {
@@ -78,11 +102,18 @@ func main() {
 	fmt.Printf("%-10s %9s %12s %10s %10s\n", "what", "in flight", "calls/s", "p50", "p99")
 	for _, f := range flights {
 		base := baseline(srv.ClientURL(), *n, f, text)
-		tg := toolgate(srv.ClientURL(), *n, f, text)
-		for _, s := range []struct {
+		tg := toolgate(srv.ClientURL(), *n, f, text, nil, nil)
+		rows := []struct {
 			name string
 			st   stats
-		}{{"baseline", base}, {"toolgate", tg}} {
+		}{{"baseline", base}, {"toolgate", tg}}
+		if authURL != "" {
+			rows = append(rows, struct {
+				name string
+				st   stats
+			}{"tg+auth", toolgate(authURL, *n, f, text, workerOpts, agentOpts)})
+		}
+		for _, s := range rows {
 			fmt.Printf("%-10s %9d %12.0f %10s %10s\n", s.name, f, s.st.rate(), s.st.pct(0.50).Round(time.Microsecond), s.st.pct(0.99).Round(time.Microsecond))
 		}
 		fmt.Printf("%-10s %9d %12.2f\n\n", "ratio", f, tg.rate()/base.rate())
@@ -183,7 +214,7 @@ func baseline(url string, n, inflight int, text string) stats {
 	})
 }
 
-func toolgate(url string, n, inflight int, text string) stats {
+func toolgate(url string, n, inflight int, text string, workerOpts, agentOpts []nats.Option) stats {
 	reg := tools.NewRegistry()
 	reg.MustRegister(&tools.Tool{
 		Name: "noop", Description: "returns nothing", Kind: policy.KindOther,
@@ -192,7 +223,7 @@ func toolgate(url string, n, inflight int, text string) stats {
 			return &tools.Output{Content: "ok"}, nil
 		}),
 	})
-	wnc, err := nats.Connect(url)
+	wnc, err := nats.Connect(url, workerOpts...)
 	must(err)
 	defer wnc.Close()
 	// The real gate, with a policy that allows the no-op tool.
@@ -204,7 +235,7 @@ func toolgate(url string, n, inflight int, text string) stats {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, agentOpts...)
 	must(err)
 	defer nc.Close()
 	for i := 0; ; i++ {
