@@ -127,13 +127,13 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("approver key: %w", err)
 	}
-	if err := iapproval.RegisterApproverKey(ctx, kv, approval.ApproverKey{PublicKey: pub, JWT: cfg.UserJWT, Name: cfg.Name}); err != nil {
-		if cfg.UserJWT == "" {
+	// Decisions of an approver with credentials carry its JWT, which is
+	// all a worker needs; only a pinned key (password accounts) is
+	// registered, so people can see which key to pin.
+	if cfg.UserJWT == "" {
+		if err := iapproval.RegisterApproverKey(ctx, kv, approval.ApproverKey{PublicKey: pub, Name: cfg.Name}); err != nil {
 			return nil, err
 		}
-		// Decisions carry the JWT; the registration is only a convenience,
-		// and an approver may lack the permission to write it.
-		cfg.Logger.Warn("approver key not registered on the bus; decisions carry its JWT", "public_key", pub, "err", err)
 	}
 	seed, _ := cfg.Key.Seed()
 	sk := sha256.Sum256(append([]byte("toolgate approver session\x00"), seed...))

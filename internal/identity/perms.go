@@ -102,9 +102,6 @@ func Permissions(role Role, name string) jwt.Permissions {
 			"$JS.API.CONSUMER.INFO." + streamApprovals + "." + consumerApprove,
 			"$JS.API.CONSUMER.MSG.NEXT." + streamApprovals + "." + consumerApprove,
 			"$JS.ACK." + streamApprovals + "." + consumerApprove + ".>",
-			// Registering its own decision key, while workers still
-			// look keys up there; goes when approver keys are pinned.
-			"$KV." + bucketApprovals + ".approver.*",
 		}
 		p.Sub.Allow = jwt.StringList{
 			"toolgate.approval.>",
