@@ -51,7 +51,7 @@ func redact(_ []string, a slog.Attr) slog.Attr {
 // calls maps the call ids being handled to their span, so that a line
 // that names a call_id but was logged without a context still gets the
 // call's trace ids.
-var calls sync.Map // call id → trace.SpanContext
+var calls sync.Map // call id → *trace.SpanContext
 
 // Track records sc as the span of callID for log lines until the returned
 // function is called. Invalid span contexts are not tracked.
@@ -59,8 +59,9 @@ func Track(callID string, sc trace.SpanContext) (untrack func()) {
 	if !sc.IsValid() || callID == "" {
 		return func() {}
 	}
-	calls.Store(callID, sc)
-	return func() { calls.CompareAndDelete(callID, sc) }
+	p := &sc // SpanContext is not comparable; the pointer is
+	calls.Store(callID, p)
+	return func() { calls.CompareAndDelete(callID, p) }
 }
 
 // NewLogHandler wraps h: a record logged with a context holding a span, or
@@ -89,7 +90,7 @@ func (l *logHandler) Handle(ctx context.Context, r slog.Record) error {
 		}
 		if id != "" {
 			if v, ok := calls.Load(id); ok {
-				sc = v.(trace.SpanContext)
+				sc = *v.(*trace.SpanContext)
 			}
 		}
 	}

@@ -2,7 +2,8 @@ package telemetry
 
 import (
 	"go.opentelemetry.io/otel/attribute"
-	// The one place the semantic-conventions version is pinned. The GenAI
+	// The one place the semantic-conventions version is pinned (v1.40.0 is
+	// the last Go package that holds the GenAI attributes). The GenAI
 	// conventions are still marked development; a new version is adopted
 	// here, with the names checked against docs/OBSERVABILITY.md.
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"

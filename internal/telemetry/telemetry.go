@@ -117,8 +117,10 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider, prop propagation.Text
 func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 	prop := autoprop.NewTextMapPropagator()
 	disabled := envTrue("OTEL_SDK_DISABLED")
+	// No schema URL of our own on the resource: the SDK's detectors use
+	// their own version, and resources of different schemas do not merge.
 	res, err := resource.New(ctx, resource.WithAttributes(ServiceName(o.Service)), resource.WithFromEnv(),
-		resource.WithTelemetrySDK(), resource.WithSchemaURL(SchemaURL))
+		resource.WithTelemetrySDK())
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("telemetry resource (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME): %w", err)
 	}

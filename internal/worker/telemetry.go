@@ -220,3 +220,12 @@ func (w *Worker) Ready() error {
 	}
 	return nil
 }
+
+// countPolicyReload counts a policy document applied or rejected.
+func (w *Worker) countPolicyReload(applied bool) {
+	result := "rejected"
+	if applied {
+		result = "applied"
+	}
+	w.obs.m.PolicyReloads.Add(context.Background(), 1, metric.WithAttributeSet(attribute.NewSet(telemetry.LabelResult.String(result))))
+}

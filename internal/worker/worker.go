@@ -567,6 +567,7 @@ func (w *Worker) PolicyChanged(d events.PolicyChangeData) {
 	if len(d.Errors) > 0 {
 		typ = events.TypePolicyRejected
 	}
+	w.countPolicyReload(typ == events.TypePolicyApplied)
 	w.publishEvent(events.PolicyChangeSubject, nuid.Next(), typ, d)
 }
 
