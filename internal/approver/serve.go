@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/telemetry"
 )
 
 // Options is the approver command's configuration.
@@ -53,6 +54,8 @@ type Options struct {
 	Out io.Writer
 	// Ready, if set, is called with the HTTP address once serving.
 	Ready func(addr string)
+	// MetricsListen, when set, serves /metrics, /healthz and /readyz there.
+	MetricsListen string
 }
 
 // Serve runs the approver service until ctx ends.
@@ -94,7 +97,16 @@ func Serve(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	cfg := Config{Name: o.Name, Tokens: tokens, Key: key, Logger: o.Logger}
+	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: telemetry.ServiceApprover, Prometheus: o.MetricsListen != ""})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(sctx)
+	}()
+	cfg := Config{Name: o.Name, Tokens: tokens, Key: key, Logger: o.Logger, Telemetry: tel}
 	secret := func(path, what string) (string, error) {
 		if path == "" {
 			return "", nil
@@ -156,6 +168,15 @@ func Serve(ctx context.Context, o Options) error {
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	if o.MetricsListen != "" {
+		mctx, stopMetrics := context.WithCancel(context.Background())
+		defer stopMetrics()
+		addr, err := telemetry.Serve(mctx, o.MetricsListen, telemetry.Endpoints(tel.Prometheus, srv.Ready))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Out, "approver: metrics, health and readiness on http://%s\n", addr)
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
