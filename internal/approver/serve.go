@@ -56,6 +56,8 @@ type Options struct {
 	Ready func(addr string)
 	// MetricsListen, when set, serves /metrics, /healthz and /readyz there.
 	MetricsListen string
+	// Telemetry, if set, is used instead of the OTEL_* environment's.
+	Telemetry *telemetry.Telemetry
 }
 
 // Serve runs the approver service until ctx ends.
@@ -97,9 +99,11 @@ func Serve(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	tel, err := telemetry.Setup(ctx, telemetry.Options{Service: telemetry.ServiceApprover, Prometheus: o.MetricsListen != ""})
-	if err != nil {
-		return err
+	tel := o.Telemetry
+	if tel == nil {
+		if tel, err = telemetry.Setup(ctx, telemetry.Options{Service: telemetry.ServiceApprover, Prometheus: o.MetricsListen != ""}); err != nil {
+			return err
+		}
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

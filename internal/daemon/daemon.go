@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/embedded"
 	"github.com/toolgate/toolgate/internal/policyload"
+	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/internal/worker"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -79,6 +80,8 @@ type Options struct {
 	MetricsListen string
 	// AuditRetention is how long audit events are kept; default 30 days.
 	AuditRetention time.Duration
+	// Telemetry, if set, is used instead of the OTEL_* environment's.
+	Telemetry *telemetry.Telemetry
 }
 
 // Run runs a worker process until ctx is done, then shuts down cleanly.

@@ -18,6 +18,9 @@ import (
 // (service toolgate-worker unless OTEL_SERVICE_NAME says otherwise); the
 // returned function flushes and stops them.
 func startTelemetry(ctx context.Context, o Options) (*telemetry.Telemetry, func(), error) {
+	if o.Telemetry != nil {
+		return o.Telemetry, func() {}, nil
+	}
 	t, err := telemetry.Setup(ctx, telemetry.Options{Service: telemetry.ServiceWorker, Prometheus: o.MetricsListen != ""})
 	if err != nil {
 		return nil, nil, err
