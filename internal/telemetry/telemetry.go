@@ -74,6 +74,12 @@ type Telemetry struct {
 	CaptureContent bool
 	// Exporting reports whether spans leave the process.
 	Exporting bool
+	// Tracing is false when the tracer provider is a no-op: callers then
+	// skip starting spans (trace context still flows through contexts).
+	Tracing bool
+	// Metering is false when the meter provider is a no-op: callers then
+	// skip building metric attributes.
+	Metering bool
 
 	shutdown []func(context.Context) error
 }
@@ -98,7 +104,25 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider, prop propagation.Text
 		TracerProvider: tp, Tracer: tp.Tracer(InstrumentationName, trace.WithSchemaURL(SchemaURL)),
 		Propagator: prop, MeterProvider: mp, Meter: mp.Meter(InstrumentationName, metric.WithSchemaURL(SchemaURL)),
 		CaptureContent: envTrue(CaptureContentEnv),
+		Tracing:        !isNoopTracer(tp),
+		Metering:       !isNoopMeter(mp),
 	}
+}
+
+func isNoopTracer(tp trace.TracerProvider) bool {
+	switch tp.(type) {
+	case tnoop.TracerProvider, *tnoop.TracerProvider:
+		return true
+	}
+	return false
+}
+
+func isNoopMeter(mp metric.MeterProvider) bool {
+	switch mp.(type) {
+	case mnoop.MeterProvider, *mnoop.MeterProvider:
+		return true
+	}
+	return false
 }
 
 // Setup configures traces and metrics from the OTEL_* environment:

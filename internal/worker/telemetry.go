@@ -51,6 +51,11 @@ const (
 func (w *Worker) delivery(msg jetstream.Msg, in *events.Call) (ctx context.Context, done func()) {
 	o := w.obs
 	ctx = o.t.Extract(w.execCtx, in.TraceParent, in.TraceState)
+	if !o.t.Tracing && !o.t.Metering {
+		// Nothing recorded: only the caller's trace context flows on, to
+		// the parked record and the log lines.
+		return ctx, telemetry.Track(in.ID, trace.SpanContextFromContext(ctx))
+	}
 	var delivered uint64
 	if meta, err := msg.Metadata(); err == nil {
 		delivered = meta.NumDelivered
@@ -78,13 +83,17 @@ func (w *Worker) delivery(msg jetstream.Msg, in *events.Call) (ctx context.Conte
 
 // execution is one run of a call through the pipeline.
 type execution struct {
-	span    trace.Span
-	start   time.Time
-	resumed bool
+	span     trace.Span
+	start    time.Time
+	resumed  bool
+	untraced bool // span is the context's, not ours to end
 }
 
 // startExecute starts the execute_tool span of c, a child of ctx's span.
 func (w *Worker) startExecute(ctx context.Context, in *events.Call, c *tools.Call, resumed bool) (context.Context, *execution) {
+	if !w.obs.t.Tracing {
+		return ctx, &execution{span: trace.SpanFromContext(ctx), start: time.Now(), resumed: resumed, untraced: true}
+	}
 	ctx, span := w.obs.t.Tracer.Start(ctx, spanExecute, trace.WithSpanKind(trace.SpanKindInternal))
 	if span.IsRecording() {
 		span.SetAttributes(telemetry.OperationExecuteTool,
@@ -109,16 +118,26 @@ func (w *Worker) startExecute(ctx context.Context, in *events.Call, c *tools.Cal
 // endExecute ends the execute_tool span with the call's outcome, records
 // its duration, counts a sandbox failure, and audits the gate's decision.
 func (w *Worker) endExecute(ctx context.Context, x *execution, in *events.Call, c *tools.Call, res *events.ResultData, err error) {
+	if c.Decision != nil {
+		w.auditDecision(ctx, in, res, c.Decision, x)
+	}
+	w.recordExecute(ctx, x, c, res, err)
+}
+
+// recordExecute ends the execute_tool span and records the run's metrics.
+func (w *Worker) recordExecute(ctx context.Context, x *execution, c *tools.Call, res *events.ResultData, err error) {
 	tool := w.toolLabel(c)
-	w.obs.m.Duration.Record(ctx, time.Since(x.start).Seconds(), metric.WithAttributeSet(attribute.NewSet(telemetry.LabelTool.String(tool))))
+	if w.obs.t.Metering {
+		w.obs.m.Duration.Record(ctx, time.Since(x.start).Seconds(), metric.WithAttributeSet(attribute.NewSet(telemetry.LabelTool.String(tool))))
+	}
 	if tool == "bash" && err != nil && !tools.IsPipelineError(err) && !errors.Is(err, context.Canceled) {
 		var pe *tools.PolicyError
 		if !errors.As(err, &pe) {
 			w.obs.m.SandboxFailures.Add(ctx, 1)
 		}
 	}
-	if c.Decision != nil {
-		w.auditDecision(ctx, in, res, c.Decision, x)
+	if x.untraced {
+		return
 	}
 	span := x.span
 	if span.IsRecording() {
@@ -172,6 +191,9 @@ func (w *Worker) labelOf(name string) string {
 
 // countOutcome counts a call that reached a final status.
 func (w *Worker) countOutcome(ctx context.Context, res *events.ResultData) {
+	if !w.obs.t.Metering {
+		return
+	}
 	w.obs.m.Calls.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(
 		telemetry.LabelTool.String(w.labelOf(res.Tool)), telemetry.LabelOutcome.String(string(res.Status)))))
 }
