@@ -2,9 +2,11 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/telemetry"
+	"github.com/toolgate/toolgate/internal/toolctl"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
@@ -234,4 +237,48 @@ func decisionEvent(t *testing.T, s tracetest.SpanStub) sdktrace.Event {
 	}
 	t.Fatalf("%s has no %s event: %v", s.Name, tools.EventPolicyDecision, s.Events)
 	return sdktrace.Event{}
+}
+
+// TestToolctlAuditFiltersByAgentAndTool: `toolctl audit` prints a decision
+// and an execution per call, only of the agent and tool asked for.
+func TestToolctlAuditFiltersByAgentAndTool(t *testing.T) {
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	p := startProcess(t, ws, nil)
+	for _, args := range [][]string{{"call", "read", "path=README.md"}, {"call", "ls"}, {"call", "read", "path=README.md"}} {
+		if _, errOut, code := p.toolctl(t, args...); code != 0 {
+			t.Fatalf("%v: %d %s", args, code, errOut)
+		}
+	}
+	var o, e strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if code := toolctl.Run(ctx, []string{"--nats", p.url, "--agent", "other", "call", "read", "path=README.md"}, &o, &e); code != 0 {
+		t.Fatalf("other agent: %d %s", code, e.String())
+	}
+	out, errOut, code := p.toolctl(t, "audit", "--agent", "cli", "--tool", "read", "--json")
+	if code != 0 {
+		t.Fatalf("audit: %d %s", code, errOut)
+	}
+	kinds := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var a toolctl.AuditLine
+		if err := json.Unmarshal([]byte(l), &a); err != nil {
+			t.Fatalf("not JSON: %s", l)
+		}
+		if a.Data.Agent != "cli" || a.Data.Tool != "read" {
+			t.Errorf("filtered out of --agent cli --tool read: %s", l)
+		}
+		kinds[a.Data.Kind]++
+	}
+	if kinds[events.AuditDecision] != 2 || kinds[events.AuditExecution] != 2 {
+		t.Errorf("kinds %v, want 2 decisions and 2 executions:\n%s", kinds, out)
+	}
+	text, _, code := p.toolctl(t, "audit", "--since", "1h")
+	if code != 0 || strings.Count(text, "\n") != 8 || !strings.Contains(text, "by=policy") || !strings.Contains(text, "status=ok") {
+		t.Errorf("audit text (%d):\n%s", code, text)
+	}
+	if _, errOut, code := p.toolctl(t, "audit", "--agent", "a.b"); code != 2 || !strings.Contains(errOut, "--agent") {
+		t.Errorf("a bad --agent: %d %s", code, errOut)
+	}
 }

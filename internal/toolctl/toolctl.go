@@ -60,6 +60,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		{"call", "call TOOL key=value ... | --json '{...}': run a tool and print its output", cmdCall},
 		{"tools", "list the tools the workers offer", cmdTools},
 		{"events", "print results, domain and audit events (--follow to keep going)", cmdEvents},
+		{"audit", "print the audit trail: decisions and executions [--follow] [--agent A] [--tool T] [--since D]", cmdAudit},
 		{"policy", "check | lint | default | push FILE | amendments: the policy gate", cmdPolicy},
 		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals},
 	}
