@@ -23,6 +23,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolgate/toolgate/internal/toolctl"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -243,6 +244,33 @@ func TestWorkerBinaryExportsSpansAndServesMetrics(t *testing.T) {
 		}
 	}
 
+	// toolctl, configured the same way, starts the trace the worker continues.
+	for k, v := range map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL, "OTEL_SERVICE_NAME": ""} {
+		t.Setenv(k, v)
+	}
+	var o, e strings.Builder
+	if code := toolctl.Run(ctx, []string{"--nats", url, "--agent", "metered", "call", "read", "--id", "m-ctl", "path=README.md"}, &o, &e); code != 0 {
+		t.Fatalf("toolctl call: %d %s", code, e.String())
+	}
+	for end := time.Now().Add(30 * time.Second); ; {
+		sent := recv.named("toolctl", "send toolgate.call.{agent}.{tool}")
+		ex := recv.executed("toolgate-worker")["m-ctl"]
+		if len(sent) == 1 && ex != nil {
+			if string(sent[0].TraceId) != string(ex.TraceId) {
+				t.Fatalf("toolctl's trace %x, the worker's %x", sent[0].TraceId, ex.TraceId)
+			}
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("toolctl spans %d, worker span %v (services %v)", len(sent), ex != nil, recv.services())
+		}
+		select {
+		case <-recv.got:
+		case <-time.After(time.Second):
+		}
+	}
+
 	// Draining: SIGTERM and the worker exits 0 after flushing its spans.
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -250,6 +278,19 @@ func TestWorkerBinaryExportsSpansAndServesMetrics(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("worker exited with %v after SIGTERM", err)
 	}
+}
+
+// named returns service's spans called name.
+func (r *otlpReceiver) named(service, name string) []*tracepb.Span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*tracepb.Span
+	for _, s := range r.spans[service] {
+		if s.Name == name {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func (r *otlpReceiver) services() []string {

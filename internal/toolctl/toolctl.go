@@ -232,7 +232,9 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 	}
 	wctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
-	res, err := c.Call(wctx, tool, arguments, opts...)
+	traced, endTrace := traceCall(ctx, env, tool)
+	res, err := c.Call(wctx, tool, arguments, append(opts, traced)...)
+	endTrace(res, err)
 	if err != nil {
 		return env.fail(ExitNoReach, "%v", err)
 	}
