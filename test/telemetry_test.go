@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -13,7 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
-	mnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -58,7 +60,8 @@ func (r rawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
 func TestOneTraceCoversAParkedCall(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	tel := telemetry.New(tp, mnoop.NewMeterProvider(), nil)
+	reader := sdkmetric.NewManualReader()
+	tel := telemetry.New(tp, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), nil)
 
 	ws := newWorkspace(t)
 	pol := filepath.Join(t.TempDir(), "policy.yaml")
@@ -192,6 +195,43 @@ func TestOneTraceCoversAParkedCall(t *testing.T) {
 	}
 	if ev := decisionEvent(t, resumed); attr(ev.Attributes, "toolgate.policy.action") != "ask" {
 		t.Errorf("resumed run's decision event: %v", ev.Attributes)
+	}
+
+	// The parked call counts once, when final; the approver counts the
+	// decision and how long the call waited for it.
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, dp := range d.DataPoints {
+					got[m.Name+"{"+dp.Attributes.Encoded(attribute.DefaultEncoder())+"}"] = fmt.Sprint(dp.Value)
+				}
+			case metricdata.Histogram[float64]:
+				for _, dp := range d.DataPoints {
+					got[m.Name+"{"+dp.Attributes.Encoded(attribute.DefaultEncoder())+"}"] = fmt.Sprintf("count=%d", dp.Count)
+				}
+			}
+		}
+	}
+	for k, v := range map[string]string{
+		"toolgate.calls{outcome=ok,tool=write}":               "1",
+		"toolgate.approver.decisions{outcome=approve}":        "1",
+		"toolgate.approver.decision.latency{outcome=approve}": "count=1",
+		"toolgate.call.duration{tool=write}":                  "count=2",
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+	for k := range got {
+		if strings.Contains(k, "outcome=pending") {
+			t.Errorf("a parked call is counted as an outcome: %s", k)
+		}
 	}
 }
 
