@@ -64,11 +64,13 @@ func (c *Client) Agent() string { return c.agent }
 type CallOption func(*callOpts)
 
 type callOpts struct {
-	id                      string
-	session                 string
-	timeout                 time.Duration
-	onPending               func(events.ResultData)
-	onProgress              func(events.ProgressData)
+	id         string
+	session    string
+	timeout    time.Duration
+	onPending  func(events.ResultData)
+	onProgress func(events.ProgressData)
+
+	// W3C trace context sent with the call (WithTraceContext).
 	traceparent, tracestate string
 }
 
