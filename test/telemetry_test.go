@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/internal/toolctl"
+	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
@@ -320,5 +321,76 @@ func TestToolctlAuditFiltersByAgentAndTool(t *testing.T) {
 	}
 	if _, errOut, code := p.toolctl(t, "audit", "--agent", "a.b"); code != 2 || !strings.Contains(errOut, "--agent") {
 		t.Errorf("a bad --agent: %d %s", code, errOut)
+	}
+}
+
+// lineWriter hands each line written to it to a channel.
+type lineWriter chan string
+
+func (l lineWriter) Write(p []byte) (int, error) {
+	for _, s := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		select {
+		case l <- s:
+		default:
+		}
+	}
+	return len(p), nil
+}
+
+// TestApproverServesMetricsAndProbes: approver --metrics-listen serves
+// /healthz, /readyz and /metrics, and counts a decision made through it.
+func TestApproverServesMetricsAndProbes(t *testing.T) {
+	s := startApprovalStack(t)
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	writeFile(t, tokens, "alice "+aliceToken+"\n")
+	out := make(lineWriter, 16)
+	ready := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- approver.Serve(ctx, approver.Options{NATSURL: s.worker.url, Listen: "127.0.0.1:0", TokenFile: tokens,
+			DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: out,
+			MetricsListen: "127.0.0.1:0", Ready: func(addr string) { ready <- addr }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	var metrics, api string
+	for metrics == "" || api == "" {
+		select {
+		case l := <-out:
+			if i := strings.Index(l, "metrics, health and readiness on "); i >= 0 {
+				metrics = strings.TrimSpace(l[i+len("metrics, health and readiness on "):])
+			}
+		case a := <-ready:
+			api = "http://" + a
+		case err := <-done:
+			t.Fatalf("approver: %v", err)
+		case <-time.After(60 * time.Second):
+			t.Fatal("approver did not start")
+		}
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if code, body := get(t, metrics+p); code != 200 {
+			t.Fatalf("%s: %d %s", p, code, body)
+		}
+	}
+	nc, err := nats.Connect(s.worker.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c, _ := client.New(nc, "agent-m")
+	final := s.submit(t, c, "metered-approve", "m.txt", "x")
+	other := &approvalStack{worker: s.worker, url: api}
+	if code := other.api(t, "POST", "/api/approvals/metered-approve/approve", `{}`, nil); code != 200 {
+		t.Fatalf("approve: %d", code)
+	}
+	if r := <-final; r == nil || r.Status != events.StatusOK {
+		t.Fatalf("final %+v", r)
+	}
+	_, body := get(t, metrics+"/metrics")
+	if !strings.Contains(body, `toolgate_approver_decisions_total{outcome="approve"} 1`) ||
+		!strings.Contains(body, `toolgate_approver_decision_latency_seconds_count{outcome="approve"} 1`) {
+		t.Errorf("approver metrics:\n%s", body)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -173,10 +174,17 @@ func Serve(ctx context.Context, o Options) error {
 		ln.Close()
 		return err
 	}
+	var serving atomic.Bool // taking decisions: not while starting or stopping
 	if o.MetricsListen != "" {
 		mctx, stopMetrics := context.WithCancel(context.Background())
 		defer stopMetrics()
-		addr, err := telemetry.Serve(mctx, o.MetricsListen, telemetry.Endpoints(tel.Prometheus, srv.Ready))
+		ready := func() error {
+			if !serving.Load() {
+				return errors.New("starting or stopping")
+			}
+			return srv.Ready()
+		}
+		addr, err := telemetry.Serve(mctx, o.MetricsListen, telemetry.Endpoints(tel.Prometheus, ready))
 		if err != nil {
 			return err
 		}
@@ -195,6 +203,7 @@ func Serve(ctx context.Context, o Options) error {
 	if o.Ready != nil {
 		o.Ready(ln.Addr().String())
 	}
+	serving.Store(true)
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
@@ -202,6 +211,7 @@ func Serve(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	serving.Store(false)
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	_ = hs.Shutdown(sctx) // open event streams end with the timeout
