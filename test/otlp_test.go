@@ -3,6 +3,7 @@ package test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -155,8 +157,15 @@ func TestWorkerBinaryExportsSpansAndServesMetrics(t *testing.T) {
 			t.Fatal("worker never became ready")
 		}
 	}
+	var (
+		logMu sync.Mutex
+		logs  []string
+	)
 	go func() {
-		for range lines {
+		for l := range lines {
+			logMu.Lock()
+			logs = append(logs, l)
+			logMu.Unlock()
 		}
 	}()
 	for _, p := range []string{"/healthz", "/readyz"} {
@@ -269,6 +278,54 @@ func TestWorkerBinaryExportsSpansAndServesMetrics(t *testing.T) {
 		case <-recv.got:
 		case <-time.After(time.Second):
 		}
+	}
+
+	// JSON logs: the line about a rejected call carries its call_id and
+	// the trace of its ce-traceparent; arguments never reach the log.
+	const secret = "sekret-3141592653"
+	if res, err := c.Call(ctx, "read", map[string]any{"path": secret + ".md"}, client.WithID("m-secret")); err != nil || res.Status != events.StatusError {
+		t.Fatalf("m-secret: %+v %v", res, err)
+	}
+	js, _ := jetstream.New(nc)
+	bad := nats.NewMsg(events.CallSubject("metered", "read"))
+	bad.Header.Set("ce-specversion", "1.0")
+	bad.Header.Set("ce-id", "m-bad")
+	bad.Header.Set("ce-source", events.AgentSource("metered"))
+	bad.Header.Set("ce-type", events.TypeCallRequested)
+	bad.Header.Set("Ce-Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	bad.Header.Set(nats.MsgIdHdr, "m-bad")
+	bad.Data = []byte(`{"arguments":{"path":"` + secret + `"},"bogus":1}`)
+	badRes, _ := nc.SubscribeSync(events.ResultSubject("metered", "m-bad"))
+	if _, err := js.PublishMsg(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := badRes.NextMsg(30 * time.Second); err != nil {
+		t.Fatalf("no result for the rejected call: %v", err)
+	}
+	for end := time.Now().Add(30 * time.Second); ; {
+		logMu.Lock()
+		found := ""
+		for _, l := range logs {
+			if strings.Contains(l, `"rejected call"`) && strings.Contains(l, `"call_id":"m-bad"`) {
+				found = l
+			}
+		}
+		all := strings.Join(logs, "\n")
+		logMu.Unlock()
+		if found != "" {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(found), &m); err != nil || m["trace_id"] != "0af7651916cd43dd8448eb211c80319c" || len(fmt.Sprint(m["span_id"])) != 16 {
+				t.Errorf("rejected call's log line: %s", found)
+			}
+			if strings.Contains(all, secret) {
+				t.Errorf("arguments reached the log:\n%s", all)
+			}
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no log line about the rejected call:\n%s", all)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 
 	// Draining: SIGTERM and the worker exits 0 after flushing its spans.

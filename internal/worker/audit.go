@@ -117,8 +117,9 @@ type auditQueue struct {
 }
 
 type pendingAudit struct {
-	m *nats.Msg
-	f jetstream.PubAckFuture
+	m      *nats.Msg
+	f      jetstream.PubAckFuture
+	callID string
 }
 
 // auditAttempts bounds the publishes of one audit event.
@@ -138,10 +139,10 @@ func (w *Worker) publishAudit(subject, id, typ string, data events.AuditData) {
 	q.outstanding.Add(1)
 	f, err := w.js.PublishMsgAsync(m)
 	if err != nil {
-		go w.retryAudit(m, err)
+		go w.retryAudit(m, data.CallID, err)
 		return
 	}
-	q.pending <- pendingAudit{m: m, f: f}
+	q.pending <- pendingAudit{m: m, f: f, callID: data.CallID}
 	if q.collecting.CompareAndSwap(false, true) {
 		go w.collectAudit()
 	}
@@ -179,7 +180,7 @@ func (w *Worker) collectAudit() {
 			}
 		}
 		if err != nil {
-			go w.retryAudit(p.m, err)
+			go w.retryAudit(p.m, p.callID, err)
 			continue
 		}
 		q.outstanding.Done()
@@ -188,13 +189,13 @@ func (w *Worker) collectAudit() {
 
 // retryAudit publishes m again, waiting for each ack, with backoff; the
 // dedup id makes a retry of a publish that was stored after all harmless.
-func (w *Worker) retryAudit(m *nats.Msg, err error) {
+func (w *Worker) retryAudit(m *nats.Msg, callID string, err error) {
 	defer w.obs.outstanding.Done()
 	id := m.Header.Get(nats.MsgIdHdr)
 	wait := 250 * time.Millisecond
 	for attempt := 1; attempt < auditAttempts; attempt++ {
 		w.obs.m.AuditFailures.Add(context.Background(), 1)
-		w.log.Warn("audit publish failed; retrying", "event", id, "attempt", attempt, "err", err)
+		w.log.Warn("audit publish failed; retrying", "call_id", callID, "event", id, "attempt", attempt, "err", err)
 		time.Sleep(wait)
 		wait = min(wait*2, 10*time.Second)
 		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
@@ -205,7 +206,7 @@ func (w *Worker) retryAudit(m *nats.Msg, err error) {
 		}
 	}
 	w.obs.m.AuditLost.Add(context.Background(), 1)
-	w.log.Error("audit event lost after every retry", "event", id, "subject", m.Subject, "err", err)
+	w.log.Error("audit event lost after every retry", "call_id", callID, "event", id, "subject", m.Subject, "err", err)
 }
 
 // drainAudit waits up to d for every audit publish to be acked or given up.

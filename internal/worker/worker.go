@@ -456,7 +456,7 @@ func (w *Worker) duplicate(msg jetstream.Msg, in *events.Call, key string) {
 // event, and the message terminated so it never blocks the queue.
 func (w *Worker) reject(msg jetstream.Msg, in *events.Call, err error, start time.Time) {
 	code := events.ErrorCode(err)
-	w.log.Warn("rejected call", "subject", msg.Subject(), "code", code, "err", err)
+	w.log.Warn("rejected call", "call_id", in.ID, "subject", msg.Subject(), "code", code, "err", err)
 	if events.ValidToken(in.ID) != nil {
 		// No usable call id: name the result after the stream sequence.
 		in.ID = "invalid"
