@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/tools"
+	"github.com/toolgate/toolgate/pkg/tools/shell"
 )
 
 // observer is the worker's telemetry: its tracer, its instruments and its
@@ -130,11 +131,8 @@ func (w *Worker) recordExecute(ctx context.Context, x *execution, c *tools.Call,
 	if w.obs.t.Metering {
 		w.obs.m.Duration.Record(ctx, time.Since(x.start).Seconds(), metric.WithAttributeSet(attribute.NewSet(telemetry.LabelTool.String(tool))))
 	}
-	if tool == "bash" && err != nil && !tools.IsPipelineError(err) && !errors.Is(err, context.Canceled) {
-		var pe *tools.PolicyError
-		if !errors.As(err, &pe) {
-			w.obs.m.SandboxFailures.Add(ctx, 1)
-		}
+	if tool == "bash" && sandboxFailed(res, err) {
+		w.obs.m.SandboxFailures.Add(ctx, 1)
 	}
 	if x.untraced {
 		return
@@ -155,6 +153,12 @@ func (w *Worker) recordExecute(ctx context.Context, x *execution, c *tools.Call,
 		}
 	}
 	span.End()
+}
+
+// sandboxFailed reports whether a bash call's command could not be
+// started, or bubblewrap failed to set its sandbox up.
+func sandboxFailed(res *events.ResultData, err error) bool {
+	return errors.Is(err, shell.ErrStart) || (err == nil && shell.SandboxFailed(res.Metadata))
 }
 
 // errorType is the error.type of a failed call: the result's error code,

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/tools/shell"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
@@ -156,6 +158,31 @@ func TestSpansContinueTheCallsTraceInEveryMode(t *testing.T) {
 		if got["gen_ai.tool.call.arguments"] != `{"text":"secret-ish"}` || got["gen_ai.tool.call.result"] != "secret-ish" ||
 			got["gen_ai.conversation.id"] != "sess" {
 			t.Errorf("%s: execute_tool attributes %v", tc.id, got)
+		}
+	}
+}
+
+// TestSandboxFailedIsTheSandboxsNotTheCommands: a command that could not
+// be started, or bubblewrap's own set-up failure, counts; a command that
+// failed on its own, a timeout or bad arguments do not.
+func TestSandboxFailedIsTheSandboxsNotTheCommands(t *testing.T) {
+	startErr := fmt.Errorf("run: %w", shell.ErrStart)
+	for _, tc := range []struct {
+		name string
+		md   map[string]any
+		err  error
+		want bool
+	}{
+		{"could not start", nil, startErr, true},
+		{"bwrap set-up failed", map[string]any{"sandbox": "bwrap", "exit_code": 1, "stderr": "bwrap: Creating new namespace failed: Operation not permitted"}, nil, true},
+		{"the command failed", map[string]any{"sandbox": "bwrap", "exit_code": 1, "stderr": "ls: cannot access 'x'"}, nil, false},
+		{"exit 2 naming bwrap", map[string]any{"sandbox": "bwrap", "exit_code": 2, "stderr": "bwrap: x"}, nil, false},
+		{"no sandbox", map[string]any{"sandbox": "none", "exit_code": 1, "stderr": "bwrap: x"}, nil, false},
+		{"timeout", nil, tools.ErrTimeout, false},
+		{"bad arguments", nil, errors.New("cwd: not a directory"), false},
+	} {
+		if got := sandboxFailed(&events.ResultData{Metadata: tc.md}, tc.err); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
