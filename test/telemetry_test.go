@@ -322,6 +322,35 @@ func TestToolctlAuditFiltersByAgentAndTool(t *testing.T) {
 	if _, errOut, code := p.toolctl(t, "audit", "--agent", "a.b"); code != 2 || !strings.Contains(errOut, "--agent") {
 		t.Errorf("a bad --agent: %d %s", code, errOut)
 	}
+
+	// --follow prints events as they come, until interrupted.
+	follow := make(lineWriter, 64)
+	fctx, stop := context.WithCancel(context.Background())
+	fdone := make(chan int, 1)
+	go func() {
+		fdone <- toolctl.Run(fctx, []string{"--nats", p.url, "audit", "--follow", "--since", "0s", "--tool", "ls"}, follow, io.Discard)
+	}()
+	deadline := time.After(60 * time.Second)
+	for i := 0; ; i++ {
+		if _, errOut, code := p.toolctl(t, "call", "ls", "--id", fmt.Sprintf("follow-%d", i)); code != 0 {
+			t.Fatalf("call: %d %s", code, errOut)
+		}
+		select {
+		case l := <-follow:
+			if !strings.Contains(l, "cli/ls follow-") {
+				t.Errorf("followed line: %s", l)
+			}
+		case <-time.After(2 * time.Second):
+			continue // the follower may not have been listening yet
+		case <-deadline:
+			t.Fatal("audit --follow printed nothing")
+		}
+		break
+	}
+	stop()
+	if code := <-fdone; code != 0 {
+		t.Errorf("audit --follow exited %d when interrupted", code)
+	}
 }
 
 // lineWriter hands each line written to it to a channel.
