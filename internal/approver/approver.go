@@ -556,7 +556,7 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 		return Result{}, fmt.Errorf("publish decision: %w", err)
 	}
 	s.decided(ctx, p, in.Outcome, d.DecidedAt)
-	s.log.Info("decision published", "call_id", callID, "agent", p.Agent, "tool", p.Tool, "approver", identity, "outcome", in.Outcome)
+	s.log.InfoContext(ctx, "decision published", "call_id", callID, "agent", p.Agent, "tool", p.Tool, "approver", identity, "outcome", in.Outcome)
 	return s.await(ctx, d, refused)
 }
 
