@@ -53,11 +53,12 @@ type readmeStep struct {
 // keyed by the command as written (comments dropped). A command the README
 // gains without an entry here fails the test.
 var readmeSteps = map[string]readmeStep{
-	"go run ./cmd/toolctl creds agent agent-7 > agent-7.creds":    {out: `^$`},
-	"go run ./cmd/toolctl creds approver alice --out alice.creds": {out: `wrote approver credentials for "alice" to alice\.creds`},
-	"go run ./cmd/toolctl nats-config --out nats-auth":            {out: `wrote nats-auth/auth\.conf`},
-	"go run ./cmd/toolctl creds agent ci-bot --expires 24h":       {out: `-----BEGIN NATS USER JWT-----`},
-	"go run ./cmd/toolctl creds revoke agent-7.creds":             {out: `revoked U[A-Z0-9]+: the embedded server refuses it`},
+	"go run ./cmd/toolctl audit --tool bash":                              {out: `execution\s+toolctl/bash`},
+	"go run ./cmd/toolctl creds agent agent-7 > agent-7.creds":            {out: `^$`},
+	"go run ./cmd/toolctl creds approver alice --out alice.creds":         {out: `wrote approver credentials for "alice" to alice\.creds`},
+	"go run ./cmd/toolctl nats-config --out nats-auth":                    {out: `wrote nats-auth/auth\.conf`},
+	"go run ./cmd/toolctl creds agent ci-bot --expires 24h":               {out: `-----BEGIN NATS USER JWT-----`},
+	"go run ./cmd/toolctl creds revoke agent-7.creds":                     {out: `revoked U[A-Z0-9]+: the embedded server refuses it`},
 	"go run ./cmd/worker":                                                 {mode: modeServe, out: `worker taking calls`},
 	"go run ./cmd/toolctl call read path=README.md":                       {out: `(?m)^\s+1\t# toolgate$`},
 	"go run ./cmd/toolctl tools":                                          {out: `(?m)^read \(read_file\)`},

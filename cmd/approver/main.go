@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/toolgate/toolgate/internal/approver"
+	"github.com/toolgate/toolgate/internal/telemetry"
 )
 
 // list is a repeatable string flag.
@@ -43,11 +44,19 @@ func main() {
 	fs.Var(&slack, "slack-webhook", "Slack incoming-webhook URL for messages with Approve/Reject buttons (repeatable)")
 	fs.StringVar(&o.SlackSigningSecretFile, "slack-signing-secret-file", "", "file holding the Slack app's signing secret; enables POST /slack/actions")
 	fs.StringVar(&o.SlackUsersFile, "slack-users", "", "file of `<identity> <slack user id>` lines: who may decide from Slack")
+	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "serve /metrics (Prometheus), /healthz and /readyz on this address")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "approver: unexpected argument %q (options are flags: approver --help)\n", fs.Arg(0))
 		os.Exit(2)
 	}
+	logger, err := telemetry.NewLogger(*logFormat, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "approver: --log-format:", err)
+		os.Exit(2)
+	}
+	o.Logger = logger
 	o.Webhooks, o.SlackWebhooks = hooks, slack
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

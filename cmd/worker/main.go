@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/telemetry"
 )
 
 func main() {
@@ -31,11 +32,20 @@ func main() {
 	fs.IntVar(&o.Replicas, "replicas", 1, "stream replicas when provisioning a JetStream cluster")
 	fs.Var(&o.Sandbox, "sandbox", "bash isolation: auto (bubblewrap when installed), require (refuse to start without it), off")
 	trusted := fs.String("trusted-approvers", os.Getenv("TOOLGATE_TRUSTED_APPROVERS"), "comma-separated nkey public keys (U...) of approver services whose decisions are accepted besides the approvers this install created (env TOOLGATE_TRUSTED_APPROVERS); a key merely registered on the bus never counts")
+	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "serve /metrics (Prometheus), /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
+	fs.DurationVar(&o.AuditRetention, "audit-retention", 0, "how long the audit stream keeps events (default 720h)")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "worker: unexpected argument %q (options are flags: worker --help)\n", fs.Arg(0))
 		os.Exit(2)
 	}
+	logger, err := telemetry.NewLogger(*logFormat, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker: --log-format:", err)
+		os.Exit(2)
+	}
+	o.Logger = logger
 	for _, k := range strings.Split(*trusted, ",") {
 		if k = strings.TrimSpace(k); k != "" {
 			o.TrustedApprovers = append(o.TrustedApprovers, k)

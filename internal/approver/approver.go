@@ -25,6 +25,7 @@ import (
 
 	iapproval "github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -66,6 +67,8 @@ type Config struct {
 	History int
 	// Logger receives the service's logs; default slog.Default().
 	Logger *slog.Logger
+	// Telemetry traces and measures decisions; nil records nothing.
+	Telemetry *telemetry.Telemetry
 }
 
 // Server is the approver service.
@@ -82,6 +85,8 @@ type Server struct {
 	mu    sync.Mutex
 	calls map[string]*iapproval.Parked // call key → record (for the page)
 	subs  map[chan struct{}]bool
+
+	obs *observer // spans and metrics (telemetry.go)
 }
 
 // New returns the service over nc: it opens the approvals bucket and
@@ -140,6 +145,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, nc: nc, js: js, kv: kv, pub: pub, log: cfg.Logger.With("component", "approver"),
 		sessions: &sessions{key: sk[:], tokens: cfg.Tokens, ttl: cfg.SessionTTL}, now: time.Now,
 		calls: map[string]*iapproval.Parked{}, subs: map[chan struct{}]bool{}}
+	s.obs = newObserver(cfg.Telemetry, s.log)
 	return s, nil
 }
 
@@ -533,6 +539,8 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 	if err := d.Sign(s.cfg.Key); err != nil {
 		return Result{}, err
 	}
+	ctx, span := s.startDecision(ctx, p, identity, in.Outcome)
+	defer span.End()
 
 	// Listen for a refusal of this very decision before publishing it.
 	refused := make(chan string, 4)
@@ -557,10 +565,12 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 	if err != nil {
 		return Result{}, fmt.Errorf("encode decision: %w", err)
 	}
+	s.obs.t.InjectHeader(ctx, msg.Header)
 	if _, err := s.js.PublishMsg(ctx, msg); err != nil {
 		return Result{}, fmt.Errorf("publish decision: %w", err)
 	}
-	s.log.Info("decision published", "call_id", callID, "agent", p.Agent, "tool", p.Tool, "approver", identity, "outcome", in.Outcome)
+	s.decided(ctx, p, in.Outcome, d.DecidedAt)
+	s.log.InfoContext(ctx, "decision published", "call_id", callID, "agent", p.Agent, "tool", p.Tool, "approver", identity, "outcome", in.Outcome)
 	return s.await(ctx, d, refused)
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/internal/trust"
 )
 
@@ -63,6 +65,10 @@ type Options struct {
 	Out io.Writer
 	// Ready, if set, is called with the HTTP address once serving.
 	Ready func(addr string)
+	// MetricsListen, when set, serves /metrics, /healthz and /readyz there.
+	MetricsListen string
+	// Telemetry, if set, is used instead of the OTEL_* environment's.
+	Telemetry *telemetry.Telemetry
 }
 
 // Serve runs the approver service until ctx ends.
@@ -107,7 +113,18 @@ func Serve(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	cfg := Config{Name: o.Name, Tokens: tokens, Logger: o.Logger}
+	tel := o.Telemetry
+	if tel == nil {
+		if tel, err = telemetry.Setup(ctx, telemetry.Options{Service: telemetry.ServiceApprover, Prometheus: o.MetricsListen != ""}); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(sctx)
+	}()
+	cfg := Config{Name: o.Name, Tokens: tokens, Logger: o.Logger, Telemetry: tel}
 	secret := func(path, what string) (string, error) {
 		if path == "" {
 			return "", nil
@@ -182,6 +199,22 @@ func Serve(ctx context.Context, o Options) error {
 		ln.Close()
 		return err
 	}
+	var serving atomic.Bool // taking decisions: not while starting or stopping
+	if o.MetricsListen != "" {
+		mctx, stopMetrics := context.WithCancel(context.Background())
+		defer stopMetrics()
+		ready := func() error {
+			if !serving.Load() {
+				return errors.New("starting or stopping")
+			}
+			return srv.Ready()
+		}
+		addr, err := telemetry.Serve(mctx, o.MetricsListen, telemetry.Endpoints(tel.Prometheus, ready))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Out, "approver: metrics, health and readiness on http://%s\n", addr)
+	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Run(ctx) }()
@@ -195,6 +228,7 @@ func Serve(ctx context.Context, o Options) error {
 	if o.Ready != nil {
 		o.Ready(ln.Addr().String())
 	}
+	serving.Store(true)
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
@@ -202,6 +236,7 @@ func Serve(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	serving.Store(false)
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	_ = hs.Shutdown(sctx) // open event streams end with the timeout

@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/policyload"
+	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/internal/worker"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
@@ -86,6 +87,13 @@ type Options struct {
 	// Ready, if set, is called with the NATS URL once the worker takes
 	// calls (tests and embedding programs use it).
 	Ready func(natsURL string)
+
+	// MetricsListen, when set, serves /metrics, /healthz and /readyz there.
+	MetricsListen string
+	// AuditRetention is how long audit events are kept; default 30 days.
+	AuditRetention time.Duration
+	// Telemetry, if set, is used instead of the OTEL_* environment's.
+	Telemetry *telemetry.Telemetry
 }
 
 // Run runs a worker process until ctx is done, then shuts down cleanly.
@@ -131,7 +139,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	busCfg := bus.Config{Replicas: o.Replicas}
+	busCfg := bus.Config{Replicas: o.Replicas, AuditMaxAge: o.AuditRetention}
 	if err := bus.ProvisionWait(ctx, js, busCfg, o.Logger); err != nil {
 		return err
 	}
@@ -180,11 +188,22 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger))
+	tel, stopTelemetry, err := startTelemetry(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry()
 	w, err := worker.New(nc, pipe, worker.Config{
 		Name: o.Name, Concurrency: o.Concurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
 		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr, Preview: preview(ws, roots, gate)},
+		Telemetry: tel,
 	})
 	if err != nil {
+		return err
+	}
+	metricsCtx, stopMetrics := context.WithCancel(context.Background())
+	defer stopMetrics()
+	if err := serveMetrics(metricsCtx, o, tel, js, w, mgr); err != nil {
 		return err
 	}
 	// From now on every policy change is announced on the bus.

@@ -67,6 +67,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		{"call", "call TOOL key=value ... | --json '{...}': run a tool and print its output", cmdCall},
 		{"tools", "list the tools the workers offer", cmdTools},
 		{"events", "print results, domain and audit events (--follow to keep going)", cmdEvents},
+		{"audit", "print the audit trail: decisions and executions [--follow] [--agent A] [--tool T] [--since D]", cmdAudit},
 		{"policy", "check | lint | default | push FILE | amendments: the policy gate", cmdPolicy},
 		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals},
 		{"creds", "agent|approver|admin|worker NAME [--out FILE]: mint a NATS .creds file", cmdCreds},
@@ -112,9 +113,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 	}
 	name := fs.Arg(0)
 	// Global flags may also follow the command: `toolctl call read
-	// path=x --nats URL`. policy check has an --agent of its own.
+	// path=x --nats URL`. policy check and audit have an --agent of
+	// their own (the agent judged, the agent whose calls are shown).
 	var own []string
-	if name == "policy" && fs.NArg() > 1 && fs.Arg(1) == "check" {
+	if name == "policy" && fs.NArg() > 1 && fs.Arg(1) == "check" || name == "audit" {
 		own = []string{"agent"}
 	}
 	rest, err := takeGlobals(fs, fs.Args()[1:], own...)
@@ -267,7 +269,9 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 	}
 	wctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
-	res, err := c.Call(wctx, tool, arguments, opts...)
+	traced, endTrace := traceCall(ctx, env, tool)
+	res, err := c.Call(wctx, tool, arguments, append(opts, traced)...)
+	endTrace(res, err)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			return env.fail(ExitNoReach, "no result within --wait %s (is a worker running? the call may still run: toolctl events)", *wait)

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/internal/approval"
+	"github.com/toolgate/toolgate/internal/telemetry"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -53,6 +55,12 @@ func (mp ManagerParker) Park(ctx context.Context, in *events.Call, c *tools.Call
 	if in.TraceParent != "" {
 		p.Meta["traceparent"] = in.TraceParent
 	}
+	if in.TraceState != "" {
+		p.Meta["tracestate"] = in.TraceState
+	}
+	if tp := telemetry.TraceParentOf(ctx); tp != "" {
+		p.Meta[telemetry.MetaSpan] = tp // the approver's decision and the resume continue here
+	}
 	return mp.M.Park(ctx, p)
 }
 
@@ -63,8 +71,8 @@ func (mp ManagerParker) Park(ctx context.Context, in *events.Call, c *tools.Call
 // for a call it already finished.
 func (w *Worker) Resume(ctx context.Context, p *approval.Parked, o approval.Outcome) error {
 	in := &events.Call{ID: p.CallID, Agent: p.Agent, Tool: p.Tool, Mode: parseMode(p.Meta["mode"]),
-		TraceParent: p.Meta["traceparent"],
-		Data:        events.CallData{Arguments: p.Arguments, SessionID: p.SessionID, TimeoutMS: p.TimeoutMS}}
+		TraceParent: p.Meta["traceparent"], TraceState: p.Meta["tracestate"],
+		Data: events.CallData{Arguments: p.Arguments, SessionID: p.SessionID, TimeoutMS: p.TimeoutMS}}
 	if r, ok := w.storedResult(ctx, in); ok && r.Status.Final() {
 		return nil // finished before; the manager only lost track
 	}
@@ -75,6 +83,9 @@ func (w *Worker) Resume(ctx context.Context, p *approval.Parked, o approval.Outc
 			return w.finish(in, key, *rec.Result, o.Audit(), nil) // ran; only its result is missing
 		}
 	}
+	ctx, done := w.resumeSpan(ctx, in, p.Meta[telemetry.MetaSpan], string(o.Status), o.Approvers)
+	defer done()
+	w.auditPeople(ctx, in, p, o)
 	appr := o.Audit()
 	res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID}
 	d := wireDecision(p.Decision)
@@ -150,8 +161,10 @@ func (w *Worker) runApproved(ctx context.Context, in *events.Call, approvals int
 		Timeout: time.Duration(in.Data.TimeoutMS) * time.Millisecond, Approved: true, Approvals: approvals}
 	c.Progress = w.progress(in, c)
 	w.executions.Add(1)
-	out, err := w.handler.Handle(w.execCtx, c)
+	xctx, x := w.startExecute(trace.ContextWithSpanContext(w.execCtx, trace.SpanContextFromContext(ctx)), in, c, true)
+	out, err := w.handler.Handle(xctx, c)
 	res := outcome(c, out, err, w.stopping.Load())
+	defer func() { w.endExecute(xctx, x, in, c, &res, err) }()
 	var pe *tools.PolicyError
 	if errors.As(err, &pe) {
 		w.violation(in, c, pe)

@@ -57,6 +57,7 @@ func (w *Worker) deadLetter() (*nats.Subscription, error) {
 			w.log.Error("dead letter: publish", "seq", adv.StreamSeq, "err", err)
 			return
 		}
+		w.obs.m.DeadLetters.Add(ctx, 1)
 		w.log.Warn("call dead-lettered after max deliveries", "seq", adv.StreamSeq, "call_id", in.ID, "deliveries", adv.Deliveries)
 		if derr == nil && events.ValidToken(in.Agent) == nil {
 			w.publishResult(in, events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID,

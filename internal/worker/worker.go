@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/telemetry"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -47,6 +48,8 @@ type Config struct {
 	Parker Parker
 	// Logger receives the worker's logs; default slog.Default().
 	Logger *slog.Logger
+	// Telemetry traces and measures the calls; nil records nothing.
+	Telemetry *telemetry.Telemetry
 }
 
 func (c Config) withDefaults() Config {
@@ -90,6 +93,8 @@ type Worker struct {
 	sem      chan struct{}
 	inflight sync.WaitGroup
 	stopping atomic.Bool
+	bound    atomic.Bool // the consumer is open: ready for calls
+	obs      *observer   // spans, metrics, audit publishing (telemetry.go, audit.go)
 
 	execCtx    context.Context
 	execCancel context.CancelFunc
@@ -113,6 +118,7 @@ func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
 	w := &Worker{cfg: cfg, nc: nc, js: js, pipe: p, handler: p.Handler(), log: cfg.Logger.With("worker", cfg.Name),
 		sem: make(chan struct{}, cfg.Concurrency)}
 	w.execCtx, w.execCancel = context.WithCancel(context.Background())
+	w.newObserver()
 	return w, nil
 }
 
@@ -157,6 +163,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	pulling := make(chan struct{})
 	go func() { defer close(pulling); w.pull(ctx, cons) }()
+	w.bound.Store(true)
 	w.log.Info("worker taking calls", "concurrency", w.cfg.Concurrency, "tools", len(w.pipe.Registry().List()))
 	if w.onReady != nil {
 		w.onReady()
@@ -231,6 +238,7 @@ func (w *Worker) shutdown() {
 		<-done
 	}
 	w.execCancel()
+	w.drainAudit(publishTimeout)
 	if err := w.nc.Flush(); err != nil {
 		w.log.Warn("flush", "err", err)
 	}
@@ -251,6 +259,8 @@ type record struct {
 func (w *Worker) handle(msg jetstream.Msg) {
 	start := time.Now()
 	in, err := events.DecodeCall(msg.Subject(), msg.Headers(), msg.Data(), w.cfg.MaxPayload)
+	ctx, done := w.delivery(msg, in)
+	defer done()
 	if err != nil {
 		w.reject(msg, in, err, start)
 		return
@@ -268,7 +278,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		return
 	}
 	stop := w.heartbeat(msg, key, rev, start)
-	res := w.run(in)
+	res := w.run(ctx, in)
 	res.DurationMS = tools.Elapsed(start)
 	if res.Status == events.StatusPending {
 		stop()
@@ -316,13 +326,15 @@ func (w *Worker) finish(in *events.Call, key string, res events.ResultData, appr
 }
 
 // run executes a decoded call through the pipeline and parks it on ask.
-func (w *Worker) run(in *events.Call) events.ResultData {
+func (w *Worker) run(ctx context.Context, in *events.Call) events.ResultData {
 	c := &tools.Call{ID: in.ID, Agent: in.Agent, SessionID: in.Data.SessionID, Name: in.Tool,
 		Arguments: in.Data.Arguments, Timeout: time.Duration(in.Data.TimeoutMS) * time.Millisecond}
 	c.Progress = w.progress(in, c)
 	w.executions.Add(1)
-	out, err := w.handler.Handle(w.execCtx, c)
+	ctx, x := w.startExecute(ctx, in, c, false)
+	out, err := w.handler.Handle(ctx, c)
 	res := outcome(c, out, err, w.stopping.Load())
+	defer func() { w.endExecute(ctx, x, in, c, &res, err) }()
 	var pe *tools.PolicyError
 	if errors.As(err, &pe) && !isClarify(pe) {
 		w.violation(in, c, pe)
@@ -333,7 +345,7 @@ func (w *Worker) run(in *events.Call) events.ResultData {
 			res.Output = "approval required, but this worker has no approvals configured: " + err.Error()
 			return res
 		}
-		if perr := w.cfg.Parker.Park(w.execCtx, in, c, pe.Decision); perr != nil {
+		if perr := w.cfg.Parker.Park(ctx, in, c, pe.Decision); perr != nil {
 			w.log.Error("park failed", "call_id", in.ID, "err", perr)
 			res.Status, res.IsError, res.Error = events.StatusError, true, events.CodeInternal
 			res.Output = "could not park the call for approval: " + perr.Error()
@@ -444,7 +456,7 @@ func (w *Worker) duplicate(msg jetstream.Msg, in *events.Call, key string) {
 // event, and the message terminated so it never blocks the queue.
 func (w *Worker) reject(msg jetstream.Msg, in *events.Call, err error, start time.Time) {
 	code := events.ErrorCode(err)
-	w.log.Warn("rejected call", "subject", msg.Subject(), "code", code, "err", err)
+	w.log.Warn("rejected call", "call_id", in.ID, "subject", msg.Subject(), "code", code, "err", err)
 	if events.ValidToken(in.ID) != nil {
 		// No usable call id: name the result after the stream sequence.
 		in.ID = "invalid"
@@ -524,15 +536,6 @@ const publishAttempts = 5
 
 var publishTimeout = 5 * time.Second // a variable so that tests can shorten it
 
-func (w *Worker) audit(in *events.Call, res events.ResultData, appr *events.ApprovalAudit) {
-	sum := sha256.Sum256(in.Data.Arguments)
-	a := events.AuditData{CallID: in.ID, Agent: in.Agent, Tool: res.Tool, SessionID: in.Data.SessionID, Status: res.Status,
-		IsError: res.IsError, Decision: res.Decision, DurationMS: res.DurationMS, ArgsSHA256: hex.EncodeToString(sum[:]),
-		OutputBytes: len(res.Output), Worker: w.cfg.Name, Error: res.Error, Time: time.Now().UTC(), Approval: appr}
-	agent, tool := tokenOr(in.Agent, "_"), tokenOr(res.Tool, "_")
-	w.publishEvent(events.AuditSubject(agent, tool), CallKey(in.Agent, in.ID)+":audit", events.TypeCallAudited, a)
-}
-
 func (w *Worker) violation(in *events.Call, c *tools.Call, pe *tools.PolicyError) {
 	d := pe.Decision
 	v := events.ViolationData{CallID: in.ID, Agent: in.Agent, Tool: c.Name, Action: string(d.Action), Rule: d.Rule,
@@ -564,6 +567,7 @@ func (w *Worker) PolicyChanged(d events.PolicyChangeData) {
 	if len(d.Errors) > 0 {
 		typ = events.TypePolicyRejected
 	}
+	w.countPolicyReload(typ == events.TypePolicyApplied)
 	w.publishEvent(events.PolicyChangeSubject, nuid.Next(), typ, d)
 }
 

@@ -94,6 +94,15 @@ type callOpts struct {
 	timeout    time.Duration
 	onPending  func(events.ResultData)
 	onProgress func(events.ProgressData)
+
+	// W3C trace context sent with the call (WithTraceContext).
+	traceparent, tracestate string
+}
+
+// WithTraceContext sends W3C trace context with the call (the CloudEvents
+// distributed-tracing extension): the worker's spans continue that trace.
+func WithTraceContext(traceparent, tracestate string) CallOption {
+	return func(o *callOpts) { o.traceparent, o.tracestate = traceparent, tracestate }
 }
 
 // WithID sets the call id (default: a fresh unique id). Publishing the same
@@ -234,6 +243,12 @@ func (c *Client) publish(ctx context.Context, tool string, args any, o *callOpts
 	ev, err := events.NewCall(o.id, c.agent, events.CallData{Arguments: raw, SessionID: o.session, TimeoutMS: o.timeout.Milliseconds()})
 	if err != nil {
 		return err
+	}
+	if o.traceparent != "" {
+		ev.SetExtension("traceparent", o.traceparent)
+		if o.tracestate != "" {
+			ev.SetExtension("tracestate", o.tracestate)
+		}
 	}
 	m, err := events.Encode(events.CallSubject(c.agent, tool), ev, c.mode)
 	if err != nil {

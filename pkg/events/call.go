@@ -59,6 +59,8 @@ type Call struct {
 	// TraceParent is the W3C trace context from the distributed-tracing
 	// extension, if any.
 	TraceParent string
+	// TraceState is the vendor trace state that came with TraceParent.
+	TraceState string
 }
 
 // DecodeCall decodes the call published on subject. The <agent> token of the
@@ -105,6 +107,9 @@ func DecodeCall(subject string, h nats.Header, data []byte, maxPayload int) (*Ca
 	}
 	if tp, ok := ev.Extensions()["traceparent"]; ok {
 		c.TraceParent = fmt.Sprint(tp)
+	}
+	if ts, ok := ev.Extensions()["tracestate"]; ok {
+		c.TraceState = fmt.Sprint(ts)
 	}
 	if err := decodeCallData(ev, &c.Data); err != nil {
 		return c, &DecodeError{Err: ErrInvalidJSON, ID: c.ID, Detail: err.Error()}

@@ -17,6 +17,7 @@ const (
 	TypeCallCompleted     = "dev.toolgate.call.completed.v1"
 	TypeCallProgress      = "dev.toolgate.call.progress.v1"
 	TypeCallAudited       = "dev.toolgate.call.audited.v1"
+	TypeDecisionAudited   = "dev.toolgate.decision.audited.v1"
 	TypeToolRegistered    = "dev.toolgate.tool.registered.v1"
 	TypeToolUnregistered  = "dev.toolgate.tool.unregistered.v1"
 	TypePolicyViolation   = "dev.toolgate.policy.violation.v1"
@@ -96,9 +97,19 @@ type ProgressData struct {
 	Chunk  string `json:"chunk"`
 }
 
+// Audit kinds: what an audit event records.
+const (
+	AuditExecution = "execution" // a call reached its final status (dev.toolgate.call.audited.v1)
+	AuditDecision  = "decision"  // the gate or people decided (dev.toolgate.decision.audited.v1)
+)
+
 // AuditData is the data of a dev.toolgate.call.audited.v1 event, one per
-// call that reached a final status.
+// call that reached a final status, and of a
+// dev.toolgate.decision.audited.v1 event, one per decision: the policy
+// gate's on every call that reached it, and people's on a parked call.
 type AuditData struct {
+	// Kind is execution or decision.
+	Kind        string    `json:"kind,omitempty"`
 	CallID      string    `json:"call_id"`
 	Agent       string    `json:"agent"`
 	Tool        string    `json:"tool"`
@@ -114,6 +125,18 @@ type AuditData struct {
 	Time        time.Time `json:"time"`
 	// Approval says who decided a parked call, when and why.
 	Approval *ApprovalAudit `json:"approval,omitempty"`
+	// DecidedBy is "policy" for the gate's decision, else the people who
+	// decided (decision events only).
+	DecidedBy []string `json:"decided_by,omitempty"`
+	// ResultSHA256 is the SHA-256 of the result's output as published
+	// (execution events only).
+	ResultSHA256 string `json:"result_sha256,omitempty"`
+	// Resumed marks what happened after people decided a parked call.
+	Resumed bool `json:"resumed,omitempty"`
+	// TraceID and SpanID name the span that recorded the event, when the
+	// call carried trace context.
+	TraceID string `json:"trace_id,omitempty"`
+	SpanID  string `json:"span_id,omitempty"`
 }
 
 // ApprovalAudit records the people's decision on a parked call.

@@ -114,6 +114,7 @@ func (p *Pipeline) policy(next Handler) Handler {
 	return HandlerFunc(func(ctx context.Context, c *Call) (*Output, error) {
 		d := p.Decide(ctx, c)
 		c.Decision = &d
+		recordDecision(ctx, d)
 		switch {
 		case d.Action == policy.Allow:
 		case d.Action == policy.Ask && c.Approved && c.Approvals > 0 && c.Approvals < d.Approvers:

@@ -593,13 +593,13 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("bash: stdout pipe: %w", err)
+		return nil, startError{fmt.Errorf("bash: stdout pipe: %w", err)}
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		return nil, fmt.Errorf("bash: stderr pipe: %w", err)
+		return nil, startError{fmt.Errorf("bash: stderr pipe: %w", err)}
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = b.env
@@ -621,9 +621,9 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			return nil, killedError(ctx)
 		}
 		if id.drop && errors.Is(err, fs.ErrPermission) {
-			return nil, fmt.Errorf("bash: commands run as uid %d cannot enter %s or run %s (check the directory and its parents): %w", id.uid, dir, argv[0], err)
+			return nil, startError{fmt.Errorf("bash: commands run as uid %d cannot enter %s or run %s (check the directory and its parents): %w", id.uid, dir, argv[0], err)}
 		}
-		return nil, fmt.Errorf("bash: start %s in %s: %w", argv[0], dir, err)
+		return nil, startError{fmt.Errorf("bash: start %s in %s: %w", argv[0], dir, err)}
 	}
 	pid := cmd.Process.Pid
 

@@ -1,0 +1,154 @@
+package toolctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// AuditLine is one audit event as `toolctl audit --json` prints it: the
+// CloudEvent's type and id with its data.
+type AuditLine struct {
+	Type string           `json:"type"`
+	ID   string           `json:"id"`
+	Data events.AuditData `json:"data"`
+}
+
+// cmdAudit prints the audit trail: one line per decision and per
+// execution, oldest first, filtered by agent and tool.
+func cmdAudit(ctx context.Context, env *Env, args []string) int {
+	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	follow := fs.Bool("follow", false, "keep printing new audit events until interrupted")
+	agent := fs.String("agent", "", "only this agent's calls")
+	tool := fs.String("tool", "", "only calls of this tool (its canonical name)")
+	since := fs.Duration("since", 24*time.Hour, "start with events stored this long ago")
+	asJSON := fs.Bool("json", false, "print one JSON object per event")
+	fs.Usage = func() {
+		fmt.Fprintln(env.Stderr, "usage: toolctl audit [--follow] [--agent A] [--tool T] [--since D] [--json]")
+		fs.PrintDefaults()
+	}
+	words, err := parseFlags(fs, args)
+	if err != nil {
+		return usageCode(err)
+	}
+	if len(words) > 0 {
+		fs.Usage()
+		return ExitUsage
+	}
+	subject, err := auditFilter(*agent, *tool)
+	if err != nil {
+		return env.fail(ExitUsage, "%v", err)
+	}
+	nc, js, code := env.jetStream()
+	if js == nil {
+		return code
+	}
+	defer nc.Close()
+	start := time.Now().Add(-*since)
+	cons, err := js.OrderedConsumer(ctx, bus.StreamAudit, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start,
+	})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return env.fail(ExitNoReach, "no audit stream %s yet: start a worker first", bus.StreamAudit)
+	}
+	if err != nil {
+		return env.fail(ExitNoReach, "read %s: %v", bus.StreamAudit, err)
+	}
+	print := func(subject string, h nats.Header, data []byte) {
+		var a events.AuditData
+		ev, err := events.DecodeData(h, data, &a)
+		if err != nil {
+			fmt.Fprintf(env.Stdout, "%s (undecodable: %v)\n", subject, err)
+			return
+		}
+		if *asJSON {
+			b, _ := json.Marshal(AuditLine{Type: ev.Type(), ID: ev.ID(), Data: a})
+			fmt.Fprintln(env.Stdout, string(b))
+			return
+		}
+		fmt.Fprintln(env.Stdout, FormatAudit(a))
+	}
+	// One stream, delivered in order: stored and live events print alike.
+	show := func(m jetstream.Msg) { print(m.Subject(), m.Headers(), m.Data()) }
+	if err := drain(ctx, cons, *follow, show, show, func() {}); err != nil && !errors.Is(err, context.Canceled) {
+		return env.fail(ExitNoReach, "%v", err)
+	}
+	return ExitOK
+}
+
+// auditFilter is the audit subject of agent's calls of tool (empty: any).
+func auditFilter(agent, tool string) (string, error) {
+	tok := func(flag, v string) (string, error) {
+		if v == "" {
+			return "*", nil
+		}
+		if err := events.ValidToken(v); err != nil {
+			return "", fmt.Errorf("--%s: %w", flag, err)
+		}
+		return v, nil
+	}
+	a, err := tok("agent", agent)
+	if err != nil {
+		return "", err
+	}
+	t, err := tok("tool", tool)
+	if err != nil {
+		return "", err
+	}
+	return events.AuditSubject(a, t), nil
+}
+
+// FormatAudit renders an audit event on one line: when, what, who, the
+// call, the decision and its rule and revision, the outcome, and the
+// hashes a pipeline checks.
+func FormatAudit(a events.AuditData) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %-9s %s/%s %s", a.Time.UTC().Format(time.RFC3339Nano), a.Kind, a.Agent, a.Tool, a.CallID)
+	if d := a.Decision; d != nil {
+		fmt.Fprintf(&b, " %s", d.Action)
+		if d.Rule != "" {
+			fmt.Fprintf(&b, " rule=%s", d.Rule)
+		}
+		if d.Revision != "" {
+			fmt.Fprintf(&b, " rev=%s", d.Revision)
+		}
+	}
+	if len(a.DecidedBy) > 0 {
+		fmt.Fprintf(&b, " by=%s", strings.Join(a.DecidedBy, ","))
+	}
+	if a.Kind == events.AuditExecution || a.Kind == "" {
+		fmt.Fprintf(&b, " status=%s", a.Status)
+		if a.Error != "" {
+			fmt.Fprintf(&b, " error=%s", a.Error)
+		}
+		if ap := a.Approval; ap != nil && len(ap.Approvers) > 0 {
+			fmt.Fprintf(&b, " approved_by=%s", strings.Join(ap.Approvers, ","))
+		}
+	}
+	fmt.Fprintf(&b, " %dms worker=%s args=%s", a.DurationMS, a.Worker, short(a.ArgsSHA256))
+	if a.ResultSHA256 != "" {
+		fmt.Fprintf(&b, " result=%s", short(a.ResultSHA256))
+	}
+	if a.TraceID != "" {
+		fmt.Fprintf(&b, " trace=%s", a.TraceID)
+	}
+	return b.String()
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}

@@ -1,0 +1,221 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolgate/toolgate/internal/approval"
+	papproval "github.com/toolgate/toolgate/pkg/approval"
+	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/policy"
+)
+
+// The audit trail: one dev.toolgate.call.audited.v1 event per call that
+// reached a final status and one dev.toolgate.decision.audited.v1 event
+// per decision, on toolgate.audit.<agent>.<tool>. Every publish's ack is
+// awaited; a failed one is counted and retried with its dedup id, so that
+// an audit event is stored once or, after every retry, counted as lost and
+// logged - never dropped in silence.
+
+// audit publishes the execution audit event of a call that reached its
+// final status, and counts the call by tool and outcome.
+func (w *Worker) audit(in *events.Call, res events.ResultData, appr *events.ApprovalAudit) {
+	a := w.auditData(in, res.Tool, in.Data.SessionID)
+	a.Kind, a.Status, a.IsError, a.Decision = events.AuditExecution, res.Status, res.IsError, res.Decision
+	a.DurationMS, a.OutputBytes, a.Error, a.Approval = res.DurationMS, len(res.Output), res.Error, appr
+	a.ResultSHA256 = SHA256Hex([]byte(res.Output))
+	a.Resumed = appr != nil
+	w.countOutcome(context.Background(), &res)
+	agent, tool := tokenOr(in.Agent, "_"), tokenOr(res.Tool, "_")
+	w.publishAudit(events.AuditSubject(agent, tool), CallKey(in.Agent, in.ID)+":audit", events.TypeCallAudited, a)
+}
+
+// auditDecision publishes the decision audit event of the gate's decision
+// d on a call (x says whether it was the judgement of a resumed call).
+func (w *Worker) auditDecision(ctx context.Context, in *events.Call, res *events.ResultData, d *policy.Decision, x *execution) {
+	tool := in.Tool
+	if res.Tool != "" {
+		tool = res.Tool
+	}
+	a := w.auditData(in, tool, in.Data.SessionID)
+	a.Kind, a.Status, a.DecidedBy, a.Resumed = events.AuditDecision, res.Status, []string{"policy"}, x.resumed
+	a.Decision = wireDecision(*d)
+	a.Time = x.start.UTC()
+	a.DurationMS = max(time.Since(x.start).Milliseconds(), 0)
+	setTrace(&a, ctx)
+	id := CallKey(in.Agent, in.ID) + ":decision"
+	if x.resumed {
+		id += ":resumed"
+	}
+	agent, t := tokenOr(in.Agent, "_"), tokenOr(tool, "_")
+	w.publishAudit(events.AuditSubject(agent, t), id, events.TypeDecisionAudited, a)
+}
+
+// auditPeople publishes the decision audit event of what people decided
+// about a parked call.
+func (w *Worker) auditPeople(ctx context.Context, in *events.Call, p *approval.Parked, o approval.Outcome) {
+	a := w.auditData(in, in.Tool, in.Data.SessionID)
+	a.Kind, a.DecidedBy, a.Approval = events.AuditDecision, o.Approvers, o.Audit()
+	if len(a.DecidedBy) == 0 && o.Status == papproval.Expired {
+		a.DecidedBy = []string{"expiry"}
+	}
+	d := wireDecision(p.Decision)
+	d.Action, d.Approvers = string(o.Status), o.Approvers
+	a.Decision = d
+	a.Time = o.DecidedAt.UTC()
+	if !p.ParkedAt.IsZero() && !o.DecidedAt.IsZero() {
+		a.DurationMS = max(o.DecidedAt.Sub(p.ParkedAt).Milliseconds(), 0)
+	}
+	setTrace(&a, ctx)
+	agent, tool := tokenOr(in.Agent, "_"), tokenOr(in.Tool, "_")
+	w.publishAudit(events.AuditSubject(agent, tool), CallKey(in.Agent, in.ID)+":decision:people", events.TypeDecisionAudited, a)
+}
+
+// auditData is what every audit event of a call says.
+func (w *Worker) auditData(in *events.Call, tool, session string) events.AuditData {
+	return events.AuditData{CallID: in.ID, Agent: in.Agent, Tool: tool, SessionID: session,
+		ArgsSHA256: ArgsSHA256(in.Data.Arguments), Worker: w.cfg.Name, Time: time.Now().UTC()}
+}
+
+func setTrace(a *events.AuditData, ctx context.Context) {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		a.TraceID, a.SpanID = sc.TraceID().String(), sc.SpanID().String()
+	}
+}
+
+// ArgsSHA256 is the hex SHA-256 of the canonical JSON of a call's
+// arguments (pkg/approval.Canonical: keys sorted, no whitespace); of the
+// bytes as they came when they have no canonical form.
+func ArgsSHA256(args []byte) string {
+	if c, err := papproval.Canonical(args); err == nil {
+		return SHA256Hex(c)
+	}
+	return SHA256Hex(args)
+}
+
+// SHA256Hex is the hex SHA-256 of b.
+func SHA256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// auditQueue awaits the acks of audit publishes.
+type auditQueue struct {
+	once        sync.Once
+	pending     chan pendingAudit
+	collecting  atomic.Bool // a collector runs; it stops when the queue is empty
+	outstanding sync.WaitGroup
+}
+
+type pendingAudit struct {
+	m      *nats.Msg
+	f      jetstream.PubAckFuture
+	callID string
+}
+
+// auditAttempts bounds the publishes of one audit event.
+const auditAttempts = 8
+
+// publishAudit publishes an audit event and hands its ack to the
+// collector, which retries a failure.
+func (w *Worker) publishAudit(subject, id, typ string, data events.AuditData) {
+	m, err := events.NewMessage(subject, id, "toolgate://worker/"+w.cfg.Name, typ, data)
+	if err != nil {
+		w.obs.m.AuditLost.Add(context.Background(), 1)
+		w.log.Error("audit event lost: encode", "call_id", data.CallID, "type", typ, "err", err)
+		return
+	}
+	q := &w.obs.auditQueue
+	q.once.Do(func() { q.pending = make(chan pendingAudit, 1024) })
+	q.outstanding.Add(1)
+	f, err := w.js.PublishMsgAsync(m)
+	if err != nil {
+		go w.retryAudit(m, data.CallID, err)
+		return
+	}
+	q.pending <- pendingAudit{m: m, f: f, callID: data.CallID}
+	if q.collecting.CompareAndSwap(false, true) {
+		go w.collectAudit()
+	}
+}
+
+// collectAudit waits for each queued audit publish's ack in turn, and
+// returns once the queue is empty.
+func (w *Worker) collectAudit() {
+	q := &w.obs.auditQueue
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		var p pendingAudit
+		select {
+		case p = <-q.pending:
+		default:
+			q.collecting.Store(false)
+			if len(q.pending) == 0 || !q.collecting.CompareAndSwap(false, true) {
+				return
+			}
+			continue
+		}
+		t.Reset(publishTimeout)
+		var err error
+		select {
+		case <-p.f.Ok():
+		case err = <-p.f.Err():
+		case <-t.C:
+			err = fmt.Errorf("no ack from JetStream within %s", publishTimeout)
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		if err != nil {
+			go w.retryAudit(p.m, p.callID, err)
+			continue
+		}
+		q.outstanding.Done()
+	}
+}
+
+// retryAudit publishes m again, waiting for each ack, with backoff; the
+// dedup id makes a retry of a publish that was stored after all harmless.
+func (w *Worker) retryAudit(m *nats.Msg, callID string, err error) {
+	defer w.obs.outstanding.Done()
+	id := m.Header.Get(nats.MsgIdHdr)
+	wait := 250 * time.Millisecond
+	for attempt := 1; attempt < auditAttempts; attempt++ {
+		w.obs.m.AuditFailures.Add(context.Background(), 1)
+		w.log.Warn("audit publish failed; retrying", "call_id", callID, "event", id, "attempt", attempt, "err", err)
+		time.Sleep(wait)
+		wait = min(wait*2, 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		_, err = w.js.PublishMsg(ctx, m)
+		cancel()
+		if err == nil {
+			return
+		}
+	}
+	w.obs.m.AuditLost.Add(context.Background(), 1)
+	w.log.Error("audit event lost after every retry", "call_id", callID, "event", id, "subject", m.Subject, "err", err)
+}
+
+// drainAudit waits up to d for every audit publish to be acked or given up.
+func (w *Worker) drainAudit(d time.Duration) {
+	done := make(chan struct{})
+	go func() { w.obs.outstanding.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		w.log.Warn("stopping with audit publishes still unacknowledged", "waited", d)
+	}
+}

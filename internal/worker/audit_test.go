@@ -1,0 +1,183 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	tnoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/telemetry"
+	"github.com/toolgate/toolgate/internal/testenv"
+	papproval "github.com/toolgate/toolgate/pkg/approval"
+	"github.com/toolgate/toolgate/pkg/client"
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// auditOf reads the audit events stored for agent: execution events by
+// call id, and decision events by call id.
+func auditOf(t *testing.T, js jetstream.JetStream, agent string, want int) (exec, decided map[string]events.AuditData) {
+	t.Helper()
+	exec, decided = map[string]events.AuditData{}, map[string]events.AuditData{}
+	cons, err := js.OrderedConsumer(ctxT(t), bus.StreamAudit, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{events.AuditSubject(agent, ">")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(exec)+len(decided) < want {
+		m, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
+		if err != nil {
+			t.Fatalf("audit events: %d of %d: %v", len(exec)+len(decided), want, err)
+		}
+		var a events.AuditData
+		ev, err := events.DecodeData(m.Headers(), m.Data(), &a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev.Type() {
+		case events.TypeCallAudited:
+			exec[a.CallID] = a
+		case events.TypeDecisionAudited:
+			decided[a.CallID] = a
+		default:
+			t.Fatalf("audit stream holds a %s event", ev.Type())
+		}
+	}
+	return exec, decided
+}
+
+// TestAuditHashesRecomputeFromResults: a pipeline recomputes the audit's
+// hashes from what it can see - the canonical JSON of the arguments the
+// agent sent and the output of the published result - and they match.
+func TestAuditHashesRecomputeFromResults(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Name: "auditor", Bus: fastBus})
+	c, nc := newClient(t, s, "audited")
+	js, _ := jetstream.New(nc)
+	args := map[string]json.RawMessage{
+		"a-1": json.RawMessage(`{"text":"héllo \"quoted\" <tag>"}`),
+		"a-2": json.RawMessage(`{"z":[3,2,1],"b":{"y":1.50,"x":"é"},"a":null}`),
+		"a-3": json.RawMessage(`{"text":7}`),
+	}
+	tools := map[string]string{"a-1": "echo", "a-2": "fail", "a-3": "echo"}
+	results := map[string]events.ResultData{}
+	for id, a := range args {
+		res, err := c.Call(ctxT(t), tools[id], a, client.WithID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		results[id] = *res
+	}
+	// a-3's arguments are invalid: it never reaches the gate, so it has an
+	// execution event and no decision event.
+	exec, decided := auditOf(t, js, "audited", 5)
+	if d, ok := decided["a-3"]; ok {
+		t.Errorf("a decision audited for a call that never reached the gate: %+v", d)
+	}
+	for id, a := range args {
+		e, d := exec[id], decided[id]
+		canon, err := papproval.Canonical(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.ArgsSHA256 != SHA256Hex(canon) || (id != "a-3" && d.ArgsSHA256 != e.ArgsSHA256) {
+			t.Errorf("%s: args_sha256 %s / %s, recomputed %s from %s", id, e.ArgsSHA256, d.ArgsSHA256, SHA256Hex(canon), canon)
+		}
+		if e.ResultSHA256 != SHA256Hex([]byte(results[id].Output)) {
+			t.Errorf("%s: result_sha256 %s does not match the result's output %q", id, e.ResultSHA256, results[id].Output)
+		}
+		if e.Kind != events.AuditExecution || e.Status != results[id].Status || e.Worker != "auditor" || e.Agent != "audited" ||
+			e.Tool != tools[id] || e.Time.IsZero() {
+			t.Errorf("%s: execution audit %+v", id, e)
+		}
+		if id == "a-3" {
+			continue
+		}
+		if d.Kind != events.AuditDecision || d.Decision == nil || d.Decision.Action != "allow" || len(d.DecidedBy) != 1 || d.DecidedBy[0] != "policy" {
+			t.Errorf("%s: decision audit %+v", id, d)
+		}
+	}
+	if results["a-3"].Status != events.StatusError {
+		t.Errorf("a-3 (invalid arguments) is %s", results["a-3"].Status)
+	}
+}
+
+// TestAuditPublishIsRetriedNotDropped: while the audit stream is gone the
+// publish fails; the failure is counted and retried until the stream is
+// back, and the event is stored.
+func TestAuditPublishIsRetriedNotDropped(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	reader := sdkmetric.NewManualReader()
+	tel := telemetry.New(tnoop.NewTracerProvider(), sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), nil)
+	var ctr counter
+	startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Bus: fastBus, Telemetry: tel})
+	c, nc := newClient(t, s, "retried")
+	js, _ := jetstream.New(nc)
+	if err := js.DeleteStream(ctxT(t), bus.StreamAudit); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Call(ctxT(t), "echo", map[string]any{"text": "kept"}, client.WithID("r-1"))
+	if err != nil || res.Status != events.StatusOK {
+		t.Fatalf("%+v %v", res, err)
+	}
+	for end := time.Now().Add(30 * time.Second); counterValue(t, reader, "toolgate.audit.publish_failures") == 0; {
+		if time.Now().After(end) {
+			t.Fatal("no audit publish failure counted while the audit stream is gone")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := bus.Provision(ctxT(t), js, fastBus); err != nil {
+		t.Fatal(err)
+	}
+	exec, _ := auditOf(t, js, "retried", 2)
+	if exec["r-1"].ResultSHA256 != SHA256Hex([]byte("kept")) {
+		t.Fatalf("audit after retry: %+v", exec["r-1"])
+	}
+	if n := counterValue(t, reader, "toolgate.audit.lost"); n != 0 {
+		t.Fatalf("%d audit events counted lost", n)
+	}
+	if n := counterValueWith(t, reader, "toolgate.calls", attribute.String("outcome", "ok")); n != 1 {
+		t.Fatalf("toolgate.calls{outcome=ok} = %d, want 1", n)
+	}
+}
+
+func counterValue(t *testing.T, r sdkmetric.Reader, name string) int64 {
+	return counterValueWith(t, r, name)
+}
+
+func counterValueWith(t *testing.T, r sdkmetric.Reader, name string, match ...attribute.KeyValue) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok {
+				t.Fatalf("%s is a %T", name, m.Data)
+			}
+		points:
+			for _, dp := range sum.DataPoints {
+				for _, kv := range match {
+					if v, ok := dp.Attributes.Value(kv.Key); !ok || v != kv.Value {
+						continue points
+					}
+				}
+				n += dp.Value
+			}
+		}
+	}
+	return n
+}
