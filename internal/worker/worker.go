@@ -139,10 +139,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.results, err = w.js.Stream(ctx, bus.StreamResults); err != nil {
 		return fmt.Errorf("open stream %s: %w", bus.StreamResults, err)
 	}
-	cons, err := w.js.Consumer(ctx, bus.StreamCalls, bus.ConsumerWorkers)
-	if err != nil {
-		return fmt.Errorf("open consumer %s: %w", bus.ConsumerWorkers, err)
-	}
 	w.announce(ctx)
 	sub, err := w.nc.QueueSubscribe(events.SubjectToolsList, "workers", w.listTools)
 	if err != nil {
@@ -155,69 +151,24 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer dlq.Unsubscribe()
 
-	pulling := make(chan struct{})
-	go func() { defer close(pulling); w.pull(ctx, cons) }()
+	p := newPuller(w)
+	pulling := make(chan error, 1)
+	go func() { pulling <- p.run(ctx) }()
 	w.log.Info("worker taking calls", "concurrency", w.cfg.Concurrency, "tools", len(w.pipe.Registry().List()))
 	if w.onReady != nil {
 		w.onReady()
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case err := <-pulling:
+		return fmt.Errorf("take calls: %w", err)
+	}
 	w.stopping.Store(true)
 	<-pulling
 	w.shutdown()
+	p.slots.Wait()
 	return nil
 }
-
-// pull fetches calls only for free slots of the pool: a message is pulled
-// when a slot waits for it, so no message sits in a client buffer where it
-// could outlive its ack wait while every slot is busy. Each fetch asks for
-// as many messages as there are free slots.
-func (w *Worker) pull(ctx context.Context, cons jetstream.Consumer) {
-	for ctx.Err() == nil {
-		select { // one free slot at least
-		case w.sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		free := 1
-	more:
-		for free < w.cfg.Concurrency {
-			select {
-			case w.sem <- struct{}{}:
-				free++
-			default:
-				break more
-			}
-		}
-		batch, err := cons.Fetch(free, jetstream.FetchMaxWait(fetchWait))
-		got := 0
-		if err == nil {
-			for msg := range batch.Messages() {
-				got++
-				w.inflight.Add(1)
-				go func() {
-					defer func() { <-w.sem; w.inflight.Done() }()
-					w.handle(msg)
-				}()
-			}
-			err = batch.Error()
-		}
-		for ; got < free; got++ {
-			<-w.sem
-		}
-		if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			w.log.Warn("fetch calls", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-	}
-}
-
-// fetchWait bounds one fetch; it is also how long a stop waits for the
-// fetch in flight.
-const fetchWait = time.Second
 
 func (w *Worker) shutdown() {
 	w.log.Info("stopping: finishing running calls", "grace", w.cfg.ShutdownGrace)
@@ -248,7 +199,9 @@ type record struct {
 	Result *events.ResultData `json:"result,omitempty"`
 }
 
-func (w *Worker) handle(msg jetstream.Msg) {
+// handle is the whole path of one delivered call, from decoding to the
+// ack: the one place to wrap with per-call tracing or metrics.
+func (w *Worker) handle(msg callMsg) {
 	start := time.Now()
 	in, err := events.DecodeCall(msg.Subject(), msg.Headers(), msg.Data(), w.cfg.MaxPayload)
 	if err != nil {
@@ -350,7 +303,7 @@ func (w *Worker) run(in *events.Call) events.ResultData {
 func isClarify(pe *tools.PolicyError) bool { return pe.Decision.Rule == papproval.ClarifyRule }
 
 // heartbeat keeps the message and the claim alive while a call runs long.
-func (w *Worker) heartbeat(msg jetstream.Msg, key string, rev uint64, start time.Time) (stop func()) {
+func (w *Worker) heartbeat(msg callMsg, key string, rev uint64, start time.Time) (stop func()) {
 	every := w.ackWait() / 3
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -391,7 +344,7 @@ func (w *Worker) ackWait() time.Duration {
 // duplicate handles a call id that was already claimed: the stored result
 // is published again; a claim whose owner stopped heartbeating is reported
 // as interrupted (never run twice); a live claim is left to its owner.
-func (w *Worker) duplicate(msg jetstream.Msg, in *events.Call, key string) {
+func (w *Worker) duplicate(msg callMsg, in *events.Call, key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	raw, err := w.results.GetLastMsgForSubject(ctx, events.ResultSubject(in.Agent, in.ID))
@@ -442,14 +395,14 @@ func (w *Worker) duplicate(msg jetstream.Msg, in *events.Call, key string) {
 // reject answers a message that could not be decoded: an error result on
 // the agent's result subject when there is an agent to answer, an audit
 // event, and the message terminated so it never blocks the queue.
-func (w *Worker) reject(msg jetstream.Msg, in *events.Call, err error, start time.Time) {
+func (w *Worker) reject(msg callMsg, in *events.Call, err error, start time.Time) {
 	code := events.ErrorCode(err)
 	w.log.Warn("rejected call", "subject", msg.Subject(), "code", code, "err", err)
 	if events.ValidToken(in.ID) != nil {
 		// No usable call id: name the result after the stream sequence.
 		in.ID = "invalid"
-		if meta, merr := msg.Metadata(); merr == nil {
-			in.ID = fmt.Sprintf("seq-%d", meta.Sequence.Stream)
+		if seq := msg.StreamSeq(); seq > 0 {
+			in.ID = fmt.Sprintf("seq-%d", seq)
 		}
 	}
 	res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, Status: events.StatusError, IsError: true,

@@ -31,6 +31,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,7 +70,11 @@ func main() {
 	scale := flag.Bool("scale", true, "measure 1, 2 and 4 workers")
 	mem := flag.Bool("mem", true, "measure the worker's memory: 1,000 parked calls, a bash call printing 1 GB")
 	gate := flag.Bool("gate", true, "measure the policy decision cost")
+	pprofAddr := flag.String("pprof", "", "serve net/http/pprof of this process (the server and the load) on this address")
 	flag.Parse()
+	if *pprofAddr != "" {
+		go func() { must(http.ListenAndServe(*pprofAddr, nil)) }()
+	}
 
 	dir, err := os.MkdirTemp("", "toolgate-bench-")
 	must(err)
