@@ -47,7 +47,8 @@ type Options struct {
 	// SkillsDir holds SKILL.md files for the skill tool; default
 	// <workspace>/.skills.
 	SkillsDir string
-	// Concurrency bounds calls run at once by this worker; default 16.
+	// Concurrency bounds calls run at once by this worker; default
+	// worker.DefaultConcurrency().
 	Concurrency int
 	// Name identifies the worker; default host-pid.
 	Name string

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +34,8 @@ import (
 type Config struct {
 	// Name identifies this worker in results and audit; default host-pid.
 	Name string
-	// Concurrency bounds the calls this worker runs at once; default 16.
+	// Concurrency bounds the calls this worker runs at once; default
+	// DefaultConcurrency().
 	Concurrency int
 	// MaxPayload bounds a call's message data in bytes; default 1 MiB.
 	MaxPayload int
@@ -55,7 +57,7 @@ func (c Config) withDefaults() Config {
 		c.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 16
+		c.Concurrency = DefaultConcurrency()
 	}
 	if c.MaxPayload <= 0 {
 		c.MaxPayload = 1 << 20
@@ -68,6 +70,12 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// DefaultConcurrency is the calls a worker runs at once unless told: 32
+// per CPU, between 16 and 1024. Most of a call's time is spent waiting
+// for JetStream (the claim, the stored result) or for a tool's process,
+// not computing, so a pool larger than the CPU count keeps the CPUs busy.
+func DefaultConcurrency() int { return min(max(16, 32*runtime.NumCPU()), 1024) }
 
 // Parker parks a call the policy gate asked about until people decide.
 type Parker interface {
