@@ -95,12 +95,14 @@ type Worker struct {
 	log      *slog.Logger
 	calls    jetstream.KeyValue
 	results  jetstream.Stream
-	sem      chan struct{}
 	inflight sync.WaitGroup
 	stopping atomic.Bool
 
 	execCtx    context.Context
 	execCancel context.CancelFunc
+
+	eventsFailed, eventsLost atomic.Int64
+	retrying                 sync.WaitGroup // event publishes being retried
 
 	// executions counts tool executions started by this worker (tests
 	// assert it to prove exactly-once).
@@ -113,13 +115,14 @@ type Worker struct {
 
 // New returns a worker over nc running calls through p.
 func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
-	js, err := jetstream.New(nc)
+	cfg = cfg.withDefaults()
+	w := &Worker{cfg: cfg, nc: nc, pipe: p, handler: p.Handler(), log: cfg.Logger.With("worker", cfg.Name)}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(w.asyncFailed),
+		jetstream.WithPublishAsyncTimeout(publishTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	cfg = cfg.withDefaults()
-	w := &Worker{cfg: cfg, nc: nc, js: js, pipe: p, handler: p.Handler(), log: cfg.Logger.With("worker", cfg.Name),
-		sem: make(chan struct{}, cfg.Concurrency)}
+	w.js = js
 	w.execCtx, w.execCancel = context.WithCancel(context.Background())
 	return w, nil
 }
@@ -190,6 +193,7 @@ func (w *Worker) shutdown() {
 		<-done
 	}
 	w.execCancel()
+	w.drainEvents(10 * time.Second)
 	if err := w.nc.Flush(); err != nil {
 		w.log.Warn("flush", "err", err)
 	}
@@ -505,7 +509,8 @@ func (w *Worker) violation(in *events.Call, c *tools.Call, pe *tools.PolicyError
 }
 
 // publishEvent publishes a binary-mode event asynchronously; JetStream's
-// async window bounds how many are outstanding.
+// async window bounds how many are outstanding. A failure is counted and
+// retried (asyncpub.go).
 func (w *Worker) publishEvent(subject, id, typ string, data any) {
 	m, err := events.NewMessage(subject, id, "toolgate://worker/"+w.cfg.Name, typ, data)
 	if err != nil {
@@ -513,7 +518,7 @@ func (w *Worker) publishEvent(subject, id, typ string, data any) {
 		return
 	}
 	if _, err := w.js.PublishMsgAsync(m); err != nil {
-		w.log.Error("publish event", "type", typ, "err", err)
+		w.eventFailed(m, err)
 	}
 }
 
