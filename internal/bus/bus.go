@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,6 +46,10 @@ const (
 	BucketApprovals = "toolgate_approvals"
 )
 
+// CallHeaderAllowance is the room left in a call message for its headers
+// beyond Config.MaxPayload of data.
+const CallHeaderAllowance = 16 << 10
+
 // Subjects of the dead-letter stream.
 const SubjectDeadLetter = events.Prefix + ".dlq.>"
 
@@ -64,7 +69,10 @@ type Config struct {
 	AckWait time.Duration
 	// MaxDeliver bounds redeliveries of one call; default 5.
 	MaxDeliver int
-	// MaxPayload bounds a call message's size in the stream; default 1 MiB.
+	// MaxPayload bounds a call's data in bytes; default 1 MiB. The calls
+	// stream refuses a message larger than MaxPayload plus
+	// CallHeaderAllowance (its CloudEvents and trace headers), so an
+	// oversized call is refused when it is published, not stored.
 	MaxPayload int32
 	// Storage is file (default) or memory.
 	Storage jetstream.StorageType
@@ -93,6 +101,12 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// maxCallMsg is the calls stream's largest message: MaxPayload of data
+// plus the header allowance.
+func (c Config) maxCallMsg() int32 {
+	return int32(min(int64(c.MaxPayload)+CallHeaderAllowance, math.MaxInt32))
+}
+
 // Streams returns the stream configurations Provision applies.
 func (c Config) Streams() []jetstream.StreamConfig {
 	c = c.withDefaults()
@@ -100,7 +114,7 @@ func (c Config) Streams() []jetstream.StreamConfig {
 		{
 			Name: StreamCalls, Subjects: []string{events.SubjectCalls},
 			Retention: jetstream.WorkQueuePolicy, Storage: c.Storage, Replicas: c.Replicas,
-			Duplicates: 2 * time.Minute, MaxMsgSize: c.MaxPayload, Discard: jetstream.DiscardOld,
+			Duplicates: 2 * time.Minute, MaxMsgSize: c.maxCallMsg(), Discard: jetstream.DiscardOld,
 			Description: "tool calls, one durable consumer shared by all workers",
 		},
 		{

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,7 +123,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	busCfg := bus.Config{Replicas: o.Replicas}
+	busCfg := bus.Config{Replicas: o.Replicas, MaxPayload: int32(min(o.MaxPayload, math.MaxInt32))}
 	if err := bus.Provision(ctx, js, busCfg); err != nil {
 		return err
 	}

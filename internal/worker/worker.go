@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"sync"
@@ -61,6 +62,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxPayload <= 0 {
 		c.MaxPayload = 1 << 20
+	}
+	if c.Bus.MaxPayload <= 0 {
+		// The calls stream refuses what the worker would refuse.
+		c.Bus.MaxPayload = int32(min(c.MaxPayload, math.MaxInt32))
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 30 * time.Second
