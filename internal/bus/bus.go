@@ -28,6 +28,9 @@ const (
 	StreamApprovals = "TOOLGATE_APPROVALS"
 	// StreamDeadLetter keeps calls that exhausted their deliveries.
 	StreamDeadLetter = "TOOLGATE_DLQ"
+	// StreamAdvisories keeps the server's max-deliveries advisories of
+	// the workers consumer until a worker has dead-lettered the call.
+	StreamAdvisories = "TOOLGATE_ADVISORIES"
 
 	// ConsumerWorkers is the durable pull consumer every worker shares.
 	ConsumerWorkers = "workers"
@@ -36,6 +39,9 @@ const (
 	ConsumerApprovalDecisions = "decisions"
 	// ConsumerApprover is the approver service's durable consumer of requests.
 	ConsumerApprover = "approver"
+	// ConsumerDeadLetters is the durable consumer of max-deliveries
+	// advisories every worker shares.
+	ConsumerDeadLetters = "deadletters"
 
 	// BucketCalls holds one record per call id: the idempotency claim and
 	// the stored result.
@@ -52,6 +58,12 @@ const CallHeaderAllowance = 16 << 10
 
 // Subjects of the dead-letter stream.
 const SubjectDeadLetter = events.Prefix + ".dlq.>"
+
+// SubjectMaxDeliveries is where the server announces a call delivered
+// MaxDeliver times without an ack. The announcement is a core NATS message
+// sent once; the advisories stream keeps it, so that it is not missed when
+// no worker is connected at that moment.
+const SubjectMaxDeliveries = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + StreamCalls + "." + ConsumerWorkers
 
 // Config tunes what Provision creates. The zero value is the default.
 type Config struct {
@@ -143,6 +155,11 @@ func (c Config) Streams() []jetstream.StreamConfig {
 			Retention: jetstream.LimitsPolicy, Storage: c.Storage, Replicas: c.Replicas,
 			MaxAge: c.EventsMaxAge, Description: "calls that exhausted their deliveries",
 		},
+		{
+			Name: StreamAdvisories, Subjects: []string{SubjectMaxDeliveries},
+			Retention: jetstream.WorkQueuePolicy, Storage: c.Storage, Replicas: c.Replicas,
+			MaxAge: c.EventsMaxAge, Description: "max-deliveries advisories of the workers consumer, until dead-lettered",
+		},
 	}
 }
 
@@ -161,6 +178,20 @@ func (c Config) WorkersConsumer() jetstream.ConsumerConfig {
 	}
 }
 
+// DeadLettersConsumer returns the configuration of the shared consumer of
+// max-deliveries advisories. An advisory is acked once its call is in the
+// dead-letter stream and gone from the work queue; until then it is
+// delivered again.
+func DeadLettersConsumer() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       ConsumerDeadLetters,
+		Description:   "shared by every worker; moves calls that exhausted their deliveries to the dead-letter stream",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		FilterSubject: SubjectMaxDeliveries,
+	}
+}
+
 // Provision creates or updates every stream, the workers consumer and the
 // buckets. Running it again with the same Config changes nothing.
 func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
@@ -172,6 +203,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 	}
 	if _, err := js.CreateOrUpdateConsumer(ctx, StreamCalls, c.WorkersConsumer()); err != nil {
 		return fmt.Errorf("provision consumer %s: %w", ConsumerWorkers, err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, StreamAdvisories, DeadLettersConsumer()); err != nil {
+		return fmt.Errorf("provision consumer %s: %w", ConsumerDeadLetters, err)
 	}
 	buckets := []jetstream.KeyValueConfig{
 		{Bucket: BucketCalls, Description: "call records: idempotency claim and stored result", TTL: c.CallRecordTTL, Storage: c.Storage, Replicas: c.Replicas, History: 1},

@@ -161,11 +161,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribe %s: %w", events.SubjectToolsList, err)
 	}
 	defer sub.Unsubscribe()
-	dlq, err := w.deadLetter()
+	dlq, err := w.deadLetter(ctx)
 	if err != nil {
-		return fmt.Errorf("subscribe to max-deliveries advisories: %w", err)
+		return fmt.Errorf("consume max-deliveries advisories: %w", err)
 	}
-	defer dlq.Unsubscribe()
+	defer func() { dlq.Stop(); <-dlq.Closed() }()
 
 	p := newPuller(w)
 	pulling := make(chan error, 1)
