@@ -101,6 +101,7 @@ type Worker struct {
 	calls    jetstream.KeyValue
 	results  jetstream.Stream
 	inflight sync.WaitGroup
+	beats    *beater
 	stopping atomic.Bool
 
 	execCtx    context.Context
@@ -128,6 +129,7 @@ func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	w.js = js
+	w.beats = newBeater(w)
 	w.execCtx, w.execCancel = context.WithCancel(context.Background())
 	return w, nil
 }
@@ -318,38 +320,6 @@ func (w *Worker) run(in *events.Call) events.ResultData {
 }
 
 func isClarify(pe *tools.PolicyError) bool { return pe.Decision.Rule == papproval.ClarifyRule }
-
-// heartbeat keeps the message and the claim alive while a call runs long.
-func (w *Worker) heartbeat(msg callMsg, key string, rev uint64, start time.Time) (stop func()) {
-	every := w.ackWait() / 3
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-t.C:
-				state := stateExecuting
-				if msg != nil {
-					state = stateRunning
-					if err := msg.InProgress(); err != nil {
-						w.log.Warn("in-progress", "err", err)
-					}
-				}
-				rec, _ := json.Marshal(record{State: state, Worker: w.cfg.Name, Started: start, Heartbeat: now})
-				if r, err := w.calls.Update(context.Background(), key, rec, rev); err == nil {
-					rev = r
-				}
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
-}
 
 func (w *Worker) ackWait() time.Duration {
 	if w.cfg.Bus.AckWait > 0 {
