@@ -102,6 +102,7 @@ type Worker struct {
 	results  jetstream.Stream
 	inflight sync.WaitGroup
 	beats    *beater
+	source   string // the CloudEvents source of what this worker publishes
 	stopping atomic.Bool
 
 	execCtx    context.Context
@@ -130,6 +131,7 @@ func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
 	}
 	w.js = js
 	w.beats = newBeater(w)
+	w.source = "toolgate://worker/" + cfg.Name
 	w.execCtx, w.execCancel = context.WithCancel(context.Background())
 	return w, nil
 }
@@ -421,15 +423,8 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 	if res.Status.Final() {
 		id = CallKey(in.Agent, in.ID) + ":result"
 	}
-	ev, err := events.New(id, "toolgate://worker/"+w.cfg.Name, events.TypeCallCompleted, res)
-	if err != nil {
-		return err
-	}
-	ev.SetSubject(in.ID)
-	if in.TraceParent != "" {
-		ev.SetExtension("traceparent", in.TraceParent)
-	}
-	m, err := events.Encode(events.ResultSubject(in.Agent, in.ID), ev, in.Mode)
+	m, err := events.EncodeData(events.ResultSubject(in.Agent, in.ID), events.Attrs{ID: id, Source: w.source,
+		Type: events.TypeCallCompleted, Subject: in.ID, TraceParent: in.TraceParent}, res, in.Mode)
 	if err != nil {
 		return err
 	}
@@ -487,7 +482,7 @@ func (w *Worker) violation(in *events.Call, c *tools.Call, pe *tools.PolicyError
 // async window bounds how many are outstanding. A failure is counted and
 // retried (asyncpub.go).
 func (w *Worker) publishEvent(subject, id, typ string, data any) {
-	m, err := events.NewMessage(subject, id, "toolgate://worker/"+w.cfg.Name, typ, data)
+	m, err := events.NewMessage(subject, id, w.source, typ, data)
 	if err != nil {
 		w.log.Error("encode event", "type", typ, "err", err)
 		return
@@ -514,12 +509,9 @@ func (w *Worker) progress(in *events.Call, c *tools.Call) func(stream, chunk str
 	subject := events.ProgressSubject(in.Agent, in.ID)
 	return func(stream, chunk string) {
 		n := seq.Add(1)
-		ev, err := events.New(fmt.Sprintf("%s:progress:%d", CallKey(in.Agent, in.ID), n), "toolgate://worker/"+w.cfg.Name,
-			events.TypeCallProgress, events.ProgressData{CallID: in.ID, Tool: c.Name, Stream: stream, Seq: n, Chunk: chunk})
-		if err != nil {
-			return
-		}
-		if m, err := events.Encode(subject, ev, events.Binary); err == nil {
+		m, err := events.EncodeData(subject, events.Attrs{ID: fmt.Sprintf("%s:progress:%d", CallKey(in.Agent, in.ID), n), Source: w.source,
+			Type: events.TypeCallProgress}, events.ProgressData{CallID: in.ID, Tool: c.Name, Stream: stream, Seq: n, Chunk: chunk}, events.Binary)
+		if err == nil {
 			_ = w.nc.PublishMsg(m)
 		}
 	}
