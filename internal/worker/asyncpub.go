@@ -36,8 +36,8 @@ func (w *Worker) EventStats() EventStats {
 // asyncFailed is the JetStream context's handler of failed asynchronous
 // publishes.
 func (w *Worker) asyncFailed(_ jetstream.JetStream, m *nats.Msg, err error) {
-	if strings.HasPrefix(m.Subject, events.Prefix+".result.") {
-		return // publish awaits results and retries them itself
+	if !strings.HasPrefix(m.Subject, events.Prefix+".") || strings.HasPrefix(m.Subject, events.Prefix+".result.") {
+		return // results and claims: their publishers await them and retry
 	}
 	w.eventFailed(m, err)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/client"
+	"github.com/toolgate/toolgate/pkg/events"
 )
 
 // TestWorkerHoldsNoMoreCallsThanItsSlots proves that no call waits in the
@@ -63,5 +64,56 @@ func TestWorkerHoldsNoMoreCallsThanItsSlots(t *testing.T) {
 	}
 	if _, runs := ctr.total(); runs != slots {
 		t.Fatalf("%d executions, want %d", runs, slots)
+	}
+}
+
+// TestSameCallDeliveredTwiceAtOnceRunsOnce: two copies of each call in
+// the stream at once (published with different dedup ids), taken by two
+// workers concurrently, run once each; the claim decides, and every copy
+// ends acked.
+func TestSameCallDeliveredTwiceAtOnceRunsOnce(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	reg := testRegistry(t, &ctr, nil)
+	startWorker(t, s.ClientURL(), reg, Config{Name: "w1", Concurrency: 8, Bus: fastBus})
+	startWorker(t, s.ClientURL(), reg, Config{Name: "w2", Concurrency: 8, Bus: fastBus})
+	nc, js := s.Connect(t)
+	results, err := nc.SubscribeSync(events.ResultsOf("twice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		id := fmt.Sprintf("twice-%d", i)
+		ev, err := events.NewCall(id, "twice", events.CallData{Arguments: []byte(`{"text":"x"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for copy := range 2 {
+			m, err := events.Encode(events.CallSubject("twice", "echo"), ev, events.Binary)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Header.Set(events.HeaderMsgID, fmt.Sprintf("%s-copy%d", id, copy))
+			if _, err := js.PublishMsg(ctxT(t), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	final := map[string]bool{}
+	for len(final) < n {
+		m, err := results.NextMsg(30 * time.Second)
+		if err != nil {
+			t.Fatalf("%d of %d results: %v", len(final), n, err)
+		}
+		var r events.ResultData
+		if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil || r.Status != events.StatusOK {
+			t.Fatalf("result %+v, %v", r, err)
+		}
+		final[r.CallID] = true
+	}
+	waitQueueEmpty(t, s)
+	if calls, runs := ctr.total(); calls != n || runs != n {
+		t.Fatalf("%d calls ran %d times, want %d and %d", calls, runs, n, n)
 	}
 }

@@ -230,8 +230,11 @@ func (w *Worker) handle(msg callMsg) {
 		return
 	}
 	key := CallKey(in.Agent, in.ID)
-	rec, _ := json.Marshal(record{State: stateRunning, Worker: w.cfg.Name, Started: start, Heartbeat: start})
-	rev, err := w.calls.Create(w.execCtx, key, rec)
+	cl := w.claim(key, start)
+	stop := func() {}
+	res, err := w.run(in, cl, func() { // claimed: the tool is about to run
+		stop = w.heartbeat(msg, key, cl.rev, start)
+	})
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		w.duplicate(msg, in, key)
 		return
@@ -241,8 +244,6 @@ func (w *Worker) handle(msg callMsg) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	stop := w.heartbeat(msg, key, rev, start)
-	res := w.run(in)
 	res.DurationMS = tools.Elapsed(start)
 	if res.Status == events.StatusPending {
 		stop()
@@ -290,12 +291,27 @@ func (w *Worker) finish(in *events.Call, key string, res events.ResultData, appr
 }
 
 // run executes a decoded call through the pipeline and parks it on ask.
-func (w *Worker) run(in *events.Call) events.ResultData {
+// Nothing runs the call before its claim cl is made: the pipeline waits
+// for it once the gate has allowed the call, then claimed is called. A
+// call that ends before (refused, denied, parked) waits for it at the end.
+// An error means the claim was not made and nothing ran:
+// jetstream.ErrKeyExists when the call was claimed before.
+func (w *Worker) run(in *events.Call, cl *claim, claimed func()) (events.ResultData, error) {
 	c := &tools.Call{ID: in.ID, Agent: in.Agent, SessionID: in.Data.SessionID, Name: in.Tool,
 		Arguments: in.Data.Arguments, Timeout: time.Duration(in.Data.TimeoutMS) * time.Millisecond}
 	c.Progress = w.progress(in, c)
-	w.executions.Add(1)
+	c.Start = func(context.Context) error {
+		if _, err := cl.wait(); err != nil {
+			return err
+		}
+		claimed()
+		w.executions.Add(1)
+		return nil
+	}
 	out, err := w.handler.Handle(w.execCtx, c)
+	if _, cerr := cl.wait(); cerr != nil {
+		return events.ResultData{}, cerr
+	}
 	res := outcome(c, out, err, w.stopping.Load())
 	var pe *tools.PolicyError
 	if errors.As(err, &pe) && !isClarify(pe) {
@@ -305,20 +321,20 @@ func (w *Worker) run(in *events.Call) events.ResultData {
 		if w.cfg.Parker == nil {
 			res.Status, res.IsError = events.StatusDenied, true
 			res.Output = "approval required, but this worker has no approvals configured: " + err.Error()
-			return res
+			return res, nil
 		}
 		if perr := w.cfg.Parker.Park(w.execCtx, in, c, pe.Decision); perr != nil {
 			w.log.Error("park failed", "call_id", in.ID, "err", perr)
 			res.Status, res.IsError, res.Error = events.StatusError, true, events.CodeInternal
 			res.Output = "could not park the call for approval: " + perr.Error()
-			return res
+			return res, nil
 		}
 		res.Output = "waiting for approval: " + pe.Decision.Reason
 		if isClarify(pe) {
 			res.Output = "waiting for an answer: " + pe.Decision.Reason
 		}
 	}
-	return res
+	return res, nil
 }
 
 func isClarify(pe *tools.PolicyError) bool { return pe.Decision.Rule == papproval.ClarifyRule }

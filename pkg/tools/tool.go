@@ -107,6 +107,11 @@ type Call struct {
 	// Approved marks a call resumed after people approved it: an ask from
 	// the gate no longer parks it, a deny still refuses it.
 	Approved bool
+	// Start, when set, is called once the gate has allowed the call,
+	// before anything runs it (extra middleware, the tool); an error
+	// stops the call with that error. A runner uses it to claim the call
+	// just in time.
+	Start func(ctx context.Context) error
 
 	// Tool is set by the pipeline once the name is resolved.
 	Tool *Tool
