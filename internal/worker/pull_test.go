@@ -116,4 +116,78 @@ func TestSameCallDeliveredTwiceAtOnceRunsOnce(t *testing.T) {
 	if calls, runs := ctr.total(); calls != n || runs != n {
 		t.Fatalf("%d calls ran %d times, want %d and %d", calls, runs, n, n)
 	}
+	// Stop before the restarted server's cleanup shuts it down.
+	if err := w.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServerRestartUnderLoadLosesNoneAndRunsNoneTwice restarts the server
+// while a worker has calls running and queued: the worker reconnects and
+// asks for calls again, every call gets its result, none runs twice.
+func TestServerRestartUnderLoadLosesNoneAndRunsNoneTwice(t *testing.T) {
+	s := testenv.StartNATS(t, t.TempDir())
+	var ctr counter
+	started := make(chan string, 1000)
+	reg := testRegistry(t, &ctr, started)
+	w := startWorker(t, s.ClientURL(), reg, Config{Name: "w1", Concurrency: 8, Bus: fastBus})
+	c, nc := newClient(t, s, "restart")
+	results, err := nc.SubscribeSync(events.ResultsOf("restart"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	submit := func(i int) {
+		for {
+			_, err := c.Submit(ctxT(t), "sleep", map[string]any{"ms": 20}, client.WithID(fmt.Sprintf("r-%d", i)))
+			if err == nil {
+				return
+			}
+			if ctxT(t).Err() != nil {
+				t.Fatalf("submit r-%d: %v", i, err)
+			}
+			time.Sleep(50 * time.Millisecond) // reconnecting
+		}
+	}
+	for i := range n / 2 {
+		submit(i)
+	}
+	<-started // calls are running
+	s = testenv.RestartNATS(t, s)
+	for i := n / 2; i < n; i++ {
+		submit(i)
+	}
+	// Results come live; one published while the client reconnected is
+	// read from the results stream.
+	done := map[string]bool{}
+	for len(done) < n {
+		if ctxT(t).Err() != nil {
+			t.Fatalf("%d of %d results", len(done), n)
+		}
+		m, err := results.NextMsg(time.Second)
+		if err != nil {
+			for i := range n {
+				id := fmt.Sprintf("r-%d", i)
+				if r, err := c.Result(ctxT(t), id); !done[id] && err == nil && r.Status.Final() {
+					if r.Status != events.StatusOK {
+						t.Fatalf("%s: %+v", id, r)
+					}
+					done[id] = true
+				}
+			}
+			continue
+		}
+		var r events.ResultData
+		if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil || r.Status != events.StatusOK {
+			t.Fatalf("result %+v, %v", r, err)
+		}
+		done[r.CallID] = true
+	}
+	if calls, runs := ctr.total(); calls != n || runs != n {
+		t.Fatalf("%d calls ran %d times, want %d and %d", calls, runs, n, n)
+	}
+	// Stop before the restarted server's cleanup shuts it down.
+	if err := w.stop(); err != nil {
+		t.Fatal(err)
+	}
 }
