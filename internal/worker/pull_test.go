@@ -116,10 +116,6 @@ func TestSameCallDeliveredTwiceAtOnceRunsOnce(t *testing.T) {
 	if calls, runs := ctr.total(); calls != n || runs != n {
 		t.Fatalf("%d calls ran %d times, want %d and %d", calls, runs, n, n)
 	}
-	// Stop before the restarted server's cleanup shuts it down.
-	if err := w.stop(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestServerRestartUnderLoadLosesNoneAndRunsNoneTwice restarts the server

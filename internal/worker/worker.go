@@ -449,12 +449,12 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 		w.audit(in, res, appr)
 	}
 	if err == nil {
+		// The JetStream context fails an async publish not acknowledged
+		// within publishTimeout.
 		select {
 		case <-f.Ok():
 			return nil
 		case err = <-f.Err():
-		case <-time.After(publishTimeout):
-			err = errors.New("no ack from JetStream")
 		}
 	}
 	for attempt, wait := 1, 250*time.Millisecond; attempt < publishAttempts; attempt, wait = attempt+1, wait*2 {

@@ -57,6 +57,8 @@ const roleEnv = "TOOLGATE_BENCH_ROLE"
 
 const agent = "bench"
 
+var workerEnv string
+
 func main() {
 	if os.Getenv(roleEnv) == "raw" {
 		rawWorker(os.Args[1])
@@ -67,6 +69,7 @@ func main() {
 	inflightList := flag.String("inflight", "1,64", "comma-separated calls in flight")
 	workerBin := flag.String("worker", "", "worker binary (default: go build ./cmd/worker)")
 	conc := flag.Int("concurrency", 0, "worker --concurrency (0: the worker's default)")
+	flag.StringVar(&workerEnv, "worker-env", "", "comma-separated NAME=value set for the workers only (e.g. GOGC=200)")
 	scale := flag.Bool("scale", true, "measure 1, 2 and 4 workers")
 	mem := flag.Bool("mem", true, "measure the worker's memory: 1,000 parked calls, a bash call printing 1 GB")
 	gate := flag.Bool("gate", true, "measure the policy decision cost")
@@ -437,7 +440,11 @@ func startWorker(bin, url, ws, dir, name string, conc int) *proc {
 	if conc > 0 {
 		args = append(args, "--concurrency", strconv.Itoa(conc))
 	}
-	return start(name, exec.Command(bin, args...), "worker taking calls")
+	cmd := exec.Command(bin, args...)
+	if workerEnv != "" {
+		cmd.Env = append(os.Environ(), strings.Split(workerEnv, ",")...)
+	}
+	return start(name, cmd, "worker taking calls")
 }
 
 func startRaw(url string) *proc {
