@@ -187,3 +187,71 @@ func TestServerRestartUnderLoadLosesNoneAndRunsNoneTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWorkerKilledMidLoadLosesNoneAndRunsNoneTwice kills one of two
+// workers in the middle of a load, as SIGKILL would from the server's
+// side: its connection drops with calls running and their tools cut
+// short. Every call still gets a final result (ok, or interrupted for a
+// call the dead worker had started) and no call runs twice.
+func TestWorkerKilledMidLoadLosesNoneAndRunsNoneTwice(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	started := make(chan string, 1000)
+	reg := testRegistry(t, &ctr, started)
+	w1 := startWorker(t, s.ClientURL(), reg, Config{Name: "w1", Concurrency: 8, Bus: fastBus})
+	startWorker(t, s.ClientURL(), reg, Config{Name: "w2", Concurrency: 8, Bus: fastBus})
+	c, nc := newClient(t, s, "killed")
+	results, err := nc.SubscribeSync(events.ResultsOf("killed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 80
+	for i := range n {
+		if _, err := c.Submit(ctxT(t), "sleep", map[string]any{"ms": 100}, client.WithID(fmt.Sprintf("k-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for w1.w.Executions() < 4 {
+		<-started
+	}
+	w1.w.nc.Close()   // the server sees the worker vanish
+	w1.w.execCancel() // and its tools stop where they are
+	status := map[string]events.Status{}
+	for len(status) < n {
+		if ctxT(t).Err() != nil {
+			t.Fatalf("%d of %d results", len(status), n)
+		}
+		m, err := results.NextMsg(time.Second)
+		if err != nil {
+			continue
+		}
+		var r events.ResultData
+		if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Final() {
+			status[r.CallID] = r.Status
+		}
+	}
+	interrupted := 0
+	for id, st := range status {
+		runs := ctr.get(id)
+		switch st {
+		case events.StatusOK:
+			if runs != 1 {
+				t.Errorf("%s: ok after %d runs", id, runs)
+			}
+		case events.StatusInterrupted:
+			interrupted++
+			if runs > 1 {
+				t.Errorf("%s: interrupted after %d runs", id, runs)
+			}
+		default:
+			t.Errorf("%s: %s", id, st)
+		}
+	}
+	if interrupted == 0 {
+		t.Fatal("no call was interrupted: the kill came too late to prove anything")
+	}
+	waitQueueEmpty(t, s)
+}
