@@ -20,9 +20,12 @@ const nextSubject = "$JS.API.CONSUMER.MSG.NEXT." + bus.StreamCalls + "." + bus.C
 // The server answers an expired request with a 408 status; a request
 // unanswered pullExpiry+pullGrace after it was sent is forgotten (the
 // server that held it restarted).
+// After a refused request the puller waits refusedPause before asking
+// again.
 const (
-	pullExpiry = 10 * time.Second
-	pullGrace  = 5 * time.Second
+	pullExpiry   = 10 * time.Second
+	pullGrace    = 5 * time.Second
+	refusedPause = time.Second
 )
 
 // puller keeps the workers consumer asked for exactly as many calls as
@@ -57,6 +60,7 @@ type puller struct {
 	reqs    map[string]*pullReq
 	order   []string // request ids, oldest first
 	seq     uint64
+	hold    time.Time // no request before this (the server refused one)
 }
 
 type pullReq struct {
@@ -127,7 +131,7 @@ func (p *puller) run(ctx context.Context) error {
 func (p *puller) ask() {
 	c := p.w.cfg.Concurrency
 	free := c - int(p.running.Load()) - p.asked
-	if free <= 0 || (p.asked > 0 && free < max(1, c/8)) {
+	if free <= 0 || (p.asked > 0 && free < max(1, c/8)) || time.Now().Before(p.hold) {
 		return
 	}
 	p.seq++
@@ -160,8 +164,12 @@ func (p *puller) receive(m *nats.Msg) {
 		case "100": // an idle heartbeat; none are asked for
 			return
 		case "404", "408": // nothing to deliver, or expired
-		default: // 409: leadership change, consumer deleted, too many waiting
-			p.w.log.Warn("pull request ended", "status", status, "description", m.Header.Get("Description"))
+		default:
+			// 409: leadership change, consumer deleted, too many waiting;
+			// 503: no JetStream or no such consumer. Ask again after a
+			// pause, not at once: the next request would meet the same.
+			p.w.log.Warn("pull request refused; asking again in a second", "status", status, "description", m.Header.Get("Description"))
+			p.hold = time.Now().Add(refusedPause)
 		}
 		p.end(id, m.Header.Get(pendingMsgsHeader))
 		return

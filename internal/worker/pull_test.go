@@ -1,7 +1,11 @@
 package worker
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,3 +259,67 @@ func TestWorkerKilledMidLoadLosesNoneAndRunsNoneTwice(t *testing.T) {
 	}
 	waitQueueEmpty(t, s)
 }
+
+// TestWorkerComesBackWhenItsConsumerReturns deletes the shared consumer
+// under a running worker (an operator's mistake): the server refuses its
+// pull requests, and once the consumer is provisioned again the worker
+// takes calls again. Its refusals are logged, not repeated at once: the
+// count of warnings while the consumer is missing stays far below the
+// count of requests an immediate retry would send.
+func TestWorkerComesBackWhenItsConsumerReturns(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	logs := &countingHandler{match: "pull request refused", seen: make(chan struct{}, 1000)}
+	startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Name: "w1", Concurrency: 4, Bus: fastBus, Logger: slog.New(logs)})
+	_, js := s.Connect(t)
+	c, _ := newClient(t, s, "back")
+	if r, err := c.Call(ctxT(t), "echo", map[string]any{"text": "before"}); err != nil || r.Status != events.StatusOK {
+		t.Fatalf("before: %+v %v", r, err)
+	}
+	if err := js.DeleteConsumer(ctxT(t), bus.StreamCalls, bus.ConsumerWorkers); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Submit(ctxT(t), "echo", map[string]any{"text": "after"}, client.WithID("after-1")); err != nil {
+		t.Fatal(err)
+	}
+	// The worker's requests (asked before the deletion, or after) are
+	// refused: wait for two refusals.
+	for range 2 {
+		select {
+		case <-logs.seen:
+		case <-ctxT(t).Done():
+			t.Fatal("no refusal logged")
+		}
+	}
+	if n := logs.n.Load(); n > 20 {
+		t.Fatalf("%d refusals logged by then: the worker retries at once", n)
+	}
+	if err := bus.Provision(ctxT(t), js, fastBus); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Wait(ctxT(t), "after-1")
+	if err != nil || r.Status != events.StatusOK || r.Output != "after" {
+		t.Fatalf("after: %+v %v", r, err)
+	}
+}
+
+// countingHandler counts log records whose message contains match.
+type countingHandler struct {
+	match string
+	n     atomic.Int64
+	seen  chan struct{}
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		h.n.Add(1)
+		select {
+		case h.seen <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
