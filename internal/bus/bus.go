@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,6 +30,9 @@ const (
 	StreamApprovals = "TOOLGATE_APPROVALS"
 	// StreamDeadLetter keeps calls that exhausted their deliveries.
 	StreamDeadLetter = "TOOLGATE_DLQ"
+	// StreamAdvisories keeps the server's max-deliveries advisories of
+	// the workers consumer until a worker has dead-lettered the call.
+	StreamAdvisories = "TOOLGATE_ADVISORIES"
 
 	// ConsumerWorkers is the durable pull consumer every worker shares.
 	ConsumerWorkers = "workers"
@@ -37,6 +41,9 @@ const (
 	ConsumerApprovalDecisions = "decisions"
 	// ConsumerApprover is the approver service's durable consumer of requests.
 	ConsumerApprover = "approver"
+	// ConsumerDeadLetters is the durable consumer of max-deliveries
+	// advisories every worker shares.
+	ConsumerDeadLetters = "deadletters"
 
 	// BucketCalls holds one record per call id: the idempotency claim and
 	// the stored result.
@@ -47,8 +54,18 @@ const (
 	BucketApprovals = "toolgate_approvals"
 )
 
+// CallHeaderAllowance is the room left in a call message for its headers
+// beyond Config.MaxPayload of data.
+const CallHeaderAllowance = 16 << 10
+
 // Subjects of the dead-letter stream.
 const SubjectDeadLetter = events.Prefix + ".dlq.>"
+
+// SubjectMaxDeliveries is where the server announces a call delivered
+// MaxDeliver times without an ack. The announcement is a core NATS message
+// sent once; the advisories stream keeps it, so that it is not missed when
+// no worker is connected at that moment.
+const SubjectMaxDeliveries = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + StreamCalls + "." + ConsumerWorkers
 
 // Config tunes what Provision creates. The zero value is the default.
 type Config struct {
@@ -66,7 +83,10 @@ type Config struct {
 	AckWait time.Duration
 	// MaxDeliver bounds redeliveries of one call; default 5.
 	MaxDeliver int
-	// MaxPayload bounds a call message's size in the stream; default 1 MiB.
+	// MaxPayload bounds a call's data in bytes; default 1 MiB. The calls
+	// stream refuses a message larger than MaxPayload plus
+	// CallHeaderAllowance (its CloudEvents and trace headers), so an
+	// oversized call is refused when it is published, not stored.
 	MaxPayload int32
 	// Storage is file (default) or memory.
 	Storage jetstream.StorageType
@@ -95,6 +115,12 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// maxCallMsg is the calls stream's largest message: MaxPayload of data
+// plus the header allowance.
+func (c Config) maxCallMsg() int32 {
+	return int32(min(int64(c.MaxPayload)+CallHeaderAllowance, math.MaxInt32))
+}
+
 // Streams returns the stream configurations Provision applies.
 func (c Config) Streams() []jetstream.StreamConfig {
 	c = c.withDefaults()
@@ -102,7 +128,7 @@ func (c Config) Streams() []jetstream.StreamConfig {
 		{
 			Name: StreamCalls, Subjects: []string{events.SubjectCalls},
 			Retention: jetstream.WorkQueuePolicy, Storage: c.Storage, Replicas: c.Replicas,
-			Duplicates: 2 * time.Minute, MaxMsgSize: c.MaxPayload, Discard: jetstream.DiscardOld,
+			Duplicates: 2 * time.Minute, MaxMsgSize: c.maxCallMsg(), Discard: jetstream.DiscardOld,
 			Description: "tool calls, one durable consumer shared by all workers",
 		},
 		{
@@ -131,6 +157,11 @@ func (c Config) Streams() []jetstream.StreamConfig {
 			Retention: jetstream.LimitsPolicy, Storage: c.Storage, Replicas: c.Replicas,
 			MaxAge: c.EventsMaxAge, Description: "calls that exhausted their deliveries",
 		},
+		{
+			Name: StreamAdvisories, Subjects: []string{SubjectMaxDeliveries},
+			Retention: jetstream.WorkQueuePolicy, Storage: c.Storage, Replicas: c.Replicas,
+			MaxAge: c.EventsMaxAge, Description: "max-deliveries advisories of the workers consumer, until dead-lettered",
+		},
 	}
 }
 
@@ -149,6 +180,20 @@ func (c Config) WorkersConsumer() jetstream.ConsumerConfig {
 	}
 }
 
+// DeadLettersConsumer returns the configuration of the shared consumer of
+// max-deliveries advisories. An advisory is acked once its call is in the
+// dead-letter stream and gone from the work queue; until then it is
+// delivered again.
+func DeadLettersConsumer() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       ConsumerDeadLetters,
+		Description:   "shared by every worker; moves calls that exhausted their deliveries to the dead-letter stream",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		FilterSubject: SubjectMaxDeliveries,
+	}
+}
+
 // Provision creates or updates every stream, the workers consumer and the
 // buckets. Running it again with the same Config changes nothing.
 func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
@@ -160,6 +205,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 	}
 	if _, err := js.CreateOrUpdateConsumer(ctx, StreamCalls, c.WorkersConsumer()); err != nil {
 		return fmt.Errorf("provision consumer %s: %w", ConsumerWorkers, err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, StreamAdvisories, DeadLettersConsumer()); err != nil {
+		return fmt.Errorf("provision consumer %s: %w", ConsumerDeadLetters, err)
 	}
 	buckets := []jetstream.KeyValueConfig{
 		{Bucket: BucketCalls, Description: "call records: idempotency claim and stored result", TTL: c.CallRecordTTL, Storage: c.Storage, Replicas: c.Replicas, History: 1},

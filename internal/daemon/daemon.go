@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,7 +55,8 @@ type Options struct {
 	// SkillsDir holds SKILL.md files for the skill tool; default
 	// <workspace>/.skills.
 	SkillsDir string
-	// Concurrency bounds calls run at once by this worker; default 16.
+	// Concurrency bounds calls run at once by this worker; default
+	// worker.DefaultConcurrency().
 	Concurrency int
 	// Name identifies the worker; default host-pid.
 	Name string
@@ -139,7 +141,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	busCfg := bus.Config{Replicas: o.Replicas, AuditMaxAge: o.AuditRetention}
+	busCfg := bus.Config{Replicas: o.Replicas, AuditMaxAge: o.AuditRetention, MaxPayload: int32(min(o.MaxPayload, math.MaxInt32))}
 	if err := bus.ProvisionWait(ctx, js, busCfg, o.Logger); err != nil {
 		return err
 	}

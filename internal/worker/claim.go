@@ -2,38 +2,100 @@ package worker
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/bus"
 )
+
+// claim is a call's claim record being created in the calls bucket. The
+// create is published as soon as the call is decoded and awaited only once
+// the gate has allowed the call (just before anything runs it) or the
+// call has ended without running, so its round trip overlaps validation
+// and the gate. The create is conditional on the key having no record
+// (the same as KeyValue.Create): of two deliveries of one call, one claim
+// wins and the other finds the key taken.
+type claim struct {
+	w      *Worker
+	msg    callMsg
+	key    string
+	callID string
+	rec    []byte
+	f      jetstream.PubAckFuture // nil when the publish could not start
+
+	once sync.Once
+	rev  uint64
+	err  error
+}
+
+// claim starts creating key's claim record for the call msg carries,
+// which started at start.
+func (w *Worker) claim(msg callMsg, key string, start time.Time, callID string) *claim {
+	rec, _ := json.Marshal(record{State: stateRunning, Worker: w.cfg.Name, Started: start, Heartbeat: start})
+	cl := &claim{w: w, msg: msg, key: key, callID: callID, rec: rec}
+	m := &nats.Msg{Subject: "$KV." + bus.BucketCalls + "." + key, Header: nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{"0"}}, Data: rec}
+	if f, err := w.js.PublishMsgAsync(m); err == nil {
+		cl.f = f
+	}
+	return cl
+}
+
+// wait returns the claim's revision, or jetstream.ErrKeyExists when the
+// call was claimed before, or another error when the claim could not be
+// made. Any answer but a revision is checked again with KeyValue.Create
+// (see create), which also creates over a deleted record and says
+// ErrKeyExists for a taken key however the server words it.
+func (cl *claim) wait() (uint64, error) {
+	cl.once.Do(func() {
+		if cl.f != nil {
+			select {
+			case ack := <-cl.f.Ok():
+				cl.rev = ack.Sequence
+				return
+			case <-cl.f.Err():
+			}
+		}
+		cl.rev, cl.err = cl.create()
+	})
+	return cl.rev, cl.err
+}
 
 // claimRetryFor bounds how long a worker keeps trying to claim a call
 // whose record bucket cannot answer, before handing the message back.
 const claimRetryFor = 2 * time.Minute
 
-// claim creates the call's record (the idempotency claim). While the
-// bucket cannot answer (a cluster electing a new leader after a node
-// died), it retries with backoff and keeps the message in progress, so
-// that the wait does not spend the call's deliveries: naking each failure
-// sent calls to the dead-letter stream unrun during an election. A
-// claim that was stored although its answer was lost is recognised as
-// this worker's own.
-func (w *Worker) claim(msg jetstream.Msg, key string, rec []byte, callID string) (uint64, error) {
+// create creates the call's record with KeyValue.Create. While the bucket
+// cannot answer (a cluster electing a new leader after a node died), it
+// retries with backoff and keeps the message in progress, so that the
+// wait does not spend the call's deliveries: naking each failure sent
+// calls to the dead-letter stream unrun during an election. A claim that
+// was stored although its answer was lost (the asynchronous create of
+// claim included) is recognised as this worker's own.
+func (cl *claim) create() (uint64, error) {
+	w := cl.w
 	gap := 250 * time.Millisecond
 	deadline := time.Now().Add(claimRetryFor)
 	for attempt := 0; ; attempt++ {
-		rev, err := w.calls.Create(w.execCtx, key, rec)
-		if errors.Is(err, jetstream.ErrKeyExists) && attempt > 0 {
-			if e, gerr := w.calls.Get(w.execCtx, key); gerr == nil && bytes.Equal(e.Value(), rec) {
+		ctx, cancel := context.WithTimeout(w.execCtx, publishTimeout)
+		rev, err := w.calls.Create(ctx, cl.key, cl.rec)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			if e, gerr := w.calls.Get(ctx, cl.key); gerr == nil && bytes.Equal(e.Value(), cl.rec) {
+				cancel()
 				return e.Revision(), nil
 			}
 		}
+		cancel()
 		if err == nil || errors.Is(err, jetstream.ErrKeyExists) || w.execCtx.Err() != nil || time.Now().After(deadline) {
 			return rev, err
 		}
-		w.log.Warn("claim failed; retrying", "call_id", callID, "attempt", attempt+1, "retry_in", gap, "err", err)
-		_ = msg.InProgress()
+		w.log.Warn("claim failed; retrying", "call_id", cl.callID, "attempt", attempt+1, "retry_in", gap, "err", err)
+		_ = cl.msg.InProgress()
 		select {
 		case <-w.execCtx.Done():
 			return 0, err
@@ -45,12 +107,10 @@ func (w *Worker) claim(msg jetstream.Msg, key string, rec []byte, callID string)
 
 // retryLater hands msg back with a delay growing with its deliveries
 // (1s, 2s, 4s, ... up to 30s), so a passing outage does not exhaust them.
-func retryLater(msg jetstream.Msg) {
+func retryLater(msg callMsg) {
 	d := time.Second
-	if md, err := msg.Metadata(); err == nil {
-		for i := uint64(1); i < md.NumDelivered && d < 30*time.Second; i++ {
-			d *= 2
-		}
+	for i := uint64(1); i < msg.NumDelivered() && d < 30*time.Second; i++ {
+		d *= 2
 	}
 	_ = msg.NakWithDelay(min(d, 30*time.Second))
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -49,7 +48,7 @@ const (
 // delivery starts the CONSUMER process span of a call message, continuing
 // the trace of the call's traceparent, counts a redelivery, and tracks the
 // call's ids for its log lines. done ends the span.
-func (w *Worker) delivery(msg jetstream.Msg, in *events.Call) (ctx context.Context, done func()) {
+func (w *Worker) delivery(msg callMsg, in *events.Call) (ctx context.Context, done func()) {
 	o := w.obs
 	ctx = o.t.Extract(w.execCtx, in.TraceParent, in.TraceState)
 	if !o.t.Tracing && !o.t.Metering {
@@ -57,10 +56,7 @@ func (w *Worker) delivery(msg jetstream.Msg, in *events.Call) (ctx context.Conte
 		// the parked record and the log lines.
 		return ctx, telemetry.Track(in.ID, trace.SpanContextFromContext(ctx))
 	}
-	var delivered uint64
-	if meta, err := msg.Metadata(); err == nil {
-		delivered = meta.NumDelivered
-	}
+	delivered := msg.NumDelivered()
 	if delivered > 1 {
 		o.m.Redeliveries.Add(ctx, 1)
 	}

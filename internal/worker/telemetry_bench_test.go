@@ -100,7 +100,7 @@ func BenchmarkCallTelemetry(b *testing.B) {
 					_ = outcome(c, out, err, false)
 					continue
 				}
-				ctx, done := w.delivery(msg, in)
+				ctx, done := w.delivery(jsMsg{msg}, in)
 				xctx, x := w.startExecute(ctx, in, c, false)
 				out, err := w.handler.Handle(xctx, c)
 				res := outcome(c, out, err, false)

@@ -13,7 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +36,8 @@ import (
 type Config struct {
 	// Name identifies this worker in results and audit; default host-pid.
 	Name string
-	// Concurrency bounds the calls this worker runs at once; default 16.
+	// Concurrency bounds the calls this worker runs at once; default
+	// DefaultConcurrency().
 	Concurrency int
 	// MaxPayload bounds a call's message data in bytes; default 1 MiB.
 	MaxPayload int
@@ -58,10 +61,14 @@ func (c Config) withDefaults() Config {
 		c.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 16
+		c.Concurrency = DefaultConcurrency()
 	}
 	if c.MaxPayload <= 0 {
 		c.MaxPayload = 1 << 20
+	}
+	if c.Bus.MaxPayload <= 0 {
+		// The calls stream refuses what the worker would refuse.
+		c.Bus.MaxPayload = int32(min(c.MaxPayload, math.MaxInt32))
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 30 * time.Second
@@ -71,6 +78,12 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// DefaultConcurrency is the calls a worker runs at once unless told: 32
+// per CPU, between 16 and 1024. Most of a call's time is spent waiting
+// for JetStream (the claim, the stored result) or for a tool's process,
+// not computing, so a pool larger than the CPU count keeps the CPUs busy.
+func DefaultConcurrency() int { return min(max(16, 32*runtime.NumCPU()), 1024) }
 
 // Parker parks a call the policy gate asked about until people decide.
 type Parker interface {
@@ -90,14 +103,18 @@ type Worker struct {
 	log      *slog.Logger
 	calls    jetstream.KeyValue
 	results  jetstream.Stream
-	sem      chan struct{}
 	inflight sync.WaitGroup
+	beats    *beater
+	source   string // the CloudEvents source of what this worker publishes
 	stopping atomic.Bool
 	bound    atomic.Bool // the consumer is open: ready for calls
 	obs      *observer   // spans, metrics, audit publishing (telemetry.go, audit.go)
 
 	execCtx    context.Context
 	execCancel context.CancelFunc
+
+	eventsFailed, eventsLost atomic.Int64
+	retrying                 sync.WaitGroup // event publishes being retried
 
 	// executions counts tool executions started by this worker (tests
 	// assert it to prove exactly-once).
@@ -110,13 +127,16 @@ type Worker struct {
 
 // New returns a worker over nc running calls through p.
 func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
-	js, err := jetstream.New(nc)
+	cfg = cfg.withDefaults()
+	w := &Worker{cfg: cfg, nc: nc, pipe: p, handler: p.Handler(), log: cfg.Logger.With("worker", cfg.Name)}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(w.asyncFailed),
+		jetstream.WithPublishAsyncTimeout(publishTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	cfg = cfg.withDefaults()
-	w := &Worker{cfg: cfg, nc: nc, js: js, pipe: p, handler: p.Handler(), log: cfg.Logger.With("worker", cfg.Name),
-		sem: make(chan struct{}, cfg.Concurrency)}
+	w.js = js
+	w.beats = newBeater(w)
+	w.source = "toolgate://worker/" + cfg.Name
 	w.execCtx, w.execCancel = context.WithCancel(context.Background())
 	w.newObserver()
 	return w, nil
@@ -145,86 +165,37 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.results, err = w.js.Stream(ctx, bus.StreamResults); err != nil {
 		return fmt.Errorf("open stream %s: %w", bus.StreamResults, err)
 	}
-	cons, err := w.js.Consumer(ctx, bus.StreamCalls, bus.ConsumerWorkers)
-	if err != nil {
-		return fmt.Errorf("open consumer %s: %w", bus.ConsumerWorkers, err)
-	}
 	w.announce(ctx)
 	sub, err := w.nc.QueueSubscribe(events.SubjectToolsList, "workers", w.listTools)
 	if err != nil {
 		return fmt.Errorf("subscribe %s: %w", events.SubjectToolsList, err)
 	}
 	defer sub.Unsubscribe()
-	dlq, err := w.deadLetter()
+	dlq, err := w.deadLetter(ctx)
 	if err != nil {
-		return fmt.Errorf("subscribe to max-deliveries advisories: %w", err)
+		return fmt.Errorf("consume max-deliveries advisories: %w", err)
 	}
-	defer dlq.Unsubscribe()
+	defer func() { dlq.Stop(); <-dlq.Closed() }()
 
-	pulling := make(chan struct{})
-	go func() { defer close(pulling); w.pull(ctx, cons) }()
+	p := newPuller(w)
+	pulling := make(chan error, 1)
+	go func() { pulling <- p.run(ctx) }()
 	w.bound.Store(true)
 	w.log.Info("worker taking calls", "concurrency", w.cfg.Concurrency, "tools", len(w.pipe.Registry().List()))
 	if w.onReady != nil {
 		w.onReady()
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case err := <-pulling:
+		return fmt.Errorf("take calls: %w", err)
+	}
 	w.stopping.Store(true)
 	<-pulling
 	w.shutdown()
+	p.slots.Wait()
 	return nil
 }
-
-// pull fetches calls only for free slots of the pool: a message is pulled
-// when a slot waits for it, so no message sits in a client buffer where it
-// could outlive its ack wait while every slot is busy. Each fetch asks for
-// as many messages as there are free slots.
-func (w *Worker) pull(ctx context.Context, cons jetstream.Consumer) {
-	for ctx.Err() == nil {
-		select { // one free slot at least
-		case w.sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		free := 1
-	more:
-		for free < w.cfg.Concurrency {
-			select {
-			case w.sem <- struct{}{}:
-				free++
-			default:
-				break more
-			}
-		}
-		batch, err := cons.Fetch(free, jetstream.FetchMaxWait(fetchWait))
-		got := 0
-		if err == nil {
-			for msg := range batch.Messages() {
-				got++
-				w.inflight.Add(1)
-				go func() {
-					defer func() { <-w.sem; w.inflight.Done() }()
-					w.handle(msg)
-				}()
-			}
-			err = batch.Error()
-		}
-		for ; got < free; got++ {
-			<-w.sem
-		}
-		if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			w.log.Warn("fetch calls", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-	}
-}
-
-// fetchWait bounds one fetch; it is also how long a stop waits for the
-// fetch in flight.
-const fetchWait = time.Second
 
 func (w *Worker) shutdown() {
 	w.log.Info("stopping: finishing running calls", "grace", w.cfg.ShutdownGrace)
@@ -239,6 +210,7 @@ func (w *Worker) shutdown() {
 	}
 	w.execCancel()
 	w.drainAudit(publishTimeout)
+	w.drainEvents(10 * time.Second)
 	if err := w.nc.Flush(); err != nil {
 		w.log.Warn("flush", "err", err)
 	}
@@ -256,7 +228,9 @@ type record struct {
 	Result *events.ResultData `json:"result,omitempty"`
 }
 
-func (w *Worker) handle(msg jetstream.Msg) {
+// handle is the whole path of one delivered call, from decoding to the
+// ack: the one place to wrap with per-call tracing or metrics.
+func (w *Worker) handle(msg callMsg) {
 	start := time.Now()
 	in, err := events.DecodeCall(msg.Subject(), msg.Headers(), msg.Data(), w.cfg.MaxPayload)
 	ctx, done := w.delivery(msg, in)
@@ -266,8 +240,11 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		return
 	}
 	key := CallKey(in.Agent, in.ID)
-	rec, _ := json.Marshal(record{State: stateRunning, Worker: w.cfg.Name, Started: start, Heartbeat: start})
-	rev, err := w.claim(msg, key, rec, in.ID)
+	cl := w.claim(msg, key, start, in.ID)
+	stop := func() {}
+	res, err := w.run(ctx, in, cl, func() { // claimed: the tool is about to run
+		stop = w.heartbeat(msg, key, cl.rev, start)
+	})
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		w.duplicate(msg, in, key)
 		return
@@ -277,8 +254,6 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		retryLater(msg)
 		return
 	}
-	stop := w.heartbeat(msg, key, rev, start)
-	res := w.run(ctx, in)
 	res.DurationMS = tools.Elapsed(start)
 	if res.Status == events.StatusPending {
 		stop()
@@ -326,13 +301,31 @@ func (w *Worker) finish(in *events.Call, key string, res events.ResultData, appr
 }
 
 // run executes a decoded call through the pipeline and parks it on ask.
-func (w *Worker) run(ctx context.Context, in *events.Call) events.ResultData {
+// Nothing runs the call before its claim cl is made: the pipeline waits
+// for it once the gate has allowed the call, then claimed is called. A
+// call that ends before (refused, denied, parked) waits for it at the end.
+// An error means the claim was not made and nothing ran:
+// jetstream.ErrKeyExists when the call was claimed before.
+func (w *Worker) run(ctx context.Context, in *events.Call, cl *claim, claimed func()) (events.ResultData, error) {
 	c := &tools.Call{ID: in.ID, Agent: in.Agent, SessionID: in.Data.SessionID, Name: in.Tool,
 		Arguments: in.Data.Arguments, Timeout: time.Duration(in.Data.TimeoutMS) * time.Millisecond}
 	c.Progress = w.progress(in, c)
-	w.executions.Add(1)
+	c.Start = func(context.Context) error {
+		if _, err := cl.wait(); err != nil {
+			return err
+		}
+		claimed()
+		w.executions.Add(1)
+		return nil
+	}
 	ctx, x := w.startExecute(ctx, in, c, false)
 	out, err := w.handler.Handle(ctx, c)
+	if _, cerr := cl.wait(); cerr != nil {
+		// Not this delivery's call to run (claimed before) or not claimed
+		// at all: nothing ran; its span ends without an audit.
+		w.recordExecute(ctx, x, c, &events.ResultData{Status: events.StatusError, IsError: true}, cerr)
+		return events.ResultData{}, cerr
+	}
 	res := outcome(c, out, err, w.stopping.Load())
 	defer func() { w.endExecute(ctx, x, in, c, &res, err) }()
 	var pe *tools.PolicyError
@@ -343,55 +336,23 @@ func (w *Worker) run(ctx context.Context, in *events.Call) events.ResultData {
 		if w.cfg.Parker == nil {
 			res.Status, res.IsError = events.StatusDenied, true
 			res.Output = "approval required, but this worker has no approvals configured: " + err.Error()
-			return res
+			return res, nil
 		}
 		if perr := w.cfg.Parker.Park(ctx, in, c, pe.Decision); perr != nil {
 			w.log.Error("park failed", "call_id", in.ID, "err", perr)
 			res.Status, res.IsError, res.Error = events.StatusError, true, events.CodeInternal
 			res.Output = "could not park the call for approval: " + perr.Error()
-			return res
+			return res, nil
 		}
 		res.Output = "waiting for approval: " + pe.Decision.Reason
 		if isClarify(pe) {
 			res.Output = "waiting for an answer: " + pe.Decision.Reason
 		}
 	}
-	return res
+	return res, nil
 }
 
 func isClarify(pe *tools.PolicyError) bool { return pe.Decision.Rule == papproval.ClarifyRule }
-
-// heartbeat keeps the message and the claim alive while a call runs long.
-func (w *Worker) heartbeat(msg jetstream.Msg, key string, rev uint64, start time.Time) (stop func()) {
-	every := w.ackWait() / 3
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-t.C:
-				state := stateExecuting
-				if msg != nil {
-					state = stateRunning
-					if err := msg.InProgress(); err != nil {
-						w.log.Warn("in-progress", "err", err)
-					}
-				}
-				rec, _ := json.Marshal(record{State: state, Worker: w.cfg.Name, Started: start, Heartbeat: now})
-				if r, err := w.calls.Update(context.Background(), key, rec, rev); err == nil {
-					rev = r
-				}
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
-}
 
 func (w *Worker) ackWait() time.Duration {
 	if w.cfg.Bus.AckWait > 0 {
@@ -403,7 +364,7 @@ func (w *Worker) ackWait() time.Duration {
 // duplicate handles a call id that was already claimed: the stored result
 // is published again; a claim whose owner stopped heartbeating is reported
 // as interrupted (never run twice); a live claim is left to its owner.
-func (w *Worker) duplicate(msg jetstream.Msg, in *events.Call, key string) {
+func (w *Worker) duplicate(msg callMsg, in *events.Call, key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	raw, err := w.results.GetLastMsgForSubject(ctx, events.ResultSubject(in.Agent, in.ID))
@@ -454,14 +415,14 @@ func (w *Worker) duplicate(msg jetstream.Msg, in *events.Call, key string) {
 // reject answers a message that could not be decoded: an error result on
 // the agent's result subject when there is an agent to answer, an audit
 // event, and the message terminated so it never blocks the queue.
-func (w *Worker) reject(msg jetstream.Msg, in *events.Call, err error, start time.Time) {
+func (w *Worker) reject(msg callMsg, in *events.Call, err error, start time.Time) {
 	code := events.ErrorCode(err)
 	w.log.Warn("rejected call", "call_id", in.ID, "subject", msg.Subject(), "code", code, "err", err)
 	if events.ValidToken(in.ID) != nil {
 		// No usable call id: name the result after the stream sequence.
 		in.ID = "invalid"
-		if meta, merr := msg.Metadata(); merr == nil {
-			in.ID = fmt.Sprintf("seq-%d", meta.Sequence.Stream)
+		if seq := msg.StreamSeq(); seq > 0 {
+			in.ID = fmt.Sprintf("seq-%d", seq)
 		}
 	}
 	res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, Status: events.StatusError, IsError: true,
@@ -493,15 +454,8 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 	if res.Status.Final() {
 		id = CallKey(in.Agent, in.ID) + ":result"
 	}
-	ev, err := events.New(id, "toolgate://worker/"+w.cfg.Name, events.TypeCallCompleted, res)
-	if err != nil {
-		return err
-	}
-	ev.SetSubject(in.ID)
-	if in.TraceParent != "" {
-		ev.SetExtension("traceparent", in.TraceParent)
-	}
-	m, err := events.Encode(events.ResultSubject(in.Agent, in.ID), ev, in.Mode)
+	m, err := events.EncodeData(events.ResultSubject(in.Agent, in.ID), events.Attrs{ID: id, Source: w.source,
+		Type: events.TypeCallCompleted, Subject: in.ID, TraceParent: in.TraceParent}, res, in.Mode)
 	if err != nil {
 		return err
 	}
@@ -510,12 +464,12 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 		w.audit(in, res, appr)
 	}
 	if err == nil {
+		// The JetStream context fails an async publish not acknowledged
+		// within publishTimeout.
 		select {
 		case <-f.Ok():
 			return nil
 		case err = <-f.Err():
-		case <-time.After(publishTimeout):
-			err = errors.New("no ack from JetStream")
 		}
 	}
 	for attempt, wait := 1, 250*time.Millisecond; attempt < publishAttempts; attempt, wait = attempt+1, wait*2 {
@@ -547,15 +501,16 @@ func (w *Worker) violation(in *events.Call, c *tools.Call, pe *tools.PolicyError
 }
 
 // publishEvent publishes a binary-mode event asynchronously; JetStream's
-// async window bounds how many are outstanding.
+// async window bounds how many are outstanding. A failure is counted and
+// retried (asyncpub.go).
 func (w *Worker) publishEvent(subject, id, typ string, data any) {
-	m, err := events.NewMessage(subject, id, "toolgate://worker/"+w.cfg.Name, typ, data)
+	m, err := events.NewMessage(subject, id, w.source, typ, data)
 	if err != nil {
 		w.log.Error("encode event", "type", typ, "err", err)
 		return
 	}
 	if _, err := w.js.PublishMsgAsync(m); err != nil {
-		w.log.Error("publish event", "type", typ, "err", err)
+		w.eventFailed(m, err)
 	}
 }
 
@@ -577,12 +532,9 @@ func (w *Worker) progress(in *events.Call, c *tools.Call) func(stream, chunk str
 	subject := events.ProgressSubject(in.Agent, in.ID)
 	return func(stream, chunk string) {
 		n := seq.Add(1)
-		ev, err := events.New(fmt.Sprintf("%s:progress:%d", CallKey(in.Agent, in.ID), n), "toolgate://worker/"+w.cfg.Name,
-			events.TypeCallProgress, events.ProgressData{CallID: in.ID, Tool: c.Name, Stream: stream, Seq: n, Chunk: chunk})
-		if err != nil {
-			return
-		}
-		if m, err := events.Encode(subject, ev, events.Binary); err == nil {
+		m, err := events.EncodeData(subject, events.Attrs{ID: fmt.Sprintf("%s:progress:%d", CallKey(in.Agent, in.ID), n), Source: w.source,
+			Type: events.TypeCallProgress}, events.ProgressData{CallID: in.ID, Tool: c.Name, Stream: stream, Seq: n, Chunk: chunk}, events.Binary)
+		if err == nil {
 			_ = w.nc.PublishMsg(m)
 		}
 	}

@@ -67,6 +67,12 @@ type Call struct {
 // subject is the caller's identity; a source naming another agent is
 // refused. maxPayload bounds the message data (0: no bound).
 func DecodeCall(subject string, h nats.Header, data []byte, maxPayload int) (*Call, error) {
+	return decodeCall(subject, h, data, maxPayload, true)
+}
+
+// decodeCall is DecodeCall, with the fast path for plain binary calls
+// when fast is set (the tests compare both paths).
+func decodeCall(subject string, h nats.Header, data []byte, maxPayload int, fast bool) (*Call, error) {
 	c := &Call{ID: MsgID(h)}
 	parts := strings.Split(subject, ".")
 	if len(parts) >= 3 {
@@ -80,6 +86,9 @@ func DecodeCall(subject string, h nats.Header, data []byte, maxPayload int) (*Ca
 	}
 	if maxPayload > 0 && len(data) > maxPayload {
 		return c, &DecodeError{Err: ErrPayloadTooLarge, ID: c.ID, Detail: fmt.Sprintf("payload is %d bytes, the limit is %d", len(data), maxPayload)}
+	}
+	if fast && decodeCallFast(c, h, data) {
+		return c, nil
 	}
 	ev, mode, err := Decode(h, data)
 	c.Mode = mode
@@ -118,12 +127,17 @@ func DecodeCall(subject string, h nats.Header, data []byte, maxPayload int) (*Ca
 }
 
 func decodeCallData(ev event.Event, d *CallData) error {
-	raw := bytes.TrimSpace(ev.Data())
+	return decodeCallJSON(ev.Data(), ev.DataMediaType(), d)
+}
+
+// decodeCallJSON reads a call's data of media type ct (empty: unsaid).
+func decodeCallJSON(data []byte, ct string, d *CallData) error {
+	raw := bytes.TrimSpace(data)
 	if len(raw) == 0 {
 		d.Arguments = json.RawMessage("{}")
 		return nil
 	}
-	if ct := ev.DataMediaType(); ct != "" && ct != ContentTypeJSON && !strings.HasSuffix(ct, "+json") {
+	if ct != "" && ct != ContentTypeJSON && !strings.HasSuffix(ct, "+json") {
 		return fmt.Errorf("data content type is %q, want %s", ct, ContentTypeJSON)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))

@@ -322,9 +322,5 @@ func validExtensionName(n string) bool {
 // NewMessage builds a binary-mode event message on subject with data as
 // JSON, deduplicated by id: what every toolgate publisher sends.
 func NewMessage(subject, id, source, typ string, data any) (*nats.Msg, error) {
-	ev, err := New(id, source, typ, data)
-	if err != nil {
-		return nil, err
-	}
-	return Encode(subject, ev, Binary)
+	return EncodeData(subject, Attrs{ID: id, Source: source, Type: typ}, data, Binary)
 }

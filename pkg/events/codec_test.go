@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -191,6 +192,10 @@ func FuzzDecodeCall(f *testing.F) {
 		c, err := DecodeCall("toolgate.call.a.t", h, data, 1<<16)
 		if c == nil {
 			t.Fatal("nil call")
+		}
+		slow, serr := decodeCall("toolgate.call.a.t", h, data, 1<<16, false)
+		if (err == nil) != (serr == nil) || !reflect.DeepEqual(c, slow) {
+			t.Fatalf("fast path %+v %v, general path %+v %v", c, err, slow, serr)
 		}
 		if err != nil {
 			if ErrorCode(err) == "" || err.Error() == "" {

@@ -14,7 +14,7 @@ import (
 
 // Pipeline runs calls through the fixed order of steps every call takes:
 //
-//	Recover → Resolve → Validate → Gate → Timeout → Bound → tool
+//	Recover → Resolve → Validate → Gate → Start → Timeout → Bound → tool
 //
 // Extra middleware (budgets, hooks) goes between Gate and Timeout through
 // Use. The zero value is not usable; use NewPipeline.
@@ -141,6 +141,11 @@ func (p *Pipeline) policy(next Handler) Handler {
 		}
 		if d.Timeout > 0 && (c.Timeout == 0 || d.Timeout < c.Timeout) {
 			c.Timeout = d.Timeout
+		}
+		if c.Start != nil {
+			if err := c.Start(ctx); err != nil {
+				return nil, err
+			}
 		}
 		return next.Handle(ctx, c)
 	})

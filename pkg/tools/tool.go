@@ -111,6 +111,11 @@ type Call struct {
 	// known: an ask that now needs more approvers (the policy changed
 	// since) refuses the call instead of running it. Zero skips the count.
 	Approvals int
+	// Start, when set, is called once the gate has allowed the call,
+	// before anything runs it (extra middleware, the tool); an error
+	// stops the call with that error. A runner uses it to claim the call
+	// just in time.
+	Start func(ctx context.Context) error
 
 	// Tool is set by the pipeline once the name is resolved.
 	Tool *Tool

@@ -1,23 +1,42 @@
 // Command bench measures toolgate end to end against the raw JetStream
-// pattern it is built on, in the same run, on an embedded server:
+// pattern it is built on, both in the same run, with the same client:
 //
-//	go run ./test/bench -n 5000 -inflight 1,64 -payload 1024
+//	go run ./test/bench -n 3000 -rounds 3
 //
-// toolgate: client.Call of a no-op tool → worker (decode, claim, validate,
-// policy gate with a real policy, execute, result, audit) → result received.
-// baseline: publish to a work-queue stream with a dedup id → pull consumer
-// handing to a pool → KV create → result persisted with a dedup id → ack →
-// result received. Same payload, same in-flight counts.
+// One NATS server with JetStream runs in this process. The worker under
+// test is the real cmd/worker binary, at its defaults (the built-in policy,
+// the built-in tools), connected to that server; the raw pattern's worker is
+// this program run again as a second process. The load generator is the
+// same for both sides: binary CloudEvents calls of `read` on a 1 KiB file,
+// published either plainly (core NATS publish, the stream stores them) or
+// with a JetStream publish awaiting its ack, and every result received on
+// ONE wildcard subscription. Latency is from the publish to the result.
+//
+// The raw pattern is what toolgate needs of JetStream and nothing else: a
+// work-queue stream, a durable pull consumer (Consume, 64 buffered) handing
+// messages to a pool of 64, a KV create per call, the result persisted with
+// a Nats-Msg-Id and its ack awaited, then the message acked.
+//
+// The sides alternate within every round (raw first in odd rounds, toolgate
+// first in even ones) so that other load on a shared machine falls on both.
+// Then: calls/s with 1, 2 and 4 workers on the one server; the worker's
+// resident memory with 1,000 parked calls; its resident memory across a
+// bash call printing 1 GB; and the policy gate's decision cost.
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,66 +49,58 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/toolgate/toolgate/internal/embedded"
-	"github.com/toolgate/toolgate/internal/identity"
-	"github.com/toolgate/toolgate/internal/worker"
-	"github.com/toolgate/toolgate/pkg/client"
-	"github.com/toolgate/toolgate/pkg/policy"
-	"github.com/toolgate/toolgate/pkg/tools"
+	"github.com/toolgate/toolgate/pkg/events"
 )
 
-type stats struct {
-	calls    int
-	elapsed  time.Duration
-	lat      []time.Duration
-	inflight int
-}
+// roleEnv, when set to "raw", makes this program the raw pattern's worker.
+const roleEnv = "TOOLGATE_BENCH_ROLE"
 
-func (s stats) rate() float64 { return float64(s.calls) / s.elapsed.Seconds() }
+const agent = "bench"
 
-func (s stats) pct(p float64) time.Duration {
-	slices.Sort(s.lat)
-	return s.lat[min(len(s.lat)-1, int(float64(len(s.lat))*p))]
-}
+var workerEnv string
 
 func main() {
-	n := flag.Int("n", 5000, "calls per measurement")
+	if os.Getenv(roleEnv) == "raw" {
+		rawWorker(os.Args[1])
+		return
+	}
+	n := flag.Int("n", 3000, "calls per measurement")
+	rounds := flag.Int("rounds", 3, "rounds; each measures both sides at every in-flight count and publish mode")
 	inflightList := flag.String("inflight", "1,64", "comma-separated calls in flight")
-	payload := flag.Int("payload", 1024, "argument payload bytes")
-	withAuth := flag.Bool("auth", false, "also run toolgate on a server in operator mode, the worker and agent on user JWTs")
+	workerBin := flag.String("worker", "", "worker binary (default: go build ./cmd/worker)")
+	conc := flag.Int("concurrency", 0, "worker --concurrency (0: the worker's default)")
+	flag.StringVar(&workerEnv, "worker-env", "", "comma-separated NAME=value set for the workers only (e.g. GOGC=200)")
+	scale := flag.Bool("scale", true, "measure 1, 2 and 4 workers")
+	mem := flag.Bool("mem", true, "measure the worker's memory: 1,000 parked calls, a bash call printing 1 GB")
+	gate := flag.Bool("gate", true, "measure the policy decision cost")
+	pprofAddr := flag.String("pprof", "", "serve net/http/pprof of this process (the server and the load) on this address")
 	flag.Parse()
+	if *pprofAddr != "" {
+		go func() { must(http.ListenAndServe(*pprofAddr, nil)) }()
+	}
 
 	dir, err := os.MkdirTemp("", "toolgate-bench-")
 	must(err)
 	defer os.RemoveAll(dir)
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
+	bin := *workerBin
+	if bin == "" {
+		bin = filepath.Join(dir, "worker")
+		cmd := exec.Command("go", "build", "-o", bin, "./cmd/worker")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		must(cmd.Run())
+	}
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "nats"), NoLog: true, NoSigs: true})
 	must(err)
 	go srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		panic("server not ready")
 	}
 	defer srv.Shutdown()
-	var authURL string
-	var workerOpts, agentOpts []nats.Option
-	if *withAuth {
-		in, err := identity.LoadOrCreate(dir + "/keys")
-		must(err)
-		opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir + "/auth", NoLog: true, NoSigs: true}
-		must(embedded.Trust(opts, in))
-		asrv, err := server.NewServer(opts)
-		must(err)
-		go asrv.Start()
-		if !asrv.ReadyForConnections(10 * time.Second) {
-			panic("server not ready")
-		}
-		defer asrv.Shutdown()
-		authURL = asrv.ClientURL()
-		wc, err := in.MintCreds(identity.RoleWorker, "worker")
-		must(err)
-		ac, err := in.MintCreds(identity.RoleAgent, "bench")
-		must(err)
-		workerOpts, agentOpts = wc.NATSOptions(), ac.NATSOptions()
-	}
+	url := srv.ClientURL()
+
+	ws := filepath.Join(dir, "ws")
+	must(os.MkdirAll(ws, 0o755))
+	must(os.WriteFile(filepath.Join(ws, "data.txt"), bytes.Repeat([]byte("0123456789abcde\n"), 64), 0o644)) // 1 KiB
 
 	var flights []int
 	for _, f := range strings.Split(*inflightList, ",") {
@@ -97,38 +108,225 @@ func main() {
 		must(err)
 		flights = append(flights, v)
 	}
-	text := strings.Repeat("x", *payload)
-	fmt.Printf("payload %d bytes, %d calls per measurement, server %s, GOMAXPROCS from %d CPUs\n\n", *payload, *n, server.VERSION, numCPU())
-	fmt.Printf("%-10s %9s %12s %10s %10s\n", "what", "in flight", "calls/s", "p50", "p99")
+	fmt.Printf("toolgate bench: %d CPUs (GOMAXPROCS %d), nats-server %s, %s, %d calls per measurement, %d rounds\n",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), server.VERSION, runtime.Version(), *n, *rounds)
+	fmt.Printf("call: read of a 1 KiB file, binary CloudEvents, results on one wildcard subscription; worker concurrency: %s\n\n", concName(*conc))
+
+	raw := startRaw(url)
+	defer raw.stop()
+	w1 := startWorker(bin, url, ws, dir, "w1", *conc)
+	defer w1.stop()
+
+	gen := newGenerator(url)
+	defer gen.close()
+	type key struct {
+		side, mode string
+		f          int
+	}
+	res := map[key][]stats{}
+	for r := 0; r < *rounds; r++ {
+		for _, f := range flights {
+			for _, mode := range []string{"js", "core"} {
+				sides := []string{"raw", "toolgate"}
+				if r%2 == 1 {
+					sides = []string{"toolgate", "raw"}
+				}
+				for _, side := range sides {
+					st := gen.run(side, mode, *n, f)
+					res[key{side, mode, f}] = append(res[key{side, mode, f}], st)
+				}
+			}
+		}
+	}
+	fmt.Printf("%-9s %-5s %9s  %-24s %-26s %-26s\n", "side", "pub", "in flight", "calls/s (per round)", "p50", "p99")
 	for _, f := range flights {
-		base := baseline(srv.ClientURL(), *n, f, text)
-		tg := toolgate(srv.ClientURL(), *n, f, text, nil, nil)
-		rows := []struct {
-			name string
-			st   stats
-		}{{"baseline", base}, {"toolgate", tg}}
-		if authURL != "" {
-			rows = append(rows, struct {
-				name string
-				st   stats
-			}{"tg+auth", toolgate(authURL, *n, f, text, workerOpts, agentOpts)})
+		for _, mode := range []string{"js", "core"} {
+			for _, side := range []string{"raw", "toolgate"} {
+				sts := res[key{side, mode, f}]
+				fmt.Printf("%-9s %-5s %9d  %-24s %-26s %-26s\n", side, mode, f, joinRates(sts), joinDur(sts, 0.5), joinDur(sts, 0.99))
+			}
+			rs, ts := res[key{"raw", mode, f}], res[key{"toolgate", mode, f}]
+			var thr, p50 []string
+			for i := range rs {
+				thr = append(thr, fmt.Sprintf("%.2f", ts[i].rate()/rs[i].rate()))
+				p50 = append(p50, fmt.Sprintf("%.2f", float64(ts[i].pct(0.5))/float64(rs[i].pct(0.5))))
+			}
+			fmt.Printf("%-9s %-5s %9d  calls/s toolgate/raw %s; p50 toolgate/raw %s\n\n", "ratio", mode, f, strings.Join(thr, " "), strings.Join(p50, " "))
 		}
-		for _, s := range rows {
-			fmt.Printf("%-10s %9d %12.0f %10s %10s\n", s.name, f, s.st.rate(), s.st.pct(0.50).Round(time.Microsecond), s.st.pct(0.99).Round(time.Microsecond))
+	}
+	fmt.Printf("worker w1 after the load: %s\n\n", w1.mem())
+
+	if *scale {
+		fmt.Println("workers on one server, 64 in flight, JetStream-acked publish:")
+		ws2 := []*proc{w1}
+		for _, want := range []int{1, 2, 4} {
+			for len(ws2) < want {
+				ws2 = append(ws2, startWorker(bin, url, ws, dir, fmt.Sprintf("w%d", len(ws2)+1), *conc))
+			}
+			var rates []string
+			for r := 0; r < *rounds; r++ {
+				rates = append(rates, fmt.Sprintf("%.0f", gen.run("toolgate", "js", *n, 64).rate()))
+			}
+			fmt.Printf("  %d worker(s): %s calls/s\n", want, strings.Join(rates, " "))
 		}
-		fmt.Printf("%-10s %9d %12.2f\n\n", "ratio", f, tg.rate()/base.rate())
+		for _, w := range ws2[1:] {
+			w.stop()
+		}
+		fmt.Println()
+	}
+	if *mem {
+		memory(gen, w1)
+	}
+	if *gate {
+		gateCost()
 	}
 }
 
-func numCPU() int { return runtimeNumCPU() }
+func concName(c int) string {
+	if c == 0 {
+		return "default"
+	}
+	return strconv.Itoa(c)
+}
 
-// drive runs n calls with inflight at a time through call and measures.
-func drive(n, inflight int, call func(i int) error) stats {
+// stats is one measurement.
+type stats struct {
+	calls   int
+	errors  int
+	elapsed time.Duration
+	lat     []time.Duration
+}
+
+func (s stats) rate() float64 { return float64(s.calls) / s.elapsed.Seconds() }
+
+func (s stats) pct(p float64) time.Duration {
+	l := slices.Clone(s.lat)
+	slices.Sort(l)
+	return l[min(len(l)-1, int(float64(len(l))*p))]
+}
+
+func joinRates(sts []stats) string {
+	var out []string
+	for _, s := range sts {
+		v := fmt.Sprintf("%.0f", s.rate())
+		if s.errors > 0 {
+			v += fmt.Sprintf("(%d errors)", s.errors)
+		}
+		out = append(out, v)
+	}
+	return strings.Join(out, " ")
+}
+
+func joinDur(sts []stats, p float64) string {
+	var out []string
+	for _, s := range sts {
+		out = append(out, fmtDur(s.pct(p)))
+	}
+	return strings.Join(out, " ")
+}
+
+func fmtDur(d time.Duration) string {
+	if d < time.Millisecond {
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	}
+	return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000)
+}
+
+// generator is the load generator both sides share: one connection, one
+// wildcard result subscription per side, calls matched to waiters by id.
+type generator struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	waiters sync.Map // call id -> chan []byte
+	subs    []*nats.Subscription
+}
+
+func newGenerator(url string) *generator {
+	nc, err := nats.Connect(url, nats.Name("bench-load"))
+	must(err)
+	js, err := jetstream.New(nc)
+	must(err)
+	g := &generator{nc: nc, js: js}
+	for _, subj := range []string{events.ResultsOf(agent), "bench.result." + agent + ".*"} {
+		sub, err := nc.Subscribe(subj, g.result)
+		must(err)
+		must(sub.SetPendingLimits(-1, -1))
+		g.subs = append(g.subs, sub)
+	}
+	must(nc.Flush())
+	return g
+}
+
+func (g *generator) close() {
+	for _, s := range g.subs {
+		_ = s.Unsubscribe()
+	}
+	g.nc.Close()
+}
+
+func (g *generator) result(m *nats.Msg) {
+	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	if ch, ok := g.waiters.Load(id); ok {
+		select {
+		case ch.(chan []byte) <- m.Data:
+		default:
+		}
+	}
+}
+
+// call publishes one call of tool with args and returns its result data.
+// side "raw" publishes the same message to the raw pattern's stream.
+func (g *generator) call(ctx context.Context, side, mode, tool string, args string) ([]byte, error) {
+	id := nuid.Next()
+	cd := events.CallData{Arguments: []byte(args)}
+	if tool == "bash" {
+		cd.TimeoutMS = (10 * time.Minute).Milliseconds()
+	}
+	ev, err := events.NewCall(id, agent, cd)
+	if err != nil {
+		return nil, err
+	}
+	subject := events.CallSubject(agent, tool)
+	if side == "raw" {
+		subject = "bench.call." + agent + "." + tool
+	}
+	m, err := events.Encode(subject, ev, events.Binary)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan []byte, 4)
+	g.waiters.Store(id, ch)
+	defer g.waiters.Delete(id)
+	if mode == "core" {
+		err = g.nc.PublishMsg(m)
+	} else {
+		_, err = g.js.PublishMsg(ctx, m)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for {
+		select {
+		case data := <-ch:
+			if side == "toolgate" && bytes.Contains(data, []byte(`"status":"pending"`)) && tool != "bash" {
+				continue
+			}
+			return data, nil
+		case <-ctx.Done():
+			return nil, fmt.Errorf("call %s: %w", id, ctx.Err())
+		}
+	}
+}
+
+var readArgs = `{"path":"data.txt"}`
+
+// run makes n read calls with inflight at a time and measures them.
+func (g *generator) run(side, mode string, n, inflight int) stats {
 	lat := make([]time.Duration, n)
-	var next atomic.Int64
+	var next, errs atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	for g := 0; g < inflight; g++ {
+	for range inflight {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -137,126 +335,172 @@ func drive(n, inflight int, call func(i int) error) stats {
 				if i >= n {
 					return
 				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				t0 := time.Now()
-				if err := call(i); err != nil {
+				data, err := g.call(ctx, side, mode, "read", readArgs)
+				lat[i] = time.Since(t0)
+				cancel()
+				if err != nil {
 					panic(err)
 				}
-				lat[i] = time.Since(t0)
+				if side == "toolgate" && !bytes.Contains(data, []byte(`"status":"ok"`)) {
+					errs.Add(1)
+					if errs.Load() == 1 {
+						fmt.Fprintf(os.Stderr, "bench: a call did not succeed: %s\n", data)
+					}
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	return stats{calls: n, elapsed: time.Since(start), lat: lat, inflight: inflight}
+	return stats{calls: n, errors: int(errs.Load()), elapsed: time.Since(start), lat: lat}
 }
 
-func baseline(url string, n, inflight int, text string) stats {
+// proc is a child process: a worker or the raw pattern's worker.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(40 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// mem reads the process's resident memory now and at its peak.
+func (p *proc) mem() string {
+	rss, hwm := memOf(p.cmd.Process.Pid)
+	return fmt.Sprintf("RSS %s, peak %s", mib(rss), mib(hwm))
+}
+
+func memOf(pid int) (rss, hwm int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	must(err)
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = v << 10
+		case "VmHWM:":
+			hwm = v << 10
+		}
+	}
+	return
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// start runs cmd and waits until a line of its output contains ready.
+func start(name string, cmd *exec.Cmd, ready string) *proc {
+	out, err := cmd.StderrPipe()
+	must(err)
+	cmd.Stdout = cmd.Stderr
+	must(cmd.Start())
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	up := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		seen := false
+		for sc.Scan() {
+			if !seen && strings.Contains(sc.Text(), ready) {
+				seen = true
+				close(up)
+			}
+			if os.Getenv("BENCH_VERBOSE") != "" {
+				fmt.Fprintf(os.Stderr, "[%s] %s\n", name, sc.Text())
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	select {
+	case <-up:
+	case <-p.done:
+		panic(name + " exited before it was ready")
+	case <-time.After(time.Minute):
+		panic(name + " not ready after a minute")
+	}
+	return p
+}
+
+func startWorker(bin, url, ws, dir, name string, conc int) *proc {
+	args := []string{"--nats", url, "--workspace", ws, "--data", filepath.Join(dir, name), "--name", name}
+	if conc > 0 {
+		args = append(args, "--concurrency", strconv.Itoa(conc))
+	}
+	cmd := exec.Command(bin, args...)
+	if workerEnv != "" {
+		cmd.Env = append(os.Environ(), strings.Split(workerEnv, ",")...)
+	}
+	return start(name, cmd, "worker taking calls")
+}
+
+func startRaw(url string) *proc {
+	self, err := os.Executable()
+	must(err)
+	cmd := exec.Command(self, url)
+	cmd.Env = append(os.Environ(), roleEnv+"=raw")
+	return start("raw", cmd, "raw worker ready")
+}
+
+// rawWorker is the raw pattern's worker process.
+func rawWorker(url string) {
 	ctx := context.Background()
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, nats.Name("bench-raw"))
 	must(err)
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	must(err)
-	suffix := nuid.Next()
-	calls, results := "BCALLS"+suffix, "BRESULTS"+suffix
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: calls, Subjects: []string{"bench." + suffix + ".call.>"}, Retention: jetstream.WorkQueuePolicy, Duplicates: 2 * time.Minute})
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "BENCH_CALLS", Subjects: []string{"bench.call.>"}, Retention: jetstream.WorkQueuePolicy, Duplicates: 2 * time.Minute})
 	must(err)
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: results, Subjects: []string{"bench." + suffix + ".result.>"}, Duplicates: 2 * time.Minute})
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "BENCH_RESULTS", Subjects: []string{"bench.result.>"}, Duplicates: 2 * time.Minute})
 	must(err)
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "bkv" + suffix, History: 1})
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "bench_claims", History: 1})
 	must(err)
-	cons, err := js.CreateOrUpdateConsumer(ctx, calls, jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 5})
+	cons, err := js.CreateOrUpdateConsumer(ctx, "BENCH_CALLS", jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 5, AckWait: 30 * time.Second})
 	must(err)
-	wnc, err := nats.Connect(url)
-	must(err)
-	defer wnc.Close()
-	wjs, _ := jetstream.New(wnc)
+	result := bytes.Repeat([]byte("0123456789abcde\n"), 64)
 	sem := make(chan struct{}, 64)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
 			id := m.Headers().Get(nats.MsgIdHdr)
-			if _, err := kv.Create(ctx, id, []byte(`{"state":"running"}`)); err != nil {
-				return // only after the run, when the connection closes
+			agent, _, _ := strings.Cut(strings.TrimPrefix(m.Subject(), "bench.call."), ".")
+			if _, err := kv.Create(ctx, agent+"."+id, []byte(`{"state":"running"}`)); err != nil {
+				_ = m.Ack() // a duplicate
+				return
 			}
-			res := nats.NewMsg("bench." + suffix + ".result." + id)
+			res := nats.NewMsg("bench.result." + agent + "." + id)
 			res.Header.Set(nats.MsgIdHdr, id+":result")
-			res.Data = m.Data()
-			if _, err := wjs.PublishMsg(ctx, res); err != nil {
+			res.Data = result
+			if _, err := js.PublishMsg(ctx, res); err != nil {
 				return
 			}
 			_ = m.Ack()
 		}()
 	}, jetstream.PullMaxMessages(64))
 	must(err)
-	defer func() {
-		cc.Stop()
-		for i := 0; i < cap(sem); i++ { // wait for the pool to drain
-			sem <- struct{}{}
-		}
-	}()
-	data, _ := json.Marshal(map[string]any{"arguments": map[string]any{"text": text}})
-	return drive(n, inflight, func(i int) error {
-		id := nuid.Next()
-		sub, err := nc.SubscribeSync("bench." + suffix + ".result." + id)
-		if err != nil {
-			return err
-		}
-		defer sub.Unsubscribe()
-		m := nats.NewMsg("bench." + suffix + ".call.agent.noop")
-		m.Header.Set(nats.MsgIdHdr, id)
-		m.Data = data
-		if _, err := js.PublishMsg(ctx, m); err != nil {
-			return err
-		}
-		_, err = sub.NextMsg(30 * time.Second)
-		return err
-	})
-}
-
-func toolgate(url string, n, inflight int, text string, workerOpts, agentOpts []nats.Option) stats {
-	reg := tools.NewRegistry()
-	reg.MustRegister(&tools.Tool{
-		Name: "noop", Description: "returns nothing", Kind: policy.KindOther,
-		Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`),
-		Handler: tools.HandlerFunc(func(context.Context, *tools.Call) (*tools.Output, error) {
-			return &tools.Output{Content: "ok"}, nil
-		}),
-	})
-	wnc, err := nats.Connect(url, workerOpts...)
-	must(err)
-	defer wnc.Close()
-	// The real gate, with a policy that allows the no-op tool.
-	pol, _, err := policy.Parse([]byte("tools:\n  default: ask\n  noop: allow\n"), "bench")
-	must(err)
-	w, err := worker.New(wnc, tools.NewPipeline(reg, tools.WithGate(policy.NewGate(pol))), worker.Config{Concurrency: 64, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	must(err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	nc, err := nats.Connect(url, agentOpts...)
-	must(err)
-	defer nc.Close()
-	for i := 0; ; i++ {
-		if _, err := nc.Request("toolgate.api.tools", nil, 100*time.Millisecond); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	fmt.Fprintln(os.Stderr, "raw worker ready")
+	sig := make(chan os.Signal, 1)
+	notify(sig)
+	<-sig
+	cc.Stop()
+	for range cap(sem) {
+		sem <- struct{}{}
 	}
-	c, err := client.New(nc, "bench")
-	must(err)
-	args := map[string]any{"text": text}
-	return drive(n, inflight, func(i int) error {
-		res, err := c.Call(context.Background(), "noop", args)
-		if err != nil {
-			return err
-		}
-		if res.Status != "ok" {
-			return fmt.Errorf("call %d: %+v", i, res)
-		}
-		return nil
-	})
 }
 
 func must(err error) {

@@ -104,9 +104,12 @@ func (s *set) read(ctx context.Context, c *tools.Call) (*tools.Output, error) {
 	}
 	var b strings.Builder
 	budget := s.cfg.MaxOutput - 200 // room for the closing notice
+	// The numbered lines take about the data plus 8 bytes a line.
+	b.Grow(min(len(rest)+8*int(min(count, int64(total))), budget) + 200)
 	line := first
 	clipped := 0
 	stopped := false
+	var num [20]byte
 	for ; line < first+count && len(rest) > 0; line++ {
 		var l []byte
 		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
@@ -114,16 +117,29 @@ func (s *set) read(ctx context.Context, c *tools.Call) (*tools.Output, error) {
 		} else {
 			l, rest = rest, nil
 		}
-		text, cut := clipLine(l, s.cfg.MaxLineLength)
+		text, cut := l, 0
+		if len(l) > s.cfg.MaxLineLength { // bytes >= runes: only then can it be too long
+			var t string
+			t, cut = clipLine(l, s.cfg.MaxLineLength)
+			text = []byte(t)
+		}
 		if cut > 0 {
 			clipped++
 		}
-		entry := fmt.Sprintf("%6d\t%s\n", line, text)
-		if b.Len() > 0 && b.Len()+len(entry) > budget {
+		// "%6d\t%s\n", without formatting through fmt.
+		n := strconv.AppendInt(num[:0], line, 10)
+		pad := max(0, 6-len(n))
+		if size := pad + len(n) + 1 + len(text) + 1; b.Len() > 0 && b.Len()+size > budget {
 			stopped = true
 			break
 		}
-		b.WriteString(entry)
+		for range pad {
+			b.WriteByte(' ')
+		}
+		b.Write(n)
+		b.WriteByte('\t')
+		b.Write(text)
+		b.WriteByte('\n')
 	}
 	last := line - 1
 	meta["start_line"] = first

@@ -1,0 +1,312 @@
+package worker
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/bus"
+)
+
+// nextSubject is the JetStream API subject a pull request for the workers
+// consumer is published on.
+const nextSubject = "$JS.API.CONSUMER.MSG.NEXT." + bus.StreamCalls + "." + bus.ConsumerWorkers
+
+// pullExpiry is how long one pull request waits at the server for calls.
+// The server answers an expired request with a 408 status; a request
+// unanswered pullExpiry+pullGrace after it was sent is forgotten (the
+// server that held it restarted).
+// After a refused request the puller waits refusedPause before asking
+// again.
+const (
+	pullExpiry   = 10 * time.Second
+	pullGrace    = 5 * time.Second
+	refusedPause = time.Second
+)
+
+// puller keeps the workers consumer asked for exactly as many calls as
+// the pool has free slots, over one long-lived subscription:
+//
+//   - A pull request is sent as soon as slots free up, without waiting for
+//     an earlier request to be filled, so taking the next call costs no
+//     round trip of its own when the queue is not empty.
+//   - Calls asked for plus calls running never exceed the concurrency: the
+//     server delivers at most what was asked, and every call delivered goes
+//     straight to a running slot. No call waits in a client buffer, so none
+//     can outlive its ack wait unseen; a running call is kept alive by its
+//     heartbeat.
+//   - Each request has its own reply subject (the inbox, a dot, a request
+//     number), so a request's 408 (expired) says exactly how many asked-for
+//     calls will not come.
+//
+// Slots are goroutines that live while the worker runs and take one call
+// after another, so a call does not start a goroutine (and grow its stack)
+// of its own.
+type puller struct {
+	w     *Worker
+	inbox string
+	msgs  chan *nats.Msg
+	wake  chan struct{} // a slot freed
+	work  chan callMsg  // hands a call to an idle slot
+	quit  chan struct{} // closed when the worker stops taking calls
+	slots sync.WaitGroup
+
+	running atomic.Int64 // calls being handled
+	asked   int          // calls asked for and not yet delivered
+	reqs    map[string]*pullReq
+	order   []string // request ids, oldest first
+	seq     uint64
+	hold    time.Time // no request before this (the server refused one)
+}
+
+type pullReq struct {
+	n        int // calls still to come
+	deadline time.Time
+}
+
+func newPuller(w *Worker) *puller {
+	c := w.cfg.Concurrency
+	return &puller{
+		w: w, inbox: w.nc.NewInbox(),
+		// At most c calls plus one status per request (at most c requests)
+		// can be on their way: the channel never fills.
+		msgs: make(chan *nats.Msg, 2*c+16),
+		wake: make(chan struct{}, 1), work: make(chan callMsg), quit: make(chan struct{}),
+		reqs: map[string]*pullReq{},
+	}
+}
+
+// run takes calls until ctx is done. Calls already delivered when it stops
+// are still handled (the shutdown grace covers them).
+func (p *puller) run(ctx context.Context) error {
+	sub, err := p.w.nc.ChanSubscribe(p.inbox+".*", p.msgs)
+	if err != nil {
+		return err
+	}
+	reconnected := p.w.nc.StatusChanged(nats.CONNECTED)
+	defer p.w.nc.RemoveStatusListener(reconnected)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		p.ask()
+		select {
+		case <-ctx.Done():
+			_ = sub.Unsubscribe()
+			for {
+				select {
+				case m := <-p.msgs:
+					p.receive(m)
+					continue
+				default:
+				}
+				break
+			}
+			close(p.quit)
+			return nil
+		case m := <-p.msgs:
+			p.receive(m)
+		case <-p.wake:
+		case <-reconnected:
+			// The requests waiting at the server are gone with the
+			// connection that sent them.
+			p.forgetAll()
+		case now := <-tick.C:
+			for id, r := range p.reqs {
+				if now.After(r.deadline.Add(pullGrace)) {
+					p.end(id, "") // its status never came
+				}
+			}
+		}
+	}
+}
+
+// ask sends a pull request for the free slots not yet asked for. While
+// earlier requests still wait at the server it waits until a batch's
+// worth of slots is free, so that a busy worker does not send a request
+// per call.
+func (p *puller) ask() {
+	c := p.w.cfg.Concurrency
+	free := c - int(p.running.Load()) - p.asked
+	if free <= 0 || (p.asked > 0 && free < max(1, c/8)) || time.Now().Before(p.hold) {
+		return
+	}
+	p.seq++
+	id := strconv.FormatUint(p.seq, 36)
+	req := `{"batch":` + strconv.Itoa(free) + `,"expires":` + strconv.FormatInt(pullExpiry.Nanoseconds(), 10) + `}`
+	if err := p.w.nc.PublishRequest(nextSubject, p.inbox+"."+id, []byte(req)); err != nil {
+		return // disconnected: asked again on the next tick or reconnect
+	}
+	p.reqs[id] = &pullReq{n: free, deadline: time.Now().Add(pullExpiry)}
+	p.order = append(p.order, id)
+	p.asked += free
+}
+
+// forgetAll forgets every request: the server holding them is gone.
+func (p *puller) forgetAll() {
+	clear(p.reqs)
+	p.order = p.order[:0]
+	p.asked = 0
+}
+
+// receive accounts for a message on the inbox: a call goes to a slot, a
+// status ends a request.
+func (p *puller) receive(m *nats.Msg) {
+	if m.Reply == "" {
+		// Not a call (a delivered call always has its ack subject as the
+		// reply, and its own subject): a status ending the request whose
+		// reply subject it came on.
+		id := m.Subject[min(len(m.Subject), len(p.inbox)+1):]
+		switch status := m.Header.Get("Status"); status {
+		case "100": // an idle heartbeat; none are asked for
+			return
+		case "404", "408": // nothing to deliver, or expired
+		default:
+			// 409: leadership change, consumer deleted, too many waiting;
+			// 503: no JetStream or no such consumer. Ask again after a
+			// pause, not at once: the next request would meet the same.
+			p.w.log.Warn("pull request refused; asking again in a second", "status", status, "description", m.Header.Get("Description"))
+			p.hold = time.Now().Add(refusedPause)
+		}
+		p.end(id, m.Header.Get(pendingMsgsHeader))
+		return
+	}
+	// Calls come on their own subject, not the request's: count them
+	// against the oldest request (the server fills requests in order).
+	// The count that matters, asked, is exact either way: a request's
+	// status says how many of it never came.
+	p.asked = max(p.asked-1, 0)
+	for len(p.order) > 0 {
+		r := p.reqs[p.order[0]]
+		if r == nil || r.n <= 0 {
+			p.order = p.order[1:]
+			continue
+		}
+		if r.n--; r.n == 0 {
+			delete(p.reqs, p.order[0])
+			p.order = p.order[1:]
+		}
+		break
+	}
+	p.dispatch(delivery{m})
+}
+
+// pendingMsgsHeader is where the server's status ending a pull request
+// says how many of the calls asked for it never delivered.
+const pendingMsgsHeader = "Nats-Pending-Messages"
+
+// end forgets a request the server ended; pending is its header's count of
+// calls not delivered ("" when absent: our own count is used).
+func (p *puller) end(id, pending string) {
+	r := p.reqs[id]
+	n := 0
+	if v, err := strconv.Atoi(pending); err == nil {
+		n = v
+	} else if r != nil {
+		n = r.n
+	}
+	p.asked = max(p.asked-n, 0)
+	delete(p.reqs, id)
+	for len(p.order) > 0 && p.reqs[p.order[0]] == nil {
+		p.order = p.order[1:]
+	}
+}
+
+// dispatch hands a call to an idle slot or starts a slot for it.
+func (p *puller) dispatch(m callMsg) {
+	p.running.Add(1)
+	p.w.inflight.Add(1)
+	select {
+	case p.work <- m:
+	default:
+		p.slots.Add(1)
+		go p.slot(m)
+	}
+}
+
+// slot handles calls one after another until the worker stops.
+func (p *puller) slot(m callMsg) {
+	defer p.slots.Done()
+	for {
+		p.w.handle(m)
+		p.running.Add(-1)
+		p.w.inflight.Done()
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+		select {
+		case m = <-p.work:
+		case <-p.quit:
+			return
+		}
+	}
+}
+
+// callMsg is a delivered call message: what the worker reads of it and
+// how it settles it.
+type callMsg interface {
+	Subject() string
+	Headers() nats.Header
+	Data() []byte
+	Ack() error
+	NakWithDelay(delay time.Duration) error
+	InProgress() error
+	TermWithReason(reason string) error
+	// StreamSeq is the message's sequence in the calls stream (0 when
+	// unknown).
+	StreamSeq() uint64
+	// NumDelivered is how many times the message was delivered (0 when
+	// unknown).
+	NumDelivered() uint64
+}
+
+// delivery is a call message delivered to the puller's inbox.
+type delivery struct{ m *nats.Msg }
+
+func (d delivery) Subject() string                    { return d.m.Subject }
+func (d delivery) Headers() nats.Header               { return d.m.Header }
+func (d delivery) Data() []byte                       { return d.m.Data }
+func (d delivery) Ack() error                         { return d.m.Ack() }
+func (d delivery) NakWithDelay(t time.Duration) error { return d.m.NakWithDelay(t) }
+func (d delivery) InProgress() error                  { return d.m.InProgress() }
+
+func (d delivery) TermWithReason(reason string) error {
+	return d.m.Respond([]byte("+TERM " + reason))
+}
+
+func (d delivery) StreamSeq() uint64 {
+	if md, err := d.m.Metadata(); err == nil {
+		return md.Sequence.Stream
+	}
+	return 0
+}
+
+func (d delivery) NumDelivered() uint64 {
+	if md, err := d.m.Metadata(); err == nil {
+		return md.NumDelivered
+	}
+	return 0
+}
+
+// jsMsg adapts a message of the jetstream package (a fetch, a consumer)
+// to callMsg.
+type jsMsg struct{ jetstream.Msg }
+
+func (m jsMsg) StreamSeq() uint64 {
+	if md, err := m.Metadata(); err == nil {
+		return md.Sequence.Stream
+	}
+	return 0
+}
+
+func (m jsMsg) NumDelivered() uint64 {
+	if md, err := m.Metadata(); err == nil {
+		return md.NumDelivered
+	}
+	return 0
+}

@@ -1,0 +1,169 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// The fast paths below build and read the binary-mode messages toolgate
+// itself writes without going through an event.Event (whose setters parse
+// URLs and allocate maps). Each takes only input it can handle exactly as
+// the general path would, and otherwise hands over to it, so the two
+// never disagree; the tests hold them to that.
+
+// Attrs are the context attributes of an event to encode.
+type Attrs struct {
+	ID, Source, Type string
+	// Subject is the optional subject attribute.
+	Subject string
+	// TraceParent is the optional distributed-tracing extension.
+	TraceParent string
+}
+
+// EncodeData builds the message of an event with data marshalled as JSON,
+// on subject, in mode: the message New and Encode would build, with the
+// same Nats-Msg-Id.
+func EncodeData(subject string, a Attrs, data any, mode Mode) (*nats.Msg, error) {
+	if mode != Binary || !plain(a.ID) || !plainURI(a.Source) || !plain(a.Type) || !optPlain(a.Subject) || !optPlain(a.TraceParent) {
+		ev, err := New(a.ID, a.Source, a.Type, data)
+		if err != nil {
+			return nil, err
+		}
+		if a.Subject != "" {
+			ev.SetSubject(a.Subject)
+		}
+		if a.TraceParent != "" {
+			ev.SetExtension("traceparent", a.TraceParent)
+		}
+		return Encode(subject, ev, mode)
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("marshal %s data: %w", a.Type, err)
+	}
+	h := make(nats.Header, 9)
+	h[headerPrefix+"specversion"] = []string{SpecVersion}
+	h[headerPrefix+"id"] = []string{a.ID}
+	h[headerPrefix+"source"] = []string{a.Source}
+	h[headerPrefix+"type"] = []string{a.Type}
+	if a.Subject != "" {
+		h[headerPrefix+"subject"] = []string{a.Subject}
+	}
+	h[headerPrefix+"time"] = []string{time.Now().UTC().Format(time.RFC3339Nano)}
+	if a.TraceParent != "" {
+		h[headerPrefix+"traceparent"] = []string{a.TraceParent}
+	}
+	h[HeaderContentType] = []string{ContentTypeJSON}
+	h[HeaderMsgID] = []string{a.ID}
+	return &nats.Msg{Subject: subject, Header: h, Data: b}, nil
+}
+
+// decodeCallFast reads a binary-mode call whose attributes need no
+// unescaping or normalising into c (subject fields already set); false
+// means the general path must decide.
+func decodeCallFast(c *Call, h nats.Header, data []byte) bool {
+	var id, source, typ, tm, tp string
+	sv := false
+	for k, vs := range h {
+		if len(k) < 3 || (k[0]|0x20) != 'c' || (k[1]|0x20) != 'e' || k[2] != '-' {
+			continue
+		}
+		if len(vs) != 1 || !plain(vs[0]) || !lower(k) {
+			return false
+		}
+		switch k[3:] {
+		case "specversion":
+			if vs[0] != SpecVersion {
+				return false
+			}
+			sv = true
+		case "id":
+			id = vs[0]
+		case "source":
+			source = vs[0]
+		case "type":
+			typ = vs[0]
+		case "time":
+			tm = vs[0]
+		case "traceparent":
+			tp = vs[0]
+		}
+	}
+	if !sv || id == "" || typ != TypeCallRequested || !safeAgent(c.Agent) || source != AgentSource(c.Agent) || ValidToken(id) != nil {
+		return false
+	}
+	if tm != "" {
+		if _, err := time.Parse(time.RFC3339Nano, tm); err != nil {
+			return false
+		}
+	}
+	ct, ok := h[HeaderContentType]
+	if ok && (len(ct) != 1 || ct[0] != ContentTypeJSON) {
+		return false
+	}
+	var d CallData
+	if err := decodeCallJSON(data, ContentTypeJSON, &d); err != nil {
+		return false
+	}
+	c.ID, c.Source, c.Mode, c.Data, c.TraceParent = id, source, Binary, d, tp
+	return true
+}
+
+// plain reports whether s stands in a header as it is: non-empty, nothing
+// escape would encode, nothing a setter would trim.
+func plain(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f || c == '%' || c == '"' {
+			return false
+		}
+	}
+	return true
+}
+
+func optPlain(s string) bool { return s == "" || plain(s) }
+
+// plainURI reports whether s is a URI that parses back to itself: a scheme,
+// "://", and unreserved characters and slashes only.
+func plainURI(s string) bool {
+	i := 0
+	for i < len(s) && (s[i] >= 'a' && s[i] <= 'z') {
+		i++
+	}
+	if i == 0 || len(s) < i+4 || s[i:i+3] != "://" {
+		return false
+	}
+	for j := i + 3; j < len(s); j++ {
+		c := s[j]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+			return false
+		}
+	}
+	return true
+}
+
+// safeAgent reports whether agent://<agent> is a plain URI.
+func safeAgent(a string) bool { return a != "" && plainURI(AgentSource(a)) && !containsByte(a, '/') }
+
+func containsByte(s string, b byte) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == b {
+			return true
+		}
+	}
+	return false
+}
+
+func lower(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 'A' && s[i] <= 'Z' {
+			return false
+		}
+	}
+	return true
+}

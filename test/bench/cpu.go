@@ -1,5 +1,0 @@
-package main
-
-import "runtime"
-
-func runtimeNumCPU() int { return runtime.NumCPU() }

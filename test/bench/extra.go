@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/pkg/policy"
+)
+
+func notify(c chan os.Signal) { signal.Notify(c, os.Interrupt, syscall.SIGTERM) }
+
+// memory measures the worker's resident memory with 1,000 parked calls
+// and across a bash call that prints 1 GB.
+func memory(g *generator, w *proc) {
+	fmt.Printf("worker memory (w1): before: %s\n", w.mem())
+	// 1,000 calls the built-in policy asks a person about (rm is
+	// dangerous): each parks, and the worker answers pending.
+	const parked = 1000
+	var wg sync.WaitGroup
+	var pending, other int
+	var mu sync.Mutex
+	sem := make(chan struct{}, 100)
+	for i := range parked {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			data, err := g.call(ctx, "toolgate", "js", "bash", fmt.Sprintf(`{"command":"rm -f parked-%d"}`, i))
+			must(err)
+			mu.Lock()
+			defer mu.Unlock()
+			if bytes.Contains(data, []byte(`"status":"pending"`)) {
+				pending++
+			} else if other++; other == 1 {
+				fmt.Fprintf(os.Stderr, "bench: a call meant to park did not: %s\n", data)
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Printf("  with %d parked calls (%d pending, %d other): %s\n", parked, pending, other, w.mem())
+
+	// A bash call printing 1 GB: the worker keeps a bounded part.
+	rss0, _ := memOf(w.cmd.Process.Pid)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var peak int64
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+				if r, _ := memOf(w.cmd.Process.Pid); r > peak {
+					peak = r
+				}
+			}
+		}
+	}()
+	t0 := time.Now()
+	out, err := g.call(ctx, "toolgate", "js", "bash", `{"command":"seq 1 130000000 | head -c 1000000000"}`)
+	close(done)
+	must(err)
+	status := "?"
+	if i := bytes.Index(out, []byte(`"status":"`)); i >= 0 {
+		status, _, _ = strings.Cut(string(out[i+10:]), `"`)
+	}
+	if status != "ok" {
+		fmt.Fprintf(os.Stderr, "bench: the 1 GB call: %s\n", out)
+	}
+	rss1, _ := memOf(w.cmd.Process.Pid)
+	fmt.Printf("  bash printing 1 GB (status %s, %d bytes of result, %s): RSS before %s, sampled peak during %s, after %s\n\n",
+		status, len(out), time.Since(t0).Round(time.Second), mib(rss0), mib(peak), mib(rss1))
+}
+
+// gateCost measures the built-in policy's decision on a plain tool and on
+// a five-command pipeline, with allocations.
+func gateCost() {
+	ws, err := os.MkdirTemp("", "toolgate-bench-gate-")
+	must(err)
+	defer os.RemoveAll(ws)
+	must(os.WriteFile(ws+"/main.go", []byte("package main\n"), 0o644))
+	g := policy.NewGate(policy.Default())
+	for _, c := range []struct {
+		name string
+		req  policy.Request
+	}{
+		{"plain tool (ls, no path)", policy.Request{Agent: agent, Tool: "ls", Known: true, Kind: policy.KindRead, Workspace: ws}},
+		{"5-command pipeline (bash)", policy.Request{Agent: agent, Tool: "bash", Known: true, Kind: policy.KindExecute, Workspace: ws,
+			Arguments: map[string]any{"command": `cat main.go | grep -n func | grep -v test | sort | wc -l`}}},
+	} {
+		d := g.Evaluate(context.Background(), c.req)
+		r := testing.Benchmark(func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				g.Evaluate(context.Background(), c.req)
+			}
+		})
+		fmt.Printf("policy decision, %s -> %s: %d ns/op, %d B/op, %d allocs/op\n", c.name, d.Action, r.NsPerOp(), r.AllocedBytesPerOp(), r.AllocsPerOp())
+	}
+}
