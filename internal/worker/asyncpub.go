@@ -53,7 +53,7 @@ func (w *Worker) eventFailed(m *nats.Msg, err error) {
 		defer w.retrying.Done()
 		for attempt, wait := 1, 250*time.Millisecond; attempt < publishAttempts; attempt, wait = attempt+1, wait*2 {
 			time.Sleep(wait)
-			ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.publishTimeout)
 			_, err = w.js.PublishMsg(ctx, m)
 			cancel()
 			if err == nil {

@@ -165,13 +165,13 @@ func (w *Worker) collectAudit() {
 			}
 			continue
 		}
-		t.Reset(publishTimeout)
+		t.Reset(w.cfg.publishTimeout)
 		var err error
 		select {
 		case <-p.f.Ok():
 		case err = <-p.f.Err():
 		case <-t.C:
-			err = fmt.Errorf("no ack from JetStream within %s", publishTimeout)
+			err = fmt.Errorf("no ack from JetStream within %s", w.cfg.publishTimeout)
 		}
 		if !t.Stop() {
 			select {
@@ -198,7 +198,7 @@ func (w *Worker) retryAudit(m *nats.Msg, callID string, err error) {
 		w.log.Warn("audit publish failed; retrying", "call_id", callID, "event", id, "attempt", attempt, "err", err)
 		time.Sleep(wait)
 		wait = min(wait*2, 10*time.Second)
-		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.publishTimeout)
 		_, err = w.js.PublishMsg(ctx, m)
 		cancel()
 		if err == nil {

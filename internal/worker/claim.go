@@ -82,7 +82,7 @@ func (cl *claim) create() (uint64, error) {
 	gap := 250 * time.Millisecond
 	deadline := time.Now().Add(claimRetryFor)
 	for attempt := 0; ; attempt++ {
-		ctx, cancel := context.WithTimeout(w.execCtx, publishTimeout)
+		ctx, cancel := context.WithTimeout(w.execCtx, w.cfg.publishTimeout)
 		rev, err := w.calls.Create(ctx, cl.key, cl.rec)
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			if e, gerr := w.calls.Get(ctx, cl.key); gerr == nil && bytes.Equal(e.Value(), cl.rec) {

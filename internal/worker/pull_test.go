@@ -49,6 +49,23 @@ func TestWorkerHoldsNoMoreCallsThanItsSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every call is stored first (the last publishes may still be on
+	// their way when the slots fill).
+	stored := ctxT(t)
+	for {
+		info, err := cons.Info(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumPending+uint64(info.NumAckPending) == calls {
+			break
+		}
+		select {
+		case <-stored.Done():
+			t.Fatalf("only %d of %d calls stored", info.NumPending+uint64(info.NumAckPending), calls)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	// Several ack waits (2s) pass while the calls run: the heartbeat keeps
 	// the running ones, and nothing else is delivered.
 	for range 3 {

@@ -53,9 +53,16 @@ type Config struct {
 	Logger *slog.Logger
 	// Telemetry traces and measures the calls; nil records nothing.
 	Telemetry *telemetry.Telemetry
+
+	// publishTimeout is how long a publish waits for its ack; default
+	// defaultPublishTimeout (tests shorten it).
+	publishTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
+	if c.publishTimeout <= 0 {
+		c.publishTimeout = defaultPublishTimeout
+	}
 	if c.Name == "" {
 		host, _ := os.Hostname()
 		c.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -130,7 +137,7 @@ func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
 	cfg = cfg.withDefaults()
 	w := &Worker{cfg: cfg, nc: nc, pipe: p, handler: p.Handler(), log: cfg.Logger.With("worker", cfg.Name)}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(w.asyncFailed),
-		jetstream.WithPublishAsyncTimeout(publishTimeout))
+		jetstream.WithPublishAsyncTimeout(cfg.publishTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
@@ -209,7 +216,7 @@ func (w *Worker) shutdown() {
 		<-done
 	}
 	w.execCancel()
-	w.drainAudit(publishTimeout)
+	w.drainAudit(w.cfg.publishTimeout)
 	w.drainEvents(10 * time.Second)
 	if err := w.nc.Flush(); err != nil {
 		w.log.Warn("flush", "err", err)
@@ -465,7 +472,7 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 	}
 	if err == nil {
 		// The JetStream context fails an async publish not acknowledged
-		// within publishTimeout.
+		// within w.cfg.publishTimeout.
 		select {
 		case <-f.Ok():
 			return nil
@@ -475,7 +482,7 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 	for attempt, wait := 1, 250*time.Millisecond; attempt < publishAttempts; attempt, wait = attempt+1, wait*2 {
 		w.log.Warn("publish result: retrying", "call_id", in.ID, "attempt", attempt, "err", err)
 		time.Sleep(wait)
-		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.publishTimeout)
 		_, err = w.js.PublishMsg(ctx, m)
 		cancel()
 		if err == nil {
@@ -488,7 +495,9 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 // Publishing a result: attempts, and how long each waits for its ack.
 const publishAttempts = 5
 
-var publishTimeout = 5 * time.Second // a variable so that tests can shorten it
+// defaultPublishTimeout is how long a publish waits for its ack unless
+// the configuration (tests) says otherwise.
+const defaultPublishTimeout = 5 * time.Second
 
 func (w *Worker) violation(in *events.Call, c *tools.Call, pe *tools.PolicyError) {
 	d := pe.Decision

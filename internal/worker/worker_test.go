@@ -544,11 +544,9 @@ func TestCallPastMaxDeliveriesIsDeadLettered(t *testing.T) {
 }
 
 func TestResultThatCannotBeStoredIsKeptAndPublishedOnRedelivery(t *testing.T) {
-	defer func(d time.Duration) { publishTimeout = d }(publishTimeout)
-	publishTimeout = 300 * time.Millisecond
 	s := testenv.StartNATS(t, "")
 	var ctr counter
-	startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Bus: fastBus})
+	startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Bus: fastBus, publishTimeout: 300 * time.Millisecond})
 	nc, js := s.Connect(t)
 	// The results stream goes away (an operator's mistake, a lost stream):
 	// the worker cannot store the result and must neither lose it nor run
