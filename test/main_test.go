@@ -49,5 +49,5 @@ func installUser(t *testing.T, role identity.Role, name string) trust.Signer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return trust.Signer{Key: c.Key, JWT: c.JWT}
+	return trust.SignerOf(c)
 }

@@ -248,7 +248,7 @@ func Serve(ctx context.Context, o Options) error {
 // directory, a key the workers must pin.
 func signingKey(o Options, creds *identity.Creds) (trust.Signer, error) {
 	if creds != nil {
-		return trust.Signer{Key: creds.Key, JWT: creds.JWT}, nil
+		return trust.SignerOf(creds), nil
 	}
 	key, err := LoadOrCreateKey(o.DataDir)
 	if err != nil {

@@ -110,7 +110,7 @@ func adminSigner(creds string) (trust.Signer, error) {
 	if err != nil {
 		return trust.Signer{}, fmt.Errorf("workers accept only policies signed by an admin (--creds FILE or TOOLGATE_CREDS): %w", err)
 	}
-	return trust.Signer{Key: c.Key, JWT: c.JWT}, nil
+	return trust.SignerOf(c), nil
 }
 
 func cmdApprovals(ctx context.Context, env *Env, args []string) int {

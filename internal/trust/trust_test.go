@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/internal/trust/trusttest"
 )
@@ -94,21 +95,28 @@ func TestNewVerifierRefusesWrongKeys(t *testing.T) {
 	}
 }
 
-func TestCredsRoundTrip(t *testing.T) {
+func TestSignerFromCreds(t *testing.T) {
 	acct := trusttest.NewAccount(t)
 	s := acct.User(t, "admin", trust.RoleAdmin, 0)
-	got, err := trust.LoadCreds(trusttest.CredsFile(t, s))
+	c, err := identity.LoadCreds(trusttest.CredsFile(t, s))
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := trust.SignerOf(c)
 	if got.JWT != s.JWT {
 		t.Fatal("JWT changed")
 	}
-	if iss, err := got.Issuer(); err != nil || iss != acct.Public {
-		t.Fatalf("issuer %q %v", iss, err)
+	v, err := trust.NewVerifier([]string{acct.Public}, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := trust.ParseCreds([]byte("not creds"), "x"); err == nil {
-		t.Fatal("garbage accepted")
+	msg := []byte("policy")
+	seal, err := got.Sign(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := v.Check(&seal, msg, trust.RoleAdmin); err != nil || id.Name != "admin" {
+		t.Fatalf("seal of the credentials' signer: %+v %v", id, err)
 	}
 }
 
