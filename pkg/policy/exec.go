@@ -146,7 +146,7 @@ func (e *evaluation) shell() {
 	}
 	cwds, unknown := e.cwds(cwd, script.Dirs)
 	for _, h := range script.Hazards {
-		e.hardAsk("builtin.shell."+string(h.Kind), h.Detail, h.Source)
+		e.hazard(h, h.Source)
 	}
 	for _, c := range script.Commands {
 		e.command(c, x, cwds, unknown)
@@ -154,6 +154,20 @@ func (e *evaluation) shell() {
 	for _, r := range script.Redirects {
 		e.redirect(r, cwds, unknown)
 	}
+}
+
+// hazard records a finding of the shell analysis. The offending part is
+// the word, option or redirection that drove it when the analysis names
+// one, else the command it is in.
+func (e *evaluation) hazard(h shell.Hazard, src string) {
+	reason, off := h.Detail, src
+	if h.Part != "" && h.Part != src {
+		off = h.Part
+		if src != "" {
+			reason += " (in " + clip(src) + ")"
+		}
+	}
+	e.hardAsk("builtin.shell."+string(h.Kind), reason, off)
 }
 
 func clip(s string) string {
@@ -238,7 +252,7 @@ func (e *evaluation) command(c *shell.Command, x *effExec, cwds []string, unknow
 		}
 	}
 	for _, h := range c.Hazards {
-		e.hardAsk("builtin.shell."+string(h.Kind), h.Detail, src)
+		e.hazard(h, src)
 	}
 	name := c.Name()
 	if name == "" {

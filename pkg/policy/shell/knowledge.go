@@ -92,6 +92,9 @@ func (w *walker) knowledge(cmd *Command, base string) {
 	if d, ok := evalBuiltins[base]; ok {
 		cmd.hazard(HazardEval, d)
 	}
+	if nameBuiltins[base] {
+		w.judgeNames(cmd, base)
+	}
 	if otherShells[base] {
 		cmd.hazard(HazardScript, base+" runs code in a syntax the analyser does not parse")
 	}

@@ -86,7 +86,11 @@ const (
 type Hazard struct {
 	Kind   HazardKind
 	Detail string
+	// Source is the simple command (or construct) it was found in.
 	Source string
+	// Part is the word, option or redirection within Source that drove
+	// it, when one did ("--expr=1e id", "'a[$(id)]'"); "" otherwise.
+	Part string
 }
 
 // Word is one argument as far as it is known before the command runs.
@@ -257,6 +261,11 @@ func (w *walker) text(n syntax.Node) string {
 
 func (w *walker) hazard(k HazardKind, detail string, n syntax.Node) {
 	w.a.s.Hazards = append(w.a.s.Hazards, Hazard{Kind: k, Detail: detail, Source: w.text(n)})
+}
+
+// hazardPart records a hazard of the construct at, driven by its part n.
+func (w *walker) hazardPart(k HazardKind, detail string, at, n syntax.Node) {
+	w.a.s.Hazards = append(w.a.s.Hazards, Hazard{Kind: k, Detail: detail, Source: w.text(at), Part: w.text(n)})
 }
 
 func (w *walker) stmts(ss []*syntax.Stmt) {
@@ -477,6 +486,18 @@ func (w *walker) decl(c *syntax.DeclClause) {
 				if strings.ContainsAny(flags, "finI") || (variant == "export" && strings.Contains(flags, "f")) {
 					w.hazard(HazardEval, variant+" "+opt.Value+" changes how names or values are evaluated", as)
 				}
+			default:
+				// A quoted name ('a[$(cmd)]' or 'a[$(cmd)]=v'): bash
+				// evaluates its subscript.
+				name, _, _ := strings.Cut(opt.Value, "=")
+				tmp := &Command{Source: w.text(c), Depth: w.depth, WrappedBy: w.wrappedBy, Args: []Word{{Value: variant, Literal: true}}}
+				w.nameText(tmp, variant, name)
+				for _, h := range tmp.Hazards {
+					w.a.s.Hazards = append(w.a.s.Hazards, h)
+				}
+				if env && !envSafe(name) {
+					w.hazardPart(HazardEnv, variant+" "+name+" reaches every program the script runs", c, as)
+				}
 			}
 			continue
 		}
@@ -575,6 +596,11 @@ func (w *walker) arith(x syntax.ArithmExpr, at syntax.Node) {
 			}
 		} else {
 			w.hazard(HazardArithmetic, "arithmetic on an expansion", at)
+			// let 'a[$(cmd)]', (( "$(cmd)" )): quoted text is expanded,
+			// then evaluated; what it runs is judged.
+			if r := w.resolve(x); r.Literal && !w.hidden(r.Value, w.wrappedBy) {
+				w.hazard(HazardUnsupported, "an expansion inside "+r.Value+" cannot be analysed", at)
+			}
 		}
 		w.word(x)
 	case *syntax.BinaryArithm:
@@ -614,6 +640,19 @@ func (w *walker) test(x syntax.TestExpr, at syntax.Node) {
 		}
 	case *syntax.UnaryTest:
 		w.test(x.X, at)
+		if x.Op == syntax.TsVarSet || x.Op == syntax.TsRefVar {
+			// [[ -v a[$(cmd)] ]] evaluates the subscript as arithmetic.
+			if wd, ok := x.X.(*syntax.Word); ok {
+				r := w.resolve(wd)
+				tmp := &Command{Source: w.text(at), Depth: w.depth, WrappedBy: w.wrappedBy, Args: []Word{{Value: "[[", Literal: true}}}
+				if r.Literal {
+					w.nameText(tmp, "[[ "+x.Op.String()+" ]]", r.Value)
+				} else {
+					tmp.hazardAt(HazardArithmetic, "[[ "+x.Op.String()+" ]] takes a variable name that is not known statically", w.text(wd))
+				}
+				w.a.s.Hazards = append(w.a.s.Hazards, tmp.Hazards...)
+			}
+		}
 	case *syntax.ParenTest:
 		w.test(x.X, at)
 	default:

@@ -63,6 +63,12 @@ func (c *Command) hazard(k HazardKind, detail string) {
 	c.Hazards = append(c.Hazards, Hazard{Kind: k, Detail: detail, Source: c.Source})
 }
 
+// hazardAt records a hazard driven by one part of the command: a word, an
+// option, a name.
+func (c *Command) hazardAt(k HazardKind, detail, part string) {
+	c.Hazards = append(c.Hazards, Hazard{Kind: k, Detail: detail, Source: c.Source, Part: part})
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
