@@ -36,8 +36,6 @@ var interpreters = map[string]string{
 	"perl": "eE", "ruby": "e", "php": "r", "lua": "e", "luajit": "e", "tclsh": "", "Rscript": "e", "osascript": "e",
 }
 
-// dirChangers run in the directory given with -C or --directory.
-var dirChangers = map[string]bool{"make": true, "gmake": true, "tar": true, "ninja": true, "bsdtar": true}
 
 // envSafe reports whether name may be set in a program's environment
 // without changing what the program runs or where it reaches.
@@ -99,6 +97,10 @@ func (w *walker) knowledge(cmd *Command, base string) {
 		cmd.hazard(HazardScript, base+" runs code in a syntax the analyser does not parse")
 	}
 	args := cmd.Args
+	if s, ok := optionSpecs[base]; ok {
+		w.specified(cmd, base, s)
+		return
+	}
 	switch base {
 	case "eval":
 		// A literal eval string is analysed like sh -c (and stays a hazard).
@@ -140,98 +142,25 @@ func (w *walker) knowledge(cmd *Command, base string) {
 		} else {
 			w.a.s.Dirs = append(w.a.s.Dirs, *target)
 		}
-	case "rg":
-		for _, a := range args[1:] {
-			v := a.Value
-			switch n := longName(v); n {
-			case "pre", "hostname-bin":
-				cmd.hazard(HazardExec, "rg --"+n+" runs a program")
-			case "follow":
-				cmd.hazard(HazardFollow, "rg --follow follows symbolic links out of the tree")
-			}
-			if strings.Contains(shortCluster(v), "L") {
-				cmd.hazard(HazardFollow, "rg -L follows symbolic links out of the tree")
-			}
-		}
-	case "grep", "egrep", "fgrep", "zgrep":
-		for _, a := range args[1:] {
-			if strings.Contains(shortCluster(a.Value), "R") || longName(a.Value) == "dereference-recursive" {
-				cmd.hazard(HazardFollow, "grep -R follows symbolic links out of the tree")
-			}
-		}
-	case "fd", "fdfind":
-		for _, a := range args[1:] {
-			c, n := shortCluster(a.Value), longName(a.Value)
-			if strings.ContainsAny(c, "xX") || n == "exec" || n == "exec-batch" {
-				cmd.hazard(HazardExec, base+" --exec runs a program")
-			}
-			if strings.Contains(c, "L") || n == "follow" {
-				cmd.hazard(HazardFollow, base+" -L follows symbolic links out of the tree")
-			}
-		}
-	case "sed", "gsed":
-		sedHazards(cmd)
-		return
-	case "awk", "gawk", "mawk", "nawk":
-		awkHazards(cmd)
-		return
 	case "git":
 		w.gitHazards(cmd)
 		return
-	case "sort":
-		for _, a := range args[1:] {
-			c, n := shortCluster(a.Value), longName(a.Value)
-			if strings.Contains(c, "o") || n == "output" {
-				cmd.hazard(HazardWrite, "sort -o writes a file")
-			}
-			if n == "compress-program" {
-				cmd.hazard(HazardExec, "sort --compress-program runs a program")
+	case "ninja":
+		for i := 1; i < len(args); i++ {
+			if v := args[i].Value; v == "-C" && i+1 < len(args) {
+				w.dir(cmd, args[i+1], "-C "+args[i+1].Value)
+			} else if strings.HasPrefix(v, "-C") && len(v) > 2 {
+				w.dir(cmd, Word{Value: v[2:], Literal: true}, v)
 			}
 		}
-	case "tree":
-		for _, a := range args[1:] {
-			c := shortCluster(a.Value)
-			if strings.Contains(c, "o") {
-				cmd.hazard(HazardWrite, "tree -o writes a file")
-			}
-			if strings.Contains(c, "l") {
-				cmd.hazard(HazardFollow, "tree -l follows symbolic links out of the tree")
-			}
-		}
-	case "date":
-		for _, a := range args[1:] {
-			v := a.Value
-			if strings.Contains(shortCluster(v), "s") || longName(v) == "set" || (v != "" && v[0] != '-' && v[0] != '+') {
-				cmd.hazard(HazardSystem, "date with -s or an operand sets the clock")
-			}
-		}
-	case "hostname":
-		for _, a := range args[1:] {
-			v := a.Value
-			if !strings.HasPrefix(v, "-") || strings.Contains(shortCluster(v), "F") || longName(v) == "file" {
-				cmd.hazard(HazardSystem, "hostname with an operand sets the host name")
-			}
-		}
-	case "uniq", "xxd":
+	case "xxd":
 		if countOperands(args[1:]) >= 2 {
 			cmd.hazard(HazardWrite, base+" writes its second operand")
 		}
-	case "less", "more", "most":
+	case "more", "most":
 		for _, a := range args[1:] {
-			v := a.Value
-			c, n := shortCluster(v), longName(v)
-			if strings.ContainsAny(c, "oO") || n == "log-file" || n == "LOG-FILE" {
-				cmd.hazard(HazardWrite, base+" -o writes a log file")
-			}
-			if strings.HasPrefix(v, "+") {
-				cmd.hazard(HazardExec, base+" +command runs pager commands, which include shell escapes")
-			}
-		}
-	case "man":
-		for _, a := range args[1:] {
-			c, n := shortCluster(a.Value), longName(a.Value)
-			if strings.ContainsAny(c, "PH") || n == "pager" || n == "html" {
-				cmd.hazard(HazardExec, "man -P/-H runs a program")
+			if strings.HasPrefix(a.Value, "+") {
+				cmd.hazardAt(HazardExec, base+" +command runs pager commands, which include shell escapes", a.Value)
 			}
 		}
 	case "go":
@@ -248,14 +177,6 @@ func (w *walker) knowledge(cmd *Command, base string) {
 						cmd.hazard(HazardWrite, "go env -w writes the go configuration (GOFLAGS can run programs)")
 					}
 				}
-			}
-		}
-	case "tar", "bsdtar":
-		for _, a := range args[1:] {
-			n := longName(a.Value)
-			if n == "to-command" || n == "checkpoint-action" || n == "use-compress-program" || n == "info-script" || n == "new-volume-script" ||
-				(shortCluster(a.Value) != "" && strings.ContainsAny(shortCluster(a.Value), "IF")) {
-				cmd.hazard(HazardExec, "tar option runs a program")
 			}
 		}
 	case "yq":
@@ -278,17 +199,6 @@ func (w *walker) knowledge(cmd *Command, base string) {
 			if (c != "" && strings.ContainsAny(c, opts) && opts != "") || n == "eval" || n == "print" {
 				cmd.hazard(HazardExec, base+" runs inline code")
 				break
-			}
-		}
-	}
-	if dirChangers[base] {
-		for i := 1; i < len(args); i++ {
-			v := args[i].Value
-			if v == "-C" && i+1 < len(args) {
-				w.a.s.Dirs = append(w.a.s.Dirs, args[i+1])
-			} else if strings.HasPrefix(v, "--directory=") {
-				d := strings.TrimPrefix(v, "--directory=")
-				w.a.s.Dirs = append(w.a.s.Dirs, Word{Value: d, Literal: true, Tilde: strings.HasPrefix(d, "~")})
 			}
 		}
 	}
