@@ -36,7 +36,6 @@ var interpreters = map[string]string{
 	"perl": "eE", "ruby": "e", "php": "r", "lua": "e", "luajit": "e", "tclsh": "", "Rscript": "e", "osascript": "e",
 }
 
-
 // envSafe reports whether name may be set in a program's environment
 // without changing what the program runs or where it reaches.
 func envSafe(name string) bool {

@@ -264,7 +264,7 @@ func (s *optSpec) parse(args []Word) *parsedArgs {
 			switch d.arg {
 			case argNone:
 				if has {
-					p.problems = append(p.problems, problem{v, "option --"+name+" takes no value"})
+					p.problems = append(p.problems, problem{v, "option --" + name + " takes no value"})
 				}
 			case argRequired:
 				if has {
@@ -274,7 +274,7 @@ func (s *optSpec) parse(args []Word) *parsedArgs {
 					o.value, o.hasValue = args[i], true
 					o.text += " " + args[i].Value
 				} else {
-					p.problems = append(p.problems, problem{v, "option --"+name+" needs a value"})
+					p.problems = append(p.problems, problem{v, "option --" + name + " needs a value"})
 				}
 			case argOptional:
 				if has {
@@ -296,7 +296,7 @@ func (s *optSpec) parse(args []Word) *parsedArgs {
 				}
 				if s.strict {
 					// The program stops at an unknown letter.
-					p.problems = append(p.problems, problem{v, "unknown option -"+string(v[j])})
+					p.problems = append(p.problems, problem{v, "unknown option -" + string(v[j])})
 					break
 				}
 				// An option the table does not hold: the rest of the
@@ -316,7 +316,7 @@ func (s *optSpec) parse(args []Word) *parsedArgs {
 					o.value, o.hasValue = args[i], true
 					o.text += " " + args[i].Value
 				} else {
-					p.problems = append(p.problems, problem{v, "option -"+string(v[j])+" needs a value"})
+					p.problems = append(p.problems, problem{v, "option -" + string(v[j]) + " needs a value"})
 				}
 				p.opts = append(p.opts, o)
 				break cluster
