@@ -52,6 +52,17 @@ var wrappers = map[string]wrapperSpec{
 	"chronic":  {},
 }
 
+// shellOptionHarmless reports whether a -o or -O option of a shell only
+// makes a script stricter or louder.
+func shellOptionHarmless(name string) bool {
+	switch name {
+	case "pipefail", "errexit", "nounset", "xtrace", "verbose", "noglob", "noclobber", "noexec", "nullglob", "failglob",
+		"inherit_errexit", "posix":
+		return true
+	}
+	return false
+}
+
 // shells are the shells whose -c string is parsed as bash.
 var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true, "rbash": true}
 
@@ -157,6 +168,9 @@ opts:
 				if strings.IndexByte(spec.noCmdShort, c) >= 0 {
 					noCmd = true
 				}
+				if base == "exec" && c == 'l' {
+					cmd.hazardAt(HazardScript, "exec -l runs the program as a login shell, which reads startup files", v)
+				}
 				if strings.IndexByte(spec.shortRest, c) >= 0 {
 					break
 				}
@@ -167,6 +181,9 @@ opts:
 					}
 					if !val.Literal {
 						cmd.hazard(HazardExpansion, base+" -"+string(c)+" value is not known statically")
+					}
+					if base == "exec" && c == 'a' && (!val.Literal || strings.HasPrefix(val.Value, "-")) {
+						cmd.hazardAt(HazardScript, "exec -a -NAME runs the program as a login shell, which reads startup files", v)
 					}
 					if spec.dirOpt != "" && c == spec.dirOpt[0] {
 						val.Tilde = val.Tilde || strings.HasPrefix(val.Value, "~")
@@ -215,6 +232,9 @@ func (w *walker) shell(cmd *Command, chain []string) {
 	base := chain[len(chain)-1]
 	cflag := false
 	i := 1
+	harmless := func(j int) bool {
+		return j < len(args) && args[j].Literal && shellOptionHarmless(args[j].Value)
+	}
 	for i < len(args) {
 		a := args[i]
 		if !a.Literal {
@@ -226,33 +246,62 @@ func (w *walker) shell(cmd *Command, chain []string) {
 			i++
 			break
 		}
-		if v == "" {
+		if v == "" || (v[0] != '-' && v[0] != '+') {
 			break
 		}
-		if v == "-o" || v == "+o" || v == "-O" || v == "+O" {
-			i += 2
-			continue
-		}
 		if strings.HasPrefix(v, "--") {
-			if v == "--rcfile" || v == "--init-file" {
-				cmd.hazard(HazardScript, base+" "+v+" runs a startup file")
+			// bash takes its long options exactly.
+			switch v {
+			case "--rcfile", "--init-file":
+				cmd.hazardAt(HazardScript, base+" "+v+" runs a startup file", v)
 				i += 2
 				continue
+			case "--login":
+				cmd.hazardAt(HazardScript, base+" --login runs a login shell, which reads startup files (~/.profile, ...)", v)
+			case "--debugger":
+				cmd.hazardAt(HazardScript, base+" --debugger runs the debugger's startup file", v)
+			case "--norc", "--noprofile", "--noediting", "--posix", "--restricted", "--verbose", "--version", "--help",
+				"--dump-strings", "--dump-po-strings", "--pretty-print":
+			default:
+				cmd.hazardAt(HazardUnsupported, base+": unknown option "+v+"; the analyser cannot tell what it does", v)
 			}
 			i++
 			continue
 		}
-		if v[0] == '-' || v[0] == '+' {
-			if v[0] == '-' && strings.IndexByte(v, 'c') > 0 {
-				cflag = true
+		i++
+		for j := 1; j < len(v); j++ {
+			switch c := v[j]; c {
+			case 'c':
+				if v[0] == '-' {
+					cflag = true
+				}
+			case 'l':
+				cmd.hazardAt(HazardScript, base+" "+v+" runs a login shell, which reads startup files (~/.profile, ...)", v)
+			case 'i':
+				cmd.hazardAt(HazardScript, base+" "+v+" runs an interactive shell, which reads startup files (~/.bashrc, $ENV) and runs PROMPT_COMMAND", v)
+			case 's':
+				cmd.hazardAt(HazardScript, base+" "+v+" reads commands from stdin", v)
+			case 'o', 'O':
+				// The option name is the next word.
+				if !harmless(i) {
+					name := ""
+					if i < len(args) {
+						name = args[i].Value
+					}
+					cmd.hazardAt(HazardEval, base+" "+string(v[0])+string(c)+" "+name+" changes how the shell runs commands", v+" "+name)
+				}
+				i++
+			case 'e', 'u', 'x', 'v', 'f', 'n', 'C', 'h', 'B', 'H', 'P', 'a', 'b', 'm', 'k', 'p', 'r', 't', 'T', 'E':
+				// set options; -a exports every assignment, judged at the
+				// assignments; -k and -p are judged below.
+				if c == 'k' {
+					cmd.hazardAt(HazardEnv, base+" -k treats assignments anywhere as environment", v)
+				}
+			case 'D':
+			default:
+				cmd.hazardAt(HazardUnsupported, base+": unknown option -"+string(c)+"; the analyser cannot tell what it does", v)
 			}
-			if strings.ContainsAny(v[1:], "si") {
-				cmd.hazard(HazardScript, base+" "+v+" reads commands from stdin or startup files")
-			}
-			i++
-			continue
 		}
-		break
 	}
 	cmd.Wrapper = true
 	if !cflag {
