@@ -24,21 +24,46 @@ type wrapperSpec struct {
 	digitOpt   bool   // -N numeric option (nice -10)
 	stdinArgs  bool   // the command's arguments come from stdin (xargs)
 	opaque     bool   // the wrapper is judged as a command in its own right (sudo)
+	longFlags  []string // long options without a value
+	exactLong  bool     // long options are taken exactly, not by unique prefix
+}
+
+// resolveLong finds the long option name (or a unique prefix of it, as
+// getopt_long does) among the wrapper's options; ok is false for an
+// unknown or ambiguous name.
+func (s *wrapperSpec) resolveLong(name string) (string, bool) {
+	all := make([]string, 0, len(s.longVal)+len(s.hazLong)+len(s.longFlags))
+	all = append(append(append(all, s.longVal...), s.hazLong...), s.longFlags...)
+	match := ""
+	for _, n := range all {
+		if n == name {
+			return n, true
+		}
+		if !s.exactLong && strings.HasPrefix(n, name) && name != "" {
+			if match != "" && match != n {
+				return "", false
+			}
+			match = n
+		}
+	}
+	return match, match != ""
 }
 
 var wrappers = map[string]wrapperSpec{
 	"env": {shortVal: "uCS", longVal: []string{"unset", "chdir", "split-string"}, dirOpt: "C", dirLong: "chdir",
-		hazShort: "S", hazLong: []string{"split-string"}, haz: HazardScript, hazDetail: "env -S splits a string into a command", assigns: true},
-	"nice":    {shortVal: "n", longVal: []string{"adjustment"}, digitOpt: true},
-	"nohup":   {},
-	"timeout": {shortVal: "sk", longVal: []string{"signal", "kill-after"}, fixed: 1},
-	"time":    {shortVal: "fo", longVal: []string{"format", "output"}, fileOpt: "o", fileLong: "output"},
-	"stdbuf":  {shortVal: "ioe", longVal: []string{"input", "output", "error"}},
-	"setsid":  {},
+		hazShort: "S", hazLong: []string{"split-string"}, haz: HazardScript, hazDetail: "env -S splits a string into a command", assigns: true,
+		longFlags: []string{"ignore-environment", "null", "debug", "help", "version", "default-signal", "ignore-signal", "block-signal", "list-signal-handling"}},
+	"nice":    {shortVal: "n", longVal: []string{"adjustment"}, digitOpt: true, longFlags: []string{"help", "version"}},
+	"nohup":   {longFlags: []string{"help", "version"}},
+	"timeout": {shortVal: "sk", longVal: []string{"signal", "kill-after"}, fixed: 1, longFlags: []string{"preserve-status", "foreground", "verbose", "help", "version"}},
+	"time":    {shortVal: "fo", longVal: []string{"format", "output"}, fileOpt: "o", fileLong: "output", longFlags: []string{"append", "portability", "verbose", "quiet", "help", "version"}},
+	"stdbuf":  {shortVal: "ioe", longVal: []string{"input", "output", "error"}, longFlags: []string{"help", "version"}},
+	"setsid":  {longFlags: []string{"ctty", "fork", "wait", "help", "version"}},
 	"xargs": {shortVal: "EIdLnPsa", shortRest: "ile", longVal: []string{"max-args", "max-procs", "max-chars", "delimiter", "arg-file", "process-slot-var"},
-		stdinArgs: true},
+		stdinArgs: true, fileLong: "arg-file", longFlags: []string{"null", "exit", "interactive", "no-run-if-empty", "open-tty", "show-limits", "verbose", "replace", "eof", "max-lines", "help", "version"}},
 	"sudo": {shortVal: "CDgpRrTtUu", longVal: []string{"user", "group", "chdir", "chroot", "prompt", "role", "type", "other-user", "close-from", "command-timeout", "host"},
-		hazShort: "eis", hazLong: []string{"edit", "login", "shell"}, haz: HazardScript, hazDetail: "sudo runs a shell or an editor", opaque: true},
+		hazShort: "eis", hazLong: []string{"edit", "login", "shell"}, haz: HazardScript, hazDetail: "sudo runs a shell or an editor", opaque: true,
+		dirOpt: "D", dirLong: "chdir", longFlags: []string{"askpass", "background", "bell", "preserve-env", "non-interactive", "preserve-groups", "remove-timestamp", "reset-timestamp", "list", "stdin", "validate", "version", "help"}},
 	"doas":    {shortVal: "uC", hazShort: "s", haz: HazardScript, hazDetail: "doas -s runs a shell", opaque: true},
 	"command": {noCmdShort: "vV"},
 	"builtin": {},
@@ -109,7 +134,6 @@ func (w *walker) unwrap(cmd *Command, spec wrapperSpec, base string, chain []str
 	var assigns []Assign
 	noCmd := false
 	i := 1
-	addDir := func(v Word) { w.a.s.Dirs = append(w.a.s.Dirs, v) }
 	value := func(j int) (Word, int) {
 		if j < len(args) {
 			return args[j], j + 1
@@ -138,6 +162,14 @@ opts:
 		case strings.HasPrefix(v, "--") && len(v) > 2:
 			name, val, hasVal := strings.Cut(v[2:], "=")
 			i++
+			if full, ok := spec.resolveLong(name); ok {
+				name = full
+			} else if spec.opaque {
+				continue
+			} else {
+				cmd.hazardAt(HazardUnsupported, base+": unknown or ambiguous option "+v+"; the analyser cannot tell what it does", v)
+				continue
+			}
 			if contains(spec.hazLong, name) {
 				cmd.hazard(spec.haz, spec.hazDetail)
 			}
@@ -150,10 +182,10 @@ opts:
 				}
 			}
 			if name != "" && name == spec.dirLong {
-				addDir(Word{Value: val, Literal: true, Tilde: strings.HasPrefix(val, "~")})
+				w.dir(cmd, Word{Value: val, Literal: true, Tilde: strings.HasPrefix(val, "~")}, v)
 			}
 			if name != "" && name == spec.fileLong {
-				cmd.Paths = append(cmd.Paths, PathArg{Path: val, Write: true})
+				cmd.Paths = append(cmd.Paths, PathArg{Path: val, Write: base == "time", Tilde: strings.HasPrefix(val, "~")})
 			}
 		case strings.HasPrefix(v, "-") && len(v) > 1:
 			i++
@@ -186,11 +218,13 @@ opts:
 						cmd.hazardAt(HazardScript, "exec -a -NAME runs the program as a login shell, which reads startup files", v)
 					}
 					if spec.dirOpt != "" && c == spec.dirOpt[0] {
-						val.Tilde = val.Tilde || strings.HasPrefix(val.Value, "~")
-						addDir(val)
+						w.dir(cmd, val, v)
 					}
 					if spec.fileOpt != "" && c == spec.fileOpt[0] {
 						cmd.Paths = append(cmd.Paths, PathArg{Path: val.Value, Write: true})
+					}
+					if base == "xargs" && c == 'a' {
+						w.optPath(cmd, val, false)
 					}
 					break
 				}
