@@ -18,12 +18,12 @@ type wrapperSpec struct {
 	hazLong    []string // long forms of hazShort
 	haz        HazardKind
 	hazDetail  string
-	noCmdShort string // short options meaning no command runs (command -v)
-	fixed      int    // operands before the command (timeout DURATION)
-	assigns    bool   // NAME=VALUE operands before the command (env)
-	digitOpt   bool   // -N numeric option (nice -10)
-	stdinArgs  bool   // the command's arguments come from stdin (xargs)
-	opaque     bool   // the wrapper is judged as a command in its own right (sudo)
+	noCmdShort string   // short options meaning no command runs (command -v)
+	fixed      int      // operands before the command (timeout DURATION)
+	assigns    bool     // NAME=VALUE operands before the command (env)
+	digitOpt   bool     // -N numeric option (nice -10)
+	stdinArgs  bool     // the command's arguments come from stdin (xargs)
+	opaque     bool     // the wrapper is judged as a command in its own right (sudo)
 	longFlags  []string // long options without a value
 	exactLong  bool     // long options are taken exactly, not by unique prefix
 }
