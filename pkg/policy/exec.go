@@ -24,6 +24,12 @@ type effExec struct {
 	whitelist   []tokenPattern
 	blacklist   []tokenPattern
 	ownAction   *verdict
+	// neutral: the builtins that only change the shell's own state run
+	// alongside whitelisted commands (exec.neutral_builtins: true, and no
+	// layer saying false).
+	neutral   bool
+	neutralID string
+	noNeutral bool
 }
 
 func (e *evaluation) effExec() *effExec {
@@ -43,6 +49,13 @@ func (e *evaluation) effExec() *effExec {
 			x.confirm, x.confirmID = *c.confirmDangerous, c.confirmID
 		}
 		x.dangerousWL = append(x.dangerousWL, c.dangerousWhitelist...)
+		if c.neutralBuiltins != nil {
+			if *c.neutralBuiltins {
+				x.neutral, x.neutralID = true, c.neutralID
+			} else {
+				x.noNeutral = true
+			}
+		}
 		x.whitelist = append(x.whitelist, c.whitelist...)
 		x.blacklist = append(x.blacklist, c.blacklist...)
 	}
@@ -59,6 +72,9 @@ func (e *evaluation) effExec() *effExec {
 	}
 	if x.ask == askUnset {
 		x.ask = AskOnMiss
+	}
+	if x.noNeutral {
+		x.neutral = false
 	}
 	e.exec = x
 	return x
@@ -100,7 +116,8 @@ func (x *effExec) missVerdict() *verdict {
 	return v
 }
 
-// neutral builtins only change the shell's own state.
+// neutral builtins only change the shell's own state. They run under a
+// whitelist only where the policy opts in (neutral_builtins: true).
 var neutral = map[string]bool{"cd": true, "pushd": true, "popd": true, "dirs": true, "true": true, "false": true, ":": true,
 	"test": true, "[": true, "echo": true, "printf": true, "pwd": true, "exit": true, "return": true, "shift": true,
 	"break": true, "continue": true, "wait": true, "set": true, "unset": true, "local": true}
@@ -286,9 +303,8 @@ func (e *evaluation) command(c *shell.Command, x *effExec, cwds []string, unknow
 		}
 		return
 	}
-	switch {
-	case sysName != "" && neutral[sysName]:
-		e.allowed(x, cls, "builtin.shell.neutral", src+": "+sysName+" only changes the shell's own state", src, norm)
+	if x.neutral && sysName != "" && neutral[sysName] {
+		e.allowed(x, cls, x.neutralID, src+": "+sysName+" only changes the shell's own state, and neutral_builtins lets it run", src, norm)
 		return
 	}
 	for _, wp := range x.whitelist {

@@ -36,30 +36,50 @@ var interpreters = map[string]string{
 	"perl": "eE", "ruby": "e", "php": "r", "lua": "e", "luajit": "e", "tclsh": "", "Rscript": "e", "osascript": "e",
 }
 
-// envSafe reports whether name may be set in a program's environment
-// without changing what the program runs or where it reaches.
+// envHarmless are the environment variables a command may be given
+// without a person's look: they change formatting, never what runs or
+// what is read or written.
+var envHarmless = set("LANG", "LANGUAGE", "TZ", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "COLUMNS", "LINES")
+
+// envHarmlessFor are harmless variables of one program.
+var envHarmlessFor = map[string]map[string]bool{
+	"go":  set("GOOS", "GOARCH", "GOARM", "GOAMD64", "GO386", "CGO_ENABLED"),
+	"git": set("GIT_TERMINAL_PROMPT"),
+}
+
+// envSafe reports whether name may be set in any program's environment
+// without changing what the program runs or where it reaches. Programs
+// read lower-case settings too (npm_config_script_shell, http_proxy), so
+// only the names listed are safe.
 func envSafe(name string) bool {
-	switch name {
-	case "LANG", "LANGUAGE", "TZ", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TERM", "COLUMNS", "LINES", "CI":
+	return envHarmless[name] || strings.HasPrefix(name, "LC_")
+}
+
+// envSafeFor reports whether name may be set for the program base.
+func envSafeFor(base, name string) bool {
+	return envSafe(name) || envHarmlessFor[base][name]
+}
+
+// shellVarSafe reports whether a shell variable may be assigned without
+// exporting it: a lower-case name that is not a setting programs are
+// known to read from an inherited environment. Upper-case names (PATH,
+// IFS, PS4, BASH_ENV, GIT_*, ...) change what the shell or later programs
+// do.
+func shellVarSafe(name string) bool {
+	if envSafe(name) {
 		return true
-	case "http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy":
-		return false
 	}
-	if strings.HasPrefix(name, "LC_") {
-		return true
+	if name == "" || strings.HasSuffix(name, "_proxy") || strings.HasPrefix(name, "npm_") || strings.HasPrefix(name, "yarn_") ||
+		strings.HasPrefix(name, "pnpm_") {
+		return false
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; c >= 'A' && c <= 'Z' {
 			return false
 		}
 	}
-	return name != ""
+	return true
 }
-
-// shellVarSafe reports whether a shell variable may be assigned: lower-case
-// names are not exported by convention; upper-case ones (PATH, IFS, LD_*,
-// GIT_*, BASH_ENV, ...) may reach programs or change parsing.
-func shellVarSafe(name string) bool { return envSafe(name) }
 
 // shortCluster returns the letters of a single-dash option cluster
 // (-rnL → "rnL"), stopping at the first non-letter; "" for other words.
@@ -118,6 +138,19 @@ func (w *walker) knowledge(cmd *Command, base string) {
 		}
 	case "set":
 		setHazards(cmd)
+	case "unset":
+		// Removing a variable the sandbox sets (GIT_CONFIG_GLOBAL, ...)
+		// undoes it for every later program.
+		fn := false
+		for _, a := range args[1:] {
+			switch {
+			case a.Value == "-f":
+				fn = true
+			case strings.HasPrefix(a.Value, "-"):
+			case !fn && a.Literal && !shellVarSafe(a.Value):
+				cmd.hazardAt(HazardEnv, "unset "+a.Value+" removes a setting later programs read", a.Value)
+			}
+		}
 	case "mapfile", "readarray":
 		for _, a := range args[1:] {
 			if strings.Contains(shortCluster(a.Value), "C") {

@@ -814,12 +814,12 @@ func (w *walker) simple(words []Word, assigns []Assign, src string, wrappedBy []
 	if len(words) == 0 {
 		return
 	}
-	for _, as := range assigns {
-		if !envSafe(as.Name) {
-			cmd.Hazards = append(cmd.Hazards, Hazard{Kind: HazardEnv, Detail: "sets " + as.Name + " for the command, which can change what it runs", Source: src})
-		}
-	}
 	if !words[0].Literal {
+		for _, as := range assigns {
+			if !envSafe(as.Name) {
+				cmd.hazardAt(HazardEnv, "sets "+as.Name+" for the command, which can change what it runs", as.Name+"="+as.Value)
+			}
+		}
 		cmd.Hazards = append(cmd.Hazards, Hazard{Kind: HazardDynamic, Detail: "command name is not known statically", Source: src})
 		return
 	}
@@ -838,6 +838,11 @@ func (w *walker) simple(words []Word, assigns []Assign, src string, wrappedBy []
 		break
 	}
 	base := path.Base(words[0].Value)
+	for _, as := range assigns {
+		if !envSafeFor(base, as.Name) {
+			cmd.hazardAt(HazardEnv, "sets "+as.Name+" for "+base+", which programs read to change what they run or reach", as.Name+"="+as.Value)
+		}
+	}
 	inner := append(append([]string(nil), wrappedBy...), base)
 	if spec, ok := wrappers[base]; ok {
 		w.unwrap(cmd, spec, base, inner)

@@ -155,6 +155,9 @@ opts:
 		case v == "--":
 			i++
 			break opts
+		case base == "env" && v == "-":
+			cmd.hazardAt(HazardEnv, "env - empties the environment, removing settings later programs rely on", v)
+			i++
 		case spec.assigns && isAssignment(v):
 			eq := strings.IndexByte(v, '=')
 			assigns = append(assigns, Assign{Name: v[:eq], Value: v[eq+1:]})
@@ -164,6 +167,9 @@ opts:
 			i++
 			if full, ok := spec.resolveLong(name); ok {
 				name = full
+				if base == "env" && name == "ignore-environment" {
+					cmd.hazardAt(HazardEnv, "env -i empties the environment, removing settings later programs rely on", v)
+				}
 			} else if spec.opaque {
 				continue
 			} else {
@@ -180,6 +186,9 @@ opts:
 				if !wv.Literal {
 					cmd.hazard(HazardExpansion, base+" --"+name+" value is not known statically")
 				}
+			}
+			if base == "env" && name == "unset" && !envSafe(val) {
+				cmd.hazardAt(HazardEnv, "env --unset "+val+" removes a setting programs read", v)
 			}
 			if name != "" && name == spec.dirLong {
 				w.dir(cmd, Word{Value: val, Literal: true, Tilde: strings.HasPrefix(val, "~")}, v)
@@ -200,6 +209,9 @@ opts:
 				if strings.IndexByte(spec.noCmdShort, c) >= 0 {
 					noCmd = true
 				}
+				if base == "env" && c == 'i' {
+					cmd.hazardAt(HazardEnv, "env -i empties the environment, removing settings later programs rely on", v)
+				}
 				if base == "exec" && c == 'l' {
 					cmd.hazardAt(HazardScript, "exec -l runs the program as a login shell, which reads startup files", v)
 				}
@@ -213,6 +225,9 @@ opts:
 					}
 					if !val.Literal {
 						cmd.hazard(HazardExpansion, base+" -"+string(c)+" value is not known statically")
+					}
+					if base == "env" && c == 'u' && !envSafe(val.Value) {
+						cmd.hazardAt(HazardEnv, "env -u "+val.Value+" removes a setting programs read", v)
 					}
 					if base == "exec" && c == 'a' && (!val.Literal || strings.HasPrefix(val.Value, "-")) {
 						cmd.hazardAt(HazardScript, "exec -a -NAME runs the program as a login shell, which reads startup files", v)
