@@ -290,6 +290,9 @@ func (e *evaluation) command(c *shell.Command, x *effExec, cwds []string, unknow
 	argv := c.Argv()
 	norm := append([]string{base}, argv[1:]...)
 	cls, why := shell.Classify(sysName, argv[1:])
+	if bad, why2 := shell.ForbiddenArgs(c); bad && sysName != "" {
+		cls, why = shell.Forbidden, why2
+	}
 	if x.classification() {
 		switch cls {
 		case shell.Forbidden:
@@ -388,6 +391,10 @@ func (e *evaluation) shellPath(pa shell.PathArg, cwds []string, unknownCwd bool,
 	}
 	if strings.IndexByte(p, 0) >= 0 {
 		e.deny("builtin.arguments", "path contains a NUL byte", src)
+		return
+	}
+	if pa.Write && shell.RawDevice(p) {
+		e.deny("builtin.shell.device", src+" writes "+p+", a raw disk or memory device", p)
 		return
 	}
 	pr := e.shellRules(pa.Write)

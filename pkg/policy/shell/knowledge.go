@@ -237,7 +237,12 @@ func (w *walker) knowledge(cmd *Command, base string) {
 	cmd.Paths = append(cmd.Paths, pathArgs(args[1:], writers[base])...)
 	if base == "dd" {
 		for i := range cmd.Paths {
-			cmd.Paths[i].Write = cmd.Paths[i].Write || strings.HasPrefix(cmd.Paths[i].Path, "of=")
+			if strings.HasPrefix(cmd.Paths[i].Path, "of=") {
+				cmd.Paths[i].Write = true
+				if i+1 < len(cmd.Paths) && "of="+cmd.Paths[i+1].Path == cmd.Paths[i].Path {
+					cmd.Paths[i+1].Write = true
+				}
+			}
 		}
 	}
 }

@@ -111,6 +111,8 @@ type Word struct {
 	// ProcSubst reports a process substitution <(...) or >(...): the
 	// program receives a /dev/fd path.
 	ProcSubst bool
+	// Raw is the word as written in the script, quotes included.
+	Raw string
 }
 
 // Assign is an environment assignment in front of a command or given to env.
@@ -717,6 +719,7 @@ func (w *walker) resolve(wd *syntax.Word) Word {
 		}
 	}
 	out.Value = b.String()
+	out.Raw = w.text(wd)
 	if !out.Literal && !out.ProcSubst {
 		out.Value = ""
 	}
