@@ -11,25 +11,26 @@ const HazardRead HazardKind = "reads"
 // sedProgram judges sed's scripts, given with -e or as the first operand,
 // once its options have been judged.
 func (w *walker) sedProgram(cmd *Command, p *parsedArgs) {
-	var scripts []Word
+	var scripts, texts []string
+	var known []bool
 	for _, o := range p.opts {
 		if o.def.id == "e" {
-			scripts = append(scripts, o.value)
+			scripts, texts, known = append(scripts, o.value.Value), append(texts, o.text), append(known, o.value.Literal)
 		}
 	}
 	operands := p.operands
 	if !p.has("e", "f") && len(operands) > 0 {
-		scripts = append(scripts, operands[0])
+		scripts, texts, known = append(scripts, operands[0].Value), append(texts, operands[0].Raw), append(known, operands[0].Literal)
 		operands = operands[1:]
 	}
 	if !p.has("sandbox") {
-		for _, s := range scripts {
-			if !s.Literal {
-				cmd.hazardAt(HazardExpansion, "sed script is not known statically", s.Value)
+		for i, s := range scripts {
+			if !known[i] {
+				cmd.hazardAt(HazardExpansion, "sed script is not known statically", texts[i])
 				continue
 			}
-			if k, d := sedScript(s.Value); k != "" {
-				cmd.hazardAt(k, d, s.Value)
+			if k, d := sedScript(s); k != "" {
+				cmd.hazardAt(k, d, texts[i])
 			}
 		}
 	}
@@ -194,7 +195,9 @@ func (w *walker) awkProgram(cmd *Command, p *parsedArgs) {
 	for _, o := range p.opts {
 		switch o.def.id {
 		case "e":
-			program = append(program, o.value)
+			v := o.value
+			v.Raw = o.text
+			program = append(program, v)
 		case "W":
 			if v := strings.TrimLeft(o.value.Value, " "); !o.value.Literal || strings.HasPrefix(v, "e") || strings.HasPrefix(v, "d") {
 				cmd.hazardAt(HazardScript, "awk -W exec runs a program file", o.text)
@@ -211,16 +214,19 @@ func (w *walker) awkProgram(cmd *Command, p *parsedArgs) {
 			cmd.hazardAt(HazardExpansion, "awk program is not known statically", pw.Value)
 			continue
 		}
-		pr := pw.Value
+		pr, part := pw.Value, pw.Raw
+		if part == "" {
+			part = pr
+		}
 		switch {
 		case strings.Contains(pr, "system"):
-			cmd.hazardAt(HazardExec, "awk system() runs a command", pr)
+			cmd.hazardAt(HazardExec, "awk system() runs a command", part)
 		case strings.ContainsAny(pr, "|@"):
-			cmd.hazardAt(HazardExec, "awk pipes and indirect calls run commands", pr)
+			cmd.hazardAt(HazardExec, "awk pipes and indirect calls run commands", part)
 		case strings.Contains(pr, "getline"):
-			cmd.hazardAt(HazardRead, "awk getline reads files or commands named in the program", pr)
+			cmd.hazardAt(HazardRead, "awk getline reads files or commands named in the program", part)
 		case awkRedirects(pr):
-			cmd.hazardAt(HazardWrite, "awk print > file writes a file", pr)
+			cmd.hazardAt(HazardWrite, "awk print > file writes a file", part)
 		}
 	}
 	cmd.Paths = append(cmd.Paths, pathArgs(operands, false)...)
