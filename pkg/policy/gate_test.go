@@ -344,6 +344,7 @@ func TestAmendments(t *testing.T) {
 		{ID: "am4", Agent: "agent-1", Tool: "run_shell", CommandPrefix: []string{"rm"}},
 		{ID: "am5", Agent: "agent-1", Tool: "write", PathPattern: "**"},
 		{ID: "am6", Agent: "agent-1", Tool: "run_shell", CommandPrefix: []string{"npm", "test"}},
+		{ID: "am7", Agent: "agent-1", Tool: "run_shell", CommandPrefix: []string{"make", "test"}},
 	})
 	checkDecisions(t, g, ws, []decisionCase{
 		{"prefix covers", call{tool: "run_shell", args: sh("git push origin main")}, Allow, "amendments[am1]"},
@@ -361,6 +362,12 @@ func TestAmendments(t *testing.T) {
 		{"npm test", call{tool: "run_shell", args: sh("npm test")}, Allow, "amendments[am6]"},
 		{"a setting npm reads is not covered", call{tool: "run_shell", args: sh("npm_config_script_shell=/usr/bin/python3 npm test")}, Ask, "builtin.shell.environment"},
 		{"nor through env", call{tool: "run_shell", args: sh("env npm_config_script_shell=/usr/bin/python3 npm test")}, Ask, "builtin.shell.environment"},
+		{"nor as npm's own option", call{tool: "run_shell", args: sh("npm test --script-shell=./evil.sh")}, Ask, "builtin.shell."},
+		{"nor abbreviated", call{tool: "run_shell", args: sh("npm test --scr ./evil.sh")}, Ask, "builtin.shell."},
+		{"nor node options", call{tool: "run_shell", args: sh("npm test --node-options=--require=./x.js")}, Ask, "builtin.shell."},
+		{"make test", call{tool: "run_shell", args: sh("make test")}, Allow, "amendments[am7]"},
+		{"make variables that run programs", call{tool: "run_shell", args: sh("make test SHELL=./evil.sh")}, Ask, "builtin.shell."},
+		{"make --eval", call{tool: "run_shell", args: sh("make test --ev='$(shell id)'")}, Ask, "builtin.shell."},
 	})
 	g.SetAmendments(nil)
 	if d := g.Evaluate(context.Background(), call{tool: "mcp__tickets"}.request(ws)); d.Action != Ask {
