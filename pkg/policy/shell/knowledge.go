@@ -36,6 +36,12 @@ var interpreters = map[string]string{
 	"perl": "eE", "ruby": "e", "php": "r", "lua": "e", "luajit": "e", "tclsh": "", "Rscript": "e", "osascript": "e",
 }
 
+// npmDangerous are npm configuration keys that run programs, load code or
+// read configuration from elsewhere.
+var npmDangerous = []string{"script-shell", "shell", "node-options", "userconfig", "globalconfig", "prefix", "cache",
+	"init-module", "onload-script", "editor", "browser", "viewer", "git", "node-gyp", "call", "cwd", "dir",
+	"workspace-root", "global", "registry", "rcfile", "config"}
+
 // envHarmless are the environment variables a command may be given
 // without a person's look: they change formatting, never what runs or
 // what is read or written.
@@ -201,7 +207,20 @@ func (w *walker) knowledge(cmd *Command, base string) {
 			n := strings.TrimPrefix(v, "-")
 			n, _, _ = strings.Cut(strings.TrimPrefix(n, "-"), "=")
 			if strings.HasPrefix(v, "-") && (n == "toolexec" || n == "exec" || n == "vettool" || n == "overlay") {
-				cmd.hazard(HazardExec, "go -"+n+" runs a program")
+				cmd.hazardAt(HazardExec, "go -"+n+" runs a program", v)
+			}
+			if strings.HasPrefix(v, "-") && (n == "C" || n == "modfile") {
+				val, has := "", false
+				if _, after, ok := strings.Cut(v, "="); ok {
+					val, has = after, true
+				} else if i+2 < len(args) {
+					val, has = args[i+2].Value, args[i+2].Literal
+				}
+				if !has {
+					cmd.hazardAt(HazardExpansion, "go -"+n+" value is not known statically", v)
+				} else if n == "C" {
+					w.dir(cmd, Word{Value: val, Literal: true, Tilde: strings.HasPrefix(val, "~")}, v)
+				}
 			}
 			if i == 0 && v == "env" {
 				for _, b := range args[2:] {
@@ -209,6 +228,33 @@ func (w *walker) knowledge(cmd *Command, base string) {
 						cmd.hazard(HazardWrite, "go env -w writes the go configuration (GOFLAGS can run programs)")
 					}
 				}
+			}
+		}
+	case "npm", "npx", "yarn", "pnpm", "pnpx":
+		// npm takes any configuration key as an option, and unique
+		// prefixes of it (--scr is --script-shell).
+		for _, a := range args[1:] {
+			v := a.Value
+			if v == "-c" || v == "--call" {
+				cmd.hazardAt(HazardExec, base+" -c runs a command string", v)
+			}
+			if !strings.HasPrefix(v, "--") || len(v) < 4 {
+				continue
+			}
+			name, _, _ := strings.Cut(v[2:], "=")
+			name = strings.TrimPrefix(name, "no-")
+			for _, k := range npmDangerous {
+				if strings.HasPrefix(k, name) {
+					cmd.hazardAt(HazardExec, base+" "+v+" sets configuration ("+k+") that can run programs or read other files", v)
+					break
+				}
+			}
+		}
+	case "file":
+		for _, a := range args[1:] {
+			v := a.Value
+			if strings.Contains(shortCluster(v), "C") || (strings.HasPrefix(v, "--c") && strings.HasPrefix("compile", strings.TrimPrefix(v, "--"))) {
+				cmd.hazardAt(HazardWrite, "file -C writes a compiled magic file", v)
 			}
 		}
 	case "yq":

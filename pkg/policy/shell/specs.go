@@ -379,6 +379,18 @@ func (w *walker) specified(cmd *Command, base string, s *optSpec) {
 				cmd.hazardAt(HazardExec, "less +command runs pager commands, which include shell escapes", o.Value)
 			}
 		}
+	case makeSpec:
+		// NAME=value operands override make variables (SHELL,
+		// MAKEFLAGS, .SHELLFLAGS, CC, ...) whose values run.
+		var rest []Word
+		for _, o := range ops {
+			if !o.Literal || strings.Contains(o.Value, "=") {
+				cmd.hazardAt(HazardEnv, "make "+o.Value+" overrides a make variable, which can change what runs", o.Value)
+				continue
+			}
+			rest = append(rest, o)
+		}
+		ops = rest
 	case tarSpec:
 		if len(cmd.Args) > 1 && cmd.Args[1].Literal && !strings.HasPrefix(cmd.Args[1].Value, "-") {
 			// Old-style letters without a dash (tar xf a.tar): read
