@@ -64,6 +64,20 @@ func (a attack) happened(dir string) bool {
 	return false
 }
 
+// openUp makes dir and every directory under it writable by anyone.
+func openUp(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || !fi.IsDir() {
+			return err
+		}
+		return os.Chmod(p, 0o777)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // send calls bash through the worker and returns the final result, or the
 // pending one when the call parks.
 func send(t *testing.T, c *client.Client, command string) events.ResultData {
@@ -104,6 +118,10 @@ func runAttacks(t *testing.T, doc string, attacks []attack) {
 			a.setup(t, ws)
 		}
 	}
+	// Commands run as the workspace's owner, or as nobody when that is
+	// root: let them write, so that a payload that gets through has its
+	// effect and the test sees it.
+	openUp(t, ws)
 	p := startProcess(t, ws, func(o *daemon.Options) {
 		o.Sandbox = shell.ModeRequire
 		if doc != "" {
