@@ -192,8 +192,22 @@ func (w *walker) knowledge(cmd *Command, base string) {
 			}
 		}
 	case "xxd":
-		if countOperands(args[1:]) >= 2 {
-			cmd.hazard(HazardWrite, base+" writes its second operand")
+		// xxd [options] [infile [outfile]]: options end at the first
+		// operand, and whatever follows it (-r included) is the file it
+		// writes.
+		for i := 1; i < len(args); i++ {
+			v := args[i].Value
+			if args[i].Literal && strings.HasPrefix(v, "-") && v != "-" {
+				if len(v) == 2 && strings.IndexByte("cglosnCR", v[1]) >= 0 {
+					i++
+				}
+				continue
+			}
+			if i+1 < len(args) {
+				cmd.hazardAt(HazardWrite, "xxd writes its second operand", args[i+1].Raw)
+				cmd.Paths = append(cmd.Paths, pathArgs(args[i+1:i+2], true)...)
+			}
+			break
 		}
 	case "more", "most":
 		for _, a := range args[1:] {

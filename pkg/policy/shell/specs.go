@@ -98,8 +98,9 @@ var manSpec = spec("man", "gnu",
 	"I|match-case", "regex", "wildcard", "names-only", "no-subpages", "no-hyphenation", "nh", "no-justification",
 	"nj", "7|ascii", "h|help", "V|version", "warnings=?")
 
-// gawk; mawk (Debian's default awk) takes -W options, judged below.
-var awkSpec = spec("awk", "gnu",
+// gawk, which stops at its first operand (the program); mawk (Debian's
+// default awk) takes -W options, judged below.
+var awkSpec = spec("awk", "abbrev strict",
 	"f|file= script:awk -f runs a program file whose content is not analysed",
 	"E|exec= script:awk -E runs a program file whose content is not analysed",
 	"i|include= script:awk -i runs a program file whose content is not analysed",
