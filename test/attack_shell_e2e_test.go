@@ -136,6 +136,15 @@ func runAttacks(t *testing.T, doc string, attacks []attack) {
 			if !a.runDirect(t) {
 				t.Fatalf("the payload of %q has no effect when run by bash itself; the test proves nothing", a.command)
 			}
+			// Every attack starts from the same workspace: no marker, the
+			// canary in place.
+			if a.marker != "" {
+				_ = os.Remove(filepath.Join(ws, a.marker))
+			}
+			if a.setup != nil {
+				a.setup(t, ws)
+				openUp(t, ws)
+			}
 			r := send(t, c, a.command)
 			if a.happened(ws) || (a.leak != "" && strings.Contains(r.Output, a.leak)) {
 				t.Fatalf("%q had its effect through the worker: %s %+v\n%s", a.command, r.Status, r.Decision, r.Output)
@@ -195,24 +204,17 @@ func TestAttackStartupFiles(t *testing.T) {
 }
 
 // Class 5: a directory an option changes into is a path like any other:
-// listing it leaks what lies outside the workspace.
+// listing it shows what lies outside the workspace (here /etc, which the
+// sandbox shows read-only).
 func TestAttackDirectoryOptions(t *testing.T) {
-	outside := func(t *testing.T, dir string) {
-		o := t.TempDir()
-		if err := os.Chmod(o, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, filepath.Join(o, "secret-5f2c9"), "")
-		_ = os.Remove(filepath.Join(dir, "out"))
-		if err := os.Symlink(o, filepath.Join(dir, "out")); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := os.Stat("/etc/os-release"); err != nil {
+		t.Skip("no /etc/os-release to look for")
 	}
 	runAttacks(t, "", []attack{
-		{name: "env -C", command: `env -C out ls`, leak: "secret-5f2c9", setup: outside},
-		{name: "env --ch", command: `env --ch=out ls`, leak: "secret-5f2c9", setup: outside},
-		{name: "env -iC clustered", command: `env -iC out /bin/ls`, leak: "secret-5f2c9", setup: outside},
-		{name: "git -C", command: `git -C out status 2>&1; ls out`, leak: "secret-5f2c9", setup: outside},
+		{name: "env -C", command: `env -C /etc ls`, leak: "os-release"},
+		{name: "env --ch", command: `env --ch=/etc ls`, leak: "os-release"},
+		{name: "env -iC clustered", command: `env -iC /etc /bin/ls`, leak: "os-release"},
+		{name: "env --chdir value", command: `env --chdir /etc ls -a`, leak: "os-release"},
 	})
 }
 
