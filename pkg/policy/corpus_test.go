@@ -185,6 +185,6 @@ func runCorpus(t *testing.T, file string, shellOnly bool, min int) {
 	golden(t, strings.TrimSuffix(filepath.Base(file), ".txt")+".golden", out.Bytes())
 }
 
-func TestShellCorpus(t *testing.T) { runCorpus(t, "testdata/shell_corpus.txt", true, 60) }
+func TestShellCorpus(t *testing.T) { runCorpus(t, "testdata/shell_corpus.txt", true, 200) }
 
 func TestPathCorpus(t *testing.T) { runCorpus(t, "testdata/path_corpus.txt", false, 20) }
