@@ -36,6 +36,11 @@ var interpreters = map[string]string{
 	"perl": "eE", "ruby": "e", "php": "r", "lua": "e", "luajit": "e", "tclsh": "", "Rscript": "e", "osascript": "e",
 }
 
+// goWriteFlags are the go build and go test flags whose value is a file
+// (or, for outputdir, a directory) the command writes.
+var goWriteFlags = set("o", "coverprofile", "cpuprofile", "memprofile", "blockprofile", "mutexprofile", "trace",
+	"outputdir", "pkgdir", "fuzzcache")
+
 // npmDangerous are npm configuration keys that run programs, load code or
 // read configuration from elsewhere.
 var npmDangerous = []string{"script-shell", "shell", "node-options", "userconfig", "globalconfig", "prefix", "cache",
@@ -222,6 +227,15 @@ func (w *walker) knowledge(cmd *Command, base string) {
 			n, _, _ = strings.Cut(strings.TrimPrefix(n, "-"), "=")
 			if strings.HasPrefix(v, "-") && (n == "toolexec" || n == "exec" || n == "vettool" || n == "overlay") {
 				cmd.hazardAt(HazardExec, "go -"+n+" runs a program", v)
+			}
+			if wn := strings.TrimPrefix(n, "test."); strings.HasPrefix(v, "-") && goWriteFlags[wn] {
+				// -o, -coverprofile, -cpuprofile, ...: the file it writes,
+				// judged by the write rules (a hook, .git/config).
+				if _, after, ok := strings.Cut(v, "="); ok {
+					w.optPath(cmd, Word{Value: after, Literal: true, Tilde: strings.HasPrefix(after, "~")}, true)
+				} else if i+2 < len(args) {
+					w.optPath(cmd, args[i+2], true)
+				}
 			}
 			if strings.HasPrefix(v, "-") && (n == "C" || n == "modfile") {
 				val, has := "", false
