@@ -97,10 +97,33 @@ func nameArgs(base string, args []Word) (names, arith []Word) {
 	return names, arith
 }
 
+// compound judges a quoted value declare, typeset or local evaluates as
+// an array assignment: 'a=($(cmd))' runs cmd when a is (or becomes) an
+// array. The value is parsed as the assignment bash makes of it and every
+// command in it is judged.
+func (w *walker) compound(add func(HazardKind, string, string), variant, name, value string) {
+	if !strings.HasPrefix(strings.TrimLeft(value, " \t\n"), "(") {
+		return
+	}
+	add(HazardEval, variant+" evaluates the quoted array assignment "+name+"="+value+" as code", name+"="+value)
+	before := w.a.err
+	if err := w.a.parse("x="+value, w.depth+1, w.wrappedBy); err != nil && before == nil && w.a.err == nil {
+		add(HazardUnsupported, "the array assignment "+name+"="+value+" cannot be analysed", name+"="+value)
+	}
+}
+
 // judgeNames adds the hazards of the names and arithmetic a builtin
 // evaluates, and judges the commands hidden in their subscripts.
 func (w *walker) judgeNames(cmd *Command, base string) {
 	names, arith := nameArgs(base, cmd.Args)
+	switch base {
+	case "declare", "typeset", "local", "export", "readonly":
+		for _, a := range cmd.Args[1:] {
+			if n, v, ok := strings.Cut(a.Value, "="); ok && a.Literal {
+				w.compound(func(k HazardKind, d, part string) { cmd.hazardAt(k, d, part) }, base, n, v)
+			}
+		}
+	}
 	for _, n := range names {
 		if !n.Literal {
 			cmd.hazardAt(HazardArithmetic, base+" takes a variable name that is not known statically; its subscript would be evaluated as arithmetic", n.Value)

@@ -490,8 +490,12 @@ func (w *walker) decl(c *syntax.DeclClause) {
 				}
 			default:
 				// A quoted name ('a[$(cmd)]' or 'a[$(cmd)]=v'): bash
-				// evaluates its subscript.
-				name, _, _ := strings.Cut(opt.Value, "=")
+				// evaluates its subscript, and a quoted array value
+				// ('a=($(cmd))') as an assignment.
+				name, value, hasValue := strings.Cut(opt.Value, "=")
+				if hasValue {
+					w.compound(func(k HazardKind, d, part string) { w.hazardPart(k, d, c, as) }, variant, name, value)
+				}
 				tmp := &Command{Source: w.text(c), Depth: w.depth, WrappedBy: w.wrappedBy, Args: []Word{{Value: variant, Literal: true}}}
 				w.nameText(tmp, variant, name)
 				for _, h := range tmp.Hazards {
@@ -507,6 +511,13 @@ func (w *walker) decl(c *syntax.DeclClause) {
 			continue
 		}
 		name := as.Name.Value
+		if as.Value != nil {
+			// a='($(cmd))': evaluated as an array assignment when a is an
+			// array.
+			if r := w.resolve(as.Value); r.Literal {
+				w.compound(func(k HazardKind, d, part string) { w.hazardPart(k, d, c, as) }, variant, name, r.Value)
+			}
+		}
 		if env && !envSafe(name) {
 			w.hazard(HazardEnv, variant+" "+name+" reaches every program the script runs", as)
 		} else if !env && !shellVarSafe(name) {
