@@ -212,6 +212,9 @@ opts:
 				if base == "env" && c == 'i' {
 					cmd.hazardAt(HazardEnv, "env -i empties the environment, removing settings later programs rely on", v)
 				}
+				if base == "exec" && c == 'c' {
+					cmd.hazardAt(HazardEnv, "exec -c empties the environment, removing settings later programs rely on", v)
+				}
 				if base == "exec" && c == 'l' {
 					cmd.hazardAt(HazardScript, "exec -l runs the program as a login shell, which reads startup files", v)
 				}
