@@ -170,6 +170,8 @@ func TestAttackNamesAndArithmetic(t *testing.T) {
 		{name: "declare", command: `declare 'a[$(touch m1e)]=1'`, marker: "m1e"},
 		{name: "unset", command: `a=(1); unset 'a[$(touch m1f)]'`, marker: "m1f"},
 		{name: "through command", command: `command printf -v 'a[$(touch m1h)]' v`, marker: "m1h"},
+		{name: "declare array value", command: `declare -a 'a=($(touch m1i))'`, marker: "m1i"},
+		{name: "declare quoted value", command: `declare -a a='($(touch m1j))'`, marker: "m1j"},
 	})
 }
 
