@@ -278,7 +278,24 @@ func (w *walker) knowledge(cmd *Command, base string) {
 				}
 			}
 		}
+	case "wc", "du":
+		for _, a := range args[1:] {
+			if n := longName(a.Value); len(n) >= 3 && strings.HasPrefix("files0-from", n) {
+				cmd.hazardAt(HazardRead, base+" --files0-from reads the files a list names, which no rule sees", a.Value)
+			}
+		}
+	case "md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum", "cksum":
+		for _, a := range args[1:] {
+			if n := longName(a.Value); strings.Contains(shortCluster(a.Value), "c") || (len(n) >= 2 && strings.HasPrefix("check", n)) {
+				cmd.hazardAt(HazardRead, base+" -c reads the files a list names, which no rule sees", a.Value)
+			}
+		}
 	case "file":
+		for _, a := range args[1:] {
+			if n := longName(a.Value); strings.Contains(shortCluster(a.Value), "f") || (len(n) >= 3 && strings.HasPrefix("files-from", n)) {
+				cmd.hazardAt(HazardRead, "file -f reads the files a list names, which no rule sees", a.Value)
+			}
+		}
 		for _, a := range args[1:] {
 			v := a.Value
 			if strings.Contains(shortCluster(v), "C") || (strings.HasPrefix(v, "--c") && strings.HasPrefix("compile", strings.TrimPrefix(v, "--"))) {

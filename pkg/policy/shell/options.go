@@ -377,6 +377,9 @@ func (w *walker) judgeOptions(cmd *Command, s *optSpec, args []Word) *parsedArgs
 			cmd.hazardAt(HazardSystem, detail, o.text)
 		case effReads:
 			cmd.hazardAt(HazardRead, detail, o.text)
+			if o.hasValue {
+				w.optPath(cmd, o.value, false)
+			}
 		}
 	}
 	return p

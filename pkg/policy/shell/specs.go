@@ -17,7 +17,7 @@ var sortSpec = spec("sort", "gnu",
 	"b|ignore-leading-blanks", "d|dictionary-order", "f|ignore-case", "g|general-numeric-sort", "i|ignore-nonprinting",
 	"M|month-sort", "h|human-numeric-sort", "n|numeric-sort", "R|random-sort", "random-source= path", "r|reverse",
 	"sort=", "V|version-sort", "batch-size=", "c|check=?", "C", "compress-program= exec:sort --compress-program runs a program",
-	"debug", "files0-from= path", "k|key=", "m|merge", "o|output= write:sort -o writes a file", "s|stable",
+	"debug", "files0-from= reads:sort --files0-from reads the files a list names, which no rule sees", "k|key=", "m|merge", "o|output= write:sort -o writes a file", "s|stable",
 	"S|buffer-size=", "t|field-separator=", "T|temporary-directory= path", "parallel=", "u|unique",
 	"z|zero-terminated", "help", "version")
 
