@@ -22,11 +22,14 @@ var evalBuiltins = map[string]string{
 	"coproc":   "coproc runs a command asynchronously",
 }
 
-// writers write or remove the files named as their operands.
+// writers write or remove the files named as their operands (and, to be
+// safe, as their option values: cp -t DIR, curl -o FILE, unzip -d DIR).
 var writers = map[string]bool{
 	"tee": true, "touch": true, "mkdir": true, "rm": true, "rmdir": true, "truncate": true, "cp": true, "mv": true,
 	"ln": true, "install": true, "shred": true, "chmod": true, "chown": true, "chgrp": true, "unlink": true, "mkfifo": true,
-	"mknod": true, "patch": true, "split": true, "csplit": true,
+	"mknod": true, "patch": true, "split": true, "csplit": true, "rsync": true, "scp": true, "sftp": true, "unzip": true,
+	"tar": true, "bsdtar": true, "cpio": true, "gzip": true, "gunzip": true, "bzip2": true,
+	"bunzip2": true, "xz": true, "unxz": true, "zstd": true, "zip": true, "7z": true, "ar": true, "sponge": true,
 }
 
 // interpreters run inline code given with one of their options.
@@ -40,6 +43,99 @@ var interpreters = map[string]string{
 // (or, for outputdir, a directory) the command writes.
 var goWriteFlags = set("o", "coverprofile", "cpuprofile", "memprofile", "blockprofile", "mutexprofile", "trace",
 	"outputdir", "pkgdir", "fuzzcache")
+
+// downloadWrites are, per downloader, its options whose value is a file
+// it writes ("" for a short letter's long form unknown), those that name a
+// directory it writes into, those that read a configuration or script,
+// and the flags that make it write into the working directory.
+var downloadWrites = map[string]struct {
+	short, dirShort, scriptShort, cwdShort string
+	long, dirLong, scriptLong, cwdLong     []string
+}{
+	"curl": {short: "oDc", scriptShort: "K", cwdShort: "OJ",
+		long:       []string{"output", "dump-header", "cookie-jar", "trace", "trace-ascii", "stderr", "libcurl", "etag-save", "hsts", "alt-svc"},
+		dirLong:    []string{"output-dir"},
+		scriptLong: []string{"config"},
+		cwdLong:    []string{"remote-name", "remote-name-all", "remote-header-name"}},
+	"wget": {short: "Ooa", dirShort: "P", scriptShort: "ei",
+		long:       []string{"output-document", "output-file", "append-output", "save-cookies", "warc-file", "rejected-log"},
+		dirLong:    []string{"directory-prefix"},
+		scriptLong: []string{"execute", "config", "input-file", "load-cookies"}},
+}
+
+// downloader judges where curl and wget write: their output options, and
+// the working directory wget (or curl -O) saves into by default.
+func (w *walker) downloader(cmd *Command, base string) {
+	d := downloadWrites[base]
+	args := cmd.Args[1:]
+	explicit := false
+	cwd := base == "wget"
+	match := func(list []string, n string) bool {
+		for _, l := range list {
+			if strings.HasPrefix(l, n) && n != "" {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i < len(args); i++ {
+		v := args[i].Value
+		if !args[i].Literal || !strings.HasPrefix(v, "-") || v == "-" {
+			continue
+		}
+		if v == "--" {
+			break
+		}
+		next := func(attached string, has bool) Word {
+			if has {
+				return Word{Value: attached, Literal: true, Tilde: strings.HasPrefix(attached, "~")}
+			}
+			if i+1 < len(args) {
+				i++
+				return args[i]
+			}
+			return Word{Literal: true}
+		}
+		if strings.HasPrefix(v, "--") {
+			n, val, has := strings.Cut(v[2:], "=")
+			switch {
+			case match(d.long, n):
+				w.optPath(cmd, next(val, has), true)
+				explicit = true
+			case match(d.dirLong, n):
+				w.optPath(cmd, next(val, has), true)
+				explicit = true
+			case match(d.scriptLong, n):
+				cmd.hazardAt(HazardScript, base+" "+v+" reads commands or settings from a file or string", v)
+				next(val, has)
+			case match(d.cwdLong, n):
+				cwd = true
+			}
+			continue
+		}
+		for j := 1; j < len(v); j++ {
+			c := v[j]
+			switch {
+			case strings.IndexByte(d.short+d.dirShort, c) >= 0:
+				w.optPath(cmd, next(v[j+1:], j+1 < len(v)), true)
+				explicit = true
+			case strings.IndexByte(d.scriptShort, c) >= 0:
+				cmd.hazardAt(HazardScript, base+" -"+string(c)+" reads commands or settings from a file or string", v)
+				next(v[j+1:], j+1 < len(v))
+			case strings.IndexByte(d.cwdShort, c) >= 0:
+				cwd = true
+				continue
+			default:
+				continue
+			}
+			break
+		}
+	}
+	if cwd && !explicit {
+		// Saves under a name taken from the URL, in the working directory.
+		cmd.Paths = append(cmd.Paths, PathArg{Path: ".", Write: true})
+	}
+}
 
 // npmDangerous are npm configuration keys that run programs, load code or
 // read configuration from elsewhere.
@@ -290,6 +386,8 @@ func (w *walker) knowledge(cmd *Command, base string) {
 				cmd.hazardAt(HazardRead, base+" -c reads the files a list names, which no rule sees", a.Value)
 			}
 		}
+	case "curl", "wget":
+		w.downloader(cmd, base)
 	case "file":
 		for _, a := range args[1:] {
 			if n := longName(a.Value); strings.Contains(shortCluster(a.Value), "f") || (len(n) >= 3 && strings.HasPrefix("files-from", n)) {
@@ -419,14 +517,14 @@ func pathArgs(args []Word, write bool) []PathArg {
 			dd = true
 		case strings.HasPrefix(v, "--"):
 			if _, val, ok := strings.Cut(v, "="); ok && val != "" {
-				out = append(out, PathArg{Path: val, Tilde: strings.HasPrefix(val, "~")})
+				out = append(out, PathArg{Path: val, Tilde: strings.HasPrefix(val, "~"), Write: write})
 			}
 		default:
 			// -o/tmp/x, -I../inc: any suffix starting at / . or ~.
 			for j := 2; j < len(v); j++ {
 				if c := v[j]; c == '/' || c == '~' || (c == '.' && (v[j-1] < 'a' || v[j-1] > 'z')) || (c == '.' && j == 2) {
 					val := v[j:]
-					out = append(out, PathArg{Path: val, Tilde: c == '~'})
+					out = append(out, PathArg{Path: val, Tilde: c == '~', Write: write})
 					break
 				}
 			}

@@ -412,4 +412,11 @@ func (w *walker) specified(cmd *Command, base string, s *optSpec) {
 		}
 	}
 	cmd.Paths = append(cmd.Paths, pathArgs(ops, write)...)
+	if write {
+		// A program that writes where it is told writes into its -C
+		// directory and its option values too (tar -x -C DIR).
+		for i := range cmd.Paths {
+			cmd.Paths[i].Write = true
+		}
+	}
 }
