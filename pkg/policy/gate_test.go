@@ -173,7 +173,7 @@ func TestDefaultPolicy(t *testing.T) {
 		{"git branch listing", call{tool: "bash", args: sh("git branch -a")}, Allow, "builtin.classify.read_only"},
 		{"git branch creation", call{tool: "bash", args: sh("git branch feature")}, Ask, "builtin.classify.dangerous"},
 		{"git write", call{tool: "bash", args: sh("git push origin main")}, Ask, "builtin.classify.dangerous"},
-		{"git config set", call{tool: "bash", args: sh("git config user.name x")}, Ask, "builtin.classify.dangerous"},
+		{"git config set", call{tool: "bash", args: sh("git config user.name x")}, Ask, "builtin.shell.writes"},
 		{"dangerous", call{tool: "bash", args: sh("rm main.go")}, Ask, "builtin.classify.dangerous"},
 		{"unclassified", call{tool: "bash", args: sh("frobnicate")}, Ask, "builtin.classify.unclassified"},
 		{"forbidden", call{tool: "bash", args: sh("sudo ls")}, Deny, "builtin.classify.forbidden"},

@@ -266,5 +266,21 @@ func (w *walker) gitHazards(cmd *Command) {
 		}
 	}
 	operands := gitSubcommandOptions(cmd, w, sub, rest)
+	if sub == "config" {
+		if c, _ := classifyGit(argvOf(cmd.Args[1:])); c != ReadOnly {
+			cmd.hazardAt(HazardWrite, "git config changes configuration that later git commands run (core.hooksPath, core.fsmonitor, aliases, ...)", cmd.Source)
+		}
+	}
 	cmd.Paths = append(cmd.Paths, pathArgs(operands, false)...)
+}
+
+// argvOf returns the values of words (unknown ones as "").
+func argvOf(ws []Word) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		if w.Literal {
+			out[i] = w.Value
+		}
+	}
+	return out
 }
