@@ -30,11 +30,12 @@ import (
 // mvdan/sh's printer over random syntax trees built from the programs the
 // policy knows, their options and the abbreviations of those options,
 // payloads that write marker files, and the shell's compound forms - and
-// judges each with the built-in policy. Whatever the gate allows without a
-// person is run in the bubblewrap sandbox against a canary workspace (and
-// a canary directory outside it), and the test asserts that nothing
+// judges each with the built-in policy and with a policy that runs every
+// command the analysis has nothing against. Whatever a gate allows without
+// a person is run in the bubblewrap sandbox against a canary workspace
+// (and a canary directory outside it), and the test asserts that nothing
 // changed but what the decision allowed: the files the command line
-// redirects its output to. The count is bounded, not the time; the seed
+// redirects its output to and the paths the analysis judged as writes. The count is bounded, not the time; the seed
 // is fixed unless TOOLGATE_DIFF_SEED says otherwise, and
 // TOOLGATE_DIFF_COUNT raises the count. Command lines that once broke the
 // gate are kept in testdata/gate_differential.txt and run first.
@@ -72,11 +73,18 @@ var vocabulary = []program{
 	{"du", []string{"-s", "."}},
 	{"stat", []string{"main.go"}},
 	{"md5sum", []string{"main.go"}},
-	{"touch", []string{"pwned", "main.go"}},
-	{"rm", []string{"-f", "-r", "--no-preserve-root", "main.go", "sub", "."}},
-	{"cp", []string{"main.go", "pwned"}},
-	{"tee", []string{"pwned", "-a"}},
-	{"mkdir", []string{"pwned"}},
+	{"touch", []string{"pwned", "main.go", ".git/hooks/pre-commit"}},
+	{"rm", []string{"-f", "-r", "--no-preserve-root", "main.go", "sub", ".", ".git/config"}},
+	{"cp", []string{"main.go", "pwned", "-r", "-t", ".git/hooks", "--target-directory=.git", "sub", ".git/config", ".", "-T"}},
+	{"mv", []string{"main.go", "pwned", ".git/hooks/pre-commit", "-t", "sub"}},
+	{"ln", []string{"-s", "-f", "main.go", ".git/hooks/pre-commit", "sub"}},
+	{"tee", []string{"pwned", "-a", ".git/config"}},
+	{"mkdir", []string{"pwned", "-p", ".git/hooks/x"}},
+	{"cd", []string{"sub", ".git", ".git/hooks", "..", "-P"}},
+	{"git", []string{"config", "core.hooksPath", "x", "--get", "user.name", "init", "-q"}},
+	{"go", []string{"build", "-o", ".git/hooks/pre-commit", "./...", "test", "-coverprofile=.git/config"}},
+	{"tar", []string{"-cf", "pwned", "-xf", "-C", ".git", "main.go"}},
+	{"declare", []string{"-a", "a=($(touch pwned))", "x=(y)", "-p"}},
 }
 
 // wrappers run the command after them.
@@ -132,7 +140,7 @@ func (g *generator) call(depth int) *syntax.Stmt {
 		ce.Args = append(ce.Args, &syntax.Word{Parts: []syntax.WordPart{&syntax.CmdSubst{Stmts: []*syntax.Stmt{inner}}}})
 	}
 	if g.r.Intn(6) == 0 {
-		targets := []string{"out.txt", "pwned", "sub/out.txt", "/dev/null", "../outside/canary.txt", "main.go"}
+		targets := []string{"out.txt", "pwned", "sub/out.txt", "/dev/null", "../outside/canary.txt", "main.go", ".git/config", ".git/hooks/pre-commit"}
 		ops := []syntax.RedirOperator{syntax.RdrOut, syntax.AppOut, syntax.RdrIn}
 		st.Redirs = append(st.Redirs, &syntax.Redirect{Op: ops[g.r.Intn(len(ops))], Word: lit(targets[g.r.Intn(len(targets))])})
 	}
@@ -195,6 +203,11 @@ func canary(t *testing.T, ws, outside string) {
 	writeFile(t, filepath.Join(ws, "sub", "a.txt"), "a\nb\na\n")
 	writeFile(t, filepath.Join(ws, "notes.txt"), "notes\n")
 	writeFile(t, filepath.Join(outside, "canary.txt"), "outside\n")
+	writeFile(t, filepath.Join(ws, ".git", "config"), "[core]\n\trepositoryformatversion = 0\n")
+	writeFile(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/main\n")
+	if err := os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Symlink(outside, filepath.Join(ws, "out")); err != nil {
 		t.Fatal(err)
 	}
@@ -232,24 +245,63 @@ func snapshot(t *testing.T, roots ...string) map[string]string {
 	return out
 }
 
-// allowedWrites are the files a command line's redirections write: the
-// one change an allowed command may make.
-func allowedWrites(ws, command string) map[string]bool {
-	out := map[string]bool{}
+// allowedWrites are the paths an allowed command line may change: the
+// files its redirections write and the paths the analysis says its
+// commands write (for a directory, anything under it). A change anywhere
+// else is a write the gate did not see.
+func allowedWrites(ws, command string) []string {
+	var out []string
 	s, err := pshell.Parse(command)
 	if err != nil {
 		return out
 	}
+	// Relative paths resolve against the working directory and every
+	// directory the command line may change into, as the gate resolves them.
+	bases := []string{ws}
+	for _, d := range s.Dirs {
+		if d.Literal {
+			if filepath.IsAbs(d.Value) {
+				bases = append(bases, d.Value)
+			} else {
+				bases = append(bases, filepath.Join(ws, d.Value))
+			}
+		}
+	}
+	add := func(p string) {
+		if p == "" {
+			return
+		}
+		if filepath.IsAbs(p) {
+			out = append(out, filepath.Clean(p))
+			return
+		}
+		for _, b := range bases {
+			out = append(out, filepath.Join(b, p))
+		}
+	}
 	for _, r := range s.Redirects {
 		if r.Write && r.Target.Literal {
-			p := r.Target.Value
-			if !filepath.IsAbs(p) {
-				p = filepath.Join(ws, p)
+			add(r.Target.Value)
+		}
+	}
+	for _, c := range s.Commands {
+		for _, pa := range c.Paths {
+			if pa.Write {
+				add(pa.Path)
 			}
-			out[filepath.Clean(p)] = true
 		}
 	}
 	return out
+}
+
+// covered reports whether p is one of the allowed paths or lies under one.
+func covered(p string, allowed []string) bool {
+	for _, a := range allowed {
+		if p == a || strings.HasPrefix(p, a+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func TestGateDifferential(t *testing.T) {
@@ -276,25 +328,49 @@ func TestGateDifferential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := policy.NewGate(policy.Default())
+	// The built-in policy, and one that runs every command the analysis
+	// finds nothing against and allows writes: under it the test checks
+	// the analysis's own view of what a command writes.
+	full, _, err := policy.Parse([]byte("tools:\n  write: allow\n  edit: allow\nexec:\n  security: full\n"), "full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gates := []*policy.Gate{policy.NewGate(policy.Default()), policy.NewGate(full)}
 	run := func(command string) {
 		args, _ := json.Marshal(map[string]any{"command": command, "timeout": 10000})
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		out, err := bash.Handler.Handle(ctx, &tools.Call{Name: "bash", Arguments: args})
-		if testing.Verbose() && out != nil {
-			t.Logf("%s: %v %s", command, err, out.Content)
-		}
+		_, _ = bash.Handler.Handle(ctx, &tools.Call{Name: "bash", Arguments: args})
 	}
-	changed := func(before, after map[string]string, allowed map[string]bool) []string {
+	// Nothing a person did not approve may change the repository's
+	// configuration or hooks, predicted or not; git itself may write its
+	// objects, refs, index and sample hooks.
+	protected := func(p string) bool {
+		rel, err := filepath.Rel(filepath.Join(ws, ".git"), p)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return false
+		}
+		return rel == "config" || rel == "info/attributes" || (strings.HasPrefix(rel, "hooks/") && !strings.HasSuffix(rel, ".sample"))
+	}
+	// Caches programs keep under HOME, which is the workspace here: go's
+	// build and module caches and telemetry counters.
+	cache := []string{filepath.Join(ws, ".cache", "go-build"), filepath.Join(ws, ".config", "go", "telemetry"), filepath.Join(ws, "go", "pkg", "mod")}
+	changed := func(before, after map[string]string, allowed []string) []string {
+		allowed = append(allowed, cache...)
 		var diff []string
 		for p, v := range after {
-			if before[p] != v && !allowed[p] {
+			if p == filepath.Join(ws, ".cache") || p == filepath.Join(ws, ".config") || p == filepath.Join(ws, ".config", "go") ||
+				p == filepath.Join(ws, "go") || p == filepath.Join(ws, "go", "pkg") {
+				if _, was := before[p]; !was && strings.HasPrefix(v, "d") {
+					continue // the directories of the caches above
+				}
+			}
+			if before[p] != v && (!covered(p, allowed) || protected(p)) {
 				diff = append(diff, p)
 			}
 		}
 		for p := range before {
-			if _, ok := after[p]; !ok && !allowed[p] {
+			if _, ok := after[p]; !ok && (!covered(p, allowed) || protected(p)) {
 				diff = append(diff, p+" (removed)")
 			}
 		}
@@ -328,18 +404,20 @@ func TestGateDifferential(t *testing.T) {
 	}
 	ran := 0
 	for _, c := range commands {
-		d := gate.Evaluate(context.Background(), policy.Request{Agent: "fuzz", Tool: "bash", Known: true, Kind: policy.KindExecute,
-			Arguments: map[string]any{"command": c}, Workspace: ws})
-		if d.Action != policy.Allow {
-			continue
-		}
-		ran++
-		canary(t, ws, outside)
-		before := snapshot(t, ws, outside)
-		run(c)
-		if diff := changed(before, snapshot(t, ws, outside), allowedWrites(ws, c)); len(diff) > 0 {
-			t.Errorf("the gate allowed %q (%s), which changed %v\nkeep it: add it to test/testdata/gate_differential.txt and, with its decision, to pkg/policy/testdata/shell_corpus.txt",
-				c, d.Rule, diff)
+		for _, gate := range gates {
+			d := gate.Evaluate(context.Background(), policy.Request{Agent: "fuzz", Tool: "bash", Known: true, Kind: policy.KindExecute,
+				Arguments: map[string]any{"command": c}, Workspace: ws})
+			if d.Action != policy.Allow {
+				continue
+			}
+			ran++
+			canary(t, ws, outside)
+			before := snapshot(t, ws, outside)
+			run(c)
+			if diff := changed(before, snapshot(t, ws, outside), allowedWrites(ws, c)); len(diff) > 0 {
+				t.Errorf("policy %s allowed %q (%s), which changed %v\nkeep it: add it to test/testdata/gate_differential.txt and, with its decision, to pkg/policy/testdata/shell_corpus.txt",
+					gate.Policy().Revision(), c, d.Rule, diff)
+			}
 		}
 	}
 	t.Logf("seed %d: %d command lines, %d allowed and run in the sandbox", seed, len(commands), ran)

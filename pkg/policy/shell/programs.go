@@ -266,6 +266,19 @@ func (w *walker) gitHazards(cmd *Command) {
 		}
 	}
 	operands := gitSubcommandOptions(cmd, w, sub, rest)
+	switch sub {
+	case "init":
+		cmd.hazardAt(HazardWrite, "git init writes repository configuration and hooks (it rewrites an existing repository's)", cmd.Source)
+		cmd.Paths = append(cmd.Paths, pathArgs(operands, true)...)
+		return
+	case "clone":
+		// The last operand is the directory it creates.
+		if len(operands) >= 2 {
+			cmd.Paths = append(cmd.Paths, pathArgs(operands[:len(operands)-1], false)...)
+			cmd.Paths = append(cmd.Paths, pathArgs(operands[len(operands)-1:], true)...)
+			return
+		}
+	}
 	if sub == "config" {
 		if c, _ := classifyGit(argvOf(cmd.Args[1:])); c != ReadOnly {
 			cmd.hazardAt(HazardWrite, "git config changes configuration that later git commands run (core.hooksPath, core.fsmonitor, aliases, ...)", cmd.Source)
