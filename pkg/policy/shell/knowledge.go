@@ -321,7 +321,7 @@ func (w *walker) knowledge(cmd *Command, base string) {
 			v := a.Value
 			n := strings.TrimPrefix(v, "-")
 			n, _, _ = strings.Cut(strings.TrimPrefix(n, "-"), "=")
-			if strings.HasPrefix(v, "-") && (n == "toolexec" || n == "exec" || n == "vettool" || n == "overlay") {
+			if strings.HasPrefix(v, "-") && (n == "toolexec" || n == "exec" || n == "vettool" || n == "overlay" || n == "compiler") {
 				cmd.hazardAt(HazardExec, "go -"+n+" runs a program", v)
 			}
 			if wn := strings.TrimPrefix(n, "test."); strings.HasPrefix(v, "-") && goWriteFlags[wn] {
@@ -388,6 +388,15 @@ func (w *walker) knowledge(cmd *Command, base string) {
 		}
 	case "curl", "wget":
 		w.downloader(cmd, base)
+	case "cargo":
+		// --config KEY=VALUE sets any configuration (build.rustc-wrapper,
+		// target.*.runner) and -Z unstable ones: both can run programs.
+		for _, a := range args[1:] {
+			v := a.Value
+			if n := longName(v); (len(n) >= 3 && strings.HasPrefix("config", n)) || strings.HasPrefix(v, "-Z") {
+				cmd.hazardAt(HazardExec, "cargo "+v+" sets configuration that can run programs", v)
+			}
+		}
 	case "file":
 		for _, a := range args[1:] {
 			if n := longName(a.Value); strings.Contains(shortCluster(a.Value), "f") || (len(n) >= 3 && strings.HasPrefix("files-from", n)) {
