@@ -267,6 +267,8 @@ func (w *walker) gitHazards(cmd *Command) {
 	}
 	operands := gitSubcommandOptions(cmd, w, sub, rest)
 	switch sub {
+	case "verify-commit", "verify-tag":
+		cmd.hazardAt(HazardExec, "git "+sub+" runs the signature program (gpg.program) repository configuration names", sub)
 	case "init":
 		cmd.hazardAt(HazardWrite, "git init writes repository configuration and hooks (it rewrites an existing repository's)", cmd.Source)
 		cmd.Paths = append(cmd.Paths, pathArgs(operands, true)...)

@@ -60,7 +60,7 @@ var fdSpec = spec("fd", "permute",
 
 var treeSpec = spec("tree", "strict",
 	"o= write:tree -o writes a file", "l follow:tree -l follows symbolic links out of the tree",
-	"a", "d", "f", "x", "L=", "R", "P=", "I=", "gitignore", "ignore-case", "matchdirs", "metafirst", "prune", "info",
+	"a", "d", "f", "x", "L=", "R writes:tree -R writes 00Tree.html into every directory", "P=", "I=", "gitignore", "ignore-case", "matchdirs", "metafirst", "prune", "info",
 	"infofile= path", "noreport", "charset=", "filelimit=", "timefmt=", "fromfile", "fromtabfile", "fflinks",
 	"q", "N", "Q", "p", "u", "g", "s", "h", "si", "du", "D", "F", "inodes", "device", "v", "t", "c", "U", "r",
 	"dirsfirst", "filesfirst", "sort=", "i", "A", "S", "n", "C", "X", "J", "H=", "T=", "nolinks", "hintro=", "houtro=",
@@ -183,6 +183,8 @@ var gitDangerous = map[string]optDef{
 	"orderfile":             {effect: effPath},
 	"exclude-from":          {effect: effPath},
 	"exclude-per-directory": {},
+	"show-signature":        {effect: effExec, detail: "git --show-signature runs the signature program (gpg.program) repository configuration names"},
+	"filters":               {effect: effExec, detail: "git cat-file --filters runs the filter programs of .gitattributes"},
 }
 
 // gitSafe are the long options of git's read-only subcommands that do
@@ -198,7 +200,7 @@ var gitSafe = set("oneline", "graph", "decorate", "decorate-refs", "decorate-ref
 	"find-copies-harder", "irreversible-delete", "no-renames", "rename-empty", "no-rename-empty", "diff-filter",
 	"pickaxe-all", "pickaxe-regex", "ws-error-highlight", "no-ext-diff", "no-textconv", "submodule", "stat-width",
 	"stat-name-width", "stat-count", "compact-summary", "pretty", "format", "encoding", "expand-tabs", "no-expand-tabs",
-	"notes", "no-notes", "show-notes", "show-signature", "relative-date", "date", "parents", "children", "left-right",
+	"notes", "no-notes", "show-notes", "relative-date", "date", "parents", "children", "left-right",
 	"cherry-mark", "cherry-pick", "boundary", "max-count", "skip", "since", "after", "until", "before", "since-as-filter",
 	"author", "committer", "grep-reflog", "grep", "all-match", "invert-grep", "regexp-ignore-case", "basic-regexp",
 	"extended-regexp", "fixed-strings", "perl-regexp", "remove-empty", "merges", "no-merges", "min-parents",
@@ -223,8 +225,8 @@ var gitSafe = set("oneline", "graph", "decorate", "decorate-refs", "decorate-ref
 	"first-parent", "exact-match", "candidates", "dirty", "broken", "match", "contains", "no-prefix", "numbered",
 	"email", "summary", "group", "sha1-name", "no-color", "more", "list", "heads", "topics", "independent",
 	"merge-base", "sparse", "creation-factor", "left-only", "right-only", "no-dual-color", "dual-color",
-	"count", "objects", "annotate", "textconv-never", "batch", "batch-check", "batch-all-objects", "follow-symlinks",
-	"filters", "path", "tree", "recursive", "header", "no-commit-id", "always", "pretty", "version", "help",
+	"count", "objects", "annotate", "batch", "batch-check", "batch-all-objects", "follow-symlinks",
+	"path", "tree", "recursive", "header", "no-commit-id", "always", "pretty", "version", "help",
 	"show-origin", "show-scope", "get", "get-all", "get-regexp", "get-urlmatch", "get-color", "get-colorbool",
 	"name-only", "includes", "no-includes", "type", "default", "local", "global", "system", "worktree", "blob",
 	"z", "v", "x", "porcelain-v2", "progress", "timestamp", "raw-timestamp", "line-range", "lines", "dir-stat")
@@ -262,6 +264,9 @@ func gitSubcommandOptions(cmd *Command, w *walker, sub string, args []Word) []Wo
 			continue
 		}
 		name, val, has := strings.Cut(v[2:], "=")
+		if (strings.HasPrefix("format", name) || strings.HasPrefix("pretty", name)) && len(name) >= 3 && strings.Contains(val, "%G") {
+			cmd.hazardAt(HazardExec, "git --format %G verifies signatures, running the program (gpg.program) repository configuration names", v)
+		}
 		if _, safe := gitSafe[name]; safe {
 			continue
 		}
