@@ -9,6 +9,15 @@
 // or write where it looks like it only reads (find -delete, rg --pre,
 // sed 's/x/y/e', git -c).
 //
+// Each program the analysis knows is read the way the program reads its own
+// command line: one option engine holds their option tables and resolves
+// abbreviated long options, clustered short options, attached values, --
+// and options after operands as getopt_long and the programs' own parsers
+// do. Words bash itself evaluates as code although they look like data -
+// a variable name with an array subscript given to printf -v, read,
+// test -v or declare, a quoted array value given to declare - are parsed
+// and what they would run is judged like any other command.
+//
 // It parses with mvdan.cc/sh/v3 in bash mode and never executes anything.
 // It knows nothing of policies: package policy decides what is allowed.
 package shell
