@@ -51,7 +51,8 @@ var vocabulary = []program{
 	{"ls", []string{"-la", "-R", "--all", "-d", ".", "sub", "out", "../outside"}},
 	{"grep", []string{"-r", "-n", "-R", "--der", "--dereference-r", "-e", "package", "-f", "main.go", "--fil=main.go", "--file", "-o", "--include=*.go", "x", "main.go", "."}},
 	{"sed", []string{"-n", "-e", "--expr=1e touch pwned", "--exp", "1e touch pwned", "-i", "--in-place", "--in-pl", "-E", "--sandbox", "-s", "p", "1d", "s/a/b/", "s/a/b/w pwned", "s/a/b/e", "1r main.go", "w pwned", "main.go", "-ie", "-ne"}},
-	{"sort", []string{"-r", "-n", "-o", "pwned", "--outp=pwned", "--output", "-u", "--compress-program=touch", "--compress=sh", "-S", "1", "-rom", "-ropwned", "main.go", "sub/a.txt"}},
+	{"sort", []string{"-r", "-n", "-o", "pwned", "--outp=pwned", "--output", "-u", "--compress-program=./evil.sh", "--compress=./evil.sh", "-S", "1", "-rom", "-ropwned", "main.go", "sub/a.txt", "--batch-size=2"}},
+	{"bash", []string{"-c", "-l", "-i", "--login", "--rcfile", "env.sh", "true", "evil.sh", "-x"}},
 	{"head", []string{"-n", "1", "-c", "5", "main.go"}},
 	{"tail", []string{"-n", "1", "main.go"}},
 	{"wc", []string{"-l", "-c", "main.go", "--files0-from=main.go"}},
@@ -91,6 +92,8 @@ var vocabulary = []program{
 var wrapperWords = [][]string{
 	{"env"}, {"env", "-C", "sub"}, {"env", "--ch=sub"}, {"env", "-i"}, {"env", "LC_ALL=C"}, {"env", "foo=bar"},
 	{"timeout", "5"}, {"nice", "-n", "5"}, {"command"}, {"builtin"}, {"xargs"}, {"bash", "-c"}, {"bash", "-lc"}, {"sh", "-c"},
+	{"bash", "--login", "-c"}, {"bash", "-ic"}, {"bash", "--log", "-c"}, {"exec", "-l"}, {"exec", "-a", "-bash"},
+	{"env", "BASH_ENV=env.sh"}, {"env", "ENV=env.sh"}, {"env", "-S"},
 }
 
 type generator struct {
@@ -122,7 +125,7 @@ func (g *generator) call(depth int) *syntax.Stmt {
 	switch g.r.Intn(10) {
 	case 0:
 		w := wrapperWords[g.r.Intn(len(wrapperWords))]
-		if w[len(w)-1] == "-c" || w[len(w)-1] == "-lc" {
+		if last := w[len(w)-1]; last == "-S" || (strings.HasPrefix(last, "-") && strings.HasSuffix(last, "c")) {
 			// The inner command line as one string.
 			inner := print(&syntax.File{Stmts: []*syntax.Stmt{{Cmd: ce}}})
 			ce = &syntax.CallExpr{Args: append(wordsOf(w), lit(strings.TrimSpace(inner)))}
@@ -130,8 +133,9 @@ func (g *generator) call(depth int) *syntax.Stmt {
 			ce.Args = append(wordsOf(w), ce.Args...)
 		}
 	case 1:
-		names := []string{"LC_ALL", "foo", "npm_config_script_shell", "BASH_ENV", "TZ"}
-		ce.Assigns = []*syntax.Assign{{Name: &syntax.Lit{Value: names[g.r.Intn(len(names))]}, Value: lit("x")}}
+		names := []string{"LC_ALL", "foo", "npm_config_script_shell", "BASH_ENV", "TZ", "ENV", "PROMPT_COMMAND", "PS4"}
+		values := []string{"x", "env.sh", "./evil.sh", "$(touch pwned)"}
+		ce.Assigns = []*syntax.Assign{{Name: &syntax.Lit{Value: names[g.r.Intn(len(names))]}, Value: lit(values[g.r.Intn(len(values))])}}
 	}
 	st := &syntax.Stmt{Cmd: ce}
 	if depth < 2 && g.r.Intn(8) == 0 {
@@ -203,6 +207,15 @@ func canary(t *testing.T, ws, outside string) {
 	writeFile(t, filepath.Join(ws, "sub", "a.txt"), "a\nb\na\n")
 	writeFile(t, filepath.Join(ws, "notes.txt"), "notes\n")
 	writeFile(t, filepath.Join(outside, "canary.txt"), "outside\n")
+	// Startup files and a script: a login or interactive shell, BASH_ENV or
+	// a program told to run the script leaves pwned-* behind.
+	for _, f := range []string{".profile", ".bash_profile", ".bashrc", "env.sh"} {
+		writeFile(t, filepath.Join(ws, f), "touch pwned-startup 2>/dev/null\n")
+	}
+	writeFile(t, filepath.Join(ws, "evil.sh"), "#!/bin/sh\ntouch pwned-evil\n")
+	if err := os.Chmod(filepath.Join(ws, "evil.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	writeFile(t, filepath.Join(ws, ".git", "config"), "[core]\n\trepositoryformatversion = 0\n")
 	writeFile(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/main\n")
 	if err := os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755); err != nil {
