@@ -415,11 +415,23 @@ func (w *walker) knowledge(cmd *Command, base string) {
 				cmd.hazard(HazardWrite, "yq -i writes the file")
 			}
 		}
-	case "rsync", "ssh", "scp":
+	case "rsync", "ssh", "scp", "sftp":
+		// rsync -e/--rsh, scp and sftp -S name the program that carries
+		// the connection; -F reads an ssh configuration, whose
+		// ProxyCommand and LocalCommand run programs, as -o can set them.
+		progShort := map[string]string{"rsync": "e", "scp": "SF", "sftp": "SF", "ssh": "F"}[base]
 		for _, a := range args[1:] {
-			n := longName(a.Value)
-			if n == "rsh" || strings.Contains(a.Value, "ProxyCommand") || strings.Contains(a.Value, "LocalCommand") {
-				cmd.hazard(HazardExec, base+" option runs a program")
+			v := a.Value
+			n := longName(v)
+			lower := strings.ToLower(v)
+			switch {
+			case base == "rsync" && len(n) >= 2 && (strings.HasPrefix("rsh", n) || strings.HasPrefix("rsync-path", n)):
+				cmd.hazardAt(HazardExec, base+" "+v+" runs a program", v)
+			case strings.Contains(lower, "proxycommand") || strings.Contains(lower, "localcommand") || strings.Contains(lower, "permitlocalcommand") ||
+				strings.Contains(lower, "knownhostscommand") || strings.Contains(lower, "proxyjump") || strings.Contains(lower, "include"):
+				cmd.hazardAt(HazardExec, base+" "+v+" sets an ssh option that runs a program", v)
+			case shortCluster(v) != "" && strings.ContainsAny(shortCluster(v), progShort):
+				cmd.hazardAt(HazardExec, base+" "+v+" names a program or configuration that runs programs", v)
 			}
 		}
 	}
