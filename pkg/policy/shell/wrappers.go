@@ -437,7 +437,14 @@ func (w *walker) find(cmd *Command, chain []string) {
 		case "-follow":
 			cmd.hazard(HazardFollow, "find -follow follows symbolic links out of the tree")
 			i++
-		case "-newer", "-anewer", "-cnewer", "-samefile", "-files0-from":
+		case "-files0-from":
+			// The start points come from a file or stdin: no rule sees them.
+			cmd.hazardAt(HazardRead, "find -files0-from walks start points a list names, which no rule sees", v)
+			if i+1 < len(args) {
+				cmd.Paths = append(cmd.Paths, PathArg{Path: args[i+1].Value, Tilde: args[i+1].Tilde})
+			}
+			i += 2
+		case "-newer", "-anewer", "-cnewer", "-samefile":
 			if i+1 < len(args) {
 				cmd.Paths = append(cmd.Paths, PathArg{Path: args[i+1].Value, Tilde: args[i+1].Tilde})
 			}
