@@ -171,6 +171,9 @@ func (e *evaluation) shell() {
 	for _, r := range script.Redirects {
 		e.redirect(r, cwds, unknown)
 	}
+	for _, pa := range script.Paths {
+		e.shellPath(pa, cwds, unknown, pa.Path)
+	}
 }
 
 // hazard records a finding of the shell analysis. The offending part is

@@ -207,6 +207,8 @@ type Script struct {
 	// Hazards are reasons not tied to one simple command (function
 	// definitions, assignments, arithmetic).
 	Hazards []Hazard
+	// Paths are files the script itself looks at ([[ -e f ]], [[ a -nt b ]]).
+	Paths []PathArg
 	// Dirs are directories commands may change into (cd and pushd
 	// targets, git -C, make -C, env -C): relative paths may be resolved
 	// against any of them. A non-literal Dir means the directory is unknown.
@@ -647,6 +649,10 @@ func (w *walker) test(x syntax.TestExpr, at syntax.Node) {
 	case *syntax.BinaryTest:
 		w.test(x.X, at)
 		w.test(x.Y, at)
+		if x.Op == syntax.TsNewer || x.Op == syntax.TsOlder || x.Op == syntax.TsDevIno {
+			w.testPath(x.X)
+			w.testPath(x.Y)
+		}
 		switch x.Op {
 		case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
 			// [[ a -eq b ]] evaluates both sides as arithmetic.
@@ -662,6 +668,11 @@ func (w *walker) test(x syntax.TestExpr, at syntax.Node) {
 		}
 	case *syntax.UnaryTest:
 		w.test(x.X, at)
+		if x.Op != syntax.TsVarSet && x.Op != syntax.TsRefVar && x.Op != syntax.TsNot && x.Op != syntax.TsEmpStr &&
+			x.Op != syntax.TsNempStr && x.Op != syntax.TsOptSet {
+			// A file test: the file is looked at like test's operand.
+			w.testPath(x.X)
+		}
 		if x.Op == syntax.TsVarSet || x.Op == syntax.TsRefVar {
 			// [[ -v a[$(cmd)] ]] evaluates the subscript as arithmetic.
 			if wd, ok := x.X.(*syntax.Word); ok {
@@ -679,6 +690,18 @@ func (w *walker) test(x syntax.TestExpr, at syntax.Node) {
 		w.test(x.X, at)
 	default:
 		w.hazard(HazardUnsupported, fmt.Sprintf("unsupported test %T", x), at)
+	}
+}
+
+// testPath records the operand of a [[ ]] file test as a path the script
+// looks at.
+func (w *walker) testPath(x syntax.TestExpr) {
+	wd, ok := x.(*syntax.Word)
+	if !ok {
+		return
+	}
+	if r := w.resolve(wd); r.Literal && r.Value != "" {
+		w.a.s.Paths = append(w.a.s.Paths, PathArg{Path: r.Value, Tilde: r.Tilde})
 	}
 }
 
