@@ -571,6 +571,12 @@ func (e *evaluation) judgePath(pr *pathRules, abs, shown string, write, outsideH
 	if statErr == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR && e.deniedInside(pr, real, shown) {
 		return real
 	}
+	if write && statErr == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR && holdsRepository(real) {
+		// A write into a directory that is, is inside, or holds a .git
+		// directory (cp -r x .git/, tar -xC ., rsync -a x/ ./) can create
+		// hooks and configuration later git commands run.
+		e.hardAsk("builtin.protected_paths", fmt.Sprintf("writing into %s can change the repository configuration and hooks it holds, which later git commands run", shown), shown)
+	}
 	inside := false
 	for _, r := range pr.roots {
 		if within(real, r) {
@@ -601,6 +607,18 @@ func (e *evaluation) judgePath(pr *pathRules, abs, shown string, write, outsideH
 		e.hardAsk("builtin.hard_link", fmt.Sprintf("%s has %d hard links: its other names may be denied paths", shown, st.Nlink), shown)
 	}
 	return real
+}
+
+// holdsRepository reports whether the directory dir is a .git directory,
+// lies inside one, or holds one.
+func holdsRepository(dir string) bool {
+	for _, seg := range strings.Split(dir, "/") {
+		if strings.EqualFold(seg, ".git") {
+			return true
+		}
+	}
+	_, err := os.Lstat(dir + "/.git")
+	return err == nil
 }
 
 // deniedInside judges a directory by the denied paths it holds: a
