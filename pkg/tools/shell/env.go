@@ -56,7 +56,7 @@ func environ(ws string, extra map[string]string, getenv func(string) string) []s
 	for k, v := range extra {
 		env[k] = v
 	}
-	for k, v := range gitEnv() {
+	for k, v := range gitEnv(ws) {
 		env[k] = v
 	}
 	out := make([]string, 0, len(env))
@@ -80,39 +80,4 @@ func cleanPath(p string) string {
 		return defaultPath
 	}
 	return strings.Join(keep, string(filepath.ListSeparator))
-}
-
-// gitSafety is configuration every git a command runs gets with the
-// highest precedence (GIT_CONFIG_COUNT outranks every config file): no
-// program named in a config file the workspace can hold (HOME is the
-// workspace, so ~/.gitconfig is the agent's to write) is ever run by an
-// otherwise read-only git command.
-var gitSafety = [][2]string{
-	{"core.fsmonitor", "false"},         // run on git status, diff, ...
-	{"core.hooksPath", "/dev/null"},     // hooks of commit, checkout, merge, ...
-	{"safe.bareRepository", "explicit"}, // a planted bare repository's config
-	{"core.pager", "cat"},               // a pager is a program
-	{"core.editor", "false"},            // so is an editor
-	{"sequence.editor", "false"},
-	{"protocol.ext.allow", "never"}, // ext:: URLs run commands
-	{"credential.helper", ""},       // an empty value clears the list
-	{"core.sshCommand", "ssh"},
-	{"diff.external", ""},
-	{"uploadpack.packObjectsHook", ""},
-}
-
-// gitEnv neutralises git's program-running settings: no system or global
-// config file, and gitSafety on top of the repository's own.
-func gitEnv() map[string]string {
-	env := map[string]string{
-		"GIT_CONFIG_NOSYSTEM": "1",
-		"GIT_CONFIG_GLOBAL":   "/dev/null",
-		"GIT_CONFIG_COUNT":    fmt.Sprint(len(gitSafety)),
-		"GIT_TERMINAL_PROMPT": "0",
-	}
-	for i, kv := range gitSafety {
-		env[fmt.Sprintf("GIT_CONFIG_KEY_%d", i)] = kv[0]
-		env[fmt.Sprintf("GIT_CONFIG_VALUE_%d", i)] = kv[1]
-	}
-	return env
 }

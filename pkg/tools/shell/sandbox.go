@@ -125,7 +125,7 @@ func find() (s Sandbox, reason string) {
 	if s.Setpriv != "" {
 		id = identity{drop: true, uid: nobody, gid: nobody}
 	}
-	argv := s.argv("", "/", false, id, []string{truePath})
+	argv := s.argv("", "/", false, id, nil, []string{truePath})
 	probe := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	probe.Env = []string{"PATH=" + defaultPath}
 	var stderr bytes.Buffer
@@ -148,8 +148,9 @@ type identity struct {
 
 // argv builds the bwrap command line that runs inner with the workspace
 // ws (empty: none) as the only writable directory besides private /tmp and
-// /dev/shm, starting in cwd.
-func (s Sandbox) argv(ws, cwd string, network bool, id identity, inner []string) []string {
+// /dev/shm, starting in cwd. mounts are further bwrap mount arguments,
+// applied after the workspace's (gitMounts).
+func (s Sandbox) argv(ws, cwd string, network bool, id identity, mounts, inner []string) []string {
 	a := []string{s.Bwrap,
 		"--ro-bind", "/", "/",
 		"--dev", "/dev",
@@ -170,6 +171,7 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, inner []string)
 		}
 		a = append(a, "--bind", ws, ws)
 	}
+	a = append(a, mounts...)
 	a = append(a,
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 	)

@@ -586,10 +586,23 @@ type result struct {
 // run starts the command, reads its output while it runs, and returns
 // once its process group is gone.
 func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, network bool) (*result, error) {
+	callDir, err := os.MkdirTemp("", "toolgate-call-")
+	if err != nil {
+		return nil, fmt.Errorf("bash: per-call directory: %w", err)
+	}
+	defer os.RemoveAll(callDir)
 	argv, dir, id := b.inner(command), cwd, b.id
 	if b.sb.Enabled() {
+		var mounts []string
+		if !c.Approved {
+			// Without a person, git's program-running configuration of
+			// the workspace's repository is replaced for the call.
+			if mounts, err = gitMounts(ctx, b.ws, callDir); err != nil {
+				return nil, fmt.Errorf("bash: neutralise the repository's git config: %w", err)
+			}
+		}
 		// bwrap starts as the worker; setpriv drops root inside.
-		argv, dir, id = b.sb.argv(b.ws, cwd, network, b.id, argv), "/", identity{}
+		argv, dir, id = b.sb.argv(b.ws, cwd, network, b.id, mounts, argv), "/", identity{}
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {

@@ -1,8 +1,13 @@
 package shell
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,11 +91,11 @@ func withoutGit(env []string) []string {
 }
 
 func TestGitSafetyOutranksEveryConfigFile(t *testing.T) {
-	env := gitEnv()
+	env := gitEnv("/ws")
 	if env["GIT_CONFIG_GLOBAL"] != "/dev/null" || env["GIT_CONFIG_NOSYSTEM"] != "1" {
 		t.Fatalf("git env = %v", env)
 	}
-	n := len(gitSafety)
+	n := len(gitSafety) + 1
 	if env["GIT_CONFIG_COUNT"] != strconv.Itoa(n) || env["GIT_CONFIG_KEY_0"] != "core.fsmonitor" || env[fmt.Sprintf("GIT_CONFIG_KEY_%d", n-1)] == "" {
 		t.Fatalf("git env = %v", env)
 	}
@@ -127,7 +132,7 @@ func TestSandboxArgv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := s.argv(tt.ws, tt.ws+"/sub", tt.network, tt.id, inner)
+			a := s.argv(tt.ws, tt.ws+"/sub", tt.network, tt.id, nil, inner)
 			joined := "\x00" + strings.Join(a, "\x00") + "\x00"
 			for _, w := range tt.want {
 				if !strings.Contains(joined, "\x00"+strings.Join(w, "\x00")+"\x00") {
@@ -189,6 +194,79 @@ func TestKillGroupRefusesOwnGroupAndInit(t *testing.T) {
 	for _, pgid := range []int{-1, 0, 1} {
 		if err := killGroup(pgid); err == nil {
 			t.Errorf("killGroup(%d) = nil; it must refuse", pgid)
+		}
+	}
+}
+
+func TestSanitizeGitConfigKeepsOnlySettingsThatRunNothing(t *testing.T) {
+	gitPath, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git not installed")
+	}
+	src := filepath.Join(t.TempDir(), "config")
+	cfg := `[core]
+	repositoryformatversion = 0
+	bare = false
+	fsmonitor = evil
+	pager = evil
+	hooksPath = evil
+[user]
+	name = "A \"quoted\" name\\"
+[remote "Up Stream"]
+	url = https://example.com/r.git
+	fetch = +refs/heads/*:refs/remotes/origin/*
+	uploadpack = evil
+	receivepack = evil
+[diff "x"]
+	funcname = "^func"
+	textconv = evil
+	command = evil
+[diff]
+	external = evil
+	renames = true
+[merge "x"]
+	driver = evil
+	name = fine
+[filter "x"]
+	clean = evil
+[alias]
+	st = !evil
+[include]
+	path = evil
+[includeIf "gitdir:/"]
+	path = evil
+[credential]
+	helper = evil
+[submodule "s"]
+	url = https://example.com/s.git
+	update = !evil
+[branch "main"]
+	remote = origin
+`
+	if err := os.WriteFile(src, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := sanitizeGitConfig(context.Background(), gitPath, src)
+	if bytes.Contains(got, []byte("evil")) {
+		t.Errorf("sanitised config still names a program:\n%s", got)
+	}
+	dst := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(dst, got, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{
+		"user.name":                    `A "quoted" name\`,
+		"remote.Up Stream.url":         "https://example.com/r.git",
+		"diff.x.funcname":              "^func",
+		"diff.renames":                 "true",
+		"merge.x.name":                 "fine",
+		"branch.main.remote":           "origin",
+		"core.repositoryformatversion": "0",
+		"submodule.s.url":              "https://example.com/s.git",
+	} {
+		out, err := exec.Command(gitPath, "config", "--file", dst, "--get", key).Output()
+		if err != nil || strings.TrimSuffix(string(out), "\n") != want {
+			t.Errorf("%s = %q (%v), want %q\n%s", key, out, err, want, got)
 		}
 	}
 }
