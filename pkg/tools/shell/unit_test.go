@@ -87,7 +87,7 @@ func TestEnviron(t *testing.T) {
 
 // withoutGit drops git's safety settings (tested on their own) from env.
 func withoutGit(env []string) []string {
-	return slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GIT_") })
+	return slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GIT_") || strings.HasPrefix(kv, "PAGER=") })
 }
 
 func TestGitSafetyOutranksEveryConfigFile(t *testing.T) {
