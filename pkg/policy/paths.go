@@ -328,6 +328,11 @@ var protectedWrite = []*pathGlob{
 	mustGlob("**/.git", "builtin.protected_paths[5]"),
 	mustGlob("**/.gitattributes", "builtin.protected_paths[6]"),
 	mustGlob("**/.gitmodules", "builtin.protected_paths[7]"),
+	// Package managers read the project's own settings, which name
+	// programs (npm's script-shell, node-options; yarn's yarnPath).
+	mustGlob("**/.npmrc", "builtin.protected_paths[8]"),
+	mustGlob("**/.yarnrc", "builtin.protected_paths[9]"),
+	mustGlob("**/.yarnrc.yml", "builtin.protected_paths[10]"),
 }
 
 func mustGlob(p, id string) *pathGlob {

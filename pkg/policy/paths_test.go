@@ -25,6 +25,7 @@ func TestWritesToCodeBearingGitFilesAsk(t *testing.T) {
 		".git/modules/a/info/attributes", ".git/objects/info/alternates", ".git",
 		"sub/.git", "sub/.git/config", ".gitattributes", "sub/.gitattributes", "lib/vendor/.gitattributes",
 		".gitmodules", "sub/.gitmodules", ".GIT/CONFIG", ".GitAttributes", "sub/../.gitattributes", "./.gitmodules",
+		".npmrc", "sub/.npmrc", ".yarnrc", ".yarnrc.yml",
 	} {
 		for _, tool := range []string{"write", "edit"} {
 			cases = append(cases, decisionCase{tool + " " + p, call{tool: tool, args: at(p)}, Ask, "builtin.protected_paths"})

@@ -44,7 +44,7 @@ func TestDotfilesInTheWorkspaceAreNotRead(t *testing.T) {
 		for _, cmd := range []string{
 			"bash -lc true", "bash -ic true", "bash -lic 'exit 0'", "sh -lc true",
 			"less f < /dev/null", "git status", "git st",
-			"npm config get init-module", "pip3 config list", "ssh -G example.invalid",
+			"cd /tmp && npm config get init-module", "pip3 config list", "ssh -G example.invalid",
 		} {
 			out := mustRun(t, p, cmd)
 			if _, err := os.Stat(filepath.Join(ws, m)); err == nil {

@@ -2,7 +2,8 @@
 // in the workspace and returns stdout, stderr and the exit code apart.
 //
 // Every command gets a scrubbed environment (an allowlist: PATH, LANG,
-// HOME set to the workspace), resource limits (CPU seconds, file size,
+// TERM, git's neutralisation, and HOME, XDG_* and TMPDIR in a fresh
+// directory of the call's own outside the workspace), resource limits (CPU seconds, file size,
 // address space, open files, no core files), and its own process group,
 // which is killed as a whole when the command ends, times out or is
 // cancelled, so that nothing it started outlives the call. Output is
@@ -303,7 +304,7 @@ const parameters = `{
 
 func (b *bash) description() string {
 	d := "Run a bash command line in the workspace and return its stdout, stderr and exit code. " +
-		"The command starts in the workspace (or cwd inside it) with HOME set to the workspace and a minimal environment; " +
+		"The command starts in the workspace (or cwd inside it) with a minimal environment and an empty HOME of its own that does not outlive the call; " +
 		"it is killed with everything it started when it ends, after timeout ms (default 60000, at most 600000), or when the call is cancelled, " +
 		"so background processes do not survive the call. Each of stdout and stderr keeps at most " + strconv.Itoa(b.maxOut) +
 		" characters (the middle is cut). A non-zero exit code is an error result with stderr."
@@ -586,21 +587,26 @@ type result struct {
 // run starts the command, reads its output while it runs, and returns
 // once its process group is gone.
 func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, network bool) (*result, error) {
-	callDir, err := os.MkdirTemp("", "toolgate-call-")
+	pc, err := b.newCallDir()
 	if err != nil {
-		return nil, fmt.Errorf("bash: per-call directory: %w", err)
+		return nil, err
 	}
-	defer os.RemoveAll(callDir)
+	defer os.RemoveAll(pc.root)
 	argv, dir, id := b.inner(command), cwd, b.id
+	env := callEnv(b.env, pc.home, pc.tmp)
 	if b.sb.Enabled() {
-		var mounts []string
+		home := sandboxHome(b.ws)
+		mounts := []string{"--bind", pc.home, home}
 		if !c.Approved {
 			// Without a person, git's program-running configuration of
 			// the workspace's repository is replaced for the call.
-			if mounts, err = gitMounts(ctx, b.ws, callDir); err != nil {
+			gm, err := gitMounts(ctx, b.ws, pc.root)
+			if err != nil {
 				return nil, fmt.Errorf("bash: neutralise the repository's git config: %w", err)
 			}
+			mounts = append(mounts, gm...)
 		}
+		env = callEnv(b.env, home, "/tmp")
 		// bwrap starts as the worker; setpriv drops root inside.
 		argv, dir, id = b.sb.argv(b.ws, cwd, network, b.id, mounts, argv), "/", identity{}
 	}
@@ -615,7 +621,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		return nil, fmt.Errorf("bash: stderr pipe: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = b.env
+	cmd.Env = env
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = sysProcAttr(id)
@@ -683,6 +689,49 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	}
 	res.code = exitCode(st)
 	return res, nil
+}
+
+// callDir is a call's private directory on the worker, removed when the
+// call ends: home is the command's HOME (bound into the sandbox), tmp its
+// TMPDIR without a sandbox, and gitMounts writes its sanitised configs
+// into root.
+type callDir struct{ root, home, tmp string }
+
+// newCallDir creates a call's private directory, its home and tmp owned
+// by the user commands run as.
+func (b *bash) newCallDir() (*callDir, error) {
+	root, err := os.MkdirTemp("", "toolgate-call-")
+	if err != nil {
+		return nil, fmt.Errorf("bash: per-call directory: %w", err)
+	}
+	pc := &callDir{root: root, home: filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp")}
+	err = os.Chmod(root, 0o711) // the run-as user passes through to home
+	for _, d := range []string{pc.home, pc.tmp} {
+		if err == nil {
+			err = os.Mkdir(d, 0o700)
+		}
+		if err == nil && b.id.drop {
+			err = os.Chown(d, int(b.id.uid), int(b.id.gid))
+		}
+	}
+	if err != nil {
+		os.RemoveAll(root)
+		return nil, fmt.Errorf("bash: per-call directory: %w", err)
+	}
+	return pc, nil
+}
+
+// sandboxHome is where a call's home appears inside the sandbox: in its
+// private /tmp, or /dev/shm when the workspace lies there.
+func sandboxHome(ws string) string {
+	for _, h := range []string{"/tmp/home", "/dev/shm/home"} {
+		_, in := within(h, ws)
+		_, over := within(ws, h)
+		if !in && !over {
+			return h
+		}
+	}
+	return "/tmp/.home-" + strconv.Itoa(os.Getpid())
 }
 
 // drain reads one stream into its capture and the progress pump.

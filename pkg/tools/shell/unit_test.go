@@ -74,14 +74,20 @@ func TestEnviron(t *testing.T) {
 		"HOME":         "/root",
 	}
 	got := withoutGit(environ("/ws", map[string]string{"TZ": "UTC"}, func(k string) string { return worker[k] }))
-	want := []string{"HOME=/ws", "LANG=de_DE.UTF-8", "PATH=/usr/bin:/usr/local/bin", "TZ=UTC"}
+	want := []string{"LANG=de_DE.UTF-8", "PATH=/usr/bin:/usr/local/bin", "TERM=dumb", "TZ=UTC"}
 	if !slices.Equal(got, want) {
 		t.Errorf("environ = %q, want %q", got, want)
 	}
 	got = withoutGit(environ("/ws", nil, func(string) string { return "" }))
-	want = []string{"HOME=/ws", "LANG=" + defaultLang, "PATH=" + defaultPath}
+	want = []string{"LANG=" + defaultLang, "PATH=" + defaultPath, "TERM=dumb"}
 	if !slices.Equal(got, want) {
 		t.Errorf("environ with an empty worker env = %q, want %q", got, want)
+	}
+	got = callEnv([]string{"PATH=/bin"}, "/h", "/t")
+	want = []string{"HOME=/h", "PATH=/bin", "TMPDIR=/t", "XDG_CACHE_HOME=/h/.cache", "XDG_CONFIG_HOME=/h/.config",
+		"XDG_DATA_HOME=/h/.local/share", "XDG_STATE_HOME=/h/.local/state"}
+	if !slices.Equal(got, want) {
+		t.Errorf("callEnv = %q, want %q", got, want)
 	}
 }
 
