@@ -1,0 +1,116 @@
+package shell_test
+
+import (
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/tools/shell"
+)
+
+// forkLoop is a perl program that forks up to n children that each
+// sleep, and prints how many it started: how many processes the call
+// could hold at once. perl is in every Debian (perl-base).
+func forkLoop(n int) string {
+	return `perl -e 'my $n = 0; for (1..` + strconv.Itoa(n) + `) { my $p = fork(); last unless defined $p; if ($p == 0) { sleep 600; exit 0 } $n++ } print "started=$n\n"'`
+}
+
+// TestProcessesArePerCallBounded: a fork bomb in one call must not take
+// the host. With a limit of 40 processes, a call cannot hold more than
+// that at once, whatever it tries.
+func TestProcessesArePerCallBounded(t *testing.T) {
+	testenv.LookPath(t, "perl", "perl-base")
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	const limit = 40
+	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire,
+		Limits: shell.Limits{Processes: limit}})
+	out := mustRun(t, p, forkLoop(300))
+	_, v, ok := strings.Cut(md[string](t, out, "stdout"), "started=")
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if !ok || err != nil {
+		t.Fatalf("no count: %s", out.Content)
+	}
+	if n >= limit {
+		t.Errorf("one call held %d processes at once, want fewer than %d", n, limit)
+	}
+	if n < 5 {
+		t.Errorf("only %d processes started; the limit should leave room for ordinary work", n)
+	}
+	// Two calls at once each get their own budget.
+	out = mustRun(t, p, forkLoop(10))
+	if !strings.Contains(out.Content, "started=10") {
+		t.Errorf("a small call could not start 10 processes: %s", out.Content)
+	}
+}
+
+// TestSeccompDeniesKernelAttackSurface: inside the sandbox, the system
+// calls that reach the kernel's riskier parts or build new namespaces
+// fail with EPERM (clone3 with ENOSYS, so that libc falls back to clone,
+// whose flags the filter can read), and the ordinary ones still work.
+func TestSeccompDeniesKernelAttackSurface(t *testing.T) {
+	testenv.LookPath(t, "perl", "perl-base")
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the syscall numbers below are x86-64's")
+	}
+	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire})
+	// name nr args...; perl's syscall returns -1 and sets $! on failure.
+	calls := [][]string{
+		{"ptrace", "101", "0", "0", "0", "0"},       // PTRACE_TRACEME
+		{"keyctl", "250", "0", "-3", "0"},           // KEYCTL_GET_KEYRING_ID, session
+		{"add_key", "248", "0", "0", "0", "0", "0"}, //
+		{"request_key", "249", "0", "0", "0", "0"},  //
+		{"bpf", "321", "0", "0", "0"},               //
+		{"io_uring_setup", "425", "1", "0"},         //
+		{"perf_event_open", "298", "0", "0", "-1", "-1", "0"},
+		{"personality", "135", "4194304"},                        // READ_IMPLIES_EXEC
+		{"unshare", "272", "268435456"},                          // CLONE_NEWUSER
+		{"unshare_ns", "272", "131072"},                          // CLONE_NEWNS
+		{"setns", "308", "0", "0"},                               //
+		{"clone_newuser", "56", "268435473", "0", "0", "0", "0"}, // CLONE_NEWUSER|SIGCHLD
+		{"clone3", "435", "0", "0"},                              //
+		{"mount", "165", "0", "0", "0", "0", "0"},                //
+		{"kexec_load", "246", "0", "0", "0", "0"},                //
+		{"init_module", "175", "0", "0", "0"},                    //
+		{"userfaultfd", "323", "0"},                              //
+		{"open_by_handle_at", "304", "0", "0", "0"},              //
+	}
+	var script strings.Builder
+	script.WriteString("perl -e '")
+	for _, c := range calls {
+		script.WriteString(`$! = 0; my $r_` + c[0] + ` = syscall(` + strings.Join(c[1:], ", ") + `); print "` + c[0] + `=", ($r_` + c[0] + ` == -1 ? $!+0 : "ok"), "\n";`)
+	}
+	script.WriteString(`print "personality_query=", (syscall(135, 4294967295) == -1 ? $!+0 : "ok"), "\n";`)
+	script.WriteString(`print "getpid=", (syscall(39) > 0 ? "ok" : $!+0), "\n";'`)
+	script.WriteString("; unshare -U true 2>/dev/null && echo unshare-U=ok || echo unshare-U=denied")
+	script.WriteString("; unshare -rm true 2>/dev/null && echo unshare-rm=ok || echo unshare-rm=denied")
+	out := mustRun(t, p, script.String())
+	got := map[string]string{}
+	for _, line := range strings.Split(md[string](t, out, "stdout"), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			got[k] = v
+		}
+	}
+	for _, c := range calls {
+		want := "1" // EPERM
+		if c[0] == "clone3" {
+			want = "38" // ENOSYS
+		}
+		if got[c[0]] != want {
+			t.Errorf("%s: got %q, want errno %s", c[0], got[c[0]], want)
+		}
+	}
+	for k, want := range map[string]string{"personality_query": "ok", "getpid": "ok", "unshare-U": "denied", "unshare-rm": "denied"} {
+		if got[k] != want {
+			t.Errorf("%s: got %q, want %s\n%s", k, got[k], want, out.Content)
+		}
+	}
+	// Threads and child processes still work (clone without namespace
+	// flags, and libc's fallback from clone3).
+	out = mustRun(t, p, `sh -c 'echo child' && perl -e 'my $p = fork(); if ($p == 0) { exit 7 } waitpid($p, 0); print "status=", $? >> 8, "\n"'`)
+	if !strings.Contains(out.Content, "child") || !strings.Contains(out.Content, "status=7") {
+		t.Errorf("ordinary processes broke: %s", out.Content)
+	}
+}
