@@ -38,10 +38,11 @@ func TestProcessesArePerCallBounded(t *testing.T) {
 	if n < 5 {
 		t.Errorf("only %d processes started; the limit should leave room for ordinary work", n)
 	}
-	// Two calls at once each get their own budget.
-	out = mustRun(t, p, forkLoop(10))
-	if !strings.Contains(out.Content, "started=10") {
-		t.Errorf("a small call could not start 10 processes: %s", out.Content)
+	// Without a configured limit, a call is still bounded.
+	p = newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire})
+	out = mustRun(t, p, forkLoop(700))
+	if !strings.Contains(out.Content, "started=") || strings.Contains(out.Content, "started=700") {
+		t.Errorf("with the default limits one call held 700 processes at once: %s", out.Content)
 	}
 }
 
