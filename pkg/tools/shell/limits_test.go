@@ -32,6 +32,7 @@ func TestProcessesArePerCallBounded(t *testing.T) {
 	if !ok || err != nil {
 		t.Fatalf("no count: %s", out.Content)
 	}
+	t.Logf("limit %d: the call started %d processes; peak %v", limit, n, out.Metadata["processes_peak"])
 	if n >= limit {
 		t.Errorf("one call held %d processes at once, want fewer than %d", n, limit)
 	}
@@ -41,6 +42,7 @@ func TestProcessesArePerCallBounded(t *testing.T) {
 	// Without a configured limit, a call is still bounded.
 	p = newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire})
 	out = mustRun(t, p, forkLoop(700))
+	t.Logf("default limit: %s; peak %v", strings.TrimSpace(out.Content), out.Metadata["processes_peak"])
 	if !strings.Contains(out.Content, "started=") || strings.Contains(out.Content, "started=700") {
 		t.Errorf("with the default limits one call held 700 processes at once: %s", out.Content)
 	}

@@ -16,7 +16,13 @@
 // workspace the only writable place besides a private /tmp and /dev/shm,
 // fresh PID, IPC, UTS and cgroup namespaces, no network unless
 // Config.NetworkAllowed grants it, all capabilities dropped, no new
-// privileges, a new session, dying with the worker.
+// privileges, a new session, dying with the worker, and a seccomp filter
+// that denies ptrace, the keyring, eBPF, mounts, new namespaces (and with
+// them nested user namespaces), io_uring, perf events, personality changes
+// and kernel loading (seccomp_linux.go). Where the worker can make cgroups,
+// each call runs in one of its own whose pids.max bounds its processes
+// (Limits.Processes), and whatever is left in it when the call ends is
+// killed.
 //
 // When the worker runs as root, commands never do: they run as Config.UID
 // and Config.GID, by default the owner of the workspace when that is not
@@ -60,6 +66,7 @@ const (
 	DefaultFileSize     = 2 << 30 // bytes
 	DefaultAddressSpace = 8 << 30 // bytes
 	DefaultOpenFiles    = 1024
+	DefaultProcesses    = 512
 )
 
 // waitDelay bounds how long exec.Cmd.Wait waits for the leader to die
@@ -89,8 +96,14 @@ type Limits struct {
 	// OpenFiles is the number of open files per process (RLIMIT_NOFILE).
 	// Zero means 1024.
 	OpenFiles int `yaml:"open_files,omitempty" json:"open_files,omitempty"`
-	// Processes is RLIMIT_NPROC. The kernel counts it per user across the
-	// machine (and ignores it for root), so it is off unless set.
+	// Processes is the most processes and threads one call may hold at
+	// once. Where the worker can make cgroups (cgroup v2 with the pids
+	// controller delegated to it, or the v1 pids hierarchy writable, as
+	// for root on most hosts) it is the pids.max of a cgroup of the
+	// call's own; zero then means 512. Elsewhere only RLIMIT_NPROC is
+	// left, which the kernel counts per user across the machine (every
+	// call of the worker shares it) and ignores for root: it is then set
+	// only when configured. Negative means no limit.
 	Processes int `yaml:"processes,omitempty" json:"processes,omitempty"`
 }
 
@@ -177,6 +190,11 @@ type bash struct {
 	maxProg int64
 	network func(*tools.Call) bool
 	log     *slog.Logger
+	// cg makes the per-call cgroups that bound processes; nil when the
+	// worker cannot (cgReason says why).
+	cg       *cgroupParent
+	cgReason string
+	sh       string // sh, which moves a call into its v1 cgroup
 }
 
 // New returns the bash tool (aliases run_shell and exec) for cfg. It
@@ -245,6 +263,9 @@ func New(cfg Config) (*tools.Tool, error) {
 			log.Warn("bash config: hide has no effect without a sandbox", "hide", cfg.Hide)
 		}
 	}
+	if err := b.setupCgroup(cfg.Limits.Processes); err != nil {
+		return nil, err
+	}
 	if err := b.check(); err != nil {
 		return nil, err
 	}
@@ -263,6 +284,36 @@ func New(cfg Config) (*tools.Tool, error) {
 		Annotations:     tools.Annotations{Destructive: true, OpenWorld: true},
 		Handler:         tools.HandlerFunc(b.handle),
 	}, nil
+}
+
+// setupCgroup finds where per-call cgroups can be made and settles the
+// process limit (Limits.Processes).
+func (b *bash) setupCgroup(configured int) error {
+	if configured < 0 {
+		b.limits.Processes = 0
+		return nil
+	}
+	b.cg, b.cgReason = findCgroup()
+	if b.cg == nil {
+		if configured == 0 {
+			b.log.Warn("bash: no per-call process limit: the worker cannot make cgroups; set limits.processes for a per-user RLIMIT_NPROC", "reason", b.cgReason)
+		}
+		return nil
+	}
+	if b.limits.Processes == 0 {
+		b.limits.Processes = DefaultProcesses
+	}
+	if !b.cg.v2 {
+		sh, err := exec.LookPath("sh")
+		if err != nil {
+			if _, serr := os.Stat("/bin/sh"); serr != nil {
+				return fmt.Errorf("bash: sh, which moves commands into their cgroup, is not in PATH: %w", err)
+			}
+			sh = "/bin/sh"
+		}
+		b.sh = sh
+	}
+	return nil
 }
 
 // startupCheck is what check runs: it fails only when the command cannot
@@ -412,9 +463,14 @@ func (l Limits) prologue() string {
 	return strings.Join(parts, " && ")
 }
 
-// inner is the command line that sets the limits and runs command.
+// inner is the command line that sets the limits and runs command. With
+// a per-call cgroup the process limit is its pids.max, not RLIMIT_NPROC.
 func (b *bash) inner(command string) []string {
-	script := b.limits.prologue() + ` || { echo "toolgate: cannot set resource limits" >&2; exit 126; }; exec -a bash "$0" -c "$1"`
+	l := b.limits
+	if b.cg != nil {
+		l.Processes = 0
+	}
+	script := l.prologue() + ` || { echo "toolgate: cannot set resource limits" >&2; exit 126; }; exec -a bash "$0" -c "$1"`
 	return []string{b.shell, "-c", script, b.shell, command}
 }
 
@@ -582,6 +638,7 @@ type result struct {
 	code      int
 	cancelled bool // killed because the context was done
 	duration  time.Duration
+	peak      int // most processes held at once; 0 when unknown
 }
 
 // run starts the command, reads its output while it runs, and returns
@@ -594,9 +651,20 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	defer os.RemoveAll(pc.root)
 	argv, dir, id := b.inner(command), cwd, b.id
 	env := callEnv(b.env, pc.home, pc.tmp)
+	var extraFiles []*os.File
+	defer func() {
+		for _, f := range extraFiles {
+			f.Close()
+		}
+	}()
 	if b.sb.Enabled() {
 		home := sandboxHome(b.ws)
-		mounts := []string{"--bind", pc.home, home}
+		filter, err := seccompFile()
+		if err != nil {
+			return nil, fmt.Errorf("bash: %w", err)
+		}
+		extraFiles = append(extraFiles, filter) // fd 3
+		mounts := []string{"--seccomp", "3", "--bind", pc.home, home}
 		if !c.Approved {
 			// Without a person, git's program-running configuration of
 			// the workspace's repository is replaced for the call.
@@ -620,11 +688,46 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		outW.Close()
 		return nil, fmt.Errorf("bash: stderr pipe: %w", err)
 	}
+	var cc *callCgroup
+	var cgFD *os.File
+	if b.cg != nil {
+		if cc, err = b.cg.newCall(b.limits.Processes); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return nil, fmt.Errorf("bash: per-call cgroup: %w", err)
+		}
+		defer cc.remove()
+		if cc.v2 {
+			if cgFD, err = cc.open(); err == nil {
+				defer cgFD.Close()
+			}
+		} else {
+			// The v1 hierarchy has no CLONE_INTO_CGROUP: sh moves itself
+			// in before anything of the command runs.
+			argv = append([]string{b.sh, "-c", `echo $$ > "$0" && exec "$@"`, cc.procs()}, argv...)
+			if id.drop {
+				err = os.Chown(cc.procs(), int(id.uid), int(id.gid))
+			}
+		}
+		if err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return nil, fmt.Errorf("bash: per-call cgroup: %w", err)
+		}
+	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.ExtraFiles = extraFiles
 	cmd.SysProcAttr = sysProcAttr(id)
+	if cgFD != nil {
+		intoCgroup(cmd.SysProcAttr, int(cgFD.Fd()))
+	}
 	g := &group{}
 	cmd.Cancel = func() error { return g.cancel(cmd.Process.Pid) }
 	cmd.WaitDelay = waitDelay
@@ -688,6 +791,9 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		return nil, fmt.Errorf("bash: wait: %w", waitErr)
 	}
 	res.code = exitCode(st)
+	if cc != nil {
+		res.peak = cc.peak()
+	}
 	return res, nil
 }
 
@@ -775,6 +881,9 @@ func (b *bash) output(res *result, network bool, killed error) *tools.Output {
 		"network":      network || !b.sb.Enabled(),
 		"timed_out":    killed != nil && errors.Is(killed, context.DeadlineExceeded),
 		"duration_ms":  res.duration.Milliseconds(),
+	}
+	if res.peak > 0 {
+		md["processes_peak"] = res.peak
 	}
 	if outCut > 0 || errCut > 0 {
 		md["truncated"] = true

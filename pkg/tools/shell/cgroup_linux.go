@@ -1,0 +1,229 @@
+package shell
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// A per-call cgroup bounds how many processes (and threads) one call holds
+// at once with pids.max: RLIMIT_NPROC cannot, since the kernel counts it
+// per user across the machine and ignores it for root. The worker makes a
+// "toolgate" cgroup under its own and one child per call, in the cgroup v2
+// hierarchy when the pids controller is delegated to it, else in the v1
+// pids hierarchy when it may write there (root on a v1 or hybrid host).
+
+// cgroupParent is where per-call cgroups are made, found at New.
+type cgroupParent struct {
+	dir string // the "toolgate" cgroup
+	v2  bool
+	n   atomic.Uint64
+}
+
+// callCgroup is one call's cgroup.
+type callCgroup struct {
+	dir string
+	v2  bool
+}
+
+// findCgroup finds or makes the worker's "toolgate" cgroup in a hierarchy
+// with the pids controller it may write; reason says why there is none.
+func findCgroup() (*cgroupParent, string) {
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, "cannot read /proc/self/cgroup: " + err.Error()
+	}
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return nil, "cannot read /proc/self/mountinfo: " + err.Error()
+	}
+	var reasons []string
+	// cgroup v2 first: line "0::/path".
+	for _, line := range strings.Split(string(self), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			if m, ok := mounts["cgroup2"]; ok {
+				dir := m.path(p)
+				if pc, err := makeParent(dir, true); err == nil {
+					return pc, ""
+				} else {
+					reasons = append(reasons, "cgroup v2: "+err.Error())
+				}
+			}
+		}
+	}
+	for _, line := range strings.Split(string(self), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || !hasField(parts[1], "pids") {
+			continue
+		}
+		m, ok := mounts["pids"]
+		if !ok {
+			continue
+		}
+		if pc, err := makeParent(m.path(parts[2]), false); err == nil {
+			return pc, ""
+		} else {
+			reasons = append(reasons, "cgroup v1 pids: "+err.Error())
+		}
+	}
+	if len(reasons) == 0 {
+		reasons = append(reasons, "no cgroup hierarchy with the pids controller is mounted")
+	}
+	return nil, strings.Join(reasons, "; ")
+}
+
+func hasField(list, f string) bool {
+	for _, x := range strings.Split(list, ",") {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// cgroupMount is where a cgroup hierarchy is mounted and which of its
+// paths the mount shows.
+type cgroupMount struct{ root, point string }
+
+// path is the directory of the cgroup p (as /proc/self/cgroup names it).
+func (m cgroupMount) path(p string) string {
+	rel := p
+	if m.root != "/" {
+		rel = strings.TrimPrefix(p, m.root)
+	}
+	return filepath.Join(m.point, rel)
+}
+
+// cgroupMounts maps "cgroup2" and each v1 controller to its mount.
+func cgroupMounts() (map[string]cgroupMount, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]cgroupMount{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		a, b := strings.Fields(pre), strings.Fields(post)
+		if len(a) < 5 || len(b) < 3 {
+			continue
+		}
+		m := cgroupMount{root: a[3], point: a[4]}
+		switch b[0] {
+		case "cgroup2":
+			if _, ok := out["cgroup2"]; !ok {
+				out["cgroup2"] = m
+			}
+		case "cgroup":
+			for _, opt := range strings.Split(b[2], ",") {
+				if _, ok := out[opt]; !ok {
+					out[opt] = m
+				}
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+// makeParent makes (or reuses) dir/toolgate and checks that a child of it
+// gets pids.max.
+func makeParent(dir string, v2 bool) (*cgroupParent, error) {
+	if v2 {
+		// The controller must be enabled on the way down; where the
+		// worker's own cgroup holds processes the kernel refuses, and
+		// the probe below finds out.
+		_ = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+pids"), 0)
+	}
+	parent := filepath.Join(dir, "toolgate")
+	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, err
+	}
+	if v2 {
+		if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+pids"), 0); err != nil {
+			return nil, fmt.Errorf("enable pids in %s: %w", parent, err)
+		}
+	}
+	pc := &cgroupParent{dir: parent, v2: v2}
+	probe, err := pc.newCall(1)
+	if err != nil {
+		return nil, err
+	}
+	probe.remove()
+	return pc, nil
+}
+
+// newCall makes a call's cgroup holding at most max processes.
+func (pc *cgroupParent) newCall(max int) (*callCgroup, error) {
+	dir := filepath.Join(pc.dir, strconv.Itoa(os.Getpid())+"-"+strconv.FormatUint(pc.n.Add(1), 10))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("make cgroup: %w", err)
+	}
+	c := &callCgroup{dir: dir, v2: pc.v2}
+	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(max)), 0); err != nil {
+		c.remove()
+		return nil, fmt.Errorf("set pids.max in %s: %w", dir, err)
+	}
+	return c, nil
+}
+
+// procs is the file a process writes its pid to to enter the cgroup.
+func (c *callCgroup) procs() string { return filepath.Join(c.dir, "cgroup.procs") }
+
+// open opens the cgroup's directory for clone3's CLONE_INTO_CGROUP.
+func (c *callCgroup) open() (*os.File, error) { return os.Open(c.dir) }
+
+// peak is the most processes the cgroup held at once, or -1 when the
+// kernel does not say.
+func (c *callCgroup) peak() int {
+	b, err := os.ReadFile(filepath.Join(c.dir, "pids.peak"))
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// remove kills whatever is left in the cgroup (a process that left the
+// call's process group) and removes it.
+func (c *callCgroup) remove() {
+	for range 200 {
+		if c.v2 {
+			_ = os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
+		}
+		b, err := os.ReadFile(c.procs())
+		if err != nil {
+			break
+		}
+		left := strings.Fields(string(b))
+		if len(left) == 0 {
+			break
+		}
+		for _, s := range left {
+			if pid, err := strconv.Atoi(s); err == nil && pid > 1 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for range 200 {
+		err := os.Remove(c.dir)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond) // zombies still being reaped
+	}
+}
