@@ -428,3 +428,34 @@ func TestWalkCancelled(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+func TestQuoteName(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"main.go", "main.go"},
+		{"dir/a b.txt", "dir/a b.txt"},
+		{"ünïcödé/日本.txt", "ünïcödé/日本.txt"},
+		{`back\slash`, `back\slash`},
+		{"a\nb", `"a\nb"`},
+		{"a\rb", `"a\rb"`},
+		{"a\tb", `"a\tb"`},
+		{"\x1b[31mred", `"\x1b[31mred"`},
+		{"a\u202eb", `"a\u202eb"`},
+		{"zero\u200bwidth", `"zero\u200bwidth"`},
+		{"del\x7f", `"del\x7f"`},
+		{"bad\xffutf8", `"bad\xffutf8"`},
+		{`"starts with a quote`, `"\"starts with a quote"`},
+		{" lead", `" lead"`},
+		{"trail ", `"trail "`},
+		{"", `""`},
+	} {
+		got := QuoteName(tt.in)
+		if got != tt.want {
+			t.Errorf("QuoteName(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+		if strings.HasPrefix(got, `"`) {
+			if back, err := strconv.Unquote(got); err != nil || back != tt.in {
+				t.Errorf("Unquote(%s) = %q, %v; want %q", got, back, err, tt.in)
+			}
+		}
+	}
+}
