@@ -215,7 +215,11 @@ func TestExitCodeStdoutAndStderr(t *testing.T) {
 	})
 }
 
-func TestCommandsNeverRunAsRoot(t *testing.T) {
+// TestCommandsNeverHoldPrivileges: a root worker's commands run as the
+// workspace's owner, or, in a root-owned workspace (root in a container),
+// as root with every capability gone, so that they can write the
+// workspace and the files keep their owner.
+func TestCommandsNeverHoldPrivileges(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the worker is not root here: commands run as the worker's own user")
 	}
@@ -229,7 +233,7 @@ func TestCommandsNeverRunAsRoot(t *testing.T) {
 			wantCapFx string
 		}{
 			{name: "workspace owner", owner: testUID, wantID: "4242 4242 4242", canWrite: true},
-			{name: "root-owned workspace runs as nobody", owner: 0, wantID: "65534 65534 65534", canWrite: false},
+			{name: "root-owned workspace runs as root without capabilities", owner: 0, wantID: "0 0 0", canWrite: true},
 			{name: "configured uid", owner: testUID, uid: 4343, wantID: "4343 65534 65534", canWrite: false},
 		}
 		for _, tt := range tests {
@@ -247,7 +251,7 @@ func TestCommandsNeverRunAsRoot(t *testing.T) {
 						t.Errorf("%s not empty:\n%s", cap, status)
 					}
 				}
-				if mode == shell.ModeRequire {
+				if mode == shell.ModeRequire || tt.owner == 0 {
 					for _, want := range []string{"CapBnd:\t0000000000000000", "NoNewPrivs:\t1"} {
 						if !strings.Contains(status, want) {
 							t.Errorf("in the sandbox want %q:\n%s", want, status)

@@ -459,3 +459,54 @@ func TestQuoteName(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteKeepsOwnerAndMode: a root worker replacing a file keeps its
+// owner, group and mode, and a new file gets its directory's owner.
+func TestWriteKeepsOwnerAndMode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root can give files to other users")
+	}
+	dir := t.TempDir()
+	if err := os.Chown(dir, 4242, 4343); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	p := filepath.Join(dir, "kept.sh")
+	if err := os.WriteFile(p, []byte("old"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(p, 4242, 4343); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o751); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"kept.sh", "new.txt", "sub/new.txt"} {
+		if _, err := w.WriteFile(name, []byte("new"), 0o644, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		name     string
+		uid, gid uint32
+		mode     fs.FileMode
+	}{
+		{"kept.sh", 4242, 4343, 0o751},
+		{"new.txt", 4242, 4343, 0o644},
+		{"sub", 4242, 4343, 0o755},
+		{"sub/new.txt", 4242, 4343, 0o644},
+	} {
+		fi, err := os.Stat(filepath.Join(dir, tt.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if st.Uid != tt.uid || st.Gid != tt.gid || fi.Mode().Perm() != tt.mode {
+			t.Errorf("%s: owner %d:%d mode %v, want %d:%d %v", tt.name, st.Uid, st.Gid, fi.Mode().Perm(), tt.uid, tt.gid, tt.mode)
+		}
+	}
+}
