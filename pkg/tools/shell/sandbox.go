@@ -143,7 +143,15 @@ func find() (s Sandbox, reason string) {
 // identity is who the command runs as.
 type identity struct {
 	drop     bool // switch to uid:gid (the worker is root)
+	root     bool // stay root, without any capability (root-owned workspace)
 	uid, gid uint32
+}
+
+// rootNoCaps is the setpriv command line that leaves root without any
+// capability (bounding, inheritable and ambient sets emptied, no new
+// privileges, no supplementary groups) before it execs the command.
+func rootNoCaps(setpriv string) []string {
+	return []string{setpriv, "--clear-groups", "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--"}
 }
 
 // argv builds the bwrap command line that runs inner with the workspace
@@ -184,6 +192,15 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, mounts, inner [
 		// setpriv then empties the bounding set, and the uid change
 		// clears the rest.
 		a = append(a, "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
+	} else if id.root {
+		// What setpriv needs to empty the bounding set and the groups;
+		// with no new privileges, the exec that follows grants nothing.
+		a = append(a, "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
+		for _, f := range []string{"/etc/shadow", "/etc/gshadow"} {
+			if _, err := os.Stat(f); err == nil {
+				a = append(a, "--ro-bind", "/dev/null", f)
+			}
+		}
 	}
 	a = append(a, "--chdir", cwd, "--")
 	if id.drop {
@@ -195,6 +212,8 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, mounts, inner [
 			"--bounding-set=-all",
 			"--inh-caps=-all",
 			"--")
+	} else if id.root {
+		a = append(a, rootNoCaps(s.Setpriv)...)
 	}
 	return append(a, inner...)
 }

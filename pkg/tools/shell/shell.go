@@ -24,13 +24,16 @@
 // (Limits.Processes), and whatever is left in it when the call ends is
 // killed.
 //
-// When the worker runs as root, commands never do: they run as Config.UID
-// and Config.GID, by default the owner of the workspace when that is not
-// root (so that they can write it), else nobody (65534:65534), who can
-// write the workspace only if its mode lets others write. Give the
-// workspace to an unprivileged user (chown) when the worker runs as root.
-// Inside bubblewrap the switch is made by setpriv after the sandbox is
-// built; without it, by the kernel at exec.
+// When the worker runs as root, commands never hold its privileges: they
+// run as Config.UID and Config.GID, by default the owner of the workspace
+// when that is not root (so that they can write it). In a root-owned
+// workspace (root in a container) they run as root with no capability at
+// all (bounding, inheritable and ambient sets empty, no new privileges,
+// no supplementary groups), so that they can write the workspace and
+// files keep their owner; the sandbox then also hides /root and masks
+// /etc/shadow and /etc/gshadow. Inside bubblewrap the switch is made by
+// setpriv after the sandbox is built; without it, by the kernel at exec
+// or by setpriv.
 package shell
 
 import (
@@ -44,6 +47,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,9 +142,9 @@ type Config struct {
 	// (/home, /root, /run, ...). Ignored without a sandbox.
 	Hide []string `yaml:"hide,omitempty" json:"hide,omitempty"`
 	// UID and GID are who commands run as when the worker runs as root.
-	// Zero means the owner of the workspace when it is not root, else
-	// 65534 (nobody); a GID of zero with a UID set means 65534. They can
-	// never be root.
+	// Zero means the owner of the workspace; in a root-owned workspace,
+	// root without any capability. A GID of zero with a UID set means
+	// 65534 (nobody).
 	UID int `yaml:"uid,omitempty" json:"uid,omitempty"`
 	GID int `yaml:"gid,omitempty" json:"gid,omitempty"`
 	// Logger receives one debug line per command and warnings. Nil means
@@ -195,6 +199,7 @@ type bash struct {
 	cg       *cgroupParent
 	cgReason string
 	sh       string // sh, which moves a call into its v1 cgroup
+	setpriv  string // drops capabilities of root commands without a sandbox
 }
 
 // New returns the bash tool (aliases run_shell and exec) for cfg. It
@@ -256,6 +261,18 @@ func New(cfg Config) (*tools.Tool, error) {
 	}
 	for _, h := range cfg.Hide {
 		b.sb.hide = append(b.sb.hide, filepath.Clean(h))
+	}
+	if id.root {
+		// Commands run as root: root's own files are theirs to read
+		// unless hidden.
+		if fi, err := os.Stat("/root"); err == nil && fi.IsDir() && !slices.Contains(b.sb.hide, "/root") {
+			b.sb.hide = append(b.sb.hide, "/root")
+		}
+		if !sb.Enabled() {
+			if b.setpriv, err = exec.LookPath("setpriv"); err != nil {
+				return nil, errors.New("bash: commands in a root-owned workspace run as root without capabilities, and setpriv (util-linux), which drops them without a sandbox, is not in PATH")
+			}
+		}
 	}
 	if !sb.Enabled() {
 		log.Warn("bash commands run without a sandbox", "reason", sb.Reason)
@@ -335,7 +352,7 @@ func (b *bash) check() error {
 	case 0:
 		return nil
 	case 3:
-		b.log.Warn("bash commands cannot write the workspace; give it to the user they run as (chown) or set uid/gid", "workspace", b.ws, "detail", strings.TrimSpace(stderr))
+		b.log.Warn("bash commands cannot write the workspace; give it to the user they run as (chown), or make it writable for them", "workspace", b.ws, "detail", strings.TrimSpace(stderr))
 		return nil
 	}
 	return fmt.Errorf("bash: start-up check in %s: exit code %d: %s", b.ws, res.code, strings.TrimSpace(stderr))
@@ -398,6 +415,13 @@ func runAs(ws string, uid, gid int) (identity, error) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return identity{}, fmt.Errorf("bash config: workspace: cannot read the owner of %s", ws)
+	}
+	if st.Uid == 0 && uid == 0 {
+		// Root in a container with a root-owned workspace: commands run
+		// as root, so that they can write it and files keep their owner,
+		// with every capability gone (root without capabilities is only
+		// an owner like any other).
+		return identity{root: true}, nil
 	}
 	id := identity{drop: true, uid: nobody, gid: nobody}
 	if st.Uid != 0 {
@@ -677,6 +701,8 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		env = callEnv(b.env, home, "/tmp")
 		// bwrap starts as the worker; setpriv drops root inside.
 		argv, dir, id = b.sb.argv(b.ws, cwd, network, b.id, mounts, argv), "/", identity{}
+	} else if b.id.root {
+		argv = append(rootNoCaps(b.setpriv), argv...)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
