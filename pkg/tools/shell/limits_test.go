@@ -117,3 +117,26 @@ func TestSeccompDeniesKernelAttackSurface(t *testing.T) {
 		t.Errorf("ordinary processes broke: %s", out.Content)
 	}
 }
+
+// TestLimitsByTheirEffect: memory, file size and CPU time limits stop a
+// command that goes past them, in and out of the sandbox.
+func TestLimitsByTheirEffect(t *testing.T) {
+	testenv.LookPath(t, "perl", "perl-base")
+	forEachMode(t, func(t *testing.T, mode shell.Mode) {
+		p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode,
+			Limits: shell.Limits{AddressSpace: 256 << 20, FileSize: 1 << 20, CPUSeconds: 1}})
+		for _, tt := range []struct{ name, cmd, want string }{
+			// 512 MiB in one allocation is past the address space.
+			{"memory", `perl -e '$x = "x" x (512 * 1024 * 1024); print "allocated\n"' 2>/dev/null; echo "rc=$?"`, "rc="},
+			{"file size", `head -c 2000000 /dev/zero > big; echo "rc=$?"; stat -c %s big`, "rc=153\n1048576"},
+			// SIGKILL (128+9): the soft limit is the hard one.
+			{"cpu", `bash -c 'while :; do :; done'; echo "rc=$?"`, "rc=137"},
+		} {
+			out := mustRun(t, p, tt.cmd)
+			stdout := md[string](t, out, "stdout")
+			if !strings.Contains(stdout, tt.want) || strings.Contains(stdout, "allocated") {
+				t.Errorf("%s: %q, want %q and no success", tt.name, stdout, tt.want)
+			}
+		}
+	})
+}
