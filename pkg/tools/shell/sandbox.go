@@ -74,9 +74,10 @@ func (s Sandbox) String() string {
 // bwrap in PATH (and setpriv when the worker runs as root) and runs one
 // trivial command in a sandbox built like the real ones, so that a bwrap
 // that is installed but cannot create namespaces here is found at start-up
-// rather than on the first call. ModeAuto falls back to none; ModeRequire
-// returns an error wrapping ErrSandboxUnavailable. An unknown mode is an
-// error wrapping ErrInvalidMode.
+// rather than on the first call (the probe loads the seccomp filter too).
+// ModeAuto falls back to none; ModeRequire returns an error wrapping
+// ErrSandboxUnavailable. An unknown mode is an error wrapping
+// ErrInvalidMode.
 func Detect(mode Mode) (Sandbox, error) {
 	m, err := ParseMode(string(mode))
 	if err != nil {
@@ -125,8 +126,14 @@ func find() (s Sandbox, reason string) {
 	if s.Setpriv != "" {
 		id = identity{drop: true, uid: nobody, gid: nobody}
 	}
-	argv := s.argv("", "/", false, id, nil, []string{truePath})
+	filter, err := seccompFile()
+	if err != nil {
+		return s, err.Error()
+	}
+	defer filter.Close()
+	argv := s.argv("", "/", false, id, []string{"--seccomp", "3"}, []string{truePath})
 	probe := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	probe.ExtraFiles = []*os.File{filter} // fd 3
 	probe.Env = []string{"PATH=" + defaultPath}
 	var stderr bytes.Buffer
 	probe.Stderr = &stderr

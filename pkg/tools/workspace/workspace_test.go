@@ -510,3 +510,25 @@ func TestWriteKeepsOwnerAndMode(t *testing.T) {
 		}
 	}
 }
+
+// FuzzQuoteName: whatever the name, the printed form is one line of
+// printable characters, and either the name itself or its Go quoting.
+func FuzzQuoteName(f *testing.F) {
+	for _, s := range []string{"main.go", "a\nb", "\x1b[31m", "\u202e", "\"x", " ", "\xff", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		got := QuoteName(name)
+		if got != name {
+			back, err := strconv.Unquote(got)
+			if err != nil || back != name {
+				t.Fatalf("QuoteName(%q) = %s, which does not unquote to the name (%q, %v)", name, got, back, err)
+			}
+		}
+		for _, r := range got {
+			if !strconv.IsPrint(r) {
+				t.Fatalf("QuoteName(%q) = %q holds the unprintable %U", name, got, r)
+			}
+		}
+	})
+}
