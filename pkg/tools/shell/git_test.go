@@ -2,6 +2,7 @@ package shell_test
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,24 @@ func plant(t *testing.T, ws, rel, text string, mode os.FileMode) {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(f, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chownTree gives everything under dir to uid, as files the agent wrote
+// through the tools belong to the workspace's owner.
+func chownTree(t *testing.T, dir string, uid int) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return
+	}
+	err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
@@ -97,6 +116,16 @@ func TestGitRunsNoProgramFromWorkspaceConfig(t *testing.T) {
 			".git/config": "[merge \"x\"]\n\tdriver = \"touch " + m + "; false\"\n"},
 			cmds: []string{"git -c user.name=a -c user.email=a@b commit -qam c && git checkout -qb b HEAD~1 && echo other > f.txt && " +
 				"git -c user.name=a -c user.email=a@b commit -qam d && git -c user.name=a -c user.email=a@b merge main"}, sandboxOnly: true},
+		{name: "environment removed", files: map[string]string{
+			"evil/HEAD": "ref: refs/heads/main\n", "evil/objects/.keep": "", "evil/refs/.keep": "",
+			"evil/config": "[core]\n\tbare = true\n\tsshCommand = \"touch ../" + m + "; false\"\n",
+			".gitattributes": "* diff=x\n", "hooks/diff.sh": "#!/bin/sh\ntouch " + m + "\n"},
+			cmds: []string{
+				"cd evil && env -i PATH=/usr/bin:/bin git ls-remote ssh://example.invalid/r",
+				"unset GIT_CONFIG_COUNT GIT_CONFIG_NOSYSTEM GIT_CONFIG_GLOBAL GIT_SSH_COMMAND GIT_ALLOW_PROTOCOL; cd evil && git ls-remote ssh://example.invalid/r",
+				"env GIT_EXTERNAL_DIFF=./hooks/diff.sh git diff",
+				"GIT_EXEC_PATH=$PWD/hooks /usr/lib/git-core/git-diff",
+			}, sandboxOnly: true},
 		{name: "write config during the call", files: map[string]string{".gitattributes": "* diff=x\n"},
 			cmds:        []string{"git config diff.x.command 'touch " + m + "; true'; printf '[core]\\n\\tfsmonitor = \"touch " + m + "; false\"\\n' >> .git/config; git diff; git status"},
 			sandboxOnly: true},
@@ -117,6 +146,7 @@ func TestGitRunsNoProgramFromWorkspaceConfig(t *testing.T) {
 					}
 					plant(t, ws, rel, text, perm)
 				}
+				chownTree(t, ws, testUID)
 				for _, cmd := range a.cmds {
 					out, err := run(context.Background(), t, p, map[string]any{"command": cmd})
 					if err != nil {
