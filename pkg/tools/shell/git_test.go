@@ -118,7 +118,7 @@ func TestGitRunsNoProgramFromWorkspaceConfig(t *testing.T) {
 				"git -c user.name=a -c user.email=a@b commit -qam d && git -c user.name=a -c user.email=a@b merge main"}, sandboxOnly: true},
 		{name: "environment removed", files: map[string]string{
 			"evil/HEAD": "ref: refs/heads/main\n", "evil/objects/.keep": "", "evil/refs/.keep": "",
-			"evil/config": "[core]\n\tbare = true\n\tsshCommand = \"touch ../" + m + "; false\"\n",
+			"evil/config":    "[core]\n\tbare = true\n\tsshCommand = \"touch ../" + m + "; false\"\n",
 			".gitattributes": "* diff=x\n", "hooks/diff.sh": "#!/bin/sh\ntouch " + m + "\n"},
 			cmds: []string{
 				"cd evil && env -i PATH=/usr/bin:/bin git ls-remote ssh://example.invalid/r",
