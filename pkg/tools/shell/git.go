@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -18,7 +19,7 @@ import (
 // merge drivers, clean/smudge filters, fsmonitor, hooks, pagers, editors,
 // ssh and proxy commands, credential helpers, upload-pack, gpg, aliases.
 // An agent that may write files in the workspace could name a program
-// there and have an allowed, read-only-looking git command run it. Three
+// there and have an allowed, read-only-looking git command run it. Four
 // layers take that away:
 //
 //   - the environment (gitEnv, every call, sandbox or not): no system or
@@ -33,6 +34,11 @@ import (
 //     aliases, remote programs and the like dropped), and its hooks
 //     directories by empty read-only ones, so neither what was planted
 //     before the call nor what the command writes during it runs;
+//   - the git wrapper (gitWrapperMounts, every sandboxed call): git in
+//     PATH and in its exec path is replaced by a script that sets the
+//     environment layer again and removes the variables that name
+//     programs, so a command that empties its environment (env -i,
+//     unset) still runs git neutralised;
 //   - the path judgement (pkg/policy): writing .git/**, .gitattributes or
 //     .gitmodules through any tool asks a person.
 
@@ -331,4 +337,83 @@ func findGitDir(ws string) (gitDir, common string) {
 		}
 	}
 	return gitDir, common
+}
+
+// gitRealPath is where the sandbox shows the real git binary, for the
+// wrapper that replaces it (gitWrapperMounts).
+const gitRealPath = "/tmp/.toolgate-git/git"
+
+// gitUnsetVars are variables the git wrapper removes before git runs:
+// each names a program git would run (an external diff, ssh) or a place
+// it would load programs or hooks from.
+var gitUnsetVars = []string{"GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_SSH_VARIANT", "SSH_ASKPASS", "GIT_EXEC_PATH",
+	"GIT_TEMPLATE_DIR", "GIT_CONFIG", "GIT_CONFIG_SYSTEM"}
+
+// gitBinaries finds git's binary in PATH and the one in its exec path
+// (where git runs its subcommands from, and where git-<cmd> links to it),
+// resolved; either may be empty.
+var gitBinaries = sync.OnceValues(func() (inPath, inExecPath string) {
+	p, err := exec.LookPath("git")
+	if err != nil {
+		return "", ""
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		inPath = r
+	}
+	out, err := exec.Command(p, "--exec-path").Output()
+	if err == nil {
+		e := filepath.Join(strings.TrimSpace(string(out)), "git")
+		if r, err := filepath.EvalSymlinks(e); err == nil {
+			if fi, err := os.Stat(r); err == nil && fi.Mode().IsRegular() {
+				inExecPath = r
+			}
+		}
+	}
+	return inPath, inExecPath
+})
+
+// gitWrapperMounts are the bwrap arguments that replace git inside the
+// sandbox (in PATH and in its exec path, so git-<cmd> links and git's own
+// subcommands too) by a script that sets env (gitEnv) and removes
+// gitUnsetVars before it runs the real git, shown at gitRealPath: a
+// command that empties its environment (env -i, unset) or names its own
+// external diff still runs git neutralised. The script is written to dir.
+func gitWrapperMounts(dir string, env map[string]string) ([]string, error) {
+	inPath, inExecPath := gitBinaries()
+	real := inExecPath
+	if real == "" {
+		real = inPath
+	}
+	if real == "" {
+		return nil, nil
+	}
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n# toolgate: git runs with its program-running configuration neutralised.\n")
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s; export %s\n", k, shQuote(env[k]), k)
+	}
+	b.WriteString("unset " + strings.Join(gitUnsetVars, " ") + "\n")
+	// git-<cmd> (a link to git) is git <cmd>.
+	fmt.Fprintf(&b, "case \"${0##*/}\" in\ngit-*) n=\"${0##*/}\"; exec %s \"${n#git-}\" \"$@\" ;;\nesac\nexec %s \"$@\"\n", gitRealPath, gitRealPath)
+	wrapper := filepath.Join(dir, "git-wrapper")
+	if err := os.WriteFile(wrapper, []byte(b.String()), 0o555); err != nil {
+		return nil, err
+	}
+	args := []string{"--perms", "0755", "--dir", filepath.Dir(gitRealPath), "--ro-bind", real, gitRealPath}
+	for _, p := range []string{inPath, inExecPath} {
+		if p != "" && !slices.Contains(args, p) {
+			args = append(args, "--ro-bind", wrapper, p)
+		}
+	}
+	return args, nil
+}
+
+// shQuote quotes s for sh.
+func shQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

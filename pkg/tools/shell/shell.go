@@ -200,6 +200,7 @@ type bash struct {
 	cgReason string
 	sh       string // sh, which moves a call into its v1 cgroup
 	setpriv  string // drops capabilities of root commands without a sandbox
+	gitEnv   map[string]string
 }
 
 // New returns the bash tool (aliases run_shell and exec) for cfg. It
@@ -247,6 +248,7 @@ func New(cfg Config) (*tools.Tool, error) {
 		sb:      sb,
 		id:      id,
 		env:     environ(ws, cfg.Env, os.Getenv),
+		gitEnv:  gitEnv(ws),
 		limits:  resolveLimits(cfg.Limits),
 		maxOut:  cfg.MaxOutput,
 		maxProg: cfg.MaxProgress,
@@ -689,6 +691,11 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		}
 		extraFiles = append(extraFiles, filter) // fd 3
 		mounts := []string{"--seccomp", "3", "--bind", pc.home, home}
+		gw, err := gitWrapperMounts(pc.root, b.gitEnv)
+		if err != nil {
+			return nil, fmt.Errorf("bash: git wrapper: %w", err)
+		}
+		mounts = append(mounts, gw...)
 		if !c.Approved {
 			// Without a person, git's program-running configuration of
 			// the workspace's repository is replaced for the call.
