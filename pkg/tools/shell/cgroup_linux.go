@@ -24,13 +24,18 @@ import (
 type cgroupParent struct {
 	dir string // the "toolgate" cgroup
 	v2  bool
-	n   atomic.Uint64
+	// memory: the call cgroups bound memory too: in dir (v2), or in
+	// memDir, the "toolgate" cgroup of the v1 memory hierarchy.
+	memory bool
+	memDir string
+	n      atomic.Uint64
 }
 
-// callCgroup is one call's cgroup.
+// callCgroup is one call's cgroup (and, on v1, its memory cgroup).
 type callCgroup struct {
-	dir string
-	v2  bool
+	dir    string
+	memDir string
+	v2     bool
 }
 
 // findCgroup finds or makes the worker's "toolgate" cgroup in a hierarchy
@@ -51,6 +56,7 @@ func findCgroup() (*cgroupParent, string) {
 			if m, ok := mounts["cgroup2"]; ok {
 				dir := m.path(p)
 				if pc, err := makeParent(dir, true); err == nil {
+					pc.findMemory(dir, "", cgroupMount{})
 					return pc, ""
 				} else {
 					reasons = append(reasons, "cgroup v2: "+err.Error())
@@ -68,6 +74,7 @@ func findCgroup() (*cgroupParent, string) {
 			continue
 		}
 		if pc, err := makeParent(m.path(parts[2]), false); err == nil {
+			pc.findMemory("", string(self), mounts["memory"])
 			return pc, ""
 		} else {
 			reasons = append(reasons, "cgroup v1 pids: "+err.Error())
@@ -136,6 +143,49 @@ func cgroupMounts() (map[string]cgroupMount, error) {
 	return out, sc.Err()
 }
 
+// findMemory finds whether call cgroups can bound memory: on v2 (dir is
+// the worker's cgroup) when the memory controller can be enabled below
+// it, on v1 (self is /proc/self/cgroup) when the memory hierarchy is
+// writable. Memory stays unbounded by cgroups otherwise (RLIMIT_AS still
+// bounds each process).
+func (pc *cgroupParent) findMemory(dir, self string, m cgroupMount) {
+	if pc.v2 {
+		_ = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory"), 0)
+		_ = os.WriteFile(filepath.Join(pc.dir, "cgroup.subtree_control"), []byte("+memory"), 0)
+		pc.memory = true
+		probe, err := pc.newCall(1, 64<<20)
+		if err != nil {
+			pc.memory = false
+			return
+		}
+		_, err = os.Stat(filepath.Join(probe.dir, "memory.max"))
+		probe.remove()
+		pc.memory = err == nil
+		return
+	}
+	if m.point == "" {
+		return
+	}
+	for _, line := range strings.Split(self, "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || !hasField(parts[1], "memory") {
+			continue
+		}
+		memDir := filepath.Join(m.path(parts[2]), "toolgate")
+		if err := os.Mkdir(memDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return
+		}
+		pc.memory, pc.memDir = true, memDir
+		probe, err := pc.newCall(1, 64<<20)
+		if err != nil {
+			pc.memory, pc.memDir = false, ""
+			return
+		}
+		probe.remove()
+		return
+	}
+}
+
 // makeParent makes (or reuses) dir/toolgate and checks that a child of it
 // gets pids.max.
 func makeParent(dir string, v2 bool) (*cgroupParent, error) {
@@ -155,7 +205,7 @@ func makeParent(dir string, v2 bool) (*cgroupParent, error) {
 		}
 	}
 	pc := &cgroupParent{dir: parent, v2: v2}
-	probe, err := pc.newCall(1)
+	probe, err := pc.newCall(1, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -163,9 +213,11 @@ func makeParent(dir string, v2 bool) (*cgroupParent, error) {
 	return pc, nil
 }
 
-// newCall makes a call's cgroup holding at most max processes.
-func (pc *cgroupParent) newCall(max int) (*callCgroup, error) {
-	dir := filepath.Join(pc.dir, strconv.Itoa(os.Getpid())+"-"+strconv.FormatUint(pc.n.Add(1), 10))
+// newCall makes a call's cgroup holding at most max processes and, when
+// mem > 0 and the parent can, mem bytes of memory.
+func (pc *cgroupParent) newCall(max int, mem int64) (*callCgroup, error) {
+	name := strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(pc.n.Add(1), 10)
+	dir := filepath.Join(pc.dir, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("make cgroup: %w", err)
 	}
@@ -174,11 +226,35 @@ func (pc *cgroupParent) newCall(max int) (*callCgroup, error) {
 		c.remove()
 		return nil, fmt.Errorf("set pids.max in %s: %w", dir, err)
 	}
+	if mem <= 0 || !pc.memory {
+		return c, nil
+	}
+	limit := filepath.Join(dir, "memory.max")
+	if !pc.v2 {
+		c.memDir = filepath.Join(pc.memDir, name)
+		if err := os.Mkdir(c.memDir, 0o755); err != nil {
+			c.memDir = ""
+			c.remove()
+			return nil, fmt.Errorf("make memory cgroup: %w", err)
+		}
+		limit = filepath.Join(c.memDir, "memory.limit_in_bytes")
+	}
+	if err := os.WriteFile(limit, []byte(strconv.FormatInt(mem, 10)), 0); err != nil {
+		c.remove()
+		return nil, fmt.Errorf("set %s: %w", limit, err)
+	}
 	return c, nil
 }
 
-// procs is the file a process writes its pid to to enter the cgroup.
-func (c *callCgroup) procs() string { return filepath.Join(c.dir, "cgroup.procs") }
+// procs are the files a process writes its pid to to enter the cgroup:
+// the pids one, and on v1 the memory one.
+func (c *callCgroup) procs() []string {
+	out := []string{filepath.Join(c.dir, "cgroup.procs")}
+	if c.memDir != "" {
+		out = append(out, filepath.Join(c.memDir, "cgroup.procs"))
+	}
+	return out
+}
 
 // open opens the cgroup's directory for clone3's CLONE_INTO_CGROUP.
 func (c *callCgroup) open() (*os.File, error) { return os.Open(c.dir) }
@@ -198,13 +274,18 @@ func (c *callCgroup) peak() int {
 }
 
 // remove kills whatever is left in the cgroup (a process that left the
-// call's process group) and removes it.
+// call's process group) and removes it and its memory cgroup.
 func (c *callCgroup) remove() {
+	defer func() {
+		if c.memDir != "" {
+			removeCgroupDir(c.memDir)
+		}
+	}()
 	for range 200 {
 		if c.v2 {
 			_ = os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
 		}
-		b, err := os.ReadFile(c.procs())
+		b, err := os.ReadFile(c.procs()[0])
 		if err != nil {
 			break
 		}
@@ -219,11 +300,17 @@ func (c *callCgroup) remove() {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	removeCgroupDir(c.dir)
+}
+
+// removeCgroupDir removes an emptied cgroup, waiting a little for zombies
+// still being reaped.
+func removeCgroupDir(dir string) {
 	for range 200 {
-		err := os.Remove(c.dir)
+		err := os.Remove(dir)
 		if err == nil || errors.Is(err, os.ErrNotExist) {
 			return
 		}
-		time.Sleep(5 * time.Millisecond) // zombies still being reaped
+		time.Sleep(5 * time.Millisecond)
 	}
 }

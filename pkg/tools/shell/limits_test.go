@@ -140,3 +140,28 @@ func TestLimitsByTheirEffect(t *testing.T) {
 		}
 	})
 }
+
+// TestMemoryIsPerCallBounded: processes of one call share one memory
+// budget (the call's cgroup), however many there are.
+func TestMemoryIsPerCallBounded(t *testing.T) {
+	testenv.LookPath(t, "perl", "perl-base")
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire,
+		Limits: shell.Limits{Memory: 96 << 20, AddressSpace: -1}})
+	// Four processes of about 40 MiB each (perl builds the string and
+	// copies it), alive at once.
+	const one = `perl -e '$x = "x" x (20 * 1024 * 1024); sleep 1; print "alive\n"'`
+	out := mustRun(t, p, "for i in 1 2 3 4; do "+one+" & done; wait")
+	if _, ok := out.Metadata["memory_limit"]; !ok {
+		t.Skip("the worker cannot make memory cgroups here; RLIMIT_AS bounds each process only")
+	}
+	if n := strings.Count(md[string](t, out, "stdout"), "alive"); n > 2 {
+		t.Errorf("%d processes of about 40 MiB each lived at once under a 96 MiB call limit", n)
+	}
+	t.Logf("under 96 MiB: %d of 4 processes of about 40 MiB survived", strings.Count(md[string](t, out, "stdout"), "alive"))
+	// One of them alone fits: the limit is the call's total.
+	out = mustRun(t, p, one)
+	if !strings.Contains(out.Content, "alive") {
+		t.Errorf("one process of about 40 MiB failed under 96 MiB: %s", out.Content)
+	}
+}

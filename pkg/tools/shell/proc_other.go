@@ -30,10 +30,10 @@ type callCgroup struct{ v2 bool }
 
 func findCgroup() (*cgroupParent, string) { return nil, "cgroups are Linux-only" }
 
-func (*cgroupParent) newCall(int) (*callCgroup, error) { return nil, errors.ErrUnsupported }
-func (*callCgroup) procs() string                      { return "" }
-func (*callCgroup) open() (*os.File, error)            { return nil, errors.ErrUnsupported }
-func (*callCgroup) peak() int                          { return -1 }
-func (*callCgroup) remove()                            {}
+func (*cgroupParent) newCall(int, int64) (*callCgroup, error) { return nil, errors.ErrUnsupported }
+func (*callCgroup) procs() []string                           { return nil }
+func (*callCgroup) open() (*os.File, error)                   { return nil, errors.ErrUnsupported }
+func (*callCgroup) peak() int                                 { return -1 }
+func (*callCgroup) remove()                                   {}
 
 func intoCgroup(*syscall.SysProcAttr, int) {}

@@ -71,6 +71,7 @@ const (
 	DefaultAddressSpace = 8 << 30 // bytes
 	DefaultOpenFiles    = 1024
 	DefaultProcesses    = 512
+	DefaultMemory       = 8 << 30 // bytes
 )
 
 // waitDelay bounds how long exec.Cmd.Wait waits for the leader to die
@@ -109,6 +110,12 @@ type Limits struct {
 	// call of the worker shares it) and ignores for root: it is then set
 	// only when configured. Negative means no limit.
 	Processes int `yaml:"processes,omitempty" json:"processes,omitempty"`
+	// Memory is the memory (page cache included) all processes of one
+	// call may use together, in bytes: the memory.max of the call's
+	// cgroup (memory.limit_in_bytes on cgroup v1) where the worker can
+	// make cgroups with the memory controller; past it the kernel kills
+	// the call's processes. Zero means 8 GiB; negative means none.
+	Memory int64 `yaml:"memory,omitempty" json:"memory,omitempty"`
 }
 
 // Config configures the bash tool.
@@ -463,6 +470,7 @@ func resolveLimits(l Limits) Limits {
 		AddressSpace: capTo(def(l.AddressSpace, DefaultAddressSpace), syscall.RLIMIT_AS),
 		OpenFiles:    int(capTo(def(int64(l.OpenFiles), DefaultOpenFiles), syscall.RLIMIT_NOFILE)),
 		Processes:    l.Processes,
+		Memory:       def(l.Memory, DefaultMemory),
 	}
 }
 
@@ -665,6 +673,8 @@ type result struct {
 	cancelled bool // killed because the context was done
 	duration  time.Duration
 	peak      int // most processes held at once; 0 when unknown
+	// memLimited: the call's cgroup bounded its memory.
+	memLimited bool
 }
 
 // run starts the command, reads its output while it runs, and returns
@@ -724,7 +734,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	var cc *callCgroup
 	var cgFD *os.File
 	if b.cg != nil {
-		if cc, err = b.cg.newCall(b.limits.Processes); err != nil {
+		if cc, err = b.cg.newCall(b.limits.Processes, b.limits.Memory); err != nil {
 			outR.Close()
 			outW.Close()
 			errR.Close()
@@ -739,9 +749,16 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		} else {
 			// The v1 hierarchy has no CLONE_INTO_CGROUP: sh moves itself
 			// in before anything of the command runs.
-			argv = append([]string{b.sh, "-c", `echo $$ > "$0" && exec "$@"`, cc.procs()}, argv...)
-			if id.drop {
-				err = os.Chown(cc.procs(), int(id.uid), int(id.gid))
+			procs := cc.procs()
+			script := `echo $$ > "$0" && exec "$@"`
+			if len(procs) == 2 {
+				script = `echo $$ > "$0" && echo $$ > "$1" && shift && exec "$@"`
+			}
+			argv = append(append([]string{b.sh, "-c", script}, procs...), argv...)
+			for _, f := range procs {
+				if err == nil && id.drop {
+					err = os.Chown(f, int(id.uid), int(id.gid))
+				}
 			}
 		}
 		if err != nil {
@@ -826,6 +843,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	res.code = exitCode(st)
 	if cc != nil {
 		res.peak = cc.peak()
+		res.memLimited = cc.memDir != "" || (cc.v2 && b.cg.memory)
 	}
 	return res, nil
 }
@@ -917,6 +935,9 @@ func (b *bash) output(res *result, network bool, killed error) *tools.Output {
 	}
 	if res.peak > 0 {
 		md["processes_peak"] = res.peak
+	}
+	if res.memLimited {
+		md["memory_limit"] = b.limits.Memory
 	}
 	if outCut > 0 || errCut > 0 {
 		md["truncated"] = true
