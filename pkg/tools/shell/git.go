@@ -250,6 +250,9 @@ func gitMounts(ctx context.Context, ws, dir string) ([]string, error) {
 		if err != nil {
 			return nil // missing: git reads nothing there either
 		}
+		if _, in := within(ws, src); !in {
+			return nil // read-only in the sandbox: not the agent's
+		}
 		if fi, err := os.Stat(src); err != nil || !fi.Mode().IsRegular() {
 			return nil
 		}
@@ -266,17 +269,14 @@ func gitMounts(ctx context.Context, ws, dir string) ([]string, error) {
 		if err != nil {
 			return
 		}
+		if _, in := within(ws, d); !in {
+			return
+		}
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 			args = append(args, "--ro-bind", empty, d)
 		}
 	}
-	repos := []string{common}
-	if mods, err := filepath.Glob(filepath.Join(common, "modules", "*")); err == nil {
-		if len(mods) > maxGitModules {
-			mods = mods[:maxGitModules]
-		}
-		repos = append(repos, mods...)
-	}
+	repos := append([]string{common}, submoduleRepos(common)...)
 	for _, r := range repos {
 		if _, ok := within(ws, r); !ok {
 			continue
@@ -292,6 +292,34 @@ func gitMounts(ctx context.Context, ws, dir string) ([]string, error) {
 		}
 	}
 	return args, nil
+}
+
+// submoduleRepos lists the git directories of common's submodules, nested
+// ones (modules/a/modules/b) included, at most maxGitModules of them.
+func submoduleRepos(common string) []string {
+	var out []string
+	queue := []string{filepath.Join(common, "modules")}
+	for len(queue) > 0 && len(out) < maxGitModules {
+		dir := queue[0]
+		queue = queue[1:]
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() || len(out) >= maxGitModules {
+				continue
+			}
+			d := filepath.Join(dir, e.Name())
+			if _, err := os.Stat(filepath.Join(d, "HEAD")); err == nil {
+				out = append(out, d)
+				queue = append(queue, filepath.Join(d, "modules"))
+			} else {
+				queue = append(queue, d) // a submodule named a/b
+			}
+		}
+	}
+	return out
 }
 
 // findGitDir finds the git directory of the repository at ws: ws/.git

@@ -276,3 +276,44 @@ func TestSanitizeGitConfigKeepsOnlySettingsThatRunNothing(t *testing.T) {
 		}
 	}
 }
+
+func TestGitMountsCoverNestedSubmodulesAndStayInTheWorkspace(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	ws := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "outside.cfg")
+	for _, f := range []string{".git/HEAD", ".git/config", ".git/modules/a/HEAD", ".git/modules/a/config",
+		".git/modules/a/modules/b/HEAD", ".git/modules/a/modules/b/config", ".git/modules/x/y/HEAD", ".git/modules/x/y/config"} {
+		if err := os.MkdirAll(filepath.Join(ws, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, f), []byte("[core]\n\tfsmonitor = evil\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(outside, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A config that is a link out of the workspace is left alone: the
+	// sandbox shows it read-only, and it is not the agent's.
+	if err := os.Symlink(outside, filepath.Join(ws, ".git", "config.worktree")); err != nil {
+		t.Fatal(err)
+	}
+	args, err := gitMounts(context.Background(), ws, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(args, "\n")
+	for _, want := range []string{".git/config", ".git/modules/a/config", ".git/modules/a/modules/b/config", ".git/modules/x/y/config", ".git/hooks"} {
+		if !strings.Contains(joined, filepath.Join(ws, want)+"\n") && !strings.HasSuffix(joined, filepath.Join(ws, want)) {
+			t.Errorf("%s is not covered: %q", want, args)
+		}
+	}
+	if strings.Contains(joined, outside) {
+		t.Errorf("a file outside the workspace is covered: %q", args)
+	}
+}
