@@ -1,6 +1,7 @@
 package shell_test
 
 import (
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -163,5 +164,30 @@ func TestMemoryIsPerCallBounded(t *testing.T) {
 	out = mustRun(t, p, one)
 	if !strings.Contains(out.Content, "alive") {
 		t.Errorf("one process of about 40 MiB failed under 96 MiB: %s", out.Content)
+	}
+}
+
+// TestCommonProgramsWorkUnderTheFilter: the seccomp filter and the limits
+// leave ordinary work alone: threads, subprocesses, runtimes that probe
+// io_uring or clone3 and fall back.
+func TestCommonProgramsWorkUnderTheFilter(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire})
+	checks := []struct{ prog, cmd, want string }{
+		{"perl", `perl -e 'my $p = fork(); if (!$p) { exit 3 } waitpid($p, 0); print "perl ", $? >> 8, "\n"'`, "perl 3"},
+		{"python3", `python3 -c 'import threading, subprocess; t = threading.Thread(target=print, args=("thread",)); t.start(); t.join(); print(subprocess.run(["true"]).returncode)'`, "thread\n0"},
+		{"node", `node -e 'require("fs").readFile("/etc/hostname", () => console.log("node ok"))'`, "node ok"},
+		{"git", `git --version`, "git version"},
+		{"sort", `seq 100000 | sort -rn --parallel=4 | head -1`, "100000"},
+	}
+	for _, c := range checks {
+		if _, err := exec.LookPath(c.prog); err != nil {
+			t.Logf("%s not installed; not checked", c.prog)
+			continue
+		}
+		out := mustRun(t, p, c.cmd)
+		if out.IsError || !strings.Contains(out.Content, c.want) {
+			t.Errorf("%s under the filter: %s", c.prog, out.Content)
+		}
 	}
 }
