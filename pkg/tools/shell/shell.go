@@ -105,10 +105,13 @@ type Limits struct {
 	// once. Where the worker can make cgroups (cgroup v2 with the pids
 	// controller delegated to it, or the v1 pids hierarchy writable, as
 	// for root on most hosts) it is the pids.max of a cgroup of the
-	// call's own; zero then means 512. Elsewhere only RLIMIT_NPROC is
-	// left, which the kernel counts per user across the machine (every
-	// call of the worker shares it) and ignores for root: it is then set
-	// only when configured. Negative means no limit.
+	// call's own; zero then means 512. An unprivileged worker without
+	// cgroups gives each sandboxed call a user namespace of its own, in
+	// which the kernel counts RLIMIT_NPROC for the call alone (Linux
+	// 5.14 and later); zero then means 512 as well. Elsewhere only
+	// RLIMIT_NPROC of the worker's user is left, counted across the
+	// machine (every call shares it) and ignored for root: it is then
+	// set only when configured. Negative means no limit.
 	Processes int `yaml:"processes,omitempty" json:"processes,omitempty"`
 	// Memory is the memory (page cache included) all processes of one
 	// call may use together, in bytes: the memory.max of the call's
@@ -208,6 +211,10 @@ type bash struct {
 	sh       string // sh, which moves a call into its v1 cgroup
 	setpriv  string // drops capabilities of root commands without a sandbox
 	gitEnv   map[string]string
+	// userNS: without cgroups, an unprivileged worker's sandbox gets a
+	// user namespace of its own, in which the kernel counts RLIMIT_NPROC
+	// for the call alone.
+	userNS bool
 }
 
 // New returns the bash tool (aliases run_shell and exec) for cfg. It
@@ -321,8 +328,18 @@ func (b *bash) setupCgroup(configured int) error {
 	}
 	b.cg, b.cgReason = findCgroup()
 	if b.cg == nil {
+		if b.sb.Enabled() && os.Geteuid() != 0 && b.probeUserNS() {
+			// Since Linux 5.14 RLIMIT_NPROC is counted per user
+			// namespace: in a namespace of its own, the limit set inside
+			// bounds the call, not every process of the worker's user.
+			b.userNS = true
+			if b.limits.Processes == 0 {
+				b.limits.Processes = DefaultProcesses
+			}
+			return nil
+		}
 		if configured == 0 {
-			b.log.Warn("bash: no per-call process limit: the worker cannot make cgroups; set limits.processes for a per-user RLIMIT_NPROC", "reason", b.cgReason)
+			b.log.Warn("bash: no per-call process limit: the worker cannot make cgroups or user namespaces; set limits.processes for a per-user RLIMIT_NPROC", "reason", b.cgReason)
 		}
 		return nil
 	}
@@ -340,6 +357,20 @@ func (b *bash) setupCgroup(configured int) error {
 		b.sh = sh
 	}
 	return nil
+}
+
+// probeUserNS reports whether bwrap can give a call a user namespace.
+func (b *bash) probeUserNS() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		truePath = "/bin/true"
+	}
+	argv := b.sb.argv("", "/", false, identity{}, []string{"--unshare-user"}, []string{truePath})
+	probe := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	probe.Env = []string{"PATH=" + defaultPath}
+	return probe.Run() == nil
 }
 
 // startupCheck is what check runs: it fails only when the command cannot
@@ -504,6 +535,8 @@ func (b *bash) inner(command string) []string {
 	if b.cg != nil {
 		l.Processes = 0
 	}
+	// Without a cgroup or a user namespace of the call's own, RLIMIT_NPROC
+	// is the user's across the machine: only a configured one is set.
 	script := l.prologue() + ` || { echo "toolgate: cannot set resource limits" >&2; exit 126; }; exec -a bash "$0" -c "$1"`
 	return []string{b.shell, "-c", script, b.shell, command}
 }
@@ -701,6 +734,9 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		}
 		extraFiles = append(extraFiles, filter) // fd 3
 		mounts := []string{"--seccomp", "3", "--bind", pc.home, home}
+		if b.userNS {
+			mounts = append(mounts, "--unshare-user")
+		}
 		gw, err := gitWrapperMounts(pc.root, b.gitEnv)
 		if err != nil {
 			return nil, fmt.Errorf("bash: git wrapper: %w", err)

@@ -678,6 +678,13 @@ true`, tag, ln.Addr().(*net.TCPAddr).Port))
 	if len(accepted) != 0 {
 		t.Errorf("reached the host's loopback without network")
 	}
+	// Without cgroups (root's here), a user namespace of the call's own
+	// still bounds its processes, whatever else runs as this user.
+	out = mustRun(t, p, `perl -e 'my $n = 0; for (1..700) { my $p = fork(); last unless defined $p; if ($p == 0) { sleep 600; exit 0 } $n++ } print "started=$n\n"'`)
+	t.Logf("unprivileged worker, 700-fork loop: %s", strings.TrimSpace(out.Content))
+	if !strings.Contains(out.Content, "started=") || strings.Contains(out.Content, "started=700") {
+		t.Errorf("one call of an unprivileged worker held 700 processes: %s", out.Content)
+	}
 }
 
 func TestCwdStaysInTheWorkspace(t *testing.T) {
