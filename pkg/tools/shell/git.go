@@ -159,6 +159,9 @@ func gitDropKey(key string) bool {
 // the settings that run no program. A file git cannot read gives an empty
 // config: the command then sees none of it.
 func sanitizeGitConfig(ctx context.Context, gitPath, src string) []byte {
+	if fi, err := os.Stat(src); err != nil || fi.Size() > maxGitConfig {
+		return nil // an oversized config is not parsed: the command sees none
+	}
 	cmd := exec.CommandContext(ctx, gitPath, "config", "--file", src, "--list", "-z")
 	cmd.Env = []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "PATH=" + defaultPath, "HOME=/nonexistent"}
 	cmd.Dir = "/"
@@ -217,8 +220,13 @@ func quoteGit(s string) string {
 	return `"` + r.Replace(s) + `"`
 }
 
-// maxGitModules bounds how many submodule repositories gitMounts looks at.
-const maxGitModules = 64
+// Bounds on what gitMounts reads of files the agent may have written.
+const (
+	maxGitModules = 64      // submodule repositories sanitised
+	maxGitDirs    = 1024    // directories visited looking for them
+	maxGitConfig  = 1 << 20 // bytes of a config file parsed
+	maxGitFile    = 4096    // bytes of a .git file or commondir
+)
 
 // gitMounts are the bwrap arguments that, for the workspace ws, replace
 // each config file of its repository (and its submodules' repositories)
@@ -299,7 +307,7 @@ func gitMounts(ctx context.Context, ws, dir string) ([]string, error) {
 func submoduleRepos(common string) []string {
 	var out []string
 	queue := []string{filepath.Join(common, "modules")}
-	for len(queue) > 0 && len(out) < maxGitModules {
+	for visited := 0; len(queue) > 0 && len(out) < maxGitModules && visited < maxGitDirs; visited++ {
 		dir := queue[0]
 		queue = queue[1:]
 		ents, err := os.ReadDir(dir)
@@ -335,7 +343,7 @@ func findGitDir(ws string) (gitDir, common string) {
 	case fi.IsDir():
 		gitDir = dotgit
 	case fi.Mode().IsRegular():
-		data, err := os.ReadFile(dotgit)
+		data, err := readSmall(dotgit)
 		if err != nil {
 			return "", ""
 		}
@@ -355,7 +363,7 @@ func findGitDir(ws string) (gitDir, common string) {
 		gitDir = real
 	}
 	common = gitDir
-	if data, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
+	if data, err := readSmall(filepath.Join(gitDir, "commondir")); err == nil {
 		c := strings.TrimSpace(string(data))
 		if !filepath.IsAbs(c) {
 			c = filepath.Join(gitDir, c)
@@ -365,6 +373,18 @@ func findGitDir(ws string) (gitDir, common string) {
 		}
 	}
 	return gitDir, common
+}
+
+// readSmall reads a file of at most maxGitFile bytes.
+func readSmall(p string) ([]byte, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > maxGitFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes", p, maxGitFile)
+	}
+	return os.ReadFile(p)
 }
 
 // gitRealPath is where the sandbox shows the real git binary, for the

@@ -317,3 +317,18 @@ func TestGitMountsCoverNestedSubmodulesAndStayInTheWorkspace(t *testing.T) {
 		t.Errorf("a file outside the workspace is covered: %q", args)
 	}
 }
+
+func TestSanitizeGitConfigRefusesAnOversizedFile(t *testing.T) {
+	gitPath, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git not installed")
+	}
+	src := filepath.Join(t.TempDir(), "config")
+	big := "[core]\n\tfsmonitor = evil\n[user]\n\tname = " + strings.Repeat("x", maxGitConfig) + "\n"
+	if err := os.WriteFile(src, []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := sanitizeGitConfig(context.Background(), gitPath, src); len(got) != 0 {
+		t.Errorf("an oversized config was parsed: %d bytes", len(got))
+	}
+}
