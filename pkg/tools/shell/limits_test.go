@@ -1,7 +1,9 @@
 package shell_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -189,5 +191,42 @@ func TestCommonProgramsWorkUnderTheFilter(t *testing.T) {
 		if out.IsError || !strings.Contains(out.Content, c.want) {
 			t.Errorf("%s under the filter: %s", c.prog, out.Content)
 		}
+	}
+}
+
+// TestRootCommandsSeeTheirProgramsNotRootsSecrets: in a root-owned
+// workspace commands run as root without capabilities; /root is hidden
+// from them, except the directories of PATH entries installed there.
+func TestRootCommandsSeeTheirProgramsNotRootsSecrets(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	if os.Geteuid() != 0 {
+		t.Skip("needs a root worker")
+	}
+	secretDir, err := os.MkdirTemp("/root", ".toolgate-secret-")
+	if err != nil {
+		t.Skipf("cannot write /root: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(secretDir) })
+	if err := os.WriteFile(filepath.Join(secretDir, "key"), []byte("s3cr3t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	binDir, err := os.MkdirTemp("/root", ".toolgate-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(binDir) })
+	if err := os.WriteFile(filepath.Join(binDir, "toolgate-hello"), []byte("#!/bin/sh\necho hello-from-root-path\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", binDir+":"+os.Getenv("PATH"))
+	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, 0), Sandbox: shell.ModeRequire})
+	out := mustRun(t, p, "id -u; toolgate-hello; cat "+filepath.Join(secretDir, "key")+" 2>/dev/null || echo hidden; cat /etc/shadow | wc -c")
+	for _, want := range []string{"0\n", "hello-from-root-path", "hidden", "\n0\n"} {
+		if !strings.Contains(out.Content, want) {
+			t.Errorf("want %q in:\n%s", want, out.Content)
+		}
+	}
+	if strings.Contains(out.Content, "s3cr3t") {
+		t.Errorf("a root command read root's files:\n%s", out.Content)
 	}
 }

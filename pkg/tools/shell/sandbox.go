@@ -49,6 +49,9 @@ type Sandbox struct {
 	Reason string `json:"reason,omitempty"`
 
 	hide []string // Config.Hide
+	// reveal are directories under a hidden one shown again, read-only
+	// (programs of the PATH installed under /root).
+	reveal []string
 }
 
 // Enabled reports whether commands run inside bubblewrap.
@@ -175,6 +178,9 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, mounts, inner [
 	}
 	for _, h := range s.hide {
 		a = append(a, "--perms", "0755", "--tmpfs", h)
+	}
+	for _, r := range s.reveal {
+		a = append(a, "--ro-bind", r, r)
 	}
 	if ws != "" {
 		// The workspace may lie under a directory the sandbox replaces

@@ -283,6 +283,7 @@ func New(cfg Config) (*tools.Tool, error) {
 		// unless hidden.
 		if fi, err := os.Stat("/root"); err == nil && fi.IsDir() && !slices.Contains(b.sb.hide, "/root") {
 			b.sb.hide = append(b.sb.hide, "/root")
+			b.sb.reveal = revealFromPath("/root", os.Getenv("PATH"))
 		}
 		if !sb.Enabled() {
 			if b.setpriv, err = exec.LookPath("setpriv"); err != nil {
@@ -317,6 +318,25 @@ func New(cfg Config) (*tools.Tool, error) {
 		Annotations:     tools.Annotations{Destructive: true, OpenWorld: true},
 		Handler:         tools.HandlerFunc(b.handle),
 	}, nil
+}
+
+// revealFromPath lists the directories directly under hidden that hold
+// an entry of the PATH value path (/root/.pyenv for /root/.pyenv/shims):
+// programs installed there keep working, read-only, while the rest of
+// hidden (.ssh, .aws, .docker, ...) is covered.
+func revealFromPath(hidden, path string) []string {
+	var out []string
+	for _, dir := range filepath.SplitList(cleanPath(path)) {
+		rel, ok := within(hidden, dir)
+		if !ok || rel == "." {
+			continue
+		}
+		top := filepath.Join(hidden, strings.Split(rel, string(filepath.Separator))[0])
+		if fi, err := os.Stat(top); err == nil && fi.IsDir() && !slices.Contains(out, top) {
+			out = append(out, top)
+		}
+	}
+	return out
 }
 
 // setupCgroup finds where per-call cgroups can be made and settles the
