@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -189,6 +190,38 @@ func TestGitStillWorks(t *testing.T) {
 		out, err := run(context.Background(), t, p, map[string]any{"command": cmd}, func(c *tools.Call) { c.Approved = true })
 		if err != nil || out.IsError || !strings.Contains(out.Content, "someone") {
 			t.Errorf("approved %s: %v\n%+v", cmd, err, out)
+		}
+	})
+}
+
+// TestGitWorksInARepositoryOwnedByAnotherUser: commands may run as a user
+// who does not own the repository (a configured uid in a workspace root
+// created); git trusts the workspace instead of refusing it as of dubious
+// ownership.
+func TestGitWorksInARepositoryOwnedByAnotherUser(t *testing.T) {
+	testenv.LookPath(t, "git", "git")
+	if os.Geteuid() != 0 {
+		t.Skip("needs a root worker to run commands as another user")
+	}
+	forEachMode(t, func(t *testing.T, mode shell.Mode) {
+		ws := newWorkspace(t, 0)
+		git := func(args ...string) {
+			cmd := exec.Command("git", args...)
+			cmd.Dir = ws
+			cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v\n%s", args, err, out)
+			}
+		}
+		git("-c", "init.defaultBranch=main", "init", "-q", ".")
+		plant(t, ws, "f.txt", "one\n", 0o644)
+		git("add", "f.txt")
+		git("-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "first")
+		plant(t, ws, "f.txt", "two\n", 0o644)
+		p := newPipeline(t, shell.Config{Workspace: ws, Sandbox: mode, UID: 4343})
+		out := mustRun(t, p, "id -u; git status --short; git diff")
+		if out.IsError || !strings.Contains(out.Content, "4343") || !strings.Contains(out.Content, " M f.txt") || !strings.Contains(out.Content, "+two") {
+			t.Errorf("git as another user than the repository's owner:\n%s", out.Content)
 		}
 	})
 }
