@@ -175,6 +175,7 @@ func (pc *cgroupParent) findMemory(dir, self string, m cgroupMount) {
 		if err := os.Mkdir(memDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return
 		}
+		removeStale(memDir, false)
 		pc.memory, pc.memDir = true, memDir
 		probe, err := pc.newCall(1, 64<<20)
 		if err != nil {
@@ -205,12 +206,36 @@ func makeParent(dir string, v2 bool) (*cgroupParent, error) {
 		}
 	}
 	pc := &cgroupParent{dir: parent, v2: v2}
+	removeStale(parent, v2)
 	probe, err := pc.newCall(1, 0)
 	if err != nil {
 		return nil, err
 	}
 	probe.remove()
 	return pc, nil
+}
+
+// removeStale removes the call cgroups of workers that are gone (named
+// <pid>-<n> after the worker's pid), killing what is left in them.
+func removeStale(parent string, v2 bool) {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		pid, _, ok := strings.Cut(e.Name(), "-")
+		if !e.IsDir() || !ok {
+			continue
+		}
+		n, err := strconv.Atoi(pid)
+		if err != nil || n == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			continue // that worker still runs
+		}
+		(&callCgroup{dir: filepath.Join(parent, e.Name()), v2: v2}).remove()
+	}
 }
 
 // newCall makes a call's cgroup holding at most max processes and, when
