@@ -175,7 +175,7 @@ func (pc *cgroupParent) findMemory(dir, self string, m cgroupMount) {
 		if err := os.Mkdir(memDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return
 		}
-		removeStale(memDir, false)
+		removeStale(memDir)
 		pc.memory, pc.memDir = true, memDir
 		probe, err := pc.newCall(1, 64<<20)
 		if err != nil {
@@ -206,7 +206,7 @@ func makeParent(dir string, v2 bool) (*cgroupParent, error) {
 		}
 	}
 	pc := &cgroupParent{dir: parent, v2: v2}
-	removeStale(parent, v2)
+	removeStale(parent)
 	probe, err := pc.newCall(1, 0)
 	if err != nil {
 		return nil, err
@@ -215,9 +215,11 @@ func makeParent(dir string, v2 bool) (*cgroupParent, error) {
 	return pc, nil
 }
 
-// removeStale removes the call cgroups of workers that are gone (named
-// <pid>-<n> after the worker's pid), killing what is left in them.
-func removeStale(parent string, v2 bool) {
+// removeStale removes the empty call cgroups of workers that are gone
+// (named <pid>-<n> after the worker's pid). One that still holds
+// processes is left alone: another worker sharing the hierarchy from
+// another PID namespace may own it.
+func removeStale(parent string) {
 	ents, err := os.ReadDir(parent)
 	if err != nil {
 		return
@@ -234,7 +236,11 @@ func removeStale(parent string, v2 bool) {
 		if _, err := os.Stat("/proc/" + pid); err == nil {
 			continue // that worker still runs
 		}
-		(&callCgroup{dir: filepath.Join(parent, e.Name()), v2: v2}).remove()
+		dir := filepath.Join(parent, e.Name())
+		if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err != nil || len(strings.TrimSpace(string(b))) > 0 {
+			continue
+		}
+		_ = os.Remove(dir)
 	}
 }
 
