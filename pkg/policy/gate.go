@@ -553,7 +553,7 @@ func (e *evaluation) judgePath(pr *pathRules, abs, shown string, write, outsideH
 			what = "writing"
 		}
 		if strings.HasPrefix(g.id, "builtin.protected_paths") {
-			e.hardAsk(g.id, fmt.Sprintf("%s %s changes repository configuration that later git commands run", what, shown), shown)
+			e.hardAsk(g.id, fmt.Sprintf("%s %s changes configuration that later commands run programs from", what, shown), shown)
 			return
 		}
 		reason := fmt.Sprintf("%s %s is denied by %q", what, shown, g.raw)
@@ -571,11 +571,13 @@ func (e *evaluation) judgePath(pr *pathRules, abs, shown string, write, outsideH
 	if statErr == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR && e.deniedInside(pr, real, shown) {
 		return real
 	}
-	if write && statErr == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR && holdsRepository(real) {
-		// A write into a directory that is, is inside, or holds a .git
-		// directory (cp -r x .git/, tar -xC ., rsync -a x/ ./) can create
-		// hooks and configuration later git commands run.
-		e.hardAsk("builtin.protected_paths", fmt.Sprintf("writing into %s can change the repository configuration and hooks it holds, which later git commands run", shown), shown)
+	if write && statErr == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		// A write into a directory that holds a protected path (cp -r x/ ./,
+		// tar -xC ., rsync -a x/ ./ next to a .git or an .npmrc) can replace
+		// it; the globs above judged the directory's own name.
+		if g, name := holdsProtected(real, e.wsSegs); g != nil {
+			e.hardAsk(g.id, fmt.Sprintf("writing into %s can change %s, configuration that later commands run programs from", shown, name), shown)
+		}
 	}
 	inside := false
 	for _, r := range pr.roots {
@@ -609,16 +611,22 @@ func (e *evaluation) judgePath(pr *pathRules, abs, shown string, write, outsideH
 	return real
 }
 
-// holdsRepository reports whether the directory dir is a .git directory,
-// lies inside one, or holds one.
-func holdsRepository(dir string) bool {
-	for _, seg := range strings.Split(dir, "/") {
-		if strings.EqualFold(seg, ".git") {
-			return true
+// holdsProtected returns the protected-path glob that an entry directly
+// inside the directory dir matches, and the entry's name: a recursive
+// write into dir can replace it. Only the literal last name of each glob
+// is looked up, so the directory is never listed.
+func holdsProtected(dir string, ws []string) (*pathGlob, string) {
+	for _, g := range protectedWrite {
+		name := g.segs[len(g.segs)-1]
+		p := filepath.Join(dir, name)
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if g.match(splitFolded(p), ws) {
+			return g, name
 		}
 	}
-	_, err := os.Lstat(dir + "/.git")
-	return err == nil
+	return nil, ""
 }
 
 // deniedInside judges a directory by the denied paths it holds: a

@@ -318,7 +318,9 @@ var devPaths = map[string]bool{"/dev/null": true, "/dev/stdin": true, "/dev/stdo
 // and follows a .git file (gitdir:) or commondir to another git directory.
 // A write to any of them, at any depth and in any letter case, asks. The
 // first five name the commonest targets in the decision; the sixth covers
-// everything else under or named .git.
+// everything else under or named .git. A write into a directory that
+// directly holds one of them (a recursive copy or an extraction) asks by
+// the same entry.
 var protectedWrite = []*pathGlob{
 	mustGlob("**/.git/config", "builtin.protected_paths[0]"),
 	mustGlob("**/.git/hooks", "builtin.protected_paths[1]"),

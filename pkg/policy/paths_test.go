@@ -36,3 +36,31 @@ func TestWritesToCodeBearingGitFilesAsk(t *testing.T) {
 	}
 	checkDecisions(t, g, ws, cases)
 }
+
+// TestWritesIntoDirectoriesHoldingCodeBearingFilesAsk: a recursive copy or
+// an extraction into a directory can replace the code-bearing files it
+// holds, whatever their names in the command. Under a policy that runs
+// every command and allows writes, such a write asks by the entry of the
+// file it could replace; into a directory holding none it runs.
+func TestWritesIntoDirectoriesHoldingCodeBearingFilesAsk(t *testing.T) {
+	ws, _ := fixture(t)
+	for _, f := range []string{"pkg/.npmrc", "lib/.gitattributes", "mod/.gitmodules", "repo/.git/HEAD", "plain/a.txt"} {
+		if err := os.MkdirAll(filepath.Join(ws, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, f), []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full, _, err := Parse([]byte("tools:\n  write: allow\n  edit: allow\nexec:\n  security: full\n"), "full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDecisions(t, NewGate(full), ws, []decisionCase{
+		{"cp -r into a package", call{tool: "run_shell", args: sh("cp -r evil/. pkg")}, Ask, "builtin.protected_paths[8]"},
+		{"rsync into a directory with attributes", call{tool: "run_shell", args: sh("rsync -a evil/ lib/")}, Ask, "builtin.protected_paths[6]"},
+		{"tar -C into a directory with submodules", call{tool: "run_shell", args: sh("tar -xf evil.tar -C mod")}, Ask, "builtin.protected_paths[7]"},
+		{"cp -r next to a repository", call{tool: "run_shell", args: sh("cp -r evil/. repo")}, Ask, "builtin.protected_paths[5]"},
+		{"cp -r into a plain directory", call{tool: "run_shell", args: sh("cp -r sub/. plain")}, Allow, ""},
+	})
+}
