@@ -76,6 +76,9 @@ func TestGitRunsNoProgramFromWorkspaceConfig(t *testing.T) {
 		// sandboxOnly: the class is closed by the sandbox (read-only git
 		// control files, attributes overridden), not by the environment.
 		sandboxOnly bool
+		// setup runs after the repository is made and before the files
+		// are planted.
+		setup string
 	}
 	const m = "MARKER"
 	attacks := []attack{
@@ -101,6 +104,20 @@ func TestGitRunsNoProgramFromWorkspaceConfig(t *testing.T) {
 			cmds: []string{"git fetch -q o", "git ls-remote o"}},
 		{name: "askpass", files: map[string]string{".git/config": "[core]\n\taskPass = touch " + m + "\n[credential]\n\thelper = \"!touch " + m + "\"\n"},
 			cmds: []string{"git credential fill <<< $'protocol=https\\nhost=example.invalid\\n'"}},
+		{name: "gpg programs",
+			// Commits carrying an OpenPGP, an SSH and an X.509 signature:
+			// log.showSignature makes git log and show verify them with the
+			// format's program; signing runs gpg.ssh.defaultKeyCommand.
+			setup: `s() { { git cat-file commit HEAD | sed -n '1,/^committer /p'; printf 'gpgsig -----BEGIN %s-----\n %s\n -----END %s-----\n' "$1" "$2" "$1"; ` +
+				`git cat-file commit HEAD | sed '1,/^committer /d'; } | git hash-object -t commit -w --stdin; } && ` +
+				`git update-ref refs/heads/pgp "$(s 'PGP SIGNATURE' iQ==)" && git update-ref refs/heads/ssh "$(s 'SSH SIGNATURE' U1NI)" && ` +
+				`git update-ref refs/heads/x509 "$(s 'SIGNED MESSAGE' MIA=)"`,
+			files: map[string]string{"sign.sh": "#!/bin/sh\ntouch " + m + "\nexit 1\n",
+				".git/config": "[log]\n\tshowSignature = true\n[gpg]\n\tprogram = ./sign.sh\n\tformat = ssh\n[gpg \"openpgp\"]\n\tprogram = ./sign.sh\n" +
+					"[gpg \"ssh\"]\n\tprogram = ./sign.sh\n\tdefaultKeyCommand = ./sign.sh\n\tallowedSignersFile = /dev/null\n[gpg \"x509\"]\n\tprogram = ./sign.sh\n"},
+			cmds: []string{"git log -1 pgp", "git log -1 ssh", "git log -1 x509", "git show ssh", "git log --show-signature -1 x509",
+				"git verify-commit pgp", "git verify-commit ssh", "git verify-commit x509",
+				"git -c user.name=a -c user.email=a@b commit -S -qam signed"}},
 		{name: "include.path", files: map[string]string{".git/config": "[include]\n\tpath = ../inc.cfg\n[includeIf \"gitdir:/\"]\n\tpath = ../inc.cfg\n",
 			"inc.cfg": "[core]\n\tfsmonitor = \"touch " + m + "; false\"\n"},
 			cmds: []string{"git status", "git diff"}},
@@ -140,6 +157,11 @@ func TestGitRunsNoProgramFromWorkspaceConfig(t *testing.T) {
 				ws := newWorkspace(t, testUID)
 				p := newPipeline(t, shell.Config{Workspace: ws, Sandbox: mode})
 				gitRepo(t, p)
+				if a.setup != "" {
+					if out := mustRun(t, p, a.setup); out.IsError {
+						t.Fatalf("setup: %s", out.Content)
+					}
+				}
 				for rel, text := range a.files {
 					perm := os.FileMode(0o644)
 					if strings.HasSuffix(rel, ".sh") || strings.Contains(rel, "hooks/") {
