@@ -64,8 +64,10 @@ var gitSafety = [][2]string{
 	{"uploadpack.packObjectsHook", ""},
 	{"log.showSignature", "false"}, // would run gpg.program on git log
 	{"gpg.program", "gpg"},
+	{"gpg.openpgp.program", "gpg"}, // the same setting by its newer name
 	{"gpg.ssh.program", "ssh-keygen"},
 	{"gpg.x509.program", "gpgsm"},
+	{"gpg.ssh.defaultKeyCommand", "false"}, // run to find a key when signing
 }
 
 // gitAllowedProtocols are the transports git may use (GIT_ALLOW_PROTOCOL):
