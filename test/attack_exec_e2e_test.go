@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -171,6 +173,48 @@ func TestAttackDotfilesInTheWorkspace(t *testing.T) {
 	for _, cmd := range []string{"bash -lc true", "sh -lc true", "git init -q x && git -C x status", "less .bashrc < /dev/null"} {
 		bash(t, c, cmd, 60000)
 		noMarker(t, ws, m, cmd)
+	}
+}
+
+// TestAttackReadsTheInstallKeys: a command runs as a user who may own
+// the state directory (an unprivileged worker's own user, or root in a
+// container) and would print the account seed, with which any identity
+// can be minted. The workspace's own Makefile reads it (the gate judges
+// only the command line); the state and data directories are kept out of
+// /tmp, which the sandbox already replaces. Nothing of them is visible.
+func TestAttackReadsTheInstallKeys(t *testing.T) {
+	base, err := os.MkdirTemp("/var/tmp", "toolgate-state-")
+	if err != nil {
+		t.Skip("no /var/tmp to keep the state directory outside the sandbox's /tmp:", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	state, data := filepath.Join(base, "state"), filepath.Join(base, "data")
+	t.Setenv(identity.EnvStateDir, state)
+	p, c := attackWorker(t, permissivePolicy, func(o *daemon.Options) { o.DataDir = data })
+	keys, err := filepath.Glob(filepath.Join(state, "keys", "*"))
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("the worker made no keys under %s: %v", state, err)
+	}
+	if _, err := os.Stat(data); err != nil {
+		t.Fatalf("the worker made no data directory: %v", err)
+	}
+	testenv.LookPath(t, "make", "make")
+	writeFile(t, filepath.Join(p.ws, "Makefile"), fmt.Sprintf("all:\n\t-ls -la %s %s > listing 2>&1\n\t-cat %s/keys/* > seeds 2>&1\n", state, data, state))
+	bash(t, c, "make -s", 60000)
+	seed := regexp.MustCompile(`S[OAU][A-Z2-7]{50,}`)
+	for f, leaked := range map[string]func([]byte) bool{
+		"listing": func(b []byte) bool {
+			return bytes.Contains(b, []byte("keys")) || bytes.Contains(b, []byte("jetstream"))
+		},
+		"seeds": seed.Match,
+	} {
+		got, err := os.ReadFile(filepath.Join(p.ws, f))
+		if err != nil {
+			t.Fatalf("the Makefile did not run: %v", err)
+		}
+		if leaked(got) {
+			t.Fatalf("a command saw the install's state (%s):\n%s", f, got)
+		}
 	}
 }
 
