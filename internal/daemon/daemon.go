@@ -175,7 +175,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("register built-in tools: %w", err)
 	}
 	bash, err := shell.New(shell.Config{Workspace: ws, Sandbox: o.Sandbox, Logger: o.Logger, Limits: o.BashLimits,
-		NetworkAllowed: func(c *tools.Call) bool { return networkGranted(gate, c) }})
+		Hide: hiddenState(o, sb.Enabled()), NetworkAllowed: func(c *tools.Call) bool { return networkGranted(gate, c) }})
 	if err != nil {
 		return fmt.Errorf("bash tool: %w", err)
 	}
