@@ -153,7 +153,7 @@ func TestAttackGitRunsPlantedPrograms(t *testing.T) {
 
 // TestAttackDotfilesInTheWorkspace (class 4): the agent writes shell
 // start-up files, a git config and a lesskey where HOME used to be, then
-// runs login and interactive shells, git and less.
+// runs login and interactive shells, git and less through a Makefile.
 func TestAttackDotfilesInTheWorkspace(t *testing.T) {
 	p, c := attackWorker(t, permissivePolicy)
 	ws := p.ws
@@ -170,8 +170,17 @@ func TestAttackDotfilesInTheWorkspace(t *testing.T) {
 			t.Fatalf("write %s: %v %+v", path, err, r)
 		}
 	}
-	for _, cmd := range []string{"bash -lc true", "sh -lc true", "git init -q x && git -C x status", "less .bashrc < /dev/null"} {
-		bash(t, c, cmd, 60000)
+	// The gate asks about login shells and git init itself; a Makefile,
+	// which it does not read, runs them all the same.
+	cmds := []string{"bash -lc true", "sh -lc true", "bash -ic true", "git init -q x && git -C x status", "less .bashrc < /dev/null"}
+	mk := ""
+	for i, cmd := range cmds {
+		mk += fmt.Sprintf("t%d:\n\t-%s\n", i, cmd)
+	}
+	writeFile(t, filepath.Join(ws, "Makefile"), mk)
+	testenv.LookPath(t, "make", "make")
+	for i, cmd := range cmds {
+		bash(t, c, fmt.Sprintf("make -s t%d", i), 60000)
 		noMarker(t, ws, m, cmd)
 	}
 }
