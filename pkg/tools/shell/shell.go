@@ -145,7 +145,7 @@ type Config struct {
 	Shell string `yaml:"shell,omitempty" json:"shell,omitempty"`
 	// Env adds variables to the commands' environment. Names that look
 	// like secrets (key, token, password, ...), LD_*, GIT_*, BASH_ENV and
-	// the like are refused; HOME is always the workspace.
+	// the like are refused; HOME is always a fresh directory of the call.
 	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
 	// Hide lists absolute directories the sandbox covers with an empty
 	// tmpfs, for what the run-as user could otherwise read or connect to
