@@ -108,8 +108,8 @@ func hostGit(t *testing.T, dir string, args ...string) {
 
 // TestAttackGitRunsPlantedPrograms (class 3): configuration in the
 // repository names programs for a diff driver, a textconv, a clean filter
-// and fsmonitor; the agent then runs git commands the gate allows. None
-// of the programs runs, and git still shows the change. Writing the
+// and fsmonitor; the agent then runs git commands the gate allows, and
+// one it asks about from a Makefile. None of the programs runs, and git still shows the change. Writing the
 // code-bearing files through the write tool needs a person.
 func TestAttackGitRunsPlantedPrograms(t *testing.T) {
 	testenv.LookPath(t, "git", "git")
@@ -128,27 +128,50 @@ func TestAttackGitRunsPlantedPrograms(t *testing.T) {
 	writeFile(t, filepath.Join(ws, ".git", "config"), string(cfg))
 	writeFile(t, filepath.Join(ws, "inc.cfg"), "[core]\n\tpager = "+run+"\n")
 	writeFile(t, filepath.Join(ws, ".gitattributes"), "* diff=x filter=x\n")
-	for _, cmd := range []string{"git diff", "git log -p", "git show HEAD", "git blame f.txt", "git status", "git grep --textconv one"} {
+	for _, cmd := range []string{"git diff", "git log -p", "git show HEAD", "git blame f.txt", "git status"} {
 		r := bash(t, c, cmd, 60000)
 		noMarker(t, ws, m, cmd)
 		if cmd == "git diff" && !strings.Contains(r.Output, "+THREE") {
 			t.Errorf("git diff does not show the change (%s):\n%s", r.Status, r.Output)
 		}
 	}
+	// The gate asks about --textconv itself; run from a Makefile, which
+	// it does not read, git still runs no textconv program.
+	const textconv = "git grep --textconv one"
+	if !askedPerson(t, c, "bash", map[string]any{"command": textconv}) {
+		t.Errorf("%s was not parked for a person", textconv)
+	}
+	testenv.LookPath(t, "make", "make")
+	writeFile(t, filepath.Join(ws, "textconv.mk"), "all:\n\t-"+textconv+"\n")
+	r := bash(t, c, "make -s -f textconv.mk", 60000)
+	noMarker(t, ws, m, textconv+" from a Makefile")
+	if !strings.Contains(r.Output, "f.txt:one") {
+		t.Errorf("%s from a Makefile did not search (%s):\n%s", textconv, r.Status, r.Output)
+	}
 	// Writing code-bearing git files through a tool needs a person.
 	for _, path := range []string{".git/hooks/pre-commit", "sub/.gitattributes", ".gitmodules", ".git/info/attributes"} {
-		args, _ := json.Marshal(map[string]any{"path": path, "content": "* diff=x\n"})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		var pending atomic.Bool
-		r, err := c.Call(ctx, "write", args, client.OnPending(func(events.ResultData) { pending.Store(true); cancel() }))
-		cancel()
-		if !pending.Load() {
-			t.Errorf("write %s was not parked for a person: %v %+v", path, err, r)
+		if !askedPerson(t, c, "write", map[string]any{"path": path, "content": "* diff=x\n"}) {
+			t.Errorf("write %s was not parked for a person", path)
 		}
 		if _, err := os.Stat(filepath.Join(ws, path)); err == nil {
 			t.Errorf("write %s happened without a person", path)
 		}
 	}
+}
+
+// askedPerson reports whether the call was parked for a person; it does not
+// wait for one.
+func askedPerson(t *testing.T, c *client.Client, tool string, args map[string]any) bool {
+	t.Helper()
+	b, _ := json.Marshal(args)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var pending atomic.Bool
+	r, err := c.Call(ctx, tool, b, client.OnPending(func(events.ResultData) { pending.Store(true); cancel() }))
+	if !pending.Load() {
+		t.Logf("%s %s: %v %+v", tool, b, err, r)
+	}
+	return pending.Load()
 }
 
 // TestAttackDotfilesInTheWorkspace (class 4): the agent writes shell
