@@ -28,8 +28,15 @@ type cgroupParent struct {
 	// memDir, the "toolgate" cgroup of the v1 memory hierarchy.
 	memory bool
 	memDir string
-	n      atomic.Uint64
 }
+
+// callSeq numbers call cgroups across the process: several bash tools may
+// share one (the workers of a test cluster, a worker restarted in place).
+var callSeq atomic.Uint64
+
+// maxTakenNames bounds how many names in a row newCall passes over
+// because another worker holds them.
+const maxTakenNames = 64
 
 // callCgroup is one call's cgroup (and, on v1, its memory cgroup).
 type callCgroup struct {
@@ -246,8 +253,22 @@ func removeStale(parent string) {
 
 // newCall makes a call's cgroup holding at most max processes and, when
 // mem > 0 and the parent can, mem bytes of memory.
+// Names are <pid>-<n>; a name that exists belongs to another worker with
+// the same pid in another PID namespace sharing the hierarchy, and is
+// passed over.
 func (pc *cgroupParent) newCall(max int, mem int64) (*callCgroup, error) {
-	name := strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(pc.n.Add(1), 10)
+	for range maxTakenNames {
+		c, err := pc.makeCall(strconv.Itoa(os.Getpid())+"-"+strconv.FormatUint(callSeq.Add(1), 10), max, mem)
+		if !errors.Is(err, os.ErrExist) {
+			return c, err
+		}
+	}
+	return nil, fmt.Errorf("make cgroup: %d names in a row under %s are taken", maxTakenNames, pc.dir)
+}
+
+// makeCall makes the call cgroup name; an error wraps os.ErrExist when
+// the name is taken.
+func (pc *cgroupParent) makeCall(name string, max int, mem int64) (*callCgroup, error) {
 	dir := filepath.Join(pc.dir, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("make cgroup: %w", err)
