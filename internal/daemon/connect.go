@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -129,4 +130,31 @@ func stateOutside(o Options, roots []string) error {
 		}
 	}
 	return nil
+}
+
+// hiddenState lists the state directory (keys, credentials, the approver's
+// state) and the data directory (the JetStream store) for the sandbox to
+// cover with empty directories: a command runs as a user who may own them
+// (an unprivileged worker's own user, or root in a container), and a
+// Makefile or test the gate never reads could print the account seed.
+// Only directories that exist are listed; none without a sandbox.
+func hiddenState(o Options, sandboxed bool) []string {
+	if !sandboxed {
+		return nil
+	}
+	var out []string
+	state, _ := identity.StatePath()
+	for _, d := range []string{state, o.DataDir} {
+		if d == "" {
+			continue
+		}
+		d, err := filepath.Abs(d)
+		if err != nil || d == "/" || slices.Contains(out, d) {
+			continue
+		}
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			out = append(out, d)
+		}
+	}
+	return out
 }

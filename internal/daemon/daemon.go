@@ -68,6 +68,9 @@ type Options struct {
 	Replicas int
 	// Sandbox is the bash tool's isolation: auto (default), require, off.
 	Sandbox shell.Mode
+	// BashLimits are the bash tool's resource limits (shell.Limits);
+	// zero fields mean the defaults.
+	BashLimits shell.Limits
 	// PolicyFile is the policy document to follow (hot reloaded). Empty
 	// follows the fleet's shared policy in KV (`toolctl policy push`), or
 	// the built-in default when none was pushed.
@@ -173,8 +176,8 @@ func Run(ctx context.Context, o Options) error {
 	if err := builtin.Register(reg, builtin.Config{Workspace: ws, SkillsDir: o.SkillsDir, Roots: roots}); err != nil {
 		return fmt.Errorf("register built-in tools: %w", err)
 	}
-	bash, err := shell.New(shell.Config{Workspace: ws, Sandbox: o.Sandbox, Logger: o.Logger,
-		NetworkAllowed: func(c *tools.Call) bool { return networkGranted(gate, c) }})
+	bash, err := shell.New(shell.Config{Workspace: ws, Sandbox: o.Sandbox, Logger: o.Logger, Limits: o.BashLimits,
+		Hide: hiddenState(o, sb.Enabled()), NetworkAllowed: func(c *tools.Call) bool { return networkGranted(gate, c) }})
 	if err != nil {
 		return fmt.Errorf("bash tool: %w", err)
 	}

@@ -134,3 +134,44 @@ func TestDefault(t *testing.T) {
 		t.Errorf("exit %d, %q", code, out)
 	}
 }
+
+// TestCheckNamesThePart: the decision names the word, option or
+// redirection that drove it, not only the command it is in.
+func TestCheckNamesThePart(t *testing.T) {
+	ws := t.TempDir()
+	for _, tt := range []struct {
+		policy, command, action, offending string
+	}{
+		{"", "sed --expr='1e id' x", "ask", "--expr=1e id"},
+		{"", "cat x && sort --outp=y x", "ask", "--outp=y"},
+		{"", "grep --fil=y x z", "ask", "--fil=y"},
+		{"", "git log --ext-diff", "ask", "--ext-diff"},
+		{"", "printf -v 'a[$(id)]' v", "ask", "a[$(id)]"},
+		{"", "npm_config_script_shell=/bin/sh ls", "ask", "npm_config_script_shell=/bin/sh"},
+		{"", "bash -lc ls", "ask", "-lc"},
+		{seed000, "ls > out.txt", "ask", "> out.txt"},
+		{seed000, "ls && rm -rf /", "deny", "rm -rf /"},
+		{"", "cat /etc/hostname", "ask", "/etc/hostname"},
+	} {
+		args := []string{"check", "--workspace", ws, "--tool", "bash", "--args", `{"command":` + strconvQuote(tt.command) + `}`}
+		if tt.policy != "" {
+			args = append(args, "--policy", tt.policy)
+		}
+		code, out, errs := run(args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d, stderr %s", tt.command, code, errs)
+		}
+		var got Output
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Action) != tt.action || got.Offending != tt.offending {
+			t.Errorf("%s: got %s offending %q (%s), want %s offending %q", tt.command, got.Action, got.Offending, got.Reason, tt.action, tt.offending)
+		}
+	}
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

@@ -89,6 +89,7 @@ func loadPolicy(t *testing.T, file string) *Policy {
 
 type corpusLine struct {
 	line    int
+	policy  string // "" for seed 000, "builtin" for the built-in policy
 	verdict Action
 	tool    string
 	args    map[string]any
@@ -104,14 +105,27 @@ func readCorpus(t *testing.T, file string, shellOnly bool) []corpusLine {
 	var out []corpusLine
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	n := 0
+	pol := ""
 	for sc.Scan() {
 		n++
 		l := sc.Text()
 		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
 			continue
 		}
+		if name, ok := strings.CutPrefix(l, "@policy "); ok {
+			// The cases that follow are judged by another policy.
+			switch name = strings.TrimSpace(name); name {
+			case "seed000":
+				pol = ""
+			case "builtin", "full":
+				pol = name
+			default:
+				t.Fatalf("%s:%d: unknown policy %q (seed000, builtin or full)", file, n, name)
+			}
+			continue
+		}
 		parts := strings.SplitN(l, "\t", 3)
-		c := corpusLine{line: n, verdict: Action(parts[0]), text: l}
+		c := corpusLine{line: n, policy: pol, verdict: Action(parts[0]), text: l}
 		switch {
 		case shellOnly && len(parts) >= 2:
 			cmd := strings.Join(parts[1:], "\t")
@@ -141,16 +155,23 @@ func runCorpus(t *testing.T, file string, shellOnly bool, min int) {
 	ws, home := fixture(t)
 	var out bytes.Buffer
 	anon := strings.NewReplacer(ws, "$WS", home, "$HOME")
-	g := NewGate(loadPolicy(t, "testdata/seed000.yaml"))
+	// full runs every command no finding holds back and allows writes:
+	// what is left to judge is the analysis itself.
+	full, _, err := Parse([]byte("tools:\n  write: allow\n  edit: allow\nexec:\n  security: full\n"), "full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gates := map[string]*Gate{"": NewGate(loadPolicy(t, "testdata/seed000.yaml")), "builtin": NewGate(Default()), "full": NewGate(full)}
 	lines := readCorpus(t, file, shellOnly)
 	if len(lines) < min {
 		t.Fatalf("%s holds %d cases, want at least %d", file, len(lines), min)
 	}
 	for _, c := range lines {
 		_, known := BuiltinKind(c.tool)
+		g := gates[c.policy]
 		d := g.Evaluate(context.Background(), Request{Agent: "agent-1", Tool: c.tool, Known: known, Arguments: c.args, Workspace: ws})
 		if d.Action != c.verdict {
-			t.Errorf("%s:%d: %s %v: got %s (%s: %s), want %s", file, c.line, c.tool, c.args, d.Action, d.Rule, d.Reason, c.verdict)
+			t.Errorf("%s:%d: [%s] %s %v: got %s (%s: %s), want %s", file, c.line, c.policy, c.tool, c.args, d.Action, d.Rule, d.Reason, c.verdict)
 		}
 		if d.Action != Allow && (d.Rule == "" || d.Reason == "") {
 			t.Errorf("%s:%d: %s without rule or reason: %+v", file, c.line, d.Action, d)
@@ -162,11 +183,14 @@ func runCorpus(t *testing.T, file string, shellOnly bool, min int) {
 		enc := json.NewEncoder(&args)
 		enc.SetEscapeHTML(false)
 		_ = enc.Encode(c.args)
+		if c.policy != "" {
+			fmt.Fprintf(&out, "[%s] ", c.policy)
+		}
 		fmt.Fprintf(&out, "%s %s  %s %s: %s [%s]\n", c.tool, args.String(), d.Action, d.Rule, anon.Replace(d.Reason), anon.Replace(d.Offending))
 	}
 	golden(t, strings.TrimSuffix(filepath.Base(file), ".txt")+".golden", out.Bytes())
 }
 
-func TestShellCorpus(t *testing.T) { runCorpus(t, "testdata/shell_corpus.txt", true, 60) }
+func TestShellCorpus(t *testing.T) { runCorpus(t, "testdata/shell_corpus.txt", true, 200) }
 
 func TestPathCorpus(t *testing.T) { runCorpus(t, "testdata/path_corpus.txt", false, 20) }

@@ -166,6 +166,8 @@ type execConfig struct {
 	askID              string
 	safeBins           []pathEntry // raw is the binary name
 	confirmDangerous   *bool
+	neutralBuiltins    *bool
+	neutralID          string
 	confirmID          string
 	dangerousWhitelist []tokenPattern
 	allowedDirs        []pathEntry
@@ -673,7 +675,7 @@ func (d *decoder) rule(n *yaml.Node, at, id string, shell bool) *toolRule {
 
 func isExecKey(k string) bool {
 	switch k {
-	case "security", "ask", "safe_bins", "confirm_dangerous", "confirm_dangerous_commands", "dangerous_whitelist",
+	case "security", "ask", "safe_bins", "confirm_dangerous", "confirm_dangerous_commands", "dangerous_whitelist", "neutral_builtins",
 		"dangerous_command_whitelist", "allowed_directories", "enable_sandbox", "default_working_directory":
 		return true
 	}
@@ -722,7 +724,7 @@ func (d *decoder) exec(n *yaml.Node, e *execConfig, at, id string) {
 			e.set = true
 		default:
 			if !d.execField(f, e, at, id) {
-				d.errf(f.kn, join(at, f.raw), "unknown field (expected security, ask, safe_bins, whitelist, blacklist, confirm_dangerous, dangerous_whitelist or allowed_directories)")
+				d.errf(f.kn, join(at, f.raw), "unknown field (expected security, ask, safe_bins, whitelist, blacklist, confirm_dangerous, dangerous_whitelist, neutral_builtins or allowed_directories)")
 			}
 		}
 	}
@@ -780,6 +782,10 @@ func (d *decoder) execField(f field, e *execConfig, at, id string) bool {
 	case "confirm_dangerous", "confirm_dangerous_commands":
 		if v, ok := d.boolean(f.value, name); ok {
 			e.confirmDangerous, e.confirmID = &v, fid
+		}
+	case "neutral_builtins":
+		if v, ok := d.boolean(f.value, name); ok {
+			e.neutralBuiltins, e.neutralID = &v, fid
 		}
 	case "dangerous_whitelist", "dangerous_command_whitelist":
 		e.dangerousWhitelist = append(e.dangerousWhitelist, d.patterns(f.value, name, fid)...)

@@ -24,6 +24,12 @@ type effExec struct {
 	whitelist   []tokenPattern
 	blacklist   []tokenPattern
 	ownAction   *verdict
+	// neutral: the builtins that only change the shell's own state run
+	// alongside whitelisted commands (exec.neutral_builtins: true, and no
+	// layer saying false).
+	neutral   bool
+	neutralID string
+	noNeutral bool
 }
 
 func (e *evaluation) effExec() *effExec {
@@ -43,6 +49,13 @@ func (e *evaluation) effExec() *effExec {
 			x.confirm, x.confirmID = *c.confirmDangerous, c.confirmID
 		}
 		x.dangerousWL = append(x.dangerousWL, c.dangerousWhitelist...)
+		if c.neutralBuiltins != nil {
+			if *c.neutralBuiltins {
+				x.neutral, x.neutralID = true, c.neutralID
+			} else {
+				x.noNeutral = true
+			}
+		}
 		x.whitelist = append(x.whitelist, c.whitelist...)
 		x.blacklist = append(x.blacklist, c.blacklist...)
 	}
@@ -59,6 +72,9 @@ func (e *evaluation) effExec() *effExec {
 	}
 	if x.ask == askUnset {
 		x.ask = AskOnMiss
+	}
+	if x.noNeutral {
+		x.neutral = false
 	}
 	e.exec = x
 	return x
@@ -100,7 +116,8 @@ func (x *effExec) missVerdict() *verdict {
 	return v
 }
 
-// neutral builtins only change the shell's own state.
+// neutral builtins only change the shell's own state. They run under a
+// whitelist only where the policy opts in (neutral_builtins: true).
 var neutral = map[string]bool{"cd": true, "pushd": true, "popd": true, "dirs": true, "true": true, "false": true, ":": true,
 	"test": true, "[": true, "echo": true, "printf": true, "pwd": true, "exit": true, "return": true, "shift": true,
 	"break": true, "continue": true, "wait": true, "set": true, "unset": true, "local": true}
@@ -146,7 +163,7 @@ func (e *evaluation) shell() {
 	}
 	cwds, unknown := e.cwds(cwd, script.Dirs)
 	for _, h := range script.Hazards {
-		e.hardAsk("builtin.shell."+string(h.Kind), h.Detail, h.Source)
+		e.hazard(h, h.Source)
 	}
 	for _, c := range script.Commands {
 		e.command(c, x, cwds, unknown)
@@ -154,6 +171,23 @@ func (e *evaluation) shell() {
 	for _, r := range script.Redirects {
 		e.redirect(r, cwds, unknown)
 	}
+	for _, pa := range script.Paths {
+		e.shellPath(pa, cwds, unknown, pa.Path)
+	}
+}
+
+// hazard records a finding of the shell analysis. The offending part is
+// the word, option or redirection that drove it when the analysis names
+// one, else the command it is in.
+func (e *evaluation) hazard(h shell.Hazard, src string) {
+	reason, off := h.Detail, src
+	if h.Part != "" && h.Part != src {
+		off = h.Part
+		if src != "" {
+			reason += " (in " + clip(src) + ")"
+		}
+	}
+	e.hardAsk("builtin.shell."+string(h.Kind), reason, off)
 }
 
 func clip(s string) string {
@@ -238,7 +272,7 @@ func (e *evaluation) command(c *shell.Command, x *effExec, cwds []string, unknow
 		}
 	}
 	for _, h := range c.Hazards {
-		e.hardAsk("builtin.shell."+string(h.Kind), h.Detail, src)
+		e.hazard(h, src)
 	}
 	name := c.Name()
 	if name == "" {
@@ -259,6 +293,9 @@ func (e *evaluation) command(c *shell.Command, x *effExec, cwds []string, unknow
 	argv := c.Argv()
 	norm := append([]string{base}, argv[1:]...)
 	cls, why := shell.Classify(sysName, argv[1:])
+	if bad, why2 := shell.ForbiddenArgs(c); bad && sysName != "" {
+		cls, why = shell.Forbidden, why2
+	}
 	if x.classification() {
 		switch cls {
 		case shell.Forbidden:
@@ -272,9 +309,8 @@ func (e *evaluation) command(c *shell.Command, x *effExec, cwds []string, unknow
 		}
 		return
 	}
-	switch {
-	case sysName != "" && neutral[sysName]:
-		e.allowed(x, cls, "builtin.shell.neutral", src+": "+sysName+" only changes the shell's own state", src, norm)
+	if x.neutral && sysName != "" && neutral[sysName] {
+		e.allowed(x, cls, x.neutralID, src+": "+sysName+" only changes the shell's own state, and neutral_builtins lets it run", src, norm)
 		return
 	}
 	for _, wp := range x.whitelist {
@@ -358,6 +394,10 @@ func (e *evaluation) shellPath(pa shell.PathArg, cwds []string, unknownCwd bool,
 	}
 	if strings.IndexByte(p, 0) >= 0 {
 		e.deny("builtin.arguments", "path contains a NUL byte", src)
+		return
+	}
+	if pa.Write && shell.RawDevice(p) {
+		e.deny("builtin.shell.device", src+" writes "+p+", a raw disk or memory device", p)
 		return
 	}
 	pr := e.shellRules(pa.Write)

@@ -553,7 +553,7 @@ func (e *evaluation) judgePath(pr *pathRules, abs, shown string, write, outsideH
 			what = "writing"
 		}
 		if strings.HasPrefix(g.id, "builtin.protected_paths") {
-			e.hardAsk(g.id, fmt.Sprintf("%s %s changes repository configuration that later git commands run", what, shown), shown)
+			e.hardAsk(g.id, fmt.Sprintf("%s %s changes configuration that later commands run programs from", what, shown), shown)
 			return
 		}
 		reason := fmt.Sprintf("%s %s is denied by %q", what, shown, g.raw)
@@ -570,6 +570,14 @@ func (e *evaluation) judgePath(pr *pathRules, abs, shown string, write, outsideH
 	}
 	if statErr == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR && e.deniedInside(pr, real, shown) {
 		return real
+	}
+	if write && statErr == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		// A write into a directory that holds a protected path (cp -r x/ ./,
+		// tar -xC ., rsync -a x/ ./ next to a .git or an .npmrc) can replace
+		// it; the globs above judged the directory's own name.
+		if g, name := holdsProtected(real, e.wsSegs); g != nil {
+			e.hardAsk(g.id, fmt.Sprintf("writing into %s can change %s, configuration that later commands run programs from", shown, name), shown)
+		}
 	}
 	inside := false
 	for _, r := range pr.roots {
@@ -601,6 +609,24 @@ func (e *evaluation) judgePath(pr *pathRules, abs, shown string, write, outsideH
 		e.hardAsk("builtin.hard_link", fmt.Sprintf("%s has %d hard links: its other names may be denied paths", shown, st.Nlink), shown)
 	}
 	return real
+}
+
+// holdsProtected returns the protected-path glob that an entry directly
+// inside the directory dir matches, and the entry's name: a recursive
+// write into dir can replace it. Only the literal last name of each glob
+// is looked up, so the directory is never listed.
+func holdsProtected(dir string, ws []string) (*pathGlob, string) {
+	for _, g := range protectedWrite {
+		name := g.segs[len(g.segs)-1]
+		p := filepath.Join(dir, name)
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if g.match(splitFolded(p), ws) {
+			return g, name
+		}
+	}
+	return nil, ""
 }
 
 // deniedInside judges a directory by the denied paths it holds: a

@@ -173,7 +173,7 @@ func TestDefaultPolicy(t *testing.T) {
 		{"git branch listing", call{tool: "bash", args: sh("git branch -a")}, Allow, "builtin.classify.read_only"},
 		{"git branch creation", call{tool: "bash", args: sh("git branch feature")}, Ask, "builtin.classify.dangerous"},
 		{"git write", call{tool: "bash", args: sh("git push origin main")}, Ask, "builtin.classify.dangerous"},
-		{"git config set", call{tool: "bash", args: sh("git config user.name x")}, Ask, "builtin.classify.dangerous"},
+		{"git config set", call{tool: "bash", args: sh("git config user.name x")}, Ask, "builtin.shell.writes"},
 		{"dangerous", call{tool: "bash", args: sh("rm main.go")}, Ask, "builtin.classify.dangerous"},
 		{"unclassified", call{tool: "bash", args: sh("frobnicate")}, Ask, "builtin.classify.unclassified"},
 		{"forbidden", call{tool: "bash", args: sh("sudo ls")}, Deny, "builtin.classify.forbidden"},
@@ -343,6 +343,8 @@ func TestAmendments(t *testing.T) {
 		{ID: "am3", Agent: "agent-1", Tool: "mcp__tickets", CreatedBy: "carol"},
 		{ID: "am4", Agent: "agent-1", Tool: "run_shell", CommandPrefix: []string{"rm"}},
 		{ID: "am5", Agent: "agent-1", Tool: "write", PathPattern: "**"},
+		{ID: "am6", Agent: "agent-1", Tool: "run_shell", CommandPrefix: []string{"npm", "test"}},
+		{ID: "am7", Agent: "agent-1", Tool: "run_shell", CommandPrefix: []string{"make", "test"}},
 	})
 	checkDecisions(t, g, ws, []decisionCase{
 		{"prefix covers", call{tool: "run_shell", args: sh("git push origin main")}, Allow, "amendments[am1]"},
@@ -357,6 +359,15 @@ func TestAmendments(t *testing.T) {
 		{"another amendment covers", call{tool: "write", args: at("main.go")}, Allow, "amendments[am5]"},
 		{"protected path stays an ask", call{tool: "write", args: at(".git/config")}, Ask, "builtin.protected_paths"},
 		{"a tool", call{tool: "mcp__tickets"}, Allow, "amendments[am3]"},
+		{"npm test", call{tool: "run_shell", args: sh("npm test")}, Allow, "amendments[am6]"},
+		{"a setting npm reads is not covered", call{tool: "run_shell", args: sh("npm_config_script_shell=/usr/bin/python3 npm test")}, Ask, "builtin.shell.environment"},
+		{"nor through env", call{tool: "run_shell", args: sh("env npm_config_script_shell=/usr/bin/python3 npm test")}, Ask, "builtin.shell.environment"},
+		{"nor as npm's own option", call{tool: "run_shell", args: sh("npm test --script-shell=./evil.sh")}, Ask, "builtin.shell."},
+		{"nor abbreviated", call{tool: "run_shell", args: sh("npm test --scr ./evil.sh")}, Ask, "builtin.shell."},
+		{"nor node options", call{tool: "run_shell", args: sh("npm test --node-options=--require=./x.js")}, Ask, "builtin.shell."},
+		{"make test", call{tool: "run_shell", args: sh("make test")}, Allow, "amendments[am7]"},
+		{"make variables that run programs", call{tool: "run_shell", args: sh("make test SHELL=./evil.sh")}, Ask, "builtin.shell."},
+		{"make --eval", call{tool: "run_shell", args: sh("make test --ev='$(shell id)'")}, Ask, "builtin.shell."},
 	})
 	g.SetAmendments(nil)
 	if d := g.Evaluate(context.Background(), call{tool: "mcp__tickets"}.request(ws)); d.Action != Ask {
@@ -366,6 +377,29 @@ func TestAmendments(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"command_prefix":["git","push"]`) || !strings.Contains(string(b), `"created_at"`) {
 		t.Errorf("amendment JSON %s, %v", b, err)
 	}
+}
+
+// TestNeutralBuiltins: a whitelist means what it says; the builtins that
+// only change the shell's state ride along only where the policy opts in.
+func TestNeutralBuiltins(t *testing.T) {
+	ws, _ := fixture(t)
+	strict := NewGate(mustParse(t, "tools:\n  run_shell:\n    action: ask\n    whitelist: [\"ls *\"]\n"))
+	checkDecisions(t, strict, ws, []decisionCase{
+		{"whitelisted", call{tool: "run_shell", args: sh("ls -la")}, Allow, "tools.run_shell.whitelist[0]"},
+		{"cd is not whitelisted", call{tool: "run_shell", args: sh("cd sub && ls")}, Ask, "tools.run_shell.action"},
+		{"printf is not whitelisted", call{tool: "run_shell", args: sh("printf -v x y")}, Ask, "tools.run_shell.action"},
+	})
+	opted := NewGate(mustParse(t, "tools:\n  run_shell:\n    action: ask\n    neutral_builtins: true\n    whitelist: [\"ls *\"]\n"))
+	checkDecisions(t, opted, ws, []decisionCase{
+		{"cd rides along", call{tool: "run_shell", args: sh("cd sub && ls")}, Allow, "tools.run_shell."},
+		{"echo rides along", call{tool: "run_shell", args: sh("echo done")}, Allow, "tools.run_shell.neutral_builtins"},
+		{"but never a name it evaluates", call{tool: "run_shell", args: sh("printf -v 'a[$(id)]' y")}, Ask, "builtin.shell.arithmetic"},
+	})
+	overlay := NewGate(mustParse(t, "exec:\n  neutral_builtins: true\ntools:\n  run_shell:\n    whitelist: [\"ls *\"]\nagents:\n  \"ci-*\":\n    exec:\n      neutral_builtins: false\n"))
+	checkDecisions(t, overlay, ws, []decisionCase{
+		{"base opts in", call{tool: "run_shell", args: sh("echo x")}, Allow, "exec.neutral_builtins"},
+		{"an overlay opts out", call{agent: "ci-1", tool: "run_shell", args: sh("echo x")}, Ask, ""},
+	})
 }
 
 func TestCheckPath(t *testing.T) {

@@ -312,14 +312,29 @@ var devPaths = map[string]bool{"/dev/null": true, "/dev/stdin": true, "/dev/stdo
 	"/dev/fd/2": true}
 
 // protectedWrite are paths whose writing lets later, innocent-looking
-// commands run programs (git runs core.fsmonitor, core.pager and hooks
-// from the repository's own configuration).
+// commands run programs: git runs what its configuration (core.fsmonitor,
+// core.pager, diff, filter and merge drivers, include.path, remote
+// upload-pack, ...), its hooks and the attributes that pick drivers name,
+// and follows a .git file (gitdir:) or commondir to another git directory.
+// A write to any of them, at any depth and in any letter case, asks. The
+// first five name the commonest targets in the decision; the sixth covers
+// everything else under or named .git. A write into a directory that
+// directly holds one of them (a recursive copy or an extraction) asks by
+// the same entry.
 var protectedWrite = []*pathGlob{
 	mustGlob("**/.git/config", "builtin.protected_paths[0]"),
 	mustGlob("**/.git/hooks", "builtin.protected_paths[1]"),
 	mustGlob("**/.git/info/attributes", "builtin.protected_paths[2]"),
 	mustGlob("**/.git/modules/*/config", "builtin.protected_paths[3]"),
 	mustGlob("**/.git/modules/*/hooks", "builtin.protected_paths[4]"),
+	mustGlob("**/.git", "builtin.protected_paths[5]"),
+	mustGlob("**/.gitattributes", "builtin.protected_paths[6]"),
+	mustGlob("**/.gitmodules", "builtin.protected_paths[7]"),
+	// Package managers read the project's own settings, which name
+	// programs (npm's script-shell, node-options; yarn's yarnPath).
+	mustGlob("**/.npmrc", "builtin.protected_paths[8]"),
+	mustGlob("**/.yarnrc", "builtin.protected_paths[9]"),
+	mustGlob("**/.yarnrc.yml", "builtin.protected_paths[10]"),
 }
 
 func mustGlob(p, id string) *pathGlob {

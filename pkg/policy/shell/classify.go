@@ -94,18 +94,21 @@ func Classify(name string, args []string) (Class, string) {
 }
 
 func classifyGit(args []string) (Class, string) {
-	i := 0
-	for i < len(args) && strings.HasPrefix(args[i], "-") {
-		switch args[i] {
-		case "-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix":
-			i++
-		}
-		i++
+	// git's own options, parsed as git parses them; the subcommand is the
+	// first operand.
+	ws := make([]Word, len(args))
+	for j, a := range args {
+		ws[j] = Word{Value: a, Literal: true}
 	}
-	if i >= len(args) {
+	p := gitGlobalSpec.parse(ws)
+	if len(p.operands) == 0 {
 		return ReadOnly, "git without a subcommand prints help"
 	}
-	sub, rest := args[i], args[i+1:]
+	sub := p.operands[0].Value
+	var rest []string
+	for _, w := range p.operands[1:] {
+		rest = append(rest, w.Value)
+	}
 	var opts, operands []string
 	for _, a := range rest {
 		if strings.HasPrefix(a, "-") {
@@ -114,11 +117,13 @@ func classifyGit(args []string) (Class, string) {
 			operands = append(operands, a)
 		}
 	}
+	// has reports an option given by its name or, for long options, by a
+	// unique prefix of it, as git's option parser takes it.
 	has := func(names ...string) bool {
 		for _, o := range opts {
 			n, _, _ := strings.Cut(o, "=")
 			for _, x := range names {
-				if n == x {
+				if n == x || (strings.HasPrefix(n, "--") && len(n) > 3 && strings.HasPrefix(x, n)) {
 					return true
 				}
 			}

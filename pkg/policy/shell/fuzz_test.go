@@ -26,3 +26,31 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzOptionEngine: parsing any argv with any program's table never
+// panics, and every word ends up an option, an option's value or an
+// operand, in order.
+func FuzzOptionEngine(f *testing.F) {
+	for _, s := range []string{"--outp=x f", "-rox f", "-- -x", "--s p", "-5nR x .", "--expr 1e\x00id", "-", "--=x", "---"} {
+		f.Add(s)
+	}
+	specs := []*optSpec{sedSpec, sortSpec, grepSpec, rgSpec, gitGlobalSpec, tarSpec, awkSpec, treeSpec}
+	f.Fuzz(func(t *testing.T, argv string) {
+		args := words(argv)
+		for _, s := range specs {
+			p := s.parse(args)
+			n := len(p.operands)
+			for _, o := range p.opts {
+				if o.def == nil {
+					t.Fatalf("%s %q: option without a definition", s.program, argv)
+				}
+				if o.hasValue && o.def.arg == argNone {
+					t.Fatalf("%s %q: value for %s, which takes none", s.program, argv, o.def.id)
+				}
+			}
+			if n > len(args) {
+				t.Fatalf("%s %q: %d operands from %d words", s.program, argv, n, len(args))
+			}
+		}
+	})
+}

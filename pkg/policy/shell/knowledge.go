@@ -22,11 +22,14 @@ var evalBuiltins = map[string]string{
 	"coproc":   "coproc runs a command asynchronously",
 }
 
-// writers write or remove the files named as their operands.
+// writers write or remove the files named as their operands (and, to be
+// safe, as their option values: cp -t DIR, curl -o FILE, unzip -d DIR).
 var writers = map[string]bool{
 	"tee": true, "touch": true, "mkdir": true, "rm": true, "rmdir": true, "truncate": true, "cp": true, "mv": true,
 	"ln": true, "install": true, "shred": true, "chmod": true, "chown": true, "chgrp": true, "unlink": true, "mkfifo": true,
-	"mknod": true, "patch": true, "split": true, "csplit": true,
+	"mknod": true, "patch": true, "split": true, "csplit": true, "rsync": true, "scp": true, "sftp": true, "unzip": true,
+	"tar": true, "bsdtar": true, "cpio": true, "gzip": true, "gunzip": true, "bzip2": true,
+	"bunzip2": true, "xz": true, "unxz": true, "zstd": true, "zip": true, "7z": true, "ar": true, "sponge": true,
 }
 
 // interpreters run inline code given with one of their options.
@@ -36,33 +39,154 @@ var interpreters = map[string]string{
 	"perl": "eE", "ruby": "e", "php": "r", "lua": "e", "luajit": "e", "tclsh": "", "Rscript": "e", "osascript": "e",
 }
 
-// dirChangers run in the directory given with -C or --directory.
-var dirChangers = map[string]bool{"make": true, "gmake": true, "tar": true, "ninja": true, "bsdtar": true}
+// goWriteFlags are the go build and go test flags whose value is a file
+// (or, for outputdir, a directory) the command writes.
+var goWriteFlags = set("o", "coverprofile", "cpuprofile", "memprofile", "blockprofile", "mutexprofile", "trace",
+	"outputdir", "pkgdir", "fuzzcache")
 
-// envSafe reports whether name may be set in a program's environment
-// without changing what the program runs or where it reaches.
-func envSafe(name string) bool {
-	switch name {
-	case "LANG", "LANGUAGE", "TZ", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TERM", "COLUMNS", "LINES", "CI":
-		return true
-	case "http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy":
+// downloadWrites are, per downloader, its options whose value is a file
+// it writes ("" for a short letter's long form unknown), those that name a
+// directory it writes into, those that read a configuration or script,
+// and the flags that make it write into the working directory.
+var downloadWrites = map[string]struct {
+	short, dirShort, scriptShort, cwdShort string
+	long, dirLong, scriptLong, cwdLong     []string
+}{
+	"curl": {short: "oDc", scriptShort: "K", cwdShort: "OJ",
+		long:       []string{"output", "dump-header", "cookie-jar", "trace", "trace-ascii", "stderr", "libcurl", "etag-save", "hsts", "alt-svc"},
+		dirLong:    []string{"output-dir"},
+		scriptLong: []string{"config"},
+		cwdLong:    []string{"remote-name", "remote-name-all", "remote-header-name"}},
+	"wget": {short: "Ooa", dirShort: "P", scriptShort: "ei",
+		long:       []string{"output-document", "output-file", "append-output", "save-cookies", "warc-file", "rejected-log"},
+		dirLong:    []string{"directory-prefix"},
+		scriptLong: []string{"execute", "config", "input-file", "load-cookies"}},
+}
+
+// downloader judges where curl and wget write: their output options, and
+// the working directory wget (or curl -O) saves into by default.
+func (w *walker) downloader(cmd *Command, base string) {
+	d := downloadWrites[base]
+	args := cmd.Args[1:]
+	explicit := false
+	cwd := base == "wget"
+	match := func(list []string, n string) bool {
+		for _, l := range list {
+			if strings.HasPrefix(l, n) && n != "" {
+				return true
+			}
+		}
 		return false
 	}
-	if strings.HasPrefix(name, "LC_") {
+	for i := 0; i < len(args); i++ {
+		v := args[i].Value
+		if !args[i].Literal || !strings.HasPrefix(v, "-") || v == "-" {
+			continue
+		}
+		if v == "--" {
+			break
+		}
+		next := func(attached string, has bool) Word {
+			if has {
+				return Word{Value: attached, Literal: true, Tilde: strings.HasPrefix(attached, "~")}
+			}
+			if i+1 < len(args) {
+				i++
+				return args[i]
+			}
+			return Word{Literal: true}
+		}
+		if strings.HasPrefix(v, "--") {
+			n, val, has := strings.Cut(v[2:], "=")
+			switch {
+			case match(d.long, n):
+				w.optPath(cmd, next(val, has), true)
+				explicit = true
+			case match(d.dirLong, n):
+				w.optPath(cmd, next(val, has), true)
+				explicit = true
+			case match(d.scriptLong, n):
+				cmd.hazardAt(HazardScript, base+" "+v+" reads commands or settings from a file or string", v)
+				next(val, has)
+			case match(d.cwdLong, n):
+				cwd = true
+			}
+			continue
+		}
+		for j := 1; j < len(v); j++ {
+			c := v[j]
+			switch {
+			case strings.IndexByte(d.short+d.dirShort, c) >= 0:
+				w.optPath(cmd, next(v[j+1:], j+1 < len(v)), true)
+				explicit = true
+			case strings.IndexByte(d.scriptShort, c) >= 0:
+				cmd.hazardAt(HazardScript, base+" -"+string(c)+" reads commands or settings from a file or string", v)
+				next(v[j+1:], j+1 < len(v))
+			case strings.IndexByte(d.cwdShort, c) >= 0:
+				cwd = true
+				continue
+			default:
+				continue
+			}
+			break
+		}
+	}
+	if cwd && !explicit {
+		// Saves under a name taken from the URL, in the working directory.
+		cmd.Paths = append(cmd.Paths, PathArg{Path: ".", Write: true})
+	}
+}
+
+// npmDangerous are npm configuration keys that run programs, load code or
+// read configuration from elsewhere.
+var npmDangerous = []string{"script-shell", "shell", "node-options", "userconfig", "globalconfig", "prefix", "cache",
+	"init-module", "onload-script", "editor", "browser", "viewer", "git", "node-gyp", "call", "cwd", "dir",
+	"workspace-root", "global", "registry", "rcfile", "config"}
+
+// envHarmless are the environment variables a command may be given
+// without a person's look: they change formatting, never what runs or
+// what is read or written.
+var envHarmless = set("LANG", "LANGUAGE", "TZ", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "COLUMNS", "LINES")
+
+// envHarmlessFor are harmless variables of one program.
+var envHarmlessFor = map[string]map[string]bool{
+	"go":  set("GOOS", "GOARCH", "GOARM", "GOAMD64", "GO386", "CGO_ENABLED"),
+	"git": set("GIT_TERMINAL_PROMPT"),
+}
+
+// envSafe reports whether name may be set in any program's environment
+// without changing what the program runs or where it reaches. Programs
+// read lower-case settings too (npm_config_script_shell, http_proxy), so
+// only the names listed are safe.
+func envSafe(name string) bool {
+	return envHarmless[name] || strings.HasPrefix(name, "LC_")
+}
+
+// envSafeFor reports whether name may be set for the program base.
+func envSafeFor(base, name string) bool {
+	return envSafe(name) || envHarmlessFor[base][name]
+}
+
+// shellVarSafe reports whether a shell variable may be assigned without
+// exporting it: a lower-case name that is not a setting programs are
+// known to read from an inherited environment. Upper-case names (PATH,
+// IFS, PS4, BASH_ENV, GIT_*, ...) change what the shell or later programs
+// do.
+func shellVarSafe(name string) bool {
+	if envSafe(name) {
 		return true
+	}
+	if name == "" || strings.HasSuffix(name, "_proxy") || strings.HasPrefix(name, "npm_") || strings.HasPrefix(name, "yarn_") ||
+		strings.HasPrefix(name, "pnpm_") {
+		return false
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; c >= 'A' && c <= 'Z' {
 			return false
 		}
 	}
-	return name != ""
+	return true
 }
-
-// shellVarSafe reports whether a shell variable may be assigned: lower-case
-// names are not exported by convention; upper-case ones (PATH, IFS, LD_*,
-// GIT_*, BASH_ENV, ...) may reach programs or change parsing.
-func shellVarSafe(name string) bool { return envSafe(name) }
 
 // shortCluster returns the letters of a single-dash option cluster
 // (-rnL → "rnL"), stopping at the first non-letter; "" for other words.
@@ -92,10 +216,17 @@ func (w *walker) knowledge(cmd *Command, base string) {
 	if d, ok := evalBuiltins[base]; ok {
 		cmd.hazard(HazardEval, d)
 	}
+	if nameBuiltins[base] {
+		w.judgeNames(cmd, base)
+	}
 	if otherShells[base] {
 		cmd.hazard(HazardScript, base+" runs code in a syntax the analyser does not parse")
 	}
 	args := cmd.Args
+	if s, ok := optionSpecs[base]; ok {
+		w.specified(cmd, base, s)
+		return
+	}
 	switch base {
 	case "eval":
 		// A literal eval string is analysed like sh -c (and stays a hazard).
@@ -114,6 +245,19 @@ func (w *walker) knowledge(cmd *Command, base string) {
 		}
 	case "set":
 		setHazards(cmd)
+	case "unset":
+		// Removing a variable the sandbox sets (GIT_CONFIG_GLOBAL, ...)
+		// undoes it for every later program.
+		fn := false
+		for _, a := range args[1:] {
+			switch {
+			case a.Value == "-f":
+				fn = true
+			case strings.HasPrefix(a.Value, "-"):
+			case !fn && a.Literal && !shellVarSafe(a.Value):
+				cmd.hazardAt(HazardEnv, "unset "+a.Value+" removes a setting later programs read", a.Value)
+			}
+		}
 	case "mapfile", "readarray":
 		for _, a := range args[1:] {
 			if strings.Contains(shortCluster(a.Value), "C") {
@@ -137,98 +281,39 @@ func (w *walker) knowledge(cmd *Command, base string) {
 		} else {
 			w.a.s.Dirs = append(w.a.s.Dirs, *target)
 		}
-	case "rg":
-		for _, a := range args[1:] {
-			v := a.Value
-			switch n := longName(v); n {
-			case "pre", "hostname-bin":
-				cmd.hazard(HazardExec, "rg --"+n+" runs a program")
-			case "follow":
-				cmd.hazard(HazardFollow, "rg --follow follows symbolic links out of the tree")
-			}
-			if strings.Contains(shortCluster(v), "L") {
-				cmd.hazard(HazardFollow, "rg -L follows symbolic links out of the tree")
-			}
-		}
-	case "grep", "egrep", "fgrep", "zgrep":
-		for _, a := range args[1:] {
-			if strings.Contains(shortCluster(a.Value), "R") || longName(a.Value) == "dereference-recursive" {
-				cmd.hazard(HazardFollow, "grep -R follows symbolic links out of the tree")
-			}
-		}
-	case "fd", "fdfind":
-		for _, a := range args[1:] {
-			c, n := shortCluster(a.Value), longName(a.Value)
-			if strings.ContainsAny(c, "xX") || n == "exec" || n == "exec-batch" {
-				cmd.hazard(HazardExec, base+" --exec runs a program")
-			}
-			if strings.Contains(c, "L") || n == "follow" {
-				cmd.hazard(HazardFollow, base+" -L follows symbolic links out of the tree")
-			}
-		}
-	case "sed", "gsed":
-		sedHazards(cmd)
-		return
-	case "awk", "gawk", "mawk", "nawk":
-		awkHazards(cmd)
-		return
 	case "git":
 		w.gitHazards(cmd)
 		return
-	case "sort":
-		for _, a := range args[1:] {
-			c, n := shortCluster(a.Value), longName(a.Value)
-			if strings.Contains(c, "o") || n == "output" {
-				cmd.hazard(HazardWrite, "sort -o writes a file")
-			}
-			if n == "compress-program" {
-				cmd.hazard(HazardExec, "sort --compress-program runs a program")
+	case "ninja":
+		for i := 1; i < len(args); i++ {
+			if v := args[i].Value; v == "-C" && i+1 < len(args) {
+				w.dir(cmd, args[i+1], "-C "+args[i+1].Value)
+			} else if strings.HasPrefix(v, "-C") && len(v) > 2 {
+				w.dir(cmd, Word{Value: v[2:], Literal: true}, v)
 			}
 		}
-	case "tree":
-		for _, a := range args[1:] {
-			c := shortCluster(a.Value)
-			if strings.Contains(c, "o") {
-				cmd.hazard(HazardWrite, "tree -o writes a file")
+	case "xxd":
+		// xxd [options] [infile [outfile]]: options end at the first
+		// operand, and whatever follows it (-r included) is the file it
+		// writes.
+		for i := 1; i < len(args); i++ {
+			v := args[i].Value
+			if args[i].Literal && strings.HasPrefix(v, "-") && v != "-" {
+				if len(v) == 2 && strings.IndexByte("cglosnCR", v[1]) >= 0 {
+					i++
+				}
+				continue
 			}
-			if strings.Contains(c, "l") {
-				cmd.hazard(HazardFollow, "tree -l follows symbolic links out of the tree")
+			if i+1 < len(args) {
+				cmd.hazardAt(HazardWrite, "xxd writes its second operand", args[i+1].Raw)
+				cmd.Paths = append(cmd.Paths, pathArgs(args[i+1:i+2], true)...)
 			}
+			break
 		}
-	case "date":
+	case "more", "most":
 		for _, a := range args[1:] {
-			v := a.Value
-			if strings.Contains(shortCluster(v), "s") || longName(v) == "set" || (v != "" && v[0] != '-' && v[0] != '+') {
-				cmd.hazard(HazardSystem, "date with -s or an operand sets the clock")
-			}
-		}
-	case "hostname":
-		for _, a := range args[1:] {
-			v := a.Value
-			if !strings.HasPrefix(v, "-") || strings.Contains(shortCluster(v), "F") || longName(v) == "file" {
-				cmd.hazard(HazardSystem, "hostname with an operand sets the host name")
-			}
-		}
-	case "uniq", "xxd":
-		if countOperands(args[1:]) >= 2 {
-			cmd.hazard(HazardWrite, base+" writes its second operand")
-		}
-	case "less", "more", "most":
-		for _, a := range args[1:] {
-			v := a.Value
-			c, n := shortCluster(v), longName(v)
-			if strings.ContainsAny(c, "oO") || n == "log-file" || n == "LOG-FILE" {
-				cmd.hazard(HazardWrite, base+" -o writes a log file")
-			}
-			if strings.HasPrefix(v, "+") {
-				cmd.hazard(HazardExec, base+" +command runs pager commands, which include shell escapes")
-			}
-		}
-	case "man":
-		for _, a := range args[1:] {
-			c, n := shortCluster(a.Value), longName(a.Value)
-			if strings.ContainsAny(c, "PH") || n == "pager" || n == "html" {
-				cmd.hazard(HazardExec, "man -P/-H runs a program")
+			if strings.HasPrefix(a.Value, "+") {
+				cmd.hazardAt(HazardExec, base+" +command runs pager commands, which include shell escapes", a.Value)
 			}
 		}
 	case "go":
@@ -236,8 +321,30 @@ func (w *walker) knowledge(cmd *Command, base string) {
 			v := a.Value
 			n := strings.TrimPrefix(v, "-")
 			n, _, _ = strings.Cut(strings.TrimPrefix(n, "-"), "=")
-			if strings.HasPrefix(v, "-") && (n == "toolexec" || n == "exec" || n == "vettool" || n == "overlay") {
-				cmd.hazard(HazardExec, "go -"+n+" runs a program")
+			if strings.HasPrefix(v, "-") && (n == "toolexec" || n == "exec" || n == "vettool" || n == "overlay" || n == "compiler") {
+				cmd.hazardAt(HazardExec, "go -"+n+" runs a program", v)
+			}
+			if wn := strings.TrimPrefix(n, "test."); strings.HasPrefix(v, "-") && goWriteFlags[wn] {
+				// -o, -coverprofile, -cpuprofile, ...: the file it writes,
+				// judged by the write rules (a hook, .git/config).
+				if _, after, ok := strings.Cut(v, "="); ok {
+					w.optPath(cmd, Word{Value: after, Literal: true, Tilde: strings.HasPrefix(after, "~")}, true)
+				} else if i+2 < len(args) {
+					w.optPath(cmd, args[i+2], true)
+				}
+			}
+			if strings.HasPrefix(v, "-") && (n == "C" || n == "modfile") {
+				val, has := "", false
+				if _, after, ok := strings.Cut(v, "="); ok {
+					val, has = after, true
+				} else if i+2 < len(args) {
+					val, has = args[i+2].Value, args[i+2].Literal
+				}
+				if !has {
+					cmd.hazardAt(HazardExpansion, "go -"+n+" value is not known statically", v)
+				} else if n == "C" {
+					w.dir(cmd, Word{Value: val, Literal: true, Tilde: strings.HasPrefix(val, "~")}, v)
+				}
 			}
 			if i == 0 && v == "env" {
 				for _, b := range args[2:] {
@@ -247,12 +354,59 @@ func (w *walker) knowledge(cmd *Command, base string) {
 				}
 			}
 		}
-	case "tar", "bsdtar":
+	case "npm", "npx", "yarn", "pnpm", "pnpx":
+		// npm takes any configuration key as an option, and unique
+		// prefixes of it (--scr is --script-shell).
 		for _, a := range args[1:] {
-			n := longName(a.Value)
-			if n == "to-command" || n == "checkpoint-action" || n == "use-compress-program" || n == "info-script" || n == "new-volume-script" ||
-				(shortCluster(a.Value) != "" && strings.ContainsAny(shortCluster(a.Value), "IF")) {
-				cmd.hazard(HazardExec, "tar option runs a program")
+			v := a.Value
+			if v == "-c" || v == "--call" {
+				cmd.hazardAt(HazardExec, base+" -c runs a command string", v)
+			}
+			if !strings.HasPrefix(v, "--") || len(v) < 4 {
+				continue
+			}
+			name, _, _ := strings.Cut(v[2:], "=")
+			name = strings.TrimPrefix(name, "no-")
+			for _, k := range npmDangerous {
+				if strings.HasPrefix(k, name) {
+					cmd.hazardAt(HazardExec, base+" "+v+" sets configuration ("+k+") that can run programs or read other files", v)
+					break
+				}
+			}
+		}
+	case "wc", "du":
+		for _, a := range args[1:] {
+			if n := longName(a.Value); len(n) >= 3 && strings.HasPrefix("files0-from", n) {
+				cmd.hazardAt(HazardRead, base+" --files0-from reads the files a list names, which no rule sees", a.Value)
+			}
+		}
+	case "md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum", "cksum":
+		for _, a := range args[1:] {
+			if n := longName(a.Value); strings.Contains(shortCluster(a.Value), "c") || (len(n) >= 2 && strings.HasPrefix("check", n)) {
+				cmd.hazardAt(HazardRead, base+" -c reads the files a list names, which no rule sees", a.Value)
+			}
+		}
+	case "curl", "wget":
+		w.downloader(cmd, base)
+	case "cargo":
+		// --config KEY=VALUE sets any configuration (build.rustc-wrapper,
+		// target.*.runner) and -Z unstable ones: both can run programs.
+		for _, a := range args[1:] {
+			v := a.Value
+			if n := longName(v); (len(n) >= 3 && strings.HasPrefix("config", n)) || strings.HasPrefix(v, "-Z") {
+				cmd.hazardAt(HazardExec, "cargo "+v+" sets configuration that can run programs", v)
+			}
+		}
+	case "file":
+		for _, a := range args[1:] {
+			if n := longName(a.Value); strings.Contains(shortCluster(a.Value), "f") || (len(n) >= 3 && strings.HasPrefix("files-from", n)) {
+				cmd.hazardAt(HazardRead, "file -f reads the files a list names, which no rule sees", a.Value)
+			}
+		}
+		for _, a := range args[1:] {
+			v := a.Value
+			if strings.Contains(shortCluster(v), "C") || (strings.HasPrefix(v, "--c") && strings.HasPrefix("compile", strings.TrimPrefix(v, "--"))) {
+				cmd.hazardAt(HazardWrite, "file -C writes a compiled magic file", v)
 			}
 		}
 	case "yq":
@@ -261,11 +415,23 @@ func (w *walker) knowledge(cmd *Command, base string) {
 				cmd.hazard(HazardWrite, "yq -i writes the file")
 			}
 		}
-	case "rsync", "ssh", "scp":
+	case "rsync", "ssh", "scp", "sftp":
+		// rsync -e/--rsh, scp and sftp -S name the program that carries
+		// the connection; -F reads an ssh configuration, whose
+		// ProxyCommand and LocalCommand run programs, as -o can set them.
+		progShort := map[string]string{"rsync": "e", "scp": "SF", "sftp": "SF", "ssh": "F"}[base]
 		for _, a := range args[1:] {
-			n := longName(a.Value)
-			if n == "rsh" || strings.Contains(a.Value, "ProxyCommand") || strings.Contains(a.Value, "LocalCommand") {
-				cmd.hazard(HazardExec, base+" option runs a program")
+			v := a.Value
+			n := longName(v)
+			lower := strings.ToLower(v)
+			switch {
+			case base == "rsync" && len(n) >= 2 && (strings.HasPrefix("rsh", n) || strings.HasPrefix("rsync-path", n)):
+				cmd.hazardAt(HazardExec, base+" "+v+" runs a program", v)
+			case strings.Contains(lower, "proxycommand") || strings.Contains(lower, "localcommand") || strings.Contains(lower, "permitlocalcommand") ||
+				strings.Contains(lower, "knownhostscommand") || strings.Contains(lower, "proxyjump") || strings.Contains(lower, "include"):
+				cmd.hazardAt(HazardExec, base+" "+v+" sets an ssh option that runs a program", v)
+			case shortCluster(v) != "" && strings.ContainsAny(shortCluster(v), progShort):
+				cmd.hazardAt(HazardExec, base+" "+v+" names a program or configuration that runs programs", v)
 			}
 		}
 	}
@@ -278,21 +444,15 @@ func (w *walker) knowledge(cmd *Command, base string) {
 			}
 		}
 	}
-	if dirChangers[base] {
-		for i := 1; i < len(args); i++ {
-			v := args[i].Value
-			if v == "-C" && i+1 < len(args) {
-				w.a.s.Dirs = append(w.a.s.Dirs, args[i+1])
-			} else if strings.HasPrefix(v, "--directory=") {
-				d := strings.TrimPrefix(v, "--directory=")
-				w.a.s.Dirs = append(w.a.s.Dirs, Word{Value: d, Literal: true, Tilde: strings.HasPrefix(d, "~")})
-			}
-		}
-	}
 	cmd.Paths = append(cmd.Paths, pathArgs(args[1:], writers[base])...)
 	if base == "dd" {
 		for i := range cmd.Paths {
-			cmd.Paths[i].Write = cmd.Paths[i].Write || strings.HasPrefix(cmd.Paths[i].Path, "of=")
+			if strings.HasPrefix(cmd.Paths[i].Path, "of=") {
+				cmd.Paths[i].Write = true
+				if i+1 < len(cmd.Paths) && "of="+cmd.Paths[i+1].Path == cmd.Paths[i].Path {
+					cmd.Paths[i+1].Write = true
+				}
+			}
 		}
 	}
 }
@@ -378,14 +538,14 @@ func pathArgs(args []Word, write bool) []PathArg {
 			dd = true
 		case strings.HasPrefix(v, "--"):
 			if _, val, ok := strings.Cut(v, "="); ok && val != "" {
-				out = append(out, PathArg{Path: val, Tilde: strings.HasPrefix(val, "~")})
+				out = append(out, PathArg{Path: val, Tilde: strings.HasPrefix(val, "~"), Write: write})
 			}
 		default:
 			// -o/tmp/x, -I../inc: any suffix starting at / . or ~.
 			for j := 2; j < len(v); j++ {
 				if c := v[j]; c == '/' || c == '~' || (c == '.' && (v[j-1] < 'a' || v[j-1] > 'z')) || (c == '.' && j == 2) {
 					val := v[j:]
-					out = append(out, PathArg{Path: val, Tilde: c == '~'})
+					out = append(out, PathArg{Path: val, Tilde: c == '~', Write: write})
 					break
 				}
 			}

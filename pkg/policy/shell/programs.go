@@ -8,97 +8,33 @@ import (
 // (sed r, awk getline < file), so path rules cannot judge it.
 const HazardRead HazardKind = "reads"
 
-// sedHazards judges sed's options and every script it is given.
-func sedHazards(cmd *Command) {
-	args := cmd.Args[1:]
-	var scripts []string
-	explicit, sandbox, inPlace, dd := false, false, false, false
-	var operands []Word
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		v := a.Value
-		next := func() string {
-			if i+1 < len(args) {
-				i++
-				return args[i].Value
-			}
-			return ""
-		}
-		switch {
-		case !a.Literal:
-			continue
-		case dd || v == "-" || !strings.HasPrefix(v, "-"):
-			operands = append(operands, a)
-		case v == "--":
-			dd = true
-		case strings.HasPrefix(v, "--"):
-			name, val, has := strings.Cut(v[2:], "=")
-			switch name {
-			case "expression":
-				if !has {
-					val = next()
-				}
-				scripts, explicit = append(scripts, val), true
-			case "file":
-				if !has {
-					next()
-				}
-				explicit = true
-				cmd.hazard(HazardScript, "sed -f runs a script file whose content is not analysed")
-			case "in-place":
-				inPlace = true
-			case "line-length":
-				if !has {
-					next()
-				}
-			case "sandbox":
-				sandbox = true
-			}
-		default:
-		cluster:
-			for j := 1; j < len(v); j++ {
-				switch v[j] {
-				case 'e':
-					val := v[j+1:]
-					if val == "" {
-						val = next()
-					}
-					scripts, explicit = append(scripts, val), true
-					break cluster
-				case 'f':
-					if v[j+1:] == "" {
-						next()
-					}
-					explicit = true
-					cmd.hazard(HazardScript, "sed -f runs a script file whose content is not analysed")
-					break cluster
-				case 'i':
-					inPlace = true
-					break cluster
-				case 'l':
-					if v[j+1:] == "" {
-						next()
-					}
-					break cluster
-				}
-			}
+// sedProgram judges sed's scripts, given with -e or as the first operand,
+// once its options have been judged.
+func (w *walker) sedProgram(cmd *Command, p *parsedArgs) {
+	var scripts, texts []string
+	var known []bool
+	for _, o := range p.opts {
+		if o.def.id == "e" {
+			scripts, texts, known = append(scripts, o.value.Value), append(texts, o.text), append(known, o.value.Literal)
 		}
 	}
-	if !explicit && len(operands) > 0 {
-		scripts = append(scripts, operands[0].Value)
+	operands := p.operands
+	if !p.has("e", "f") && len(operands) > 0 {
+		scripts, texts, known = append(scripts, operands[0].Value), append(texts, operands[0].Raw), append(known, operands[0].Literal)
 		operands = operands[1:]
 	}
-	if inPlace {
-		cmd.hazard(HazardWrite, "sed -i rewrites files")
-	}
-	if !sandbox {
-		for _, s := range scripts {
+	if !p.has("sandbox") {
+		for i, s := range scripts {
+			if !known[i] {
+				cmd.hazardAt(HazardExpansion, "sed script is not known statically", texts[i])
+				continue
+			}
 			if k, d := sedScript(s); k != "" {
-				cmd.hazard(k, d)
+				cmd.hazardAt(k, d, texts[i])
 			}
 		}
 	}
-	cmd.Paths = append(cmd.Paths, pathArgs(operands, inPlace)...)
+	cmd.Paths = append(cmd.Paths, pathArgs(operands, p.has("i"))...)
 }
 
 // sedScript returns the first hazard of a sed script: commands e, w, W, r,
@@ -251,80 +187,46 @@ func sedScript(s string) (HazardKind, string) {
 	}
 }
 
-// awkHazards judges awk's options and program text.
-func awkHazards(cmd *Command) {
-	args := cmd.Args[1:]
-	var program []string
-	explicit := false
-	var operands []Word
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		v := a.Value
-		if !a.Literal {
-			continue
-		}
-		if v == "--" {
-			operands = append(operands, args[i+1:]...)
-			break
-		}
-		if !strings.HasPrefix(v, "-") || v == "-" {
-			operands = append(operands, a)
-			continue
-		}
-		name, val, has := strings.Cut(strings.TrimLeft(v, "-"), "=")
-		if name == "" {
-			continue
-		}
-		long := strings.HasPrefix(v, "--")
-		key := name
-		if !long {
-			key = name[:1]
-			if len(name) > 1 {
-				val, has = name[1:], true
-			}
-		}
-		takeVal := func() string {
-			if has {
-				return val
-			}
-			if i+1 < len(args) {
-				i++
-				return args[i].Value
-			}
-			return ""
-		}
-		switch key {
-		case "f", "file", "E", "exec", "i", "include":
-			takeVal()
-			explicit = true
-			cmd.hazard(HazardScript, "awk "+v+" runs a program file whose content is not analysed")
-		case "l", "load":
-			takeVal()
-			cmd.hazard(HazardExec, "awk -l loads a shared library")
-		case "e", "source":
-			program, explicit = append(program, takeVal()), true
-		case "F", "v", "field-separator", "assign":
-			takeVal()
+// awkProgram judges awk's program text, given with -e/--source or as the
+// first operand, once its options have been judged. mawk's -W exec runs a
+// program file.
+func (w *walker) awkProgram(cmd *Command, p *parsedArgs) {
+	var program []Word
+	for _, o := range p.opts {
+		switch o.def.id {
+		case "e":
+			v := o.value
+			v.Raw = o.text
+			program = append(program, v)
 		case "W":
-			if w := takeVal(); strings.HasPrefix(w, "exec") || strings.HasPrefix(w, "e") {
-				cmd.hazard(HazardScript, "awk -W exec runs a program file")
+			if v := strings.TrimLeft(o.value.Value, " "); !o.value.Literal || strings.HasPrefix(v, "e") || strings.HasPrefix(v, "d") {
+				cmd.hazardAt(HazardScript, "awk -W exec runs a program file", o.text)
 			}
 		}
 	}
-	if !explicit && len(operands) > 0 {
-		program = append(program, operands[0].Value)
+	operands := p.operands
+	if !p.has("e", "f", "E", "i") && len(operands) > 0 {
+		program = append(program, operands[0])
 		operands = operands[1:]
 	}
-	for _, p := range program {
+	for _, pw := range program {
+		if !pw.Literal {
+			cmd.hazardAt(HazardExpansion, "awk program is not known statically", pw.Value)
+			continue
+		}
+		pr, part := pw.Value, pw.Raw
+		if part == "" {
+			part = pr
+		}
 		switch {
-		case strings.Contains(p, "system"):
-			cmd.hazard(HazardExec, "awk system() runs a command")
-		case strings.ContainsAny(p, "|@"):
-			cmd.hazard(HazardExec, "awk pipes and indirect calls run commands")
-		case strings.Contains(p, "getline"):
-			cmd.hazard(HazardRead, "awk getline reads files or commands named in the program")
-		case awkRedirects(p):
-			cmd.hazard(HazardWrite, "awk print > file writes a file")
+		case strings.Contains(pr, "system"):
+			cmd.hazardAt(HazardExec, "awk system() runs a command", part)
+		case strings.ContainsAny(pr, "|@"):
+			cmd.hazardAt(HazardExec, "awk pipes and indirect calls run commands", part)
+		case strings.Contains(pr, "getline"):
+			cmd.hazardAt(HazardRead, "awk getline reads files or commands named in the program", part)
+		case awkRedirects(pr):
+			cmd.hazardAt(HazardWrite, "awk print > file writes a file", part)
 		}
 	}
 	cmd.Paths = append(cmd.Paths, pathArgs(operands, false)...)
@@ -343,68 +245,57 @@ func awkRedirects(p string) bool {
 
 // gitHazards judges git's global options and the options of its subcommand.
 func (w *walker) gitHazards(cmd *Command) {
-	args := cmd.Args
-	i := 1
-	for i < len(args) {
-		a := args[i]
-		v := a.Value
-		if !a.Literal || !strings.HasPrefix(v, "-") {
-			break
+	p := w.judgeOptions(cmd, gitGlobalSpec, cmd.Args[1:])
+	for _, o := range p.opts {
+		if (o.def.id == "git-dir" || o.def.id == "work-tree") && o.hasValue {
+			w.optPath(cmd, o.value, false)
 		}
-		switch {
-		case v == "-c" || v == "--config-env" || strings.HasPrefix(v, "--config-env="):
-			cmd.hazard(HazardExec, "git "+v+" sets configuration (core.pager, core.fsmonitor, ...) that runs programs")
-			if !strings.Contains(v, "=") {
-				i++
-			}
-		case strings.HasPrefix(v, "-c"):
-			cmd.hazard(HazardExec, "git -c sets configuration that runs programs")
-		case strings.HasPrefix(v, "--exec-path="):
-			cmd.hazard(HazardExec, "git --exec-path runs git commands from another directory")
-		case v == "-C":
-			if i+1 < len(args) {
-				w.a.s.Dirs = append(w.a.s.Dirs, args[i+1])
-				i++
-			}
-		case v == "--git-dir" || v == "--work-tree" || v == "--namespace" || v == "--super-prefix":
-			if v == "--git-dir" || v == "--work-tree" {
-				cmd.hazard(HazardExec, "git "+v+" selects a repository whose configuration (core.fsmonitor, core.pager) runs programs")
-			}
-			if i+1 < len(args) {
-				cmd.Paths = append(cmd.Paths, PathArg{Path: args[i+1].Value, Tilde: args[i+1].Tilde})
-				i++
-			}
-		case strings.HasPrefix(v, "--git-dir=") || strings.HasPrefix(v, "--work-tree="):
-			name, val, _ := strings.Cut(v, "=")
-			cmd.hazard(HazardExec, "git "+name+" selects a repository whose configuration (core.fsmonitor, core.pager) runs programs")
-			cmd.Paths = append(cmd.Paths, PathArg{Path: val, Tilde: strings.HasPrefix(val, "~")})
-		}
-		i++
 	}
-	if i >= len(args) {
+	if len(p.operands) == 0 {
 		return
 	}
-	sub := args[i].Value
-	rest := args[i+1:]
+	sub := p.operands[0].Value
+	rest := p.operands[1:]
 	for _, a := range rest {
 		v := a.Value
-		n := longName(v)
 		switch {
-		case n == "output":
-			cmd.hazard(HazardWrite, "git --output writes a file")
-		case n == "no-index":
-			cmd.hazard(HazardRead, "git diff --no-index compares files outside the repository")
-		case n == "ext-diff":
-			cmd.hazard(HazardExec, "git --ext-diff runs an external diff program")
-		case n == "open-files-in-pager" || (sub == "grep" && strings.HasPrefix(v, "-O")):
-			cmd.hazard(HazardExec, "git grep -O runs a pager program")
-		case n == "upload-pack" || n == "receive-pack" || n == "exec" || n == "template":
-			cmd.hazard(HazardExec, "git --"+n+" runs a program")
-		case sub == "rebase" && (v == "-x" || strings.HasPrefix(v, "-x")):
-			cmd.hazard(HazardExec, "git rebase -x runs a command")
-		case (sub == "clone" || sub == "submodule") && (v == "-c" || n == "config"):
-			cmd.hazard(HazardExec, "git clone -c sets configuration that runs programs")
+		case sub == "rebase" && strings.HasPrefix(v, "-x"):
+			cmd.hazardAt(HazardExec, "git rebase -x runs a command", v)
+		case (sub == "clone" || sub == "submodule") && v == "-c":
+			cmd.hazardAt(HazardExec, "git clone -c sets configuration that runs programs", v)
 		}
 	}
-	cmd.Paths = append(cmd.Paths, pathArgs(rest, false)...)
+	operands := gitSubcommandOptions(cmd, w, sub, rest)
+	switch sub {
+	case "verify-commit", "verify-tag":
+		cmd.hazardAt(HazardExec, "git "+sub+" runs the signature program (gpg.program) repository configuration names", sub)
+	case "init":
+		cmd.hazardAt(HazardWrite, "git init writes repository configuration and hooks (it rewrites an existing repository's)", cmd.Source)
+		cmd.Paths = append(cmd.Paths, pathArgs(operands, true)...)
+		return
+	case "clone":
+		// The last operand is the directory it creates.
+		if len(operands) >= 2 {
+			cmd.Paths = append(cmd.Paths, pathArgs(operands[:len(operands)-1], false)...)
+			cmd.Paths = append(cmd.Paths, pathArgs(operands[len(operands)-1:], true)...)
+			return
+		}
+	}
+	if sub == "config" {
+		if c, _ := classifyGit(argvOf(cmd.Args[1:])); c != ReadOnly {
+			cmd.hazardAt(HazardWrite, "git config changes configuration that later git commands run (core.hooksPath, core.fsmonitor, aliases, ...)", cmd.Source)
+		}
+	}
+	cmd.Paths = append(cmd.Paths, pathArgs(operands, false)...)
+}
+
+// argvOf returns the values of words (unknown ones as "").
+func argvOf(ws []Word) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		if w.Literal {
+			out[i] = w.Value
+		}
+	}
+	return out
 }

@@ -9,6 +9,15 @@
 // or write where it looks like it only reads (find -delete, rg --pre,
 // sed 's/x/y/e', git -c).
 //
+// Each program the analysis knows is read the way the program reads its own
+// command line: one option engine holds their option tables and resolves
+// abbreviated long options, clustered short options, attached values, --
+// and options after operands as getopt_long and the programs' own parsers
+// do. Words bash itself evaluates as code although they look like data -
+// a variable name with an array subscript given to printf -v, read,
+// test -v or declare, a quoted array value given to declare - are parsed
+// and what they would run is judged like any other command.
+//
 // It parses with mvdan.cc/sh/v3 in bash mode and never executes anything.
 // It knows nothing of policies: package policy decides what is allowed.
 package shell
@@ -86,7 +95,11 @@ const (
 type Hazard struct {
 	Kind   HazardKind
 	Detail string
+	// Source is the simple command (or construct) it was found in.
 	Source string
+	// Part is the word, option or redirection within Source that drove
+	// it, when one did ("--expr=1e id", "'a[$(id)]'"); "" otherwise.
+	Part string
 }
 
 // Word is one argument as far as it is known before the command runs.
@@ -107,6 +120,8 @@ type Word struct {
 	// ProcSubst reports a process substitution <(...) or >(...): the
 	// program receives a /dev/fd path.
 	ProcSubst bool
+	// Raw is the word as written in the script, quotes included.
+	Raw string
 }
 
 // Assign is an environment assignment in front of a command or given to env.
@@ -192,6 +207,8 @@ type Script struct {
 	// Hazards are reasons not tied to one simple command (function
 	// definitions, assignments, arithmetic).
 	Hazards []Hazard
+	// Paths are files the script itself looks at ([[ -e f ]], [[ a -nt b ]]).
+	Paths []PathArg
 	// Dirs are directories commands may change into (cd and pushd
 	// targets, git -C, make -C, env -C): relative paths may be resolved
 	// against any of them. A non-literal Dir means the directory is unknown.
@@ -257,6 +274,11 @@ func (w *walker) text(n syntax.Node) string {
 
 func (w *walker) hazard(k HazardKind, detail string, n syntax.Node) {
 	w.a.s.Hazards = append(w.a.s.Hazards, Hazard{Kind: k, Detail: detail, Source: w.text(n)})
+}
+
+// hazardPart records a hazard of the construct at, driven by its part n.
+func (w *walker) hazardPart(k HazardKind, detail string, at, n syntax.Node) {
+	w.a.s.Hazards = append(w.a.s.Hazards, Hazard{Kind: k, Detail: detail, Source: w.text(at), Part: w.text(n)})
 }
 
 func (w *walker) stmts(ss []*syntax.Stmt) {
@@ -477,6 +499,22 @@ func (w *walker) decl(c *syntax.DeclClause) {
 				if strings.ContainsAny(flags, "finI") || (variant == "export" && strings.Contains(flags, "f")) {
 					w.hazard(HazardEval, variant+" "+opt.Value+" changes how names or values are evaluated", as)
 				}
+			default:
+				// A quoted name ('a[$(cmd)]' or 'a[$(cmd)]=v'): bash
+				// evaluates its subscript, and a quoted array value
+				// ('a=($(cmd))') as an assignment.
+				name, value, hasValue := strings.Cut(opt.Value, "=")
+				if hasValue {
+					w.compound(func(k HazardKind, d, part string) { w.hazardPart(k, d, c, as) }, variant, name, value)
+				}
+				tmp := &Command{Source: w.text(c), Depth: w.depth, WrappedBy: w.wrappedBy, Args: []Word{{Value: variant, Literal: true}}}
+				w.nameText(tmp, variant, name)
+				for _, h := range tmp.Hazards {
+					w.a.s.Hazards = append(w.a.s.Hazards, h)
+				}
+				if env && !envSafe(name) {
+					w.hazardPart(HazardEnv, variant+" "+name+" reaches every program the script runs", c, as)
+				}
 			}
 			continue
 		}
@@ -484,6 +522,13 @@ func (w *walker) decl(c *syntax.DeclClause) {
 			continue
 		}
 		name := as.Name.Value
+		if as.Value != nil {
+			// a='($(cmd))': evaluated as an array assignment when a is an
+			// array.
+			if r := w.resolve(as.Value); r.Literal {
+				w.compound(func(k HazardKind, d, part string) { w.hazardPart(k, d, c, as) }, variant, name, r.Value)
+			}
+		}
 		if env && !envSafe(name) {
 			w.hazard(HazardEnv, variant+" "+name+" reaches every program the script runs", as)
 		} else if !env && !shellVarSafe(name) {
@@ -575,6 +620,11 @@ func (w *walker) arith(x syntax.ArithmExpr, at syntax.Node) {
 			}
 		} else {
 			w.hazard(HazardArithmetic, "arithmetic on an expansion", at)
+			// let 'a[$(cmd)]', (( "$(cmd)" )): quoted text is expanded,
+			// then evaluated; what it runs is judged.
+			if r := w.resolve(x); r.Literal && !w.hidden(r.Value, w.wrappedBy) {
+				w.hazard(HazardUnsupported, "an expansion inside "+r.Value+" cannot be analysed", at)
+			}
 		}
 		w.word(x)
 	case *syntax.BinaryArithm:
@@ -599,6 +649,10 @@ func (w *walker) test(x syntax.TestExpr, at syntax.Node) {
 	case *syntax.BinaryTest:
 		w.test(x.X, at)
 		w.test(x.Y, at)
+		if x.Op == syntax.TsNewer || x.Op == syntax.TsOlder || x.Op == syntax.TsDevIno {
+			w.testPath(x.X)
+			w.testPath(x.Y)
+		}
 		switch x.Op {
 		case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
 			// [[ a -eq b ]] evaluates both sides as arithmetic.
@@ -614,10 +668,40 @@ func (w *walker) test(x syntax.TestExpr, at syntax.Node) {
 		}
 	case *syntax.UnaryTest:
 		w.test(x.X, at)
+		if x.Op != syntax.TsVarSet && x.Op != syntax.TsRefVar && x.Op != syntax.TsNot && x.Op != syntax.TsEmpStr &&
+			x.Op != syntax.TsNempStr && x.Op != syntax.TsOptSet {
+			// A file test: the file is looked at like test's operand.
+			w.testPath(x.X)
+		}
+		if x.Op == syntax.TsVarSet || x.Op == syntax.TsRefVar {
+			// [[ -v a[$(cmd)] ]] evaluates the subscript as arithmetic.
+			if wd, ok := x.X.(*syntax.Word); ok {
+				r := w.resolve(wd)
+				tmp := &Command{Source: w.text(at), Depth: w.depth, WrappedBy: w.wrappedBy, Args: []Word{{Value: "[[", Literal: true}}}
+				if r.Literal {
+					w.nameText(tmp, "[[ "+x.Op.String()+" ]]", r.Value)
+				} else {
+					tmp.hazardAt(HazardArithmetic, "[[ "+x.Op.String()+" ]] takes a variable name that is not known statically", w.text(wd))
+				}
+				w.a.s.Hazards = append(w.a.s.Hazards, tmp.Hazards...)
+			}
+		}
 	case *syntax.ParenTest:
 		w.test(x.X, at)
 	default:
 		w.hazard(HazardUnsupported, fmt.Sprintf("unsupported test %T", x), at)
+	}
+}
+
+// testPath records the operand of a [[ ]] file test as a path the script
+// looks at.
+func (w *walker) testPath(x syntax.TestExpr) {
+	wd, ok := x.(*syntax.Word)
+	if !ok {
+		return
+	}
+	if r := w.resolve(wd); r.Literal && r.Value != "" {
+		w.a.s.Paths = append(w.a.s.Paths, PathArg{Path: r.Value, Tilde: r.Tilde})
 	}
 }
 
@@ -678,6 +762,7 @@ func (w *walker) resolve(wd *syntax.Word) Word {
 		}
 	}
 	out.Value = b.String()
+	out.Raw = w.text(wd)
 	if !out.Literal && !out.ProcSubst {
 		out.Value = ""
 	}
@@ -775,12 +860,12 @@ func (w *walker) simple(words []Word, assigns []Assign, src string, wrappedBy []
 	if len(words) == 0 {
 		return
 	}
-	for _, as := range assigns {
-		if !envSafe(as.Name) {
-			cmd.Hazards = append(cmd.Hazards, Hazard{Kind: HazardEnv, Detail: "sets " + as.Name + " for the command, which can change what it runs", Source: src})
-		}
-	}
 	if !words[0].Literal {
+		for _, as := range assigns {
+			if !envSafe(as.Name) {
+				cmd.hazardAt(HazardEnv, "sets "+as.Name+" for the command, which can change what it runs", as.Name+"="+as.Value)
+			}
+		}
 		cmd.Hazards = append(cmd.Hazards, Hazard{Kind: HazardDynamic, Detail: "command name is not known statically", Source: src})
 		return
 	}
@@ -799,6 +884,11 @@ func (w *walker) simple(words []Word, assigns []Assign, src string, wrappedBy []
 		break
 	}
 	base := path.Base(words[0].Value)
+	for _, as := range assigns {
+		if !envSafeFor(base, as.Name) {
+			cmd.hazardAt(HazardEnv, "sets "+as.Name+" for "+base+", which programs read to change what they run or reach", as.Name+"="+as.Value)
+		}
+	}
 	inner := append(append([]string(nil), wrappedBy...), base)
 	if spec, ok := wrappers[base]; ok {
 		w.unwrap(cmd, spec, base, inner)

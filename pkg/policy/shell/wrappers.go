@@ -18,27 +18,52 @@ type wrapperSpec struct {
 	hazLong    []string // long forms of hazShort
 	haz        HazardKind
 	hazDetail  string
-	noCmdShort string // short options meaning no command runs (command -v)
-	fixed      int    // operands before the command (timeout DURATION)
-	assigns    bool   // NAME=VALUE operands before the command (env)
-	digitOpt   bool   // -N numeric option (nice -10)
-	stdinArgs  bool   // the command's arguments come from stdin (xargs)
-	opaque     bool   // the wrapper is judged as a command in its own right (sudo)
+	noCmdShort string   // short options meaning no command runs (command -v)
+	fixed      int      // operands before the command (timeout DURATION)
+	assigns    bool     // NAME=VALUE operands before the command (env)
+	digitOpt   bool     // -N numeric option (nice -10)
+	stdinArgs  bool     // the command's arguments come from stdin (xargs)
+	opaque     bool     // the wrapper is judged as a command in its own right (sudo)
+	longFlags  []string // long options without a value
+	exactLong  bool     // long options are taken exactly, not by unique prefix
+}
+
+// resolveLong finds the long option name (or a unique prefix of it, as
+// getopt_long does) among the wrapper's options; ok is false for an
+// unknown or ambiguous name.
+func (s *wrapperSpec) resolveLong(name string) (string, bool) {
+	all := make([]string, 0, len(s.longVal)+len(s.hazLong)+len(s.longFlags))
+	all = append(append(append(all, s.longVal...), s.hazLong...), s.longFlags...)
+	match := ""
+	for _, n := range all {
+		if n == name {
+			return n, true
+		}
+		if !s.exactLong && strings.HasPrefix(n, name) && name != "" {
+			if match != "" && match != n {
+				return "", false
+			}
+			match = n
+		}
+	}
+	return match, match != ""
 }
 
 var wrappers = map[string]wrapperSpec{
 	"env": {shortVal: "uCS", longVal: []string{"unset", "chdir", "split-string"}, dirOpt: "C", dirLong: "chdir",
-		hazShort: "S", hazLong: []string{"split-string"}, haz: HazardScript, hazDetail: "env -S splits a string into a command", assigns: true},
-	"nice":    {shortVal: "n", longVal: []string{"adjustment"}, digitOpt: true},
-	"nohup":   {},
-	"timeout": {shortVal: "sk", longVal: []string{"signal", "kill-after"}, fixed: 1},
-	"time":    {shortVal: "fo", longVal: []string{"format", "output"}, fileOpt: "o", fileLong: "output"},
-	"stdbuf":  {shortVal: "ioe", longVal: []string{"input", "output", "error"}},
-	"setsid":  {},
+		hazShort: "S", hazLong: []string{"split-string"}, haz: HazardScript, hazDetail: "env -S splits a string into a command", assigns: true,
+		longFlags: []string{"ignore-environment", "null", "debug", "help", "version", "default-signal", "ignore-signal", "block-signal", "list-signal-handling"}},
+	"nice":    {shortVal: "n", longVal: []string{"adjustment"}, digitOpt: true, longFlags: []string{"help", "version"}},
+	"nohup":   {longFlags: []string{"help", "version"}},
+	"timeout": {shortVal: "sk", longVal: []string{"signal", "kill-after"}, fixed: 1, longFlags: []string{"preserve-status", "foreground", "verbose", "help", "version"}},
+	"time":    {shortVal: "fo", longVal: []string{"format", "output"}, fileOpt: "o", fileLong: "output", longFlags: []string{"append", "portability", "verbose", "quiet", "help", "version"}},
+	"stdbuf":  {shortVal: "ioe", longVal: []string{"input", "output", "error"}, longFlags: []string{"help", "version"}},
+	"setsid":  {longFlags: []string{"ctty", "fork", "wait", "help", "version"}},
 	"xargs": {shortVal: "EIdLnPsa", shortRest: "ile", longVal: []string{"max-args", "max-procs", "max-chars", "delimiter", "arg-file", "process-slot-var"},
-		stdinArgs: true},
+		stdinArgs: true, fileLong: "arg-file", longFlags: []string{"null", "exit", "interactive", "no-run-if-empty", "open-tty", "show-limits", "verbose", "replace", "eof", "max-lines", "help", "version"}},
 	"sudo": {shortVal: "CDgpRrTtUu", longVal: []string{"user", "group", "chdir", "chroot", "prompt", "role", "type", "other-user", "close-from", "command-timeout", "host"},
-		hazShort: "eis", hazLong: []string{"edit", "login", "shell"}, haz: HazardScript, hazDetail: "sudo runs a shell or an editor", opaque: true},
+		hazShort: "eis", hazLong: []string{"edit", "login", "shell"}, haz: HazardScript, hazDetail: "sudo runs a shell or an editor", opaque: true,
+		dirOpt: "D", dirLong: "chdir", longFlags: []string{"askpass", "background", "bell", "preserve-env", "non-interactive", "preserve-groups", "remove-timestamp", "reset-timestamp", "list", "stdin", "validate", "version", "help"}},
 	"doas":    {shortVal: "uC", hazShort: "s", haz: HazardScript, hazDetail: "doas -s runs a shell", opaque: true},
 	"command": {noCmdShort: "vV"},
 	"builtin": {},
@@ -52,6 +77,17 @@ var wrappers = map[string]wrapperSpec{
 	"chronic":  {},
 }
 
+// shellOptionHarmless reports whether a -o or -O option of a shell only
+// makes a script stricter or louder.
+func shellOptionHarmless(name string) bool {
+	switch name {
+	case "pipefail", "errexit", "nounset", "xtrace", "verbose", "noglob", "noclobber", "noexec", "nullglob", "failglob",
+		"inherit_errexit", "posix":
+		return true
+	}
+	return false
+}
+
 // shells are the shells whose -c string is parsed as bash.
 var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true, "rbash": true}
 
@@ -61,6 +97,12 @@ var otherShells = map[string]bool{"zsh": true, "ksh": true, "mksh": true, "ksh93
 
 func (c *Command) hazard(k HazardKind, detail string) {
 	c.Hazards = append(c.Hazards, Hazard{Kind: k, Detail: detail, Source: c.Source})
+}
+
+// hazardAt records a hazard driven by one part of the command: a word, an
+// option, a name.
+func (c *Command) hazardAt(k HazardKind, detail, part string) {
+	c.Hazards = append(c.Hazards, Hazard{Kind: k, Detail: detail, Source: c.Source, Part: part})
 }
 
 func contains(list []string, s string) bool {
@@ -92,7 +134,6 @@ func (w *walker) unwrap(cmd *Command, spec wrapperSpec, base string, chain []str
 	var assigns []Assign
 	noCmd := false
 	i := 1
-	addDir := func(v Word) { w.a.s.Dirs = append(w.a.s.Dirs, v) }
 	value := func(j int) (Word, int) {
 		if j < len(args) {
 			return args[j], j + 1
@@ -114,6 +155,9 @@ opts:
 		case v == "--":
 			i++
 			break opts
+		case base == "env" && v == "-":
+			cmd.hazardAt(HazardEnv, "env - empties the environment, removing settings later programs rely on", v)
+			i++
 		case spec.assigns && isAssignment(v):
 			eq := strings.IndexByte(v, '=')
 			assigns = append(assigns, Assign{Name: v[:eq], Value: v[eq+1:]})
@@ -121,6 +165,17 @@ opts:
 		case strings.HasPrefix(v, "--") && len(v) > 2:
 			name, val, hasVal := strings.Cut(v[2:], "=")
 			i++
+			if full, ok := spec.resolveLong(name); ok {
+				name = full
+				if base == "env" && name == "ignore-environment" {
+					cmd.hazardAt(HazardEnv, "env -i empties the environment, removing settings later programs rely on", v)
+				}
+			} else if spec.opaque {
+				continue
+			} else {
+				cmd.hazardAt(HazardUnsupported, base+": unknown or ambiguous option "+v+"; the analyser cannot tell what it does", v)
+				continue
+			}
 			if contains(spec.hazLong, name) {
 				cmd.hazard(spec.haz, spec.hazDetail)
 			}
@@ -132,11 +187,14 @@ opts:
 					cmd.hazard(HazardExpansion, base+" --"+name+" value is not known statically")
 				}
 			}
+			if base == "env" && name == "unset" && !envSafe(val) {
+				cmd.hazardAt(HazardEnv, "env --unset "+val+" removes a setting programs read", v)
+			}
 			if name != "" && name == spec.dirLong {
-				addDir(Word{Value: val, Literal: true, Tilde: strings.HasPrefix(val, "~")})
+				w.dir(cmd, Word{Value: val, Literal: true, Tilde: strings.HasPrefix(val, "~")}, v)
 			}
 			if name != "" && name == spec.fileLong {
-				cmd.Paths = append(cmd.Paths, PathArg{Path: val, Write: true})
+				cmd.Paths = append(cmd.Paths, PathArg{Path: val, Write: base == "time", Tilde: strings.HasPrefix(val, "~")})
 			}
 		case strings.HasPrefix(v, "-") && len(v) > 1:
 			i++
@@ -151,6 +209,15 @@ opts:
 				if strings.IndexByte(spec.noCmdShort, c) >= 0 {
 					noCmd = true
 				}
+				if base == "env" && c == 'i' {
+					cmd.hazardAt(HazardEnv, "env -i empties the environment, removing settings later programs rely on", v)
+				}
+				if base == "exec" && c == 'c' {
+					cmd.hazardAt(HazardEnv, "exec -c empties the environment, removing settings later programs rely on", v)
+				}
+				if base == "exec" && c == 'l' {
+					cmd.hazardAt(HazardScript, "exec -l runs the program as a login shell, which reads startup files", v)
+				}
 				if strings.IndexByte(spec.shortRest, c) >= 0 {
 					break
 				}
@@ -162,12 +229,20 @@ opts:
 					if !val.Literal {
 						cmd.hazard(HazardExpansion, base+" -"+string(c)+" value is not known statically")
 					}
+					if base == "env" && c == 'u' && !envSafe(val.Value) {
+						cmd.hazardAt(HazardEnv, "env -u "+val.Value+" removes a setting programs read", v)
+					}
+					if base == "exec" && c == 'a' && (!val.Literal || strings.HasPrefix(val.Value, "-")) {
+						cmd.hazardAt(HazardScript, "exec -a -NAME runs the program as a login shell, which reads startup files", v)
+					}
 					if spec.dirOpt != "" && c == spec.dirOpt[0] {
-						val.Tilde = val.Tilde || strings.HasPrefix(val.Value, "~")
-						addDir(val)
+						w.dir(cmd, val, v)
 					}
 					if spec.fileOpt != "" && c == spec.fileOpt[0] {
 						cmd.Paths = append(cmd.Paths, PathArg{Path: val.Value, Write: true})
+					}
+					if base == "xargs" && c == 'a' {
+						w.optPath(cmd, val, false)
 					}
 					break
 				}
@@ -209,6 +284,9 @@ func (w *walker) shell(cmd *Command, chain []string) {
 	base := chain[len(chain)-1]
 	cflag := false
 	i := 1
+	harmless := func(j int) bool {
+		return j < len(args) && args[j].Literal && shellOptionHarmless(args[j].Value)
+	}
 	for i < len(args) {
 		a := args[i]
 		if !a.Literal {
@@ -220,33 +298,62 @@ func (w *walker) shell(cmd *Command, chain []string) {
 			i++
 			break
 		}
-		if v == "" {
+		if v == "" || (v[0] != '-' && v[0] != '+') {
 			break
 		}
-		if v == "-o" || v == "+o" || v == "-O" || v == "+O" {
-			i += 2
-			continue
-		}
 		if strings.HasPrefix(v, "--") {
-			if v == "--rcfile" || v == "--init-file" {
-				cmd.hazard(HazardScript, base+" "+v+" runs a startup file")
+			// bash takes its long options exactly.
+			switch v {
+			case "--rcfile", "--init-file":
+				cmd.hazardAt(HazardScript, base+" "+v+" runs a startup file", v)
 				i += 2
 				continue
+			case "--login":
+				cmd.hazardAt(HazardScript, base+" --login runs a login shell, which reads startup files (~/.profile, ...)", v)
+			case "--debugger":
+				cmd.hazardAt(HazardScript, base+" --debugger runs the debugger's startup file", v)
+			case "--norc", "--noprofile", "--noediting", "--posix", "--restricted", "--verbose", "--version", "--help",
+				"--dump-strings", "--dump-po-strings", "--pretty-print":
+			default:
+				cmd.hazardAt(HazardUnsupported, base+": unknown option "+v+"; the analyser cannot tell what it does", v)
 			}
 			i++
 			continue
 		}
-		if v[0] == '-' || v[0] == '+' {
-			if v[0] == '-' && strings.IndexByte(v, 'c') > 0 {
-				cflag = true
+		i++
+		for j := 1; j < len(v); j++ {
+			switch c := v[j]; c {
+			case 'c':
+				if v[0] == '-' {
+					cflag = true
+				}
+			case 'l':
+				cmd.hazardAt(HazardScript, base+" "+v+" runs a login shell, which reads startup files (~/.profile, ...)", v)
+			case 'i':
+				cmd.hazardAt(HazardScript, base+" "+v+" runs an interactive shell, which reads startup files (~/.bashrc, $ENV) and runs PROMPT_COMMAND", v)
+			case 's':
+				cmd.hazardAt(HazardScript, base+" "+v+" reads commands from stdin", v)
+			case 'o', 'O':
+				// The option name is the next word.
+				if !harmless(i) {
+					name := ""
+					if i < len(args) {
+						name = args[i].Value
+					}
+					cmd.hazardAt(HazardEval, base+" "+string(v[0])+string(c)+" "+name+" changes how the shell runs commands", v+" "+name)
+				}
+				i++
+			case 'e', 'u', 'x', 'v', 'f', 'n', 'C', 'h', 'B', 'H', 'P', 'a', 'b', 'm', 'k', 'p', 'r', 't', 'T', 'E':
+				// set options; -a exports every assignment, judged at the
+				// assignments; -k and -p are judged below.
+				if c == 'k' {
+					cmd.hazardAt(HazardEnv, base+" -k treats assignments anywhere as environment", v)
+				}
+			case 'D':
+			default:
+				cmd.hazardAt(HazardUnsupported, base+": unknown option -"+string(c)+"; the analyser cannot tell what it does", v)
 			}
-			if strings.ContainsAny(v[1:], "si") {
-				cmd.hazard(HazardScript, base+" "+v+" reads commands from stdin or startup files")
-			}
-			i++
-			continue
 		}
-		break
 	}
 	cmd.Wrapper = true
 	if !cflag {
@@ -330,7 +437,14 @@ func (w *walker) find(cmd *Command, chain []string) {
 		case "-follow":
 			cmd.hazard(HazardFollow, "find -follow follows symbolic links out of the tree")
 			i++
-		case "-newer", "-anewer", "-cnewer", "-samefile", "-files0-from":
+		case "-files0-from":
+			// The start points come from a file or stdin: no rule sees them.
+			cmd.hazardAt(HazardRead, "find -files0-from walks start points a list names, which no rule sees", v)
+			if i+1 < len(args) {
+				cmd.Paths = append(cmd.Paths, PathArg{Path: args[i+1].Value, Tilde: args[i+1].Tilde})
+			}
+			i += 2
+		case "-newer", "-anewer", "-cnewer", "-samefile":
 			if i+1 < len(args) {
 				cmd.Paths = append(cmd.Paths, PathArg{Path: args[i+1].Value, Tilde: args[i+1].Tilde})
 			}

@@ -109,16 +109,13 @@ func (s *set) ls(ctx context.Context, c *tools.Call) (*tools.Output, error) {
 		if !e.mtime.IsZero() {
 			mtime = fmtTime(e.mtime)
 		}
-		name := strconv.Quote(e.name)
-		if !strings.ContainsAny(e.name, "\n\r\t\"\\") && strconv.IsPrint(firstRune(e.name)) && !strings.HasPrefix(e.name, " ") {
-			name = e.name
-		}
+		name := workspace.QuoteName(e.name)
 		if e.kind == "dir" {
 			name += "/"
 		}
 		fmt.Fprintf(&b, "%-7s %12s  %s  %s", e.kind, size, mtime, name)
 		if e.target != "" {
-			fmt.Fprintf(&b, " -> %s", e.target)
+			fmt.Fprintf(&b, " -> %s", workspace.QuoteName(e.target))
 		}
 		b.WriteByte('\n')
 	}
@@ -131,13 +128,6 @@ func (s *set) ls(ctx context.Context, c *tools.Call) (*tools.Output, error) {
 		"total":     total,
 		"truncated": truncated,
 	}}, nil
-}
-
-func firstRune(s string) rune {
-	for _, r := range s {
-		return r
-	}
-	return ' '
 }
 
 // kindOf names a file type for ls.

@@ -20,8 +20,8 @@ var (
 	secretName = regexp.MustCompile(`(?i)key|secret|token|passw|passphrase|credential|auth|private|cookie`)
 	// loaderPrefixes are variables that change what a program loads or
 	// how bash and git behave before the command's first word runs.
-	loaderPrefixes = []string{"LD_", "GIT_", "DYLD_", "BASH_FUNC_"}
-	shellVars      = []string{"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "IFS", "CDPATH", "GLOBIGNORE", "HOME"}
+	loaderPrefixes = []string{"LD_", "GIT_", "DYLD_", "BASH_FUNC_", "XDG_"}
+	shellVars      = []string{"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "IFS", "CDPATH", "GLOBIGNORE", "HOME", "TMPDIR", "PAGER", "TERM"}
 )
 
 // checkEnvName refuses a variable Config.Env may not set.
@@ -30,7 +30,7 @@ func checkEnvName(name string) error {
 	case !envName.MatchString(name):
 		return fmt.Errorf("%q is not a variable name", name)
 	case slices.Contains(shellVars, strings.ToUpper(name)):
-		return fmt.Errorf("%s may not be set: it changes how bash runs the command (HOME is always the workspace)", name)
+		return fmt.Errorf("%s may not be set: it changes how bash runs the command (HOME is always a fresh directory of the call's own)", name)
 	case secretName.MatchString(name):
 		return fmt.Errorf("%s looks like a secret; commands never get secrets in their environment", name)
 	}
@@ -42,21 +42,22 @@ func checkEnvName(name string) error {
 	return nil
 }
 
-// environ is a command's whole environment, an explicit allowlist:
-// PATH (the worker's, without relative entries) and LANG from the worker,
-// HOME set to the workspace, and the operator's extra variables. Nothing
-// else of the worker's environment reaches the command.
+// environ is the part of a command's environment fixed at start-up, an
+// explicit allowlist: PATH (the worker's, without relative entries) and
+// LANG from the worker, TERM=dumb, the operator's extra variables, and
+// git's neutralisation (gitEnv). Nothing else of the worker's environment
+// reaches the command; callEnv adds HOME and the directories under it.
 func environ(ws string, extra map[string]string, getenv func(string) string) []string {
 	path := cleanPath(getenv("PATH"))
 	lang := getenv("LANG")
 	if lang == "" || strings.ContainsAny(lang, "/\x00") {
 		lang = defaultLang
 	}
-	env := map[string]string{"PATH": path, "LANG": lang, "HOME": ws}
+	env := map[string]string{"PATH": path, "LANG": lang, "TERM": "dumb"}
 	for k, v := range extra {
 		env[k] = v
 	}
-	for k, v := range gitEnv() {
+	for k, v := range gitEnv(ws) {
 		env[k] = v
 	}
 	out := make([]string, 0, len(env))
@@ -65,6 +66,25 @@ func environ(ws string, extra map[string]string, getenv func(string) string) []s
 	}
 	slices.Sort(out)
 	return out
+}
+
+// callEnv is a call's whole environment: base (environ) plus HOME, a
+// fresh empty directory of the call's own outside the workspace, the XDG
+// directories under it, and TMPDIR. Programs read their configuration
+// (shell start-up files, .gitconfig, .npmrc, pip.conf, .ssh/config,
+// lesskey) from there, so none of it is the agent's to write.
+func callEnv(base []string, home, tmp string) []string {
+	env := slices.Clone(base)
+	env = append(env,
+		"HOME="+home,
+		"XDG_CONFIG_HOME="+home+"/.config",
+		"XDG_CACHE_HOME="+home+"/.cache",
+		"XDG_DATA_HOME="+home+"/.local/share",
+		"XDG_STATE_HOME="+home+"/.local/state",
+		"TMPDIR="+tmp,
+	)
+	slices.Sort(env)
+	return env
 }
 
 // cleanPath keeps the absolute entries of a PATH value, so that a command
@@ -80,39 +100,4 @@ func cleanPath(p string) string {
 		return defaultPath
 	}
 	return strings.Join(keep, string(filepath.ListSeparator))
-}
-
-// gitSafety is configuration every git a command runs gets with the
-// highest precedence (GIT_CONFIG_COUNT outranks every config file): no
-// program named in a config file the workspace can hold (HOME is the
-// workspace, so ~/.gitconfig is the agent's to write) is ever run by an
-// otherwise read-only git command.
-var gitSafety = [][2]string{
-	{"core.fsmonitor", "false"},         // run on git status, diff, ...
-	{"core.hooksPath", "/dev/null"},     // hooks of commit, checkout, merge, ...
-	{"safe.bareRepository", "explicit"}, // a planted bare repository's config
-	{"core.pager", "cat"},               // a pager is a program
-	{"core.editor", "false"},            // so is an editor
-	{"sequence.editor", "false"},
-	{"protocol.ext.allow", "never"}, // ext:: URLs run commands
-	{"credential.helper", ""},       // an empty value clears the list
-	{"core.sshCommand", "ssh"},
-	{"diff.external", ""},
-	{"uploadpack.packObjectsHook", ""},
-}
-
-// gitEnv neutralises git's program-running settings: no system or global
-// config file, and gitSafety on top of the repository's own.
-func gitEnv() map[string]string {
-	env := map[string]string{
-		"GIT_CONFIG_NOSYSTEM": "1",
-		"GIT_CONFIG_GLOBAL":   "/dev/null",
-		"GIT_CONFIG_COUNT":    fmt.Sprint(len(gitSafety)),
-		"GIT_TERMINAL_PROMPT": "0",
-	}
-	for i, kv := range gitSafety {
-		env[fmt.Sprintf("GIT_CONFIG_KEY_%d", i)] = kv[0]
-		env[fmt.Sprintf("GIT_CONFIG_VALUE_%d", i)] = kv[1]
-	}
-	return env
 }

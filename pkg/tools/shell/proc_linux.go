@@ -91,3 +91,10 @@ func killGroup(pgid int) error {
 	}
 	return err
 }
+
+// intoCgroup starts the child in the cgroup whose directory fd is open
+// (clone3 CLONE_INTO_CGROUP, cgroup v2), so it never runs outside it.
+func intoCgroup(a *syscall.SysProcAttr, fd int) {
+	a.UseCgroupFD = true
+	a.CgroupFD = fd
+}

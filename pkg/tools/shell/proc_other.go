@@ -4,6 +4,7 @@ package shell
 
 import (
 	"errors"
+	"os"
 	"syscall"
 )
 
@@ -20,3 +21,19 @@ type group struct{}
 func (g *group) cancel(int) error { return errors.ErrUnsupported }
 
 func (g *group) finish(int) bool { return false }
+
+func seccompFile() (*os.File, error) { return nil, errors.ErrUnsupported }
+
+type cgroupParent struct{ v2 bool }
+
+type callCgroup struct{ v2 bool }
+
+func findCgroup() (*cgroupParent, string) { return nil, "cgroups are Linux-only" }
+
+func (*cgroupParent) newCall(int, int64) (*callCgroup, error) { return nil, errors.ErrUnsupported }
+func (*callCgroup) procs() []string                           { return nil }
+func (*callCgroup) open() (*os.File, error)                   { return nil, errors.ErrUnsupported }
+func (*callCgroup) peak() int                                 { return -1 }
+func (*callCgroup) remove()                                   {}
+
+func intoCgroup(*syscall.SysProcAttr, int) {}

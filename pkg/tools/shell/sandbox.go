@@ -49,6 +49,9 @@ type Sandbox struct {
 	Reason string `json:"reason,omitempty"`
 
 	hide []string // Config.Hide
+	// reveal are directories under a hidden one shown again, read-only
+	// (programs of the PATH installed under /root).
+	reveal []string
 }
 
 // Enabled reports whether commands run inside bubblewrap.
@@ -74,9 +77,10 @@ func (s Sandbox) String() string {
 // bwrap in PATH (and setpriv when the worker runs as root) and runs one
 // trivial command in a sandbox built like the real ones, so that a bwrap
 // that is installed but cannot create namespaces here is found at start-up
-// rather than on the first call. ModeAuto falls back to none; ModeRequire
-// returns an error wrapping ErrSandboxUnavailable. An unknown mode is an
-// error wrapping ErrInvalidMode.
+// rather than on the first call (the probe loads the seccomp filter too).
+// ModeAuto falls back to none; ModeRequire returns an error wrapping
+// ErrSandboxUnavailable. An unknown mode is an error wrapping
+// ErrInvalidMode.
 func Detect(mode Mode) (Sandbox, error) {
 	m, err := ParseMode(string(mode))
 	if err != nil {
@@ -125,8 +129,14 @@ func find() (s Sandbox, reason string) {
 	if s.Setpriv != "" {
 		id = identity{drop: true, uid: nobody, gid: nobody}
 	}
-	argv := s.argv("", "/", false, id, []string{truePath})
+	filter, err := seccompFile()
+	if err != nil {
+		return s, err.Error()
+	}
+	defer filter.Close()
+	argv := s.argv("", "/", false, id, []string{"--seccomp", "3"}, []string{truePath})
 	probe := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	probe.ExtraFiles = []*os.File{filter} // fd 3
 	probe.Env = []string{"PATH=" + defaultPath}
 	var stderr bytes.Buffer
 	probe.Stderr = &stderr
@@ -143,13 +153,22 @@ func find() (s Sandbox, reason string) {
 // identity is who the command runs as.
 type identity struct {
 	drop     bool // switch to uid:gid (the worker is root)
+	root     bool // stay root, without any capability (root-owned workspace)
 	uid, gid uint32
+}
+
+// rootNoCaps is the setpriv command line that leaves root without any
+// capability (bounding, inheritable and ambient sets emptied, no new
+// privileges, no supplementary groups) before it execs the command.
+func rootNoCaps(setpriv string) []string {
+	return []string{setpriv, "--clear-groups", "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--"}
 }
 
 // argv builds the bwrap command line that runs inner with the workspace
 // ws (empty: none) as the only writable directory besides private /tmp and
-// /dev/shm, starting in cwd.
-func (s Sandbox) argv(ws, cwd string, network bool, id identity, inner []string) []string {
+// /dev/shm, starting in cwd. mounts are further bwrap mount arguments,
+// applied after the workspace's (gitMounts).
+func (s Sandbox) argv(ws, cwd string, network bool, id identity, mounts, inner []string) []string {
 	a := []string{s.Bwrap,
 		"--ro-bind", "/", "/",
 		"--dev", "/dev",
@@ -159,6 +178,9 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, inner []string)
 	}
 	for _, h := range s.hide {
 		a = append(a, "--perms", "0755", "--tmpfs", h)
+	}
+	for _, r := range s.reveal {
+		a = append(a, "--ro-bind", r, r)
 	}
 	if ws != "" {
 		// The workspace may lie under a directory the sandbox replaces
@@ -170,6 +192,7 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, inner []string)
 		}
 		a = append(a, "--bind", ws, ws)
 	}
+	a = append(a, mounts...)
 	a = append(a,
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 	)
@@ -182,6 +205,15 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, inner []string)
 		// setpriv then empties the bounding set, and the uid change
 		// clears the rest.
 		a = append(a, "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
+	} else if id.root {
+		// What setpriv needs to empty the bounding set and the groups;
+		// with no new privileges, the exec that follows grants nothing.
+		a = append(a, "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
+		for _, f := range []string{"/etc/shadow", "/etc/gshadow"} {
+			if _, err := os.Stat(f); err == nil {
+				a = append(a, "--ro-bind", "/dev/null", f)
+			}
+		}
 	}
 	a = append(a, "--chdir", cwd, "--")
 	if id.drop {
@@ -193,6 +225,8 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, inner []string)
 			"--bounding-set=-all",
 			"--inh-caps=-all",
 			"--")
+	} else if id.root {
+		a = append(a, rootNoCaps(s.Setpriv)...)
 	}
 	return append(a, inner...)
 }

@@ -2,7 +2,8 @@
 // in the workspace and returns stdout, stderr and the exit code apart.
 //
 // Every command gets a scrubbed environment (an allowlist: PATH, LANG,
-// HOME set to the workspace), resource limits (CPU seconds, file size,
+// TERM, git's neutralisation, and HOME, XDG_* and TMPDIR in a fresh
+// directory of the call's own outside the workspace), resource limits (CPU seconds, file size,
 // address space, open files, no core files), and its own process group,
 // which is killed as a whole when the command ends, times out or is
 // cancelled, so that nothing it started outlives the call. Output is
@@ -15,15 +16,24 @@
 // workspace the only writable place besides a private /tmp and /dev/shm,
 // fresh PID, IPC, UTS and cgroup namespaces, no network unless
 // Config.NetworkAllowed grants it, all capabilities dropped, no new
-// privileges, a new session, dying with the worker.
+// privileges, a new session, dying with the worker, and a seccomp filter
+// that denies ptrace, the keyring, eBPF, mounts, new namespaces (and with
+// them nested user namespaces), io_uring, perf events, personality changes
+// and kernel loading (seccomp_linux.go). Where the worker can make cgroups,
+// each call runs in one of its own whose pids.max bounds its processes
+// (Limits.Processes), and whatever is left in it when the call ends is
+// killed.
 //
-// When the worker runs as root, commands never do: they run as Config.UID
-// and Config.GID, by default the owner of the workspace when that is not
-// root (so that they can write it), else nobody (65534:65534), who can
-// write the workspace only if its mode lets others write. Give the
-// workspace to an unprivileged user (chown) when the worker runs as root.
-// Inside bubblewrap the switch is made by setpriv after the sandbox is
-// built; without it, by the kernel at exec.
+// When the worker runs as root, commands never hold its privileges: they
+// run as Config.UID and Config.GID, by default the owner of the workspace
+// when that is not root (so that they can write it). In a root-owned
+// workspace (root in a container) they run as root with no capability at
+// all (bounding, inheritable and ambient sets empty, no new privileges,
+// no supplementary groups), so that they can write the workspace and
+// files keep their owner; the sandbox then also hides /root and masks
+// /etc/shadow and /etc/gshadow. Inside bubblewrap the switch is made by
+// setpriv after the sandbox is built; without it, by the kernel at exec
+// or by setpriv.
 package shell
 
 import (
@@ -37,6 +47,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +70,8 @@ const (
 	DefaultFileSize     = 2 << 30 // bytes
 	DefaultAddressSpace = 8 << 30 // bytes
 	DefaultOpenFiles    = 1024
+	DefaultProcesses    = 512
+	DefaultMemory       = 8 << 30 // bytes
 )
 
 // waitDelay bounds how long exec.Cmd.Wait waits for the leader to die
@@ -88,9 +101,24 @@ type Limits struct {
 	// OpenFiles is the number of open files per process (RLIMIT_NOFILE).
 	// Zero means 1024.
 	OpenFiles int `yaml:"open_files,omitempty" json:"open_files,omitempty"`
-	// Processes is RLIMIT_NPROC. The kernel counts it per user across the
-	// machine (and ignores it for root), so it is off unless set.
+	// Processes is the most processes and threads one call may hold at
+	// once. Where the worker can make cgroups (cgroup v2 with the pids
+	// controller delegated to it, or the v1 pids hierarchy writable, as
+	// for root on most hosts) it is the pids.max of a cgroup of the
+	// call's own; zero then means 512. An unprivileged worker without
+	// cgroups gives each sandboxed call a user namespace of its own, in
+	// which the kernel counts RLIMIT_NPROC for the call alone (Linux
+	// 5.14 and later); zero then means 512 as well. Elsewhere only
+	// RLIMIT_NPROC of the worker's user is left, counted across the
+	// machine (every call shares it) and ignored for root: it is then
+	// set only when configured. Negative means no limit.
 	Processes int `yaml:"processes,omitempty" json:"processes,omitempty"`
+	// Memory is the memory (page cache included) all processes of one
+	// call may use together, in bytes: the memory.max of the call's
+	// cgroup (memory.limit_in_bytes on cgroup v1) where the worker can
+	// make cgroups with the memory controller; past it the kernel kills
+	// the call's processes. Zero means 8 GiB; negative means none.
+	Memory int64 `yaml:"memory,omitempty" json:"memory,omitempty"`
 }
 
 // Config configures the bash tool.
@@ -117,16 +145,16 @@ type Config struct {
 	Shell string `yaml:"shell,omitempty" json:"shell,omitempty"`
 	// Env adds variables to the commands' environment. Names that look
 	// like secrets (key, token, password, ...), LD_*, GIT_*, BASH_ENV and
-	// the like are refused; HOME is always the workspace.
+	// the like are refused; HOME is always a fresh directory of the call.
 	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
 	// Hide lists absolute directories the sandbox covers with an empty
 	// tmpfs, for what the run-as user could otherwise read or connect to
 	// (/home, /root, /run, ...). Ignored without a sandbox.
 	Hide []string `yaml:"hide,omitempty" json:"hide,omitempty"`
 	// UID and GID are who commands run as when the worker runs as root.
-	// Zero means the owner of the workspace when it is not root, else
-	// 65534 (nobody); a GID of zero with a UID set means 65534. They can
-	// never be root.
+	// Zero means the owner of the workspace; in a root-owned workspace,
+	// root without any capability. A GID of zero with a UID set means
+	// 65534 (nobody).
 	UID int `yaml:"uid,omitempty" json:"uid,omitempty"`
 	GID int `yaml:"gid,omitempty" json:"gid,omitempty"`
 	// Logger receives one debug line per command and warnings. Nil means
@@ -176,6 +204,17 @@ type bash struct {
 	maxProg int64
 	network func(*tools.Call) bool
 	log     *slog.Logger
+	// cg makes the per-call cgroups that bound processes; nil when the
+	// worker cannot (cgReason says why).
+	cg       *cgroupParent
+	cgReason string
+	sh       string // sh, which moves a call into its v1 cgroup
+	setpriv  string // drops capabilities of root commands without a sandbox
+	gitEnv   map[string]string
+	// userNS: without cgroups, an unprivileged worker's sandbox gets a
+	// user namespace of its own, in which the kernel counts RLIMIT_NPROC
+	// for the call alone.
+	userNS bool
 }
 
 // New returns the bash tool (aliases run_shell and exec) for cfg. It
@@ -223,6 +262,7 @@ func New(cfg Config) (*tools.Tool, error) {
 		sb:      sb,
 		id:      id,
 		env:     environ(ws, cfg.Env, os.Getenv),
+		gitEnv:  gitEnv(ws),
 		limits:  resolveLimits(cfg.Limits),
 		maxOut:  cfg.MaxOutput,
 		maxProg: cfg.MaxProgress,
@@ -238,11 +278,27 @@ func New(cfg Config) (*tools.Tool, error) {
 	for _, h := range cfg.Hide {
 		b.sb.hide = append(b.sb.hide, filepath.Clean(h))
 	}
+	if id.root {
+		// Commands run as root: root's own files are theirs to read
+		// unless hidden.
+		if fi, err := os.Stat("/root"); err == nil && fi.IsDir() && !slices.Contains(b.sb.hide, "/root") {
+			b.sb.hide = append(b.sb.hide, "/root")
+			b.sb.reveal = revealFromPath("/root", os.Getenv("PATH"))
+		}
+		if !sb.Enabled() {
+			if b.setpriv, err = exec.LookPath("setpriv"); err != nil {
+				return nil, errors.New("bash: commands in a root-owned workspace run as root without capabilities, and setpriv (util-linux), which drops them without a sandbox, is not in PATH")
+			}
+		}
+	}
 	if !sb.Enabled() {
 		log.Warn("bash commands run without a sandbox", "reason", sb.Reason)
 		if len(cfg.Hide) > 0 {
 			log.Warn("bash config: hide has no effect without a sandbox", "hide", cfg.Hide)
 		}
+	}
+	if err := b.setupCgroup(cfg.Limits.Processes); err != nil {
+		return nil, err
 	}
 	if err := b.check(); err != nil {
 		return nil, err
@@ -264,6 +320,79 @@ func New(cfg Config) (*tools.Tool, error) {
 	}, nil
 }
 
+// revealFromPath lists the directories directly under hidden that hold
+// an entry of the PATH value path (/root/.pyenv for /root/.pyenv/shims):
+// programs installed there keep working, read-only, while the rest of
+// hidden (.ssh, .aws, .docker, ...) is covered.
+func revealFromPath(hidden, path string) []string {
+	var out []string
+	for _, dir := range filepath.SplitList(cleanPath(path)) {
+		rel, ok := within(hidden, dir)
+		if !ok || rel == "." {
+			continue
+		}
+		top := filepath.Join(hidden, strings.Split(rel, string(filepath.Separator))[0])
+		if fi, err := os.Stat(top); err == nil && fi.IsDir() && !slices.Contains(out, top) {
+			out = append(out, top)
+		}
+	}
+	return out
+}
+
+// setupCgroup finds where per-call cgroups can be made and settles the
+// process limit (Limits.Processes).
+func (b *bash) setupCgroup(configured int) error {
+	if configured < 0 {
+		b.limits.Processes = 0
+		return nil
+	}
+	b.cg, b.cgReason = findCgroup()
+	if b.cg == nil {
+		if b.sb.Enabled() && os.Geteuid() != 0 && b.probeUserNS() {
+			// Since Linux 5.14 RLIMIT_NPROC is counted per user
+			// namespace: in a namespace of its own, the limit set inside
+			// bounds the call, not every process of the worker's user.
+			b.userNS = true
+			if b.limits.Processes == 0 {
+				b.limits.Processes = DefaultProcesses
+			}
+			return nil
+		}
+		if configured == 0 {
+			b.log.Warn("bash: no per-call process limit: the worker cannot make cgroups or user namespaces; set limits.processes for a per-user RLIMIT_NPROC", "reason", b.cgReason)
+		}
+		return nil
+	}
+	if b.limits.Processes == 0 {
+		b.limits.Processes = DefaultProcesses
+	}
+	if !b.cg.v2 {
+		sh, err := exec.LookPath("sh")
+		if err != nil {
+			if _, serr := os.Stat("/bin/sh"); serr != nil {
+				return fmt.Errorf("bash: sh, which moves commands into their cgroup, is not in PATH: %w", err)
+			}
+			sh = "/bin/sh"
+		}
+		b.sh = sh
+	}
+	return nil
+}
+
+// probeUserNS reports whether bwrap can give a call a user namespace.
+func (b *bash) probeUserNS() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		truePath = "/bin/true"
+	}
+	argv := b.sb.argv("", "/", false, identity{}, []string{"--unshare-user"}, []string{truePath})
+	probe := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	probe.Env = []string{"PATH=" + defaultPath}
+	return probe.Run() == nil
+}
+
 // startupCheck is what check runs: it fails only when the command cannot
 // enter the workspace, and says so when it cannot write it.
 const startupCheck = `test -w . || { echo "uid $(id -u) cannot write the workspace $PWD" >&2; exit 3; }`
@@ -283,7 +412,7 @@ func (b *bash) check() error {
 	case 0:
 		return nil
 	case 3:
-		b.log.Warn("bash commands cannot write the workspace; give it to the user they run as (chown) or set uid/gid", "workspace", b.ws, "detail", strings.TrimSpace(stderr))
+		b.log.Warn("bash commands cannot write the workspace; give it to the user they run as (chown), or make it writable for them", "workspace", b.ws, "detail", strings.TrimSpace(stderr))
 		return nil
 	}
 	return fmt.Errorf("bash: start-up check in %s: exit code %d: %s", b.ws, res.code, strings.TrimSpace(stderr))
@@ -303,7 +432,7 @@ const parameters = `{
 
 func (b *bash) description() string {
 	d := "Run a bash command line in the workspace and return its stdout, stderr and exit code. " +
-		"The command starts in the workspace (or cwd inside it) with HOME set to the workspace and a minimal environment; " +
+		"The command starts in the workspace (or cwd inside it) with a minimal environment and an empty HOME of its own that does not outlive the call; " +
 		"it is killed with everything it started when it ends, after timeout ms (default 60000, at most 600000), or when the call is cancelled, " +
 		"so background processes do not survive the call. Each of stdout and stderr keeps at most " + strconv.Itoa(b.maxOut) +
 		" characters (the middle is cut). A non-zero exit code is an error result with stderr."
@@ -347,6 +476,13 @@ func runAs(ws string, uid, gid int) (identity, error) {
 	if !ok {
 		return identity{}, fmt.Errorf("bash config: workspace: cannot read the owner of %s", ws)
 	}
+	if st.Uid == 0 && uid == 0 {
+		// Root in a container with a root-owned workspace: commands run
+		// as root, so that they can write it and files keep their owner,
+		// with every capability gone (root without capabilities is only
+		// an owner like any other).
+		return identity{root: true}, nil
+	}
 	id := identity{drop: true, uid: nobody, gid: nobody}
 	if st.Uid != 0 {
 		id.uid = st.Uid
@@ -385,6 +521,7 @@ func resolveLimits(l Limits) Limits {
 		AddressSpace: capTo(def(l.AddressSpace, DefaultAddressSpace), syscall.RLIMIT_AS),
 		OpenFiles:    int(capTo(def(int64(l.OpenFiles), DefaultOpenFiles), syscall.RLIMIT_NOFILE)),
 		Processes:    l.Processes,
+		Memory:       def(l.Memory, DefaultMemory),
 	}
 }
 
@@ -411,9 +548,16 @@ func (l Limits) prologue() string {
 	return strings.Join(parts, " && ")
 }
 
-// inner is the command line that sets the limits and runs command.
+// inner is the command line that sets the limits and runs command. With
+// a per-call cgroup the process limit is its pids.max, not RLIMIT_NPROC.
 func (b *bash) inner(command string) []string {
-	script := b.limits.prologue() + ` || { echo "toolgate: cannot set resource limits" >&2; exit 126; }; exec -a bash "$0" -c "$1"`
+	l := b.limits
+	if b.cg != nil {
+		l.Processes = 0
+	}
+	// Without a cgroup or a user namespace of the call's own, RLIMIT_NPROC
+	// is the user's across the machine: only a configured one is set.
+	script := l.prologue() + ` || { echo "toolgate: cannot set resource limits" >&2; exit 126; }; exec -a bash "$0" -c "$1"`
 	return []string{b.shell, "-c", script, b.shell, command}
 }
 
@@ -581,15 +725,57 @@ type result struct {
 	code      int
 	cancelled bool // killed because the context was done
 	duration  time.Duration
+	peak      int // most processes held at once; 0 when unknown
+	// memLimited: the call's cgroup bounded its memory.
+	memLimited bool
 }
 
 // run starts the command, reads its output while it runs, and returns
 // once its process group is gone.
 func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, network bool) (*result, error) {
+	pc, err := b.newCallDir()
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(pc.root)
 	argv, dir, id := b.inner(command), cwd, b.id
+	env := callEnv(b.env, pc.home, pc.tmp)
+	var extraFiles []*os.File
+	defer func() {
+		for _, f := range extraFiles {
+			f.Close()
+		}
+	}()
 	if b.sb.Enabled() {
+		home := sandboxHome(b.ws)
+		filter, err := seccompFile()
+		if err != nil {
+			return nil, fmt.Errorf("bash: %w", err)
+		}
+		extraFiles = append(extraFiles, filter) // fd 3
+		mounts := []string{"--seccomp", "3", "--bind", pc.home, home}
+		if b.userNS {
+			mounts = append(mounts, "--unshare-user")
+		}
+		gw, err := gitWrapperMounts(pc.root, b.gitEnv)
+		if err != nil {
+			return nil, fmt.Errorf("bash: git wrapper: %w", err)
+		}
+		mounts = append(mounts, gw...)
+		if !c.Approved {
+			// Without a person, git's program-running configuration of
+			// the workspace's repository is replaced for the call.
+			gm, err := gitMounts(ctx, b.ws, pc.root)
+			if err != nil {
+				return nil, fmt.Errorf("bash: neutralise the repository's git config: %w", err)
+			}
+			mounts = append(mounts, gm...)
+		}
+		env = callEnv(b.env, home, "/tmp")
 		// bwrap starts as the worker; setpriv drops root inside.
-		argv, dir, id = b.sb.argv(b.ws, cwd, network, b.id, argv), "/", identity{}
+		argv, dir, id = b.sb.argv(b.ws, cwd, network, b.id, mounts, argv), "/", identity{}
+	} else if b.id.root {
+		argv = append(rootNoCaps(b.setpriv), argv...)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -601,11 +787,53 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		outW.Close()
 		return nil, startError{fmt.Errorf("bash: stderr pipe: %w", err)}
 	}
+	var cc *callCgroup
+	var cgFD *os.File
+	if b.cg != nil {
+		if cc, err = b.cg.newCall(b.limits.Processes, b.limits.Memory); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return nil, fmt.Errorf("bash: per-call cgroup: %w", err)
+		}
+		defer cc.remove()
+		if cc.v2 {
+			if cgFD, err = cc.open(); err == nil {
+				defer cgFD.Close()
+			}
+		} else {
+			// The v1 hierarchy has no CLONE_INTO_CGROUP: sh moves itself
+			// in before anything of the command runs.
+			procs := cc.procs()
+			script := `echo $$ > "$0" && exec "$@"`
+			if len(procs) == 2 {
+				script = `echo $$ > "$0" && echo $$ > "$1" && shift && exec "$@"`
+			}
+			argv = append(append([]string{b.sh, "-c", script}, procs...), argv...)
+			for _, f := range procs {
+				if err == nil && id.drop {
+					err = os.Chown(f, int(id.uid), int(id.gid))
+				}
+			}
+		}
+		if err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return nil, fmt.Errorf("bash: per-call cgroup: %w", err)
+		}
+	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = b.env
+	cmd.Env = env
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.ExtraFiles = extraFiles
 	cmd.SysProcAttr = sysProcAttr(id)
+	if cgFD != nil {
+		intoCgroup(cmd.SysProcAttr, int(cgFD.Fd()))
+	}
 	g := &group{}
 	cmd.Cancel = func() error { return g.cancel(cmd.Process.Pid) }
 	cmd.WaitDelay = waitDelay
@@ -669,7 +897,54 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		return nil, fmt.Errorf("bash: wait: %w", waitErr)
 	}
 	res.code = exitCode(st)
+	if cc != nil {
+		res.peak = cc.peak()
+		res.memLimited = cc.memDir != "" || (cc.v2 && b.cg.memory)
+	}
 	return res, nil
+}
+
+// callDir is a call's private directory on the worker, removed when the
+// call ends: home is the command's HOME (bound into the sandbox), tmp its
+// TMPDIR without a sandbox, and gitMounts writes its sanitised configs
+// into root.
+type callDir struct{ root, home, tmp string }
+
+// newCallDir creates a call's private directory, its home and tmp owned
+// by the user commands run as.
+func (b *bash) newCallDir() (*callDir, error) {
+	root, err := os.MkdirTemp("", "toolgate-call-")
+	if err != nil {
+		return nil, fmt.Errorf("bash: per-call directory: %w", err)
+	}
+	pc := &callDir{root: root, home: filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp")}
+	err = os.Chmod(root, 0o711) // the run-as user passes through to home
+	for _, d := range []string{pc.home, pc.tmp} {
+		if err == nil {
+			err = os.Mkdir(d, 0o700)
+		}
+		if err == nil && b.id.drop {
+			err = os.Chown(d, int(b.id.uid), int(b.id.gid))
+		}
+	}
+	if err != nil {
+		os.RemoveAll(root)
+		return nil, fmt.Errorf("bash: per-call directory: %w", err)
+	}
+	return pc, nil
+}
+
+// sandboxHome is where a call's home appears inside the sandbox: in its
+// private /tmp, or /dev/shm when the workspace lies there.
+func sandboxHome(ws string) string {
+	for _, h := range []string{"/tmp/home", "/dev/shm/home"} {
+		_, in := within(h, ws)
+		_, over := within(ws, h)
+		if !in && !over {
+			return h
+		}
+	}
+	return "/tmp/.home-" + strconv.Itoa(os.Getpid())
 }
 
 // drain reads one stream into its capture and the progress pump.
@@ -713,6 +988,12 @@ func (b *bash) output(res *result, network bool, killed error) *tools.Output {
 		"network":      network || !b.sb.Enabled(),
 		"timed_out":    killed != nil && errors.Is(killed, context.DeadlineExceeded),
 		"duration_ms":  res.duration.Milliseconds(),
+	}
+	if res.peak > 0 {
+		md["processes_peak"] = res.peak
+	}
+	if res.memLimited {
+		md["memory_limit"] = b.limits.Memory
 	}
 	if outCut > 0 || errCut > 0 {
 		md["truncated"] = true

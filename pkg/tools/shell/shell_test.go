@@ -215,7 +215,11 @@ func TestExitCodeStdoutAndStderr(t *testing.T) {
 	})
 }
 
-func TestCommandsNeverRunAsRoot(t *testing.T) {
+// TestCommandsNeverHoldPrivileges: a root worker's commands run as the
+// workspace's owner, or, in a root-owned workspace (root in a container),
+// as root with every capability gone, so that they can write the
+// workspace and the files keep their owner.
+func TestCommandsNeverHoldPrivileges(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the worker is not root here: commands run as the worker's own user")
 	}
@@ -229,7 +233,7 @@ func TestCommandsNeverRunAsRoot(t *testing.T) {
 			wantCapFx string
 		}{
 			{name: "workspace owner", owner: testUID, wantID: "4242 4242 4242", canWrite: true},
-			{name: "root-owned workspace runs as nobody", owner: 0, wantID: "65534 65534 65534", canWrite: false},
+			{name: "root-owned workspace runs as root without capabilities", owner: 0, wantID: "0 0 0", canWrite: true},
 			{name: "configured uid", owner: testUID, uid: 4343, wantID: "4343 65534 65534", canWrite: false},
 		}
 		for _, tt := range tests {
@@ -247,7 +251,7 @@ func TestCommandsNeverRunAsRoot(t *testing.T) {
 						t.Errorf("%s not empty:\n%s", cap, status)
 					}
 				}
-				if mode == shell.ModeRequire {
+				if mode == shell.ModeRequire || tt.owner == 0 {
 					for _, want := range []string{"CapBnd:\t0000000000000000", "NoNewPrivs:\t1"} {
 						if !strings.Contains(status, want) {
 							t.Errorf("in the sandbox want %q:\n%s", want, status)
@@ -315,15 +319,16 @@ func TestEnvironmentIsScrubbed(t *testing.T) {
 				names[name] = true
 			}
 		}
-		allowed := map[string]bool{"PATH": true, "HOME": true, "LANG": true, "TZ": true, "PWD": true, "SHLVL": true, "_": true}
+		allowed := map[string]bool{"PATH": true, "HOME": true, "LANG": true, "TZ": true, "PWD": true, "SHLVL": true, "_": true,
+			"TERM": true, "TMPDIR": true, "XDG_CONFIG_HOME": true, "XDG_CACHE_HOME": true, "XDG_DATA_HOME": true, "XDG_STATE_HOME": true}
 		for name := range names {
 			// git's own safety settings are the tool's, not the worker's.
-			if !allowed[name] && !strings.HasPrefix(name, "GIT_CONFIG_") && name != "GIT_TERMINAL_PROMPT" {
+			if !allowed[name] && !strings.HasPrefix(name, "GIT_") && name != "PAGER" {
 				t.Errorf("unexpected variable %s in the command's environment", name)
 			}
 		}
-		if !strings.Contains(stdout, "HOME="+ws+"\n") || !names["PATH"] || !strings.Contains(stdout, "TZ=UTC\n") {
-			t.Errorf("want HOME=%s, PATH and TZ=UTC:\n%s", ws, stdout)
+		if strings.Contains(stdout, "HOME="+ws) || !names["HOME"] || !names["PATH"] || !strings.Contains(stdout, "TZ=UTC\n") {
+			t.Errorf("want HOME outside the workspace %s, PATH and TZ=UTC:\n%s", ws, stdout)
 		}
 	})
 }
@@ -436,7 +441,9 @@ func TestBackgroundProcessesDoNotHangOrOutliveTheCall(t *testing.T) {
 		if out.Content != "done\n" {
 			t.Errorf("content %q, want done", out.Content)
 		}
-		if mode == shell.ModeRequire {
+		// A per-call cgroup (processes_peak is known) holds it as well,
+		// and it dies with the call.
+		if _, cgroup := out.Metadata["processes_peak"]; mode == shell.ModeRequire || cgroup {
 			waitSleepers(t, arg, 0)
 			return
 		}
@@ -513,7 +520,7 @@ func TestSandboxConfinesWrites(t *testing.T) {
 	script := strings.Join([]string{
 		"touch " + outside + "/f && echo wrote-outside",
 		"touch /etc/toolgate-" + tag + " && echo wrote-etc",
-		"touch $HOME/../toolgate-" + tag + " && echo wrote-parent",
+		"touch $PWD/../toolgate-" + tag + " && echo wrote-parent",
 		"echo x > /tmp/toolgate-" + tag + " && echo wrote-tmp",
 		"echo x > /dev/shm/toolgate-" + tag + " && echo wrote-shm",
 		"echo x > " + ws + "/inside && echo wrote-inside",
@@ -670,6 +677,13 @@ true`, tag, ln.Addr().(*net.TCPAddr).Port))
 	ln.Close()
 	if len(accepted) != 0 {
 		t.Errorf("reached the host's loopback without network")
+	}
+	// Without cgroups (root's here), a user namespace of the call's own
+	// still bounds its processes, whatever else runs as this user.
+	out = mustRun(t, p, `perl -e 'my $n = 0; for (1..700) { my $p = fork(); last unless defined $p; if ($p == 0) { sleep 600; exit 0 } $n++ } print "started=$n\n"'`)
+	t.Logf("unprivileged worker, 700-fork loop: %s", strings.TrimSpace(out.Content))
+	if !strings.Contains(out.Content, "started=") || strings.Contains(out.Content, "started=700") {
+		t.Errorf("one call of an unprivileged worker held 700 processes: %s", out.Content)
 	}
 }
 

@@ -1,8 +1,13 @@
 package shell
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,28 +74,34 @@ func TestEnviron(t *testing.T) {
 		"HOME":         "/root",
 	}
 	got := withoutGit(environ("/ws", map[string]string{"TZ": "UTC"}, func(k string) string { return worker[k] }))
-	want := []string{"HOME=/ws", "LANG=de_DE.UTF-8", "PATH=/usr/bin:/usr/local/bin", "TZ=UTC"}
+	want := []string{"LANG=de_DE.UTF-8", "PATH=/usr/bin:/usr/local/bin", "TERM=dumb", "TZ=UTC"}
 	if !slices.Equal(got, want) {
 		t.Errorf("environ = %q, want %q", got, want)
 	}
 	got = withoutGit(environ("/ws", nil, func(string) string { return "" }))
-	want = []string{"HOME=/ws", "LANG=" + defaultLang, "PATH=" + defaultPath}
+	want = []string{"LANG=" + defaultLang, "PATH=" + defaultPath, "TERM=dumb"}
 	if !slices.Equal(got, want) {
 		t.Errorf("environ with an empty worker env = %q, want %q", got, want)
+	}
+	got = callEnv([]string{"PATH=/bin"}, "/h", "/t")
+	want = []string{"HOME=/h", "PATH=/bin", "TMPDIR=/t", "XDG_CACHE_HOME=/h/.cache", "XDG_CONFIG_HOME=/h/.config",
+		"XDG_DATA_HOME=/h/.local/share", "XDG_STATE_HOME=/h/.local/state"}
+	if !slices.Equal(got, want) {
+		t.Errorf("callEnv = %q, want %q", got, want)
 	}
 }
 
 // withoutGit drops git's safety settings (tested on their own) from env.
 func withoutGit(env []string) []string {
-	return slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GIT_") })
+	return slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GIT_") || strings.HasPrefix(kv, "PAGER=") })
 }
 
 func TestGitSafetyOutranksEveryConfigFile(t *testing.T) {
-	env := gitEnv()
+	env := gitEnv("/ws")
 	if env["GIT_CONFIG_GLOBAL"] != "/dev/null" || env["GIT_CONFIG_NOSYSTEM"] != "1" {
 		t.Fatalf("git env = %v", env)
 	}
-	n := len(gitSafety)
+	n := len(gitSafety) + 1
 	if env["GIT_CONFIG_COUNT"] != strconv.Itoa(n) || env["GIT_CONFIG_KEY_0"] != "core.fsmonitor" || env[fmt.Sprintf("GIT_CONFIG_KEY_%d", n-1)] == "" {
 		t.Fatalf("git env = %v", env)
 	}
@@ -127,7 +138,7 @@ func TestSandboxArgv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := s.argv(tt.ws, tt.ws+"/sub", tt.network, tt.id, inner)
+			a := s.argv(tt.ws, tt.ws+"/sub", tt.network, tt.id, nil, inner)
 			joined := "\x00" + strings.Join(a, "\x00") + "\x00"
 			for _, w := range tt.want {
 				if !strings.Contains(joined, "\x00"+strings.Join(w, "\x00")+"\x00") {
@@ -190,5 +201,134 @@ func TestKillGroupRefusesOwnGroupAndInit(t *testing.T) {
 		if err := killGroup(pgid); err == nil {
 			t.Errorf("killGroup(%d) = nil; it must refuse", pgid)
 		}
+	}
+}
+
+func TestSanitizeGitConfigKeepsOnlySettingsThatRunNothing(t *testing.T) {
+	gitPath, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git not installed")
+	}
+	src := filepath.Join(t.TempDir(), "config")
+	cfg := `[core]
+	repositoryformatversion = 0
+	bare = false
+	fsmonitor = evil
+	pager = evil
+	hooksPath = evil
+[user]
+	name = "A \"quoted\" name\\"
+[remote "Up Stream"]
+	url = https://example.com/r.git
+	fetch = +refs/heads/*:refs/remotes/origin/*
+	uploadpack = evil
+	receivepack = evil
+[diff "x"]
+	funcname = "^func"
+	textconv = evil
+	command = evil
+[diff]
+	external = evil
+	renames = true
+[merge "x"]
+	driver = evil
+	name = fine
+[filter "x"]
+	clean = evil
+[alias]
+	st = !evil
+[include]
+	path = evil
+[includeIf "gitdir:/"]
+	path = evil
+[credential]
+	helper = evil
+[submodule "s"]
+	url = https://example.com/s.git
+	update = !evil
+[branch "main"]
+	remote = origin
+`
+	if err := os.WriteFile(src, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := sanitizeGitConfig(context.Background(), gitPath, src)
+	if bytes.Contains(got, []byte("evil")) {
+		t.Errorf("sanitised config still names a program:\n%s", got)
+	}
+	dst := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(dst, got, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{
+		"user.name":                    `A "quoted" name\`,
+		"remote.Up Stream.url":         "https://example.com/r.git",
+		"diff.x.funcname":              "^func",
+		"diff.renames":                 "true",
+		"merge.x.name":                 "fine",
+		"branch.main.remote":           "origin",
+		"core.repositoryformatversion": "0",
+		"submodule.s.url":              "https://example.com/s.git",
+	} {
+		out, err := exec.Command(gitPath, "config", "--file", dst, "--get", key).Output()
+		if err != nil || strings.TrimSuffix(string(out), "\n") != want {
+			t.Errorf("%s = %q (%v), want %q\n%s", key, out, err, want, got)
+		}
+	}
+}
+
+func TestGitMountsCoverNestedSubmodulesAndStayInTheWorkspace(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	ws := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "outside.cfg")
+	for _, f := range []string{".git/HEAD", ".git/config", ".git/modules/a/HEAD", ".git/modules/a/config",
+		".git/modules/a/modules/b/HEAD", ".git/modules/a/modules/b/config", ".git/modules/x/y/HEAD", ".git/modules/x/y/config"} {
+		if err := os.MkdirAll(filepath.Join(ws, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, f), []byte("[core]\n\tfsmonitor = evil\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(outside, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A config that is a link out of the workspace is left alone: the
+	// sandbox shows it read-only, and it is not the agent's.
+	if err := os.Symlink(outside, filepath.Join(ws, ".git", "config.worktree")); err != nil {
+		t.Fatal(err)
+	}
+	args, err := gitMounts(context.Background(), ws, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(args, "\n")
+	for _, want := range []string{".git/config", ".git/modules/a/config", ".git/modules/a/modules/b/config", ".git/modules/x/y/config", ".git/hooks"} {
+		if !strings.Contains(joined, filepath.Join(ws, want)+"\n") && !strings.HasSuffix(joined, filepath.Join(ws, want)) {
+			t.Errorf("%s is not covered: %q", want, args)
+		}
+	}
+	if strings.Contains(joined, outside) {
+		t.Errorf("a file outside the workspace is covered: %q", args)
+	}
+}
+
+func TestSanitizeGitConfigRefusesAnOversizedFile(t *testing.T) {
+	gitPath, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git not installed")
+	}
+	src := filepath.Join(t.TempDir(), "config")
+	big := "[core]\n\tfsmonitor = evil\n[user]\n\tname = " + strings.Repeat("x", maxGitConfig) + "\n"
+	if err := os.WriteFile(src, []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := sanitizeGitConfig(context.Background(), gitPath, src); len(got) != 0 {
+		t.Errorf("an oversized config was parsed: %d bytes", len(got))
 	}
 }

@@ -255,7 +255,9 @@ type WriteResult struct {
 // atomically: it writes a temporary file in the same directory, syncs it
 // and renames it over the target, so readers see the old or the new
 // content and never a mix. Missing parent directories are created. An
-// existing file keeps its mode; a new one gets perm. A symlink inside the
+// existing file keeps its mode; a new one gets perm. When the worker runs
+// as root, an existing file also keeps its owner and group, and a new file
+// or directory gets those of the directory it is created in. A symlink inside the
 // root is followed and its target replaced. When check is non-nil it
 // judges the real path of the file before anything is written.
 func (w *Workspace) WriteFile(name string, data []byte, perm fs.FileMode, check Checker) (WriteResult, error) {
@@ -268,6 +270,8 @@ func (w *Workspace) WriteFile(name string, data []byte, perm fs.FileMode, check 
 	}
 	res := WriteResult{Mode: perm}
 	target := loc
+	owner := -1 // uid and gid the file keeps; -1: the directory's
+	var group int
 	// An existing target: learn its mode and real path through an open,
 	// which follows symlinks only within the root and never blocks.
 	if f, err := loc.root.r.OpenFile(loc.Rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0); err == nil {
@@ -290,6 +294,9 @@ func (w *Workspace) WriteFile(name string, data []byte, perm fs.FileMode, check 
 		}
 		target = Location{Root: loc.root.real, Rel: rel, root: loc.root}
 		res.Mode = fi.Mode().Perm()
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			owner, group = int(st.Uid), int(st.Gid)
+		}
 	} else if !isNotExist(err) {
 		return res, classify("open", name, err)
 	} else {
@@ -297,9 +304,11 @@ func (w *Workspace) WriteFile(name string, data []byte, perm fs.FileMode, check 
 	}
 	dir, base := filepath.Dir(target.Rel), filepath.Base(target.Rel)
 	if dir != "." {
+		created := missingDirs(target.root.r, dir)
 		if err := target.root.r.MkdirAll(dir, 0o755); err != nil {
 			return res, classify("mkdir", name, err)
 		}
+		giveToParentOwner(target.root.r, created)
 	}
 	d, err := w.openDir(name, Location{Root: target.Root, Rel: dir, root: target.root}, nil)
 	if err != nil {
@@ -329,6 +338,23 @@ func (w *Workspace) WriteFile(name string, data []byte, perm fs.FileMode, check 
 	if err != nil {
 		return res, &fs.PathError{Op: "write", Path: name, Err: err}
 	}
+	if os.Geteuid() == 0 {
+		// A root worker keeps a replaced file's owner, and gives a new
+		// one to its directory's owner, as the workspace's user would
+		// have written it.
+		if owner < 0 {
+			if fi, err := target.root.r.Stat(dir); err == nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+					owner, group = int(st.Uid), int(st.Gid)
+				}
+			}
+		}
+		if owner >= 0 {
+			if err := f.Chown(owner, group); err != nil {
+				return res, &fs.PathError{Op: "chown", Path: name, Err: err}
+			}
+		}
+	}
 	if err := f.Chmod(res.Mode); err != nil {
 		return res, &fs.PathError{Op: "chmod", Path: name, Err: err}
 	}
@@ -345,6 +371,38 @@ func (w *Workspace) WriteFile(name string, data []byte, perm fs.FileMode, check 
 	}
 	ok = true
 	return res, nil
+}
+
+// missingDirs lists the directories of dir (relative to r) that do not
+// exist yet, outermost first.
+func missingDirs(r *os.Root, dir string) []string {
+	var out []string
+	for d := dir; d != "." && d != "/" && d != ""; d = filepath.Dir(d) {
+		if _, err := r.Lstat(d); err == nil {
+			break
+		}
+		out = append([]string{d}, out...)
+	}
+	return out
+}
+
+// giveToParentOwner gives the directories a root worker just created to
+// the owner of the directory they were created in.
+func giveToParentOwner(r *os.Root, created []string) {
+	if os.Geteuid() != 0 || len(created) == 0 {
+		return
+	}
+	fi, err := r.Stat(filepath.Dir(created[0]))
+	if err != nil {
+		return
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return
+	}
+	for _, d := range created {
+		_ = r.Lchown(d, int(st.Uid), int(st.Gid))
+	}
 }
 
 func isNotExist(err error) bool {

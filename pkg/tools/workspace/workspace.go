@@ -13,9 +13,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"unicode/utf8"
 )
 
 // Sentinel errors, wrapped (inside an *fs.PathError carrying the path) by
@@ -189,12 +191,33 @@ func within(base, p string) (string, bool) {
 }
 
 // Display returns how a real path should be shown: relative to the
-// workspace when inside it, absolute otherwise.
+// workspace when inside it, absolute otherwise, escaped by QuoteName.
 func (w *Workspace) Display(realPath string) string {
 	if rel, ok := within(w.roots[0].real, realPath); ok {
-		return rel
+		return QuoteName(rel)
 	}
-	return realPath
+	return QuoteName(realPath)
+}
+
+// QuoteName is how every tool prints a file name or path, so that a name
+// cannot fake lines or terminal effects in output a model reads. A name
+// of valid UTF-8 whose every character is printable (strconv.IsPrint: no
+// control characters such as newline, carriage return, tab, escape or
+// DEL, no invisible format characters such as bidi overrides), which
+// neither starts with a double quote nor starts or ends with a space, is
+// printed as it is. Any other name is printed Go-quoted (strconv.Quote:
+// "a\nb", "\x1b[31m", "\u202e"), which always starts with a double
+// quote and can be undone with strconv.Unquote.
+func QuoteName(name string) string {
+	if name == "" || name[0] == '"' || name[0] == ' ' || name[len(name)-1] == ' ' || !utf8.ValidString(name) {
+		return strconv.Quote(name)
+	}
+	for _, r := range name {
+		if !strconv.IsPrint(r) {
+			return strconv.Quote(name)
+		}
+	}
+	return name
 }
 
 // escapeErr is the error os.Root reports for a path that escapes it; it is

@@ -428,3 +428,107 @@ func TestWalkCancelled(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+func TestQuoteName(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"main.go", "main.go"},
+		{"dir/a b.txt", "dir/a b.txt"},
+		{"ünïcödé/日本.txt", "ünïcödé/日本.txt"},
+		{`back\slash`, `back\slash`},
+		{"a\nb", `"a\nb"`},
+		{"a\rb", `"a\rb"`},
+		{"a\tb", `"a\tb"`},
+		{"\x1b[31mred", `"\x1b[31mred"`},
+		{"a\u202eb", `"a\u202eb"`},
+		{"zero\u200bwidth", `"zero\u200bwidth"`},
+		{"del\x7f", `"del\x7f"`},
+		{"bad\xffutf8", `"bad\xffutf8"`},
+		{`"starts with a quote`, `"\"starts with a quote"`},
+		{" lead", `" lead"`},
+		{"trail ", `"trail "`},
+		{"", `""`},
+	} {
+		got := QuoteName(tt.in)
+		if got != tt.want {
+			t.Errorf("QuoteName(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+		if strings.HasPrefix(got, `"`) {
+			if back, err := strconv.Unquote(got); err != nil || back != tt.in {
+				t.Errorf("Unquote(%s) = %q, %v; want %q", got, back, err, tt.in)
+			}
+		}
+	}
+}
+
+// TestWriteKeepsOwnerAndMode: a root worker replacing a file keeps its
+// owner, group and mode, and a new file gets its directory's owner.
+func TestWriteKeepsOwnerAndMode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root can give files to other users")
+	}
+	dir := t.TempDir()
+	if err := os.Chown(dir, 4242, 4343); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	p := filepath.Join(dir, "kept.sh")
+	if err := os.WriteFile(p, []byte("old"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(p, 4242, 4343); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o751); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"kept.sh", "new.txt", "sub/new.txt"} {
+		if _, err := w.WriteFile(name, []byte("new"), 0o644, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		name     string
+		uid, gid uint32
+		mode     fs.FileMode
+	}{
+		{"kept.sh", 4242, 4343, 0o751},
+		{"new.txt", 4242, 4343, 0o644},
+		{"sub", 4242, 4343, 0o755},
+		{"sub/new.txt", 4242, 4343, 0o644},
+	} {
+		fi, err := os.Stat(filepath.Join(dir, tt.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if st.Uid != tt.uid || st.Gid != tt.gid || fi.Mode().Perm() != tt.mode {
+			t.Errorf("%s: owner %d:%d mode %v, want %d:%d %v", tt.name, st.Uid, st.Gid, fi.Mode().Perm(), tt.uid, tt.gid, tt.mode)
+		}
+	}
+}
+
+// FuzzQuoteName: whatever the name, the printed form is one line of
+// printable characters, and either the name itself or its Go quoting.
+func FuzzQuoteName(f *testing.F) {
+	for _, s := range []string{"main.go", "a\nb", "\x1b[31m", "\u202e", "\"x", " ", "\xff", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		got := QuoteName(name)
+		if got != name {
+			back, err := strconv.Unquote(got)
+			if err != nil || back != name {
+				t.Fatalf("QuoteName(%q) = %s, which does not unquote to the name (%q, %v)", name, got, back, err)
+			}
+		}
+		for _, r := range got {
+			if !strconv.IsPrint(r) {
+				t.Fatalf("QuoteName(%q) = %q holds the unprintable %U", name, got, r)
+			}
+		}
+	})
+}

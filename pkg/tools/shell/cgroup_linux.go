@@ -1,0 +1,368 @@
+package shell
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// A per-call cgroup bounds how many processes (and threads) one call holds
+// at once with pids.max: RLIMIT_NPROC cannot, since the kernel counts it
+// per user across the machine and ignores it for root. The worker makes a
+// "toolgate" cgroup under its own and one child per call, in the cgroup v2
+// hierarchy when the pids controller is delegated to it, else in the v1
+// pids hierarchy when it may write there (root on a v1 or hybrid host).
+
+// cgroupParent is where per-call cgroups are made, found at New.
+type cgroupParent struct {
+	dir string // the "toolgate" cgroup
+	v2  bool
+	// memory: the call cgroups bound memory too: in dir (v2), or in
+	// memDir, the "toolgate" cgroup of the v1 memory hierarchy.
+	memory bool
+	memDir string
+}
+
+// callSeq numbers call cgroups across the process: several bash tools may
+// share one (the workers of a test cluster, a worker restarted in place).
+var callSeq atomic.Uint64
+
+// maxTakenNames bounds how many names in a row newCall passes over
+// because another worker holds them.
+const maxTakenNames = 64
+
+// callCgroup is one call's cgroup (and, on v1, its memory cgroup).
+type callCgroup struct {
+	dir    string
+	memDir string
+	v2     bool
+}
+
+// findCgroup finds or makes the worker's "toolgate" cgroup in a hierarchy
+// with the pids controller it may write; reason says why there is none.
+func findCgroup() (*cgroupParent, string) {
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, "cannot read /proc/self/cgroup: " + err.Error()
+	}
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return nil, "cannot read /proc/self/mountinfo: " + err.Error()
+	}
+	var reasons []string
+	// cgroup v2 first: line "0::/path".
+	for _, line := range strings.Split(string(self), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			if m, ok := mounts["cgroup2"]; ok {
+				dir := m.path(p)
+				if pc, err := makeParent(dir, true); err == nil {
+					pc.findMemory(dir, "", cgroupMount{})
+					return pc, ""
+				} else {
+					reasons = append(reasons, "cgroup v2: "+err.Error())
+				}
+			}
+		}
+	}
+	for _, line := range strings.Split(string(self), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || !hasField(parts[1], "pids") {
+			continue
+		}
+		m, ok := mounts["pids"]
+		if !ok {
+			continue
+		}
+		if pc, err := makeParent(m.path(parts[2]), false); err == nil {
+			pc.findMemory("", string(self), mounts["memory"])
+			return pc, ""
+		} else {
+			reasons = append(reasons, "cgroup v1 pids: "+err.Error())
+		}
+	}
+	if len(reasons) == 0 {
+		reasons = append(reasons, "no cgroup hierarchy with the pids controller is mounted")
+	}
+	return nil, strings.Join(reasons, "; ")
+}
+
+func hasField(list, f string) bool {
+	for _, x := range strings.Split(list, ",") {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// cgroupMount is where a cgroup hierarchy is mounted and which of its
+// paths the mount shows.
+type cgroupMount struct{ root, point string }
+
+// path is the directory of the cgroup p (as /proc/self/cgroup names it).
+func (m cgroupMount) path(p string) string {
+	rel := p
+	if m.root != "/" {
+		rel = strings.TrimPrefix(p, m.root)
+	}
+	return filepath.Join(m.point, rel)
+}
+
+// cgroupMounts maps "cgroup2" and each v1 controller to its mount.
+func cgroupMounts() (map[string]cgroupMount, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]cgroupMount{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		a, b := strings.Fields(pre), strings.Fields(post)
+		if len(a) < 5 || len(b) < 3 {
+			continue
+		}
+		m := cgroupMount{root: a[3], point: a[4]}
+		switch b[0] {
+		case "cgroup2":
+			if _, ok := out["cgroup2"]; !ok {
+				out["cgroup2"] = m
+			}
+		case "cgroup":
+			for _, opt := range strings.Split(b[2], ",") {
+				if _, ok := out[opt]; !ok {
+					out[opt] = m
+				}
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+// findMemory finds whether call cgroups can bound memory: on v2 (dir is
+// the worker's cgroup) when the memory controller can be enabled below
+// it, on v1 (self is /proc/self/cgroup) when the memory hierarchy is
+// writable. Memory stays unbounded by cgroups otherwise (RLIMIT_AS still
+// bounds each process).
+func (pc *cgroupParent) findMemory(dir, self string, m cgroupMount) {
+	if pc.v2 {
+		_ = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory"), 0)
+		_ = os.WriteFile(filepath.Join(pc.dir, "cgroup.subtree_control"), []byte("+memory"), 0)
+		pc.memory = true
+		probe, err := pc.newCall(1, 64<<20)
+		if err != nil {
+			pc.memory = false
+			return
+		}
+		_, err = os.Stat(filepath.Join(probe.dir, "memory.max"))
+		probe.remove()
+		pc.memory = err == nil
+		return
+	}
+	if m.point == "" {
+		return
+	}
+	for _, line := range strings.Split(self, "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || !hasField(parts[1], "memory") {
+			continue
+		}
+		memDir := filepath.Join(m.path(parts[2]), "toolgate")
+		if err := os.Mkdir(memDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return
+		}
+		removeStale(memDir)
+		pc.memory, pc.memDir = true, memDir
+		probe, err := pc.newCall(1, 64<<20)
+		if err != nil {
+			pc.memory, pc.memDir = false, ""
+			return
+		}
+		probe.remove()
+		return
+	}
+}
+
+// makeParent makes (or reuses) dir/toolgate and checks that a child of it
+// gets pids.max.
+func makeParent(dir string, v2 bool) (*cgroupParent, error) {
+	if v2 {
+		// The controller must be enabled on the way down; where the
+		// worker's own cgroup holds processes the kernel refuses, and
+		// the probe below finds out.
+		_ = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+pids"), 0)
+	}
+	parent := filepath.Join(dir, "toolgate")
+	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, err
+	}
+	if v2 {
+		if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+pids"), 0); err != nil {
+			return nil, fmt.Errorf("enable pids in %s: %w", parent, err)
+		}
+	}
+	pc := &cgroupParent{dir: parent, v2: v2}
+	removeStale(parent)
+	probe, err := pc.newCall(1, 0)
+	if err != nil {
+		return nil, err
+	}
+	probe.remove()
+	return pc, nil
+}
+
+// removeStale removes the empty call cgroups of workers that are gone
+// (named <pid>-<n> after the worker's pid). One that still holds
+// processes is left alone: another worker sharing the hierarchy from
+// another PID namespace may own it.
+func removeStale(parent string) {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		pid, _, ok := strings.Cut(e.Name(), "-")
+		if !e.IsDir() || !ok {
+			continue
+		}
+		n, err := strconv.Atoi(pid)
+		if err != nil || n == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			continue // that worker still runs
+		}
+		dir := filepath.Join(parent, e.Name())
+		if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err != nil || len(strings.TrimSpace(string(b))) > 0 {
+			continue
+		}
+		_ = os.Remove(dir)
+	}
+}
+
+// newCall makes a call's cgroup holding at most max processes and, when
+// mem > 0 and the parent can, mem bytes of memory.
+// Names are <pid>-<n>; a name that exists belongs to another worker with
+// the same pid in another PID namespace sharing the hierarchy, and is
+// passed over.
+func (pc *cgroupParent) newCall(max int, mem int64) (*callCgroup, error) {
+	for range maxTakenNames {
+		c, err := pc.makeCall(strconv.Itoa(os.Getpid())+"-"+strconv.FormatUint(callSeq.Add(1), 10), max, mem)
+		if !errors.Is(err, os.ErrExist) {
+			return c, err
+		}
+	}
+	return nil, fmt.Errorf("make cgroup: %d names in a row under %s are taken", maxTakenNames, pc.dir)
+}
+
+// makeCall makes the call cgroup name; an error wraps os.ErrExist when
+// the name is taken.
+func (pc *cgroupParent) makeCall(name string, max int, mem int64) (*callCgroup, error) {
+	dir := filepath.Join(pc.dir, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("make cgroup: %w", err)
+	}
+	c := &callCgroup{dir: dir, v2: pc.v2}
+	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(max)), 0); err != nil {
+		c.remove()
+		return nil, fmt.Errorf("set pids.max in %s: %w", dir, err)
+	}
+	if mem <= 0 || !pc.memory {
+		return c, nil
+	}
+	limit := filepath.Join(dir, "memory.max")
+	if !pc.v2 {
+		c.memDir = filepath.Join(pc.memDir, name)
+		if err := os.Mkdir(c.memDir, 0o755); err != nil {
+			c.memDir = ""
+			c.remove()
+			return nil, fmt.Errorf("make memory cgroup: %w", err)
+		}
+		limit = filepath.Join(c.memDir, "memory.limit_in_bytes")
+	}
+	if err := os.WriteFile(limit, []byte(strconv.FormatInt(mem, 10)), 0); err != nil {
+		c.remove()
+		return nil, fmt.Errorf("set %s: %w", limit, err)
+	}
+	return c, nil
+}
+
+// procs are the files a process writes its pid to to enter the cgroup:
+// the pids one, and on v1 the memory one.
+func (c *callCgroup) procs() []string {
+	out := []string{filepath.Join(c.dir, "cgroup.procs")}
+	if c.memDir != "" {
+		out = append(out, filepath.Join(c.memDir, "cgroup.procs"))
+	}
+	return out
+}
+
+// open opens the cgroup's directory for clone3's CLONE_INTO_CGROUP.
+func (c *callCgroup) open() (*os.File, error) { return os.Open(c.dir) }
+
+// peak is the most processes the cgroup held at once, or -1 when the
+// kernel does not say.
+func (c *callCgroup) peak() int {
+	b, err := os.ReadFile(filepath.Join(c.dir, "pids.peak"))
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// remove kills whatever is left in the cgroup (a process that left the
+// call's process group) and removes it and its memory cgroup.
+func (c *callCgroup) remove() {
+	defer func() {
+		if c.memDir != "" {
+			removeCgroupDir(c.memDir)
+		}
+	}()
+	for range 200 {
+		if c.v2 {
+			_ = os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
+		}
+		b, err := os.ReadFile(c.procs()[0])
+		if err != nil {
+			break
+		}
+		left := strings.Fields(string(b))
+		if len(left) == 0 {
+			break
+		}
+		for _, s := range left {
+			if pid, err := strconv.Atoi(s); err == nil && pid > 1 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	removeCgroupDir(c.dir)
+}
+
+// removeCgroupDir removes an emptied cgroup, waiting a little for zombies
+// still being reaped.
+func removeCgroupDir(dir string) {
+	for range 200 {
+		err := os.Remove(dir)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

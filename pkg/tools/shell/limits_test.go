@@ -1,0 +1,232 @@
+package shell_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/tools/shell"
+)
+
+// forkLoop is a perl program that forks up to n children that each
+// sleep, and prints how many it started: how many processes the call
+// could hold at once. perl is in every Debian (perl-base).
+func forkLoop(n int) string {
+	return `perl -e 'my $n = 0; for (1..` + strconv.Itoa(n) + `) { my $p = fork(); last unless defined $p; if ($p == 0) { sleep 600; exit 0 } $n++ } print "started=$n\n"'`
+}
+
+// TestProcessesArePerCallBounded: a fork bomb in one call must not take
+// the host. With a limit of 40 processes, a call cannot hold more than
+// that at once, whatever it tries.
+func TestProcessesArePerCallBounded(t *testing.T) {
+	testenv.LookPath(t, "perl", "perl-base")
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	const limit = 40
+	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire,
+		Limits: shell.Limits{Processes: limit}})
+	out := mustRun(t, p, forkLoop(300))
+	_, v, ok := strings.Cut(md[string](t, out, "stdout"), "started=")
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if !ok || err != nil {
+		t.Fatalf("no count: %s", out.Content)
+	}
+	t.Logf("limit %d: the call started %d processes; peak %v", limit, n, out.Metadata["processes_peak"])
+	if n >= limit {
+		t.Errorf("one call held %d processes at once, want fewer than %d", n, limit)
+	}
+	if n < 5 {
+		t.Errorf("only %d processes started; the limit should leave room for ordinary work", n)
+	}
+	// Without a configured limit, a call is still bounded.
+	p = newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire})
+	out = mustRun(t, p, forkLoop(700))
+	t.Logf("default limit: %s; peak %v", strings.TrimSpace(out.Content), out.Metadata["processes_peak"])
+	if !strings.Contains(out.Content, "started=") || strings.Contains(out.Content, "started=700") {
+		t.Errorf("with the default limits one call held 700 processes at once: %s", out.Content)
+	}
+}
+
+// TestSeccompDeniesKernelAttackSurface: inside the sandbox, the system
+// calls that reach the kernel's riskier parts or build new namespaces
+// fail with EPERM (clone3 with ENOSYS, so that libc falls back to clone,
+// whose flags the filter can read), and the ordinary ones still work.
+func TestSeccompDeniesKernelAttackSurface(t *testing.T) {
+	testenv.LookPath(t, "perl", "perl-base")
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the syscall numbers below are x86-64's")
+	}
+	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire})
+	// name nr args...; perl's syscall returns -1 and sets $! on failure.
+	calls := [][]string{
+		{"ptrace", "101", "0", "0", "0", "0"},       // PTRACE_TRACEME
+		{"keyctl", "250", "0", "-3", "0"},           // KEYCTL_GET_KEYRING_ID, session
+		{"add_key", "248", "0", "0", "0", "0", "0"}, //
+		{"request_key", "249", "0", "0", "0", "0"},  //
+		{"bpf", "321", "0", "0", "0"},               //
+		{"io_uring_setup", "425", "1", "0"},         //
+		{"perf_event_open", "298", "0", "0", "-1", "-1", "0"},
+		{"personality", "135", "4194304"},                        // READ_IMPLIES_EXEC
+		{"unshare", "272", "268435456"},                          // CLONE_NEWUSER
+		{"unshare_ns", "272", "131072"},                          // CLONE_NEWNS
+		{"setns", "308", "0", "0"},                               //
+		{"clone_newuser", "56", "268435473", "0", "0", "0", "0"}, // CLONE_NEWUSER|SIGCHLD
+		{"clone3", "435", "0", "0"},                              //
+		{"mount", "165", "0", "0", "0", "0", "0"},                //
+		{"kexec_load", "246", "0", "0", "0", "0"},                //
+		{"init_module", "175", "0", "0", "0"},                    //
+		{"userfaultfd", "323", "0"},                              //
+		{"open_by_handle_at", "304", "0", "0", "0"},              //
+	}
+	var script strings.Builder
+	script.WriteString("perl -e '")
+	for _, c := range calls {
+		script.WriteString(`$! = 0; my $r_` + c[0] + ` = syscall(` + strings.Join(c[1:], ", ") + `); print "` + c[0] + `=", ($r_` + c[0] + ` == -1 ? $!+0 : "ok"), "\n";`)
+	}
+	script.WriteString(`print "personality_query=", (syscall(135, 4294967295) == -1 ? $!+0 : "ok"), "\n";`)
+	script.WriteString(`print "getpid=", (syscall(39) > 0 ? "ok" : $!+0), "\n";'`)
+	script.WriteString("; unshare -U true 2>/dev/null && echo unshare-U=ok || echo unshare-U=denied")
+	script.WriteString("; unshare -rm true 2>/dev/null && echo unshare-rm=ok || echo unshare-rm=denied")
+	out := mustRun(t, p, script.String())
+	got := map[string]string{}
+	for _, line := range strings.Split(md[string](t, out, "stdout"), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			got[k] = v
+		}
+	}
+	for _, c := range calls {
+		want := "1" // EPERM
+		if c[0] == "clone3" {
+			want = "38" // ENOSYS
+		}
+		if got[c[0]] != want {
+			t.Errorf("%s: got %q, want errno %s", c[0], got[c[0]], want)
+		}
+	}
+	for k, want := range map[string]string{"personality_query": "ok", "getpid": "ok", "unshare-U": "denied", "unshare-rm": "denied"} {
+		if got[k] != want {
+			t.Errorf("%s: got %q, want %s\n%s", k, got[k], want, out.Content)
+		}
+	}
+	// Threads and child processes still work (clone without namespace
+	// flags, and libc's fallback from clone3).
+	out = mustRun(t, p, `sh -c 'echo child' && perl -e 'my $p = fork(); if ($p == 0) { exit 7 } waitpid($p, 0); print "status=", $? >> 8, "\n"'`)
+	if !strings.Contains(out.Content, "child") || !strings.Contains(out.Content, "status=7") {
+		t.Errorf("ordinary processes broke: %s", out.Content)
+	}
+}
+
+// TestLimitsByTheirEffect: memory, file size and CPU time limits stop a
+// command that goes past them, in and out of the sandbox.
+func TestLimitsByTheirEffect(t *testing.T) {
+	testenv.LookPath(t, "perl", "perl-base")
+	forEachMode(t, func(t *testing.T, mode shell.Mode) {
+		p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode,
+			Limits: shell.Limits{AddressSpace: 256 << 20, FileSize: 1 << 20, CPUSeconds: 1}})
+		for _, tt := range []struct{ name, cmd, want string }{
+			// 512 MiB in one allocation is past the address space.
+			{"memory", `perl -e '$x = "x" x (512 * 1024 * 1024); print "allocated\n"' 2>/dev/null; echo "rc=$?"`, "rc="},
+			{"file size", `head -c 2000000 /dev/zero > big; echo "rc=$?"; stat -c %s big`, "rc=153\n1048576"},
+			// SIGKILL (128+9): the soft limit is the hard one.
+			{"cpu", `bash -c 'while :; do :; done'; echo "rc=$?"`, "rc=137"},
+		} {
+			out := mustRun(t, p, tt.cmd)
+			stdout := md[string](t, out, "stdout")
+			if !strings.Contains(stdout, tt.want) || strings.Contains(stdout, "allocated") {
+				t.Errorf("%s: %q, want %q and no success", tt.name, stdout, tt.want)
+			}
+		}
+	})
+}
+
+// TestMemoryIsPerCallBounded: processes of one call share one memory
+// budget (the call's cgroup), however many there are.
+func TestMemoryIsPerCallBounded(t *testing.T) {
+	testenv.LookPath(t, "perl", "perl-base")
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire,
+		Limits: shell.Limits{Memory: 96 << 20, AddressSpace: -1}})
+	// Four processes of about 40 MiB each (perl builds the string and
+	// copies it), alive at once.
+	const one = `perl -e '$x = "x" x (20 * 1024 * 1024); sleep 1; print "alive\n"'`
+	out := mustRun(t, p, "for i in 1 2 3 4; do "+one+" & done; wait")
+	if _, ok := out.Metadata["memory_limit"]; !ok {
+		t.Skip("the worker cannot make memory cgroups here; RLIMIT_AS bounds each process only")
+	}
+	if n := strings.Count(md[string](t, out, "stdout"), "alive"); n > 2 {
+		t.Errorf("%d processes of about 40 MiB each lived at once under a 96 MiB call limit", n)
+	}
+	t.Logf("under 96 MiB: %d of 4 processes of about 40 MiB survived", strings.Count(md[string](t, out, "stdout"), "alive"))
+	// One of them alone fits: the limit is the call's total.
+	out = mustRun(t, p, one)
+	if !strings.Contains(out.Content, "alive") {
+		t.Errorf("one process of about 40 MiB failed under 96 MiB: %s", out.Content)
+	}
+}
+
+// TestCommonProgramsWorkUnderTheFilter: the seccomp filter and the limits
+// leave ordinary work alone: threads, subprocesses, runtimes that probe
+// io_uring or clone3 and fall back.
+func TestCommonProgramsWorkUnderTheFilter(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire})
+	checks := []struct{ prog, cmd, want string }{
+		{"perl", `perl -e 'my $p = fork(); if (!$p) { exit 3 } waitpid($p, 0); print "perl ", $? >> 8, "\n"'`, "perl 3"},
+		{"python3", `python3 -c 'import threading, subprocess; t = threading.Thread(target=print, args=("thread",)); t.start(); t.join(); print(subprocess.run(["true"]).returncode)'`, "thread\n0"},
+		{"node", `node -e 'require("fs").readFile("/etc/hostname", () => console.log("node ok"))'`, "node ok"},
+		{"git", `git --version`, "git version"},
+		{"sort", `seq 100000 | sort -rn --parallel=4 | head -1`, "100000"},
+	}
+	for _, c := range checks {
+		if _, err := exec.LookPath(c.prog); err != nil {
+			t.Logf("%s not installed; not checked", c.prog)
+			continue
+		}
+		out := mustRun(t, p, c.cmd)
+		if out.IsError || !strings.Contains(out.Content, c.want) {
+			t.Errorf("%s under the filter: %s", c.prog, out.Content)
+		}
+	}
+}
+
+// TestRootCommandsSeeTheirProgramsNotRootsSecrets: in a root-owned
+// workspace commands run as root without capabilities; /root is hidden
+// from them, except the directories of PATH entries installed there.
+func TestRootCommandsSeeTheirProgramsNotRootsSecrets(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	if os.Geteuid() != 0 {
+		t.Skip("needs a root worker")
+	}
+	secretDir, err := os.MkdirTemp("/root", ".toolgate-secret-")
+	if err != nil {
+		t.Skipf("cannot write /root: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(secretDir) })
+	if err := os.WriteFile(filepath.Join(secretDir, "key"), []byte("s3cr3t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	binDir, err := os.MkdirTemp("/root", ".toolgate-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(binDir) })
+	if err := os.WriteFile(filepath.Join(binDir, "toolgate-hello"), []byte("#!/bin/sh\necho hello-from-root-path\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", binDir+":"+os.Getenv("PATH"))
+	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, 0), Sandbox: shell.ModeRequire})
+	out := mustRun(t, p, "id -u; toolgate-hello; cat "+filepath.Join(secretDir, "key")+" 2>/dev/null || echo hidden; cat /etc/shadow | wc -c")
+	for _, want := range []string{"0\n", "hello-from-root-path", "hidden", "\n0\n"} {
+		if !strings.Contains(out.Content, want) {
+			t.Errorf("want %q in:\n%s", want, out.Content)
+		}
+	}
+	if strings.Contains(out.Content, "s3cr3t") {
+		t.Errorf("a root command read root's files:\n%s", out.Content)
+	}
+}
