@@ -360,6 +360,7 @@ func cmdTools(ctx context.Context, env *Env, args []string) int {
 	fs := flag.NewFlagSet("tools", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	asJSON := fs.Bool("json", false, "print the listing as JSON (name, description, parameters)")
+	format := fs.String("format", "", "print the tools the agent may call as a model API's tool definitions: openai, anthropic, gemini or mcp")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
@@ -368,6 +369,9 @@ func cmdTools(ctx context.Context, env *Env, args []string) int {
 		return code
 	}
 	defer nc.Close()
+	if *format != "" {
+		return printDefinitions(ctx, env, c, *format)
+	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	list, err := c.Tools(lctx)

@@ -610,8 +610,15 @@ func ToolData(t *tools.Tool, worker string) events.ToolData {
 }
 
 func (w *Worker) listTools(m *nats.Msg) {
+	var req events.ToolsListRequest
+	if len(m.Data) > 0 {
+		_ = json.Unmarshal(m.Data, &req) // a bad body lists everything: calls are judged anyway
+	}
 	var out []events.ToolData
 	for _, t := range w.pipe.Registry().List() {
+		if req.Agent != "" && w.pipe.DeniedOutright(req.Agent, t) {
+			continue
+		}
 		out = append(out, ToolData(t, w.cfg.Name))
 	}
 	b, _ := json.Marshal(out)
