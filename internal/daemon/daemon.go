@@ -67,6 +67,15 @@ type Options struct {
 	// this worker accepts. Empty trusts the keys approver services
 	// registered in the approvals bucket (zero-config; logged loudly).
 	TrustedApprovers []string
+	// MCPListen, when set, serves the fleet's tools as an MCP server over
+	// Streamable HTTP at http://<MCPListen>/mcp.
+	MCPListen string
+	// MCPAgent is the agent id MCP calls are made as; default "mcp".
+	MCPAgent string
+	// MCPApprover is the approver URL named in MCP messages of parked calls.
+	MCPApprover string
+	// MCPReady, if set, is called with the MCP endpoint URL once it listens.
+	MCPReady func(url string)
 	// Logger receives logs; default a text logger on stderr.
 	Logger *slog.Logger
 	// Out receives the start-up banner; default stderr.
@@ -192,6 +201,13 @@ func Run(ctx context.Context, o Options) error {
 			o.Logger.Error("approvals", "err", err)
 		}
 	}()
+	if o.MCPListen != "" {
+		mdone, err := startMCP(bg, nc, o)
+		if err != nil {
+			return err
+		}
+		defer func() { bgCancel(); <-mdone }()
+	}
 	fmt.Fprintf(o.Out, "toolgate: workspace %s; tools: %v\n", ws, reg.Names())
 	if o.Ready != nil {
 		w.OnReady(func() { o.Ready(url) })

@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/pkg/client"
+)
+
+// DefaultMCPAgent is the agent id calls through the HTTP MCP face are made as.
+const DefaultMCPAgent = "mcp"
+
+// startMCP serves the fleet's tools over Streamable HTTP at
+// http://<o.MCPListen>/mcp as agent o.MCPAgent, until ctx is done. The
+// returned channel yields the server's end.
+func startMCP(ctx context.Context, nc *nats.Conn, o Options) (<-chan error, error) {
+	agent := o.MCPAgent
+	if agent == "" {
+		agent = DefaultMCPAgent
+	}
+	c, err := client.New(nc, agent)
+	if err != nil {
+		return nil, fmt.Errorf("--mcp-agent: %w", err)
+	}
+	s, err := mcpserver.New(mcpserver.Options{NC: nc, Client: c, ApproverURL: o.MCPApprover, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.MCPListen)
+	if err != nil {
+		return nil, fmt.Errorf("--mcp-listen %s: %w", o.MCPListen, err)
+	}
+	done := make(chan error, 2)
+	go func() { done <- s.Sync(ctx) }()
+	go func() {
+		done <- mcpserver.Serve(ctx, s, ln, o.Logger)
+	}()
+	fmt.Fprintf(o.Out, "toolgate: MCP (Streamable HTTP) on http://%s%s as agent %s\n", ln.Addr(), mcpserver.Path, agent)
+	if o.MCPReady != nil {
+		o.MCPReady("http://" + ln.Addr().String() + mcpserver.Path)
+	}
+	out := make(chan error, 1)
+	go func() {
+		e1, e2 := <-done, <-done
+		if e1 == nil {
+			e1 = e2
+		}
+		out <- e1
+	}()
+	return out, nil
+}
