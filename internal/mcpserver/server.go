@@ -132,6 +132,7 @@ func (s *Server) Sync(ctx context.Context) error {
 	defer t.Stop()
 	retry := time.NewTimer(0)
 	defer retry.Stop()
+	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -140,9 +141,20 @@ func (s *Server) Sync(ctx context.Context) error {
 		case <-t.C:
 		case <-retry.C:
 		}
-		if err := s.refresh(ctx); err != nil && ctx.Err() == nil {
-			s.o.Logger.Warn("mcp: list tools", "err", err)
-			retry.Reset(time.Second) // no worker yet: try again soon
+		err := s.refresh(ctx)
+		switch {
+		case err == nil:
+			failures = 0
+		case ctx.Err() == nil:
+			// No worker answers yet (at start, the worker itself is
+			// still starting): try again soon; say so when it lasts.
+			failures++
+			level := slog.LevelDebug
+			if failures%10 == 0 {
+				level = slog.LevelWarn
+			}
+			s.o.Logger.Log(ctx, level, "mcp: list tools", "err", err, "attempts", failures)
+			retry.Reset(time.Second)
 		}
 	}
 }
