@@ -76,6 +76,9 @@ type Options struct {
 	MCPApprover string
 	// MCPReady, if set, is called with the MCP endpoint URL once it listens.
 	MCPReady func(url string)
+	// MCPConfig is an mcpServers file (Claude Code's format) whose servers'
+	// tools join the registry as mcp__<server>__<tool>.
+	MCPConfig string
 	// Logger receives logs; default a text logger on stderr.
 	Logger *slog.Logger
 	// Out receives the start-up banner; default stderr.
@@ -166,6 +169,10 @@ func Run(ctx context.Context, o Options) error {
 	if err := reg.Register(papproval.ClarifyTool()); err != nil {
 		return err
 	}
+	mcpCfg, err := loadMCPConfig(o.MCPConfig)
+	if err != nil {
+		return err
+	}
 	mgr, err := approval.NewManager(ctx, js, approval.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers, Logger: o.Logger})
 	if err != nil {
 		return err
@@ -201,6 +208,10 @@ func Run(ctx context.Context, o Options) error {
 			o.Logger.Error("approvals", "err", err)
 		}
 	}()
+	if mcpCfg != nil {
+		sdone := startMCPSources(bg, mcpCfg, reg, o)
+		defer func() { bgCancel(); <-sdone }()
+	}
 	if o.MCPListen != "" {
 		mdone, err := startMCP(bg, nc, o)
 		if err != nil {

@@ -8,7 +8,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpsource"
 	"github.com/toolgate/toolgate/pkg/client"
+	"github.com/toolgate/toolgate/pkg/tools"
 )
 
 // DefaultMCPAgent is the agent id calls through the HTTP MCP face are made as.
@@ -52,4 +54,29 @@ func startMCP(ctx context.Context, nc *nats.Conn, o Options) (<-chan error, erro
 		out <- e1
 	}()
 	return out, nil
+}
+
+// loadMCPConfig reads the --mcp-config file; nil when none is given.
+func loadMCPConfig(path string) (*mcpsource.Config, error) {
+	if path == "" {
+		return nil, nil
+	}
+	c, err := mcpsource.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("--mcp-config: %w", err)
+	}
+	return c, nil
+}
+
+// startMCPSources connects to the configured MCP servers and keeps their
+// tools in reg until ctx is done; the channel closes once every server is
+// stopped and its tools are unregistered.
+func startMCPSources(ctx context.Context, c *mcpsource.Config, reg *tools.Registry, o Options) <-chan struct{} {
+	fmt.Fprintf(o.Out, "toolgate: MCP servers %v (tools mcp__<server>__<tool>)\n", c.Names())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mcpsource.Run(ctx, c, mcpsource.Options{Registry: reg, Logger: o.Logger})
+	}()
+	return done
 }

@@ -587,9 +587,8 @@ func (w *Worker) progress(in *events.Call, c *tools.Call) func(stream, chunk str
 // announce publishes a registered event for every tool, and registry
 // changes from now on.
 func (w *Worker) announce(ctx context.Context) {
-	for _, t := range w.pipe.Registry().List() {
-		w.toolEvent(events.TypeToolRegistered, t)
-	}
+	// Watch first: a tool registered meanwhile (an MCP server connecting)
+	// may be announced twice, never missed.
 	w.pipe.Registry().Watch(func(ch tools.Change) {
 		typ := events.TypeToolRegistered
 		if ch.Kind == tools.Unregistered {
@@ -597,6 +596,9 @@ func (w *Worker) announce(ctx context.Context) {
 		}
 		w.toolEvent(typ, ch.Tool)
 	})
+	for _, t := range w.pipe.Registry().List() {
+		w.toolEvent(events.TypeToolRegistered, t)
+	}
 }
 
 func (w *Worker) toolEvent(typ string, t *tools.Tool) {
