@@ -17,9 +17,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/approver"
+	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/pkg/events"
 )
 
 // mcpPolicy hides glob from everyone, asks before writes and denies
@@ -176,12 +180,17 @@ func exerciseMCP(t *testing.T, s *mcpStack, cs *mcp.ClientSession, p *parked) {
 		}
 	}
 
-	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"path": "README.md"}})
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"path": "README.md"},
+		Meta: mcp.Meta{"traceparent": tp}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.IsError || !strings.Contains(text(r), "hello from the workspace") {
 		t.Fatalf("read README.md = error %v %q", r.IsError, text(r))
+	}
+	if got := resultTraceParent(t, s.worker.url, r); got != tp {
+		t.Errorf("the call's result carries traceparent %q, want the MCP request's %q", got, tp)
 	}
 
 	r, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"path": "server.pem"}})
@@ -326,4 +335,34 @@ func TestMCPOverHTTP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// resultTraceParent returns the traceparent of the stored result of the
+// call an MCP result names.
+func resultTraceParent(t *testing.T, natsURL string, r *mcp.CallToolResult) string {
+	t.Helper()
+	id, _ := r.Meta["toolgate/call_id"].(string)
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, bus.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent token is the one the face calls as; find the call by id.
+	m, err := st.GetLastMsgForSubject(ctx, "toolgate.result.*."+id)
+	if err != nil {
+		t.Fatalf("result of %s: %v", id, err)
+	}
+	ev, _, err := events.Decode(m.Header, m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, _ := ev.Extensions()["traceparent"].(string)
+	return tp
 }

@@ -242,6 +242,11 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 		}),
 		client.OnProgress(func(pd events.ProgressData) { p.send(wctx, pd.Chunk) }),
 	}
+	// An MCP client tracing its requests puts the W3C traceparent in
+	// _meta; the call continues that trace (invalid values are dropped).
+	if tp, ok := req.Params.Meta["traceparent"].(string); ok {
+		opts = append(opts, client.WithTraceParent(tp))
+	}
 	res, err := s.o.Client.Call(wctx, req.Params.Name, args, opts...)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {

@@ -64,11 +64,12 @@ func (c *Client) Agent() string { return c.agent }
 type CallOption func(*callOpts)
 
 type callOpts struct {
-	id         string
-	session    string
-	timeout    time.Duration
-	onPending  func(events.ResultData)
-	onProgress func(events.ProgressData)
+	id          string
+	session     string
+	timeout     time.Duration
+	onPending   func(events.ResultData)
+	onProgress  func(events.ProgressData)
+	traceParent string
 }
 
 // WithID sets the call id (default: a fresh unique id). Publishing the same
@@ -198,6 +199,9 @@ func (c *Client) publish(ctx context.Context, tool string, args any, o *callOpts
 	ev, err := events.NewCall(o.id, c.agent, events.CallData{Arguments: raw, SessionID: o.session, TimeoutMS: o.timeout.Milliseconds()})
 	if err != nil {
 		return err
+	}
+	if o.traceParent != "" {
+		ev.SetExtension("traceparent", o.traceParent)
 	}
 	m, err := events.Encode(events.CallSubject(c.agent, tool), ev, c.mode)
 	if err != nil {

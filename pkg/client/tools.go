@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/toolformat"
@@ -33,4 +34,18 @@ func (c *Client) ToolDefinitions(ctx context.Context, format toolformat.Format) 
 		return nil, err
 	}
 	return toolformat.Convert(list, format)
+}
+
+// traceParentRE is a W3C traceparent header value (version 00).
+var traceParentRE = regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+
+// WithTraceParent continues a W3C trace: the call carries traceparent as
+// its CloudEvents extension, and the result and audit carry it on. A value
+// that is not a valid traceparent is ignored.
+func WithTraceParent(tp string) CallOption {
+	return func(o *callOpts) {
+		if traceParentRE.MatchString(tp) && tp != "00-00000000000000000000000000000000-0000000000000000-00" {
+			o.traceParent = tp
+		}
+	}
 }
