@@ -50,12 +50,11 @@ func TestFilesystemServerAsToolSource(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		list, _ = c.Tools(ctx)
+		want := map[string]bool{"mcp__fs__read_text_file": true, "mcp__fs__write_file": true, "mcp__fs__create_directory": true}
 		for _, tl := range list {
-			if tl.Name == "mcp__fs__read_text_file" {
-				return true, ""
-			}
+			delete(want, tl.Name)
 		}
-		return false, fmt.Sprint(len(list), " tools")
+		return len(want) == 0, fmt.Sprint(len(list), " tools")
 	})
 	for _, tl := range list {
 		if strings.HasPrefix(tl.Name, "mcp__fs__") && tl.Kind != "execute" {

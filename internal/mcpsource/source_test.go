@@ -122,6 +122,17 @@ func (c *changes) waitFor(t *testing.T, from int, want string) int {
 	}
 }
 
+// waitAll waits for every one of want after position from and returns
+// the position after the last of them.
+func (c *changes) waitAll(t *testing.T, from int, want ...string) int {
+	t.Helper()
+	end := from
+	for _, w := range want {
+		end = max(end, c.waitFor(t, from, w))
+	}
+	return end
+}
+
 func (c *changes) count(name string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -177,7 +188,7 @@ func TestStdioServer(t *testing.T) {
 	ch := watch(reg)
 	doc := fmt.Sprintf(`{"mcpServers":{"go":{"command":%q,"env":{%q:"1"}}}}`, exe, serverEnv)
 	startSources(t, doc, reg)
-	pos := ch.waitFor(t, 0, "+mcp__go__echo")
+	pos := ch.waitAll(t, 0, "+mcp__go__crash", "+mcp__go__echo", "+mcp__go__grow", "+mcp__go__marker")
 
 	echo, ok := reg.Get("mcp__go__echo")
 	if !ok {
@@ -225,7 +236,7 @@ func TestStdioServer(t *testing.T) {
 		t.Fatalf("crash = %+v, want an error", out)
 	}
 	pos = ch.waitFor(t, pos, "-mcp__go__echo")
-	ch.waitFor(t, pos, "+mcp__go__echo")
+	ch.waitAll(t, pos, "+mcp__go__crash", "+mcp__go__echo", "+mcp__go__grow", "+mcp__go__marker")
 	if out, err := call(t, p, "mcp__go__echo", `{"text":"again"}`); err != nil || out.Content != "echo: again" {
 		t.Fatalf("echo after the restart = %+v, %v", out, err)
 	}
@@ -253,7 +264,7 @@ func TestHTTPServer(t *testing.T) {
 	ch := watch(reg)
 	doc := fmt.Sprintf(`{"mcpServers":{"web":{"type":"http","url":%q,"headers":{"Authorization":"Bearer ${TEST_MCP_TOKEN}"},"kind":"read"}}}`, srv.URL+"/mcp")
 	startSources(t, doc, reg)
-	ch.waitFor(t, 0, "+mcp__web__echo")
+	ch.waitAll(t, 0, "+mcp__web__echo", "+mcp__web__marker")
 	echo, _ := reg.Get("mcp__web__echo")
 	if echo.Kind != policy.KindRead {
 		t.Errorf("kind %s, want read as configured", echo.Kind)
