@@ -79,6 +79,11 @@ type Options struct {
 	// MCPConfig is an mcpServers file (Claude Code's format) whose servers'
 	// tools join the registry as mcp__<server>__<tool>.
 	MCPConfig string
+	// NoRemoteTools turns off the discovery of tools served as NATS micro
+	// services (pkg/remote).
+	NoRemoteTools bool
+	// RemoteInterval is how often remote tools are discovered; default 5s.
+	RemoteInterval time.Duration
 	// Logger receives logs; default a text logger on stderr.
 	Logger *slog.Logger
 	// Out receives the start-up banner; default stderr.
@@ -208,6 +213,10 @@ func Run(ctx context.Context, o Options) error {
 			o.Logger.Error("approvals", "err", err)
 		}
 	}()
+	if !o.NoRemoteTools {
+		rdone := startRemoteTools(bg, nc, reg, o)
+		defer func() { bgCancel(); <-rdone }()
+	}
 	if mcpCfg != nil {
 		sdone := startMCPSources(bg, mcpCfg, reg, o)
 		defer func() { bgCancel(); <-sdone }()

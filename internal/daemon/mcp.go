@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/mcpsource"
+	"github.com/toolgate/toolgate/internal/remotesource"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
@@ -77,6 +78,18 @@ func startMCPSources(ctx context.Context, c *mcpsource.Config, reg *tools.Regist
 	go func() {
 		defer close(done)
 		mcpsource.Run(ctx, c, mcpsource.Options{Registry: reg, Logger: o.Logger})
+	}()
+	return done
+}
+
+// startRemoteTools discovers tools served as NATS micro services and keeps
+// them in reg until ctx is done; the channel closes once they are
+// unregistered.
+func startRemoteTools(ctx context.Context, nc *nats.Conn, reg *tools.Registry, o Options) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		remotesource.Run(ctx, remotesource.Options{NC: nc, Registry: reg, Interval: o.RemoteInterval, Logger: o.Logger})
 	}()
 	return done
 }
