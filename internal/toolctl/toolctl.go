@@ -63,6 +63,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		{"policy", "check | lint | default | push FILE | amendments: the policy gate", cmdPolicy},
 		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals},
 		{"mcp", "serve the tools as an MCP server on stdio (an agent's mcpServers entry runs this)", cmdMCP},
+		{"hook", "claude | codex | serve: judge an agent's own tool calls by the policy (PreToolUse hooks)", cmdHook},
 	}
 	for _, e := range extra {
 		cmds = append(cmds, command{e.Name, e.Summary, e.Run})
