@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/remote"
 )
 
 // mcpPolicy hides glob from everyone, asks before writes and denies
@@ -60,6 +61,7 @@ func startMCPStack(t *testing.T, http bool) *mcpStack {
 	mcpReady := make(chan string, 1)
 	s.worker = startProcess(t, ws, func(o *daemon.Options) {
 		o.PolicyFile = pol
+		o.RemoteInterval = 200 * time.Millisecond
 		if http {
 			o.MCPListen = "127.0.0.1:0"
 			o.MCPAgent = "mcp-http"
@@ -293,7 +295,9 @@ func TestMCPOverStdio(t *testing.T) {
 func TestMCPOverHTTP(t *testing.T) {
 	s := startMCPStack(t, true)
 	p := newParked()
-	c := mcp.NewClient(&mcp.Implementation{Name: "http-test", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: p.handler})
+	changed := make(chan struct{}, 16)
+	c := mcp.NewClient(&mcp.Implementation{Name: "http-test", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: p.handler,
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.mcpURL}, nil)
@@ -302,6 +306,40 @@ func TestMCPOverHTTP(t *testing.T) {
 	}
 	defer cs.Close()
 	exerciseMCP(t, s, cs, p)
+
+	// A tool that joins the fleet (here a remote one) reaches the client
+	// as a list change.
+	nc, err := nats.Connect(s.worker.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	svc, err := remote.Serve(nc, remote.Tool{Name: "stamp", Description: "Stamp a text."},
+		func(context.Context, *remote.Request) (*remote.Result, error) {
+			return &remote.Result{Content: "stamped"}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	for found := false; !found; {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatal("no tools/list_changed after a tool joined")
+		}
+		lt, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range lt.Tools {
+			found = found || tl.Name == "stamp"
+		}
+	}
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "stamp", Arguments: map[string]any{}})
+	if err != nil || r.IsError || text(r) != "stamped" {
+		t.Fatalf("stamp over MCP = %+v, %v", r, err)
+	}
 
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 	port := s.mcpURL[strings.LastIndex(s.mcpURL, ":")+1 : strings.LastIndex(s.mcpURL, "/")]
