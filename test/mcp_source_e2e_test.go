@@ -42,7 +42,11 @@ func TestFilesystemServerAsToolSource(t *testing.T) {
 	writeFile(t, conf, fmt.Sprintf(`{"mcpServers":{"fs":{"command":%q,"args":[%q,%q]}}}`, node, server, ws))
 	pol := filepath.Join(t.TempDir(), "policy.yaml")
 	writeFile(t, pol, fsPolicy)
-	w := startProcess(t, ws, func(o *daemon.Options) { o.MCPConfig = conf; o.PolicyFile = pol })
+	// The operator's overrides have the last word: one tool read-only by
+	// kind, one left out.
+	overrides := filepath.Join(t.TempDir(), "tools.yaml")
+	writeFile(t, overrides, "tools:\n  mcp__fs__list_directory:\n    kind: read\n  mcp__fs__move_file:\n    disabled: true\n")
+	w := startProcess(t, ws, func(o *daemon.Options) { o.MCPConfig = conf; o.PolicyFile = pol; o.ToolsConfig = overrides })
 	c := w.client(t, "agent-fs")
 
 	var list []events.ToolData
@@ -57,7 +61,14 @@ func TestFilesystemServerAsToolSource(t *testing.T) {
 		return len(want) == 0, fmt.Sprint(len(list), " tools")
 	})
 	for _, tl := range list {
-		if strings.HasPrefix(tl.Name, "mcp__fs__") && tl.Kind != "execute" {
+		switch {
+		case tl.Name == "mcp__fs__move_file":
+			t.Errorf("%s is listed; the overrides disable it", tl.Name)
+		case tl.Name == "mcp__fs__list_directory":
+			if tl.Kind != "read" {
+				t.Errorf("%s has kind %s; the overrides say read", tl.Name, tl.Kind)
+			}
+		case strings.HasPrefix(tl.Name, "mcp__fs__") && tl.Kind != "execute":
 			t.Errorf("%s has kind %s; the server's hints must not lower it from execute", tl.Name, tl.Kind)
 		}
 		if tl.Name == "mcp__fs__read_text_file" && !strings.Contains(string(tl.Parameters), `"path"`) {

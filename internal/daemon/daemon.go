@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/embedded"
 	"github.com/toolgate/toolgate/internal/policyload"
+	"github.com/toolgate/toolgate/internal/tooloverride"
 	"github.com/toolgate/toolgate/internal/worker"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -84,6 +85,9 @@ type Options struct {
 	NoRemoteTools bool
 	// RemoteInterval is how often remote tools are discovered; default 5s.
 	RemoteInterval time.Duration
+	// ToolsConfig is a tool overrides file (internal/tooloverride): the
+	// operator's last word on every tool, whatever its source.
+	ToolsConfig string
 	// Logger receives logs; default a text logger on stderr.
 	Logger *slog.Logger
 	// Out receives the start-up banner; default stderr.
@@ -160,6 +164,13 @@ func Run(ctx context.Context, o Options) error {
 
 	roots := extraRoots(gate, o.Logger)
 	reg := tools.NewRegistry()
+	if o.ToolsConfig != "" {
+		ov, err := tooloverride.Load(o.ToolsConfig)
+		if err != nil {
+			return fmt.Errorf("--tools-config: %w", err)
+		}
+		reg.SetOverride(ov.Apply)
+	}
 	if err := builtin.Register(reg, builtin.Config{Workspace: ws, SkillsDir: o.SkillsDir, Roots: roots}); err != nil {
 		return fmt.Errorf("register built-in tools: %w", err)
 	}
