@@ -104,3 +104,35 @@ func TestHookAsksPeopleThroughTheApprover(t *testing.T) {
 		t.Fatalf("git push after approval: %+v", a)
 	}
 }
+
+// TestHookWithoutTheBus judges by a policy file when no NATS server is
+// reachable: allows and denies are answered, an ask is denied since no
+// person can be asked.
+func TestHookWithoutTheBus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the toolctl binary")
+	}
+	bin := filepath.Join(t.TempDir(), "toolctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/toolctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, pol, "default: ask\ntools:\n  bash: {}\nexec:\n  confirm_dangerous: true\n")
+	cwd := t.TempDir()
+	for _, tt := range []struct{ command, want string }{
+		{"ls -la", "allow"},
+		{"sudo reboot", "deny"},
+		{"git push", "deny"}, // an ask nobody can answer
+	} {
+		cmd := exec.Command(bin, "--nats", "nats://127.0.0.1:1", "hook", "claude", "--policy", pol)
+		cmd.Stdin = bytes.NewReader(hookPayload(cwd, tt.command))
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: %v", tt.command, err)
+		}
+		var a hookAnswer
+		if err := json.Unmarshal(out, &a); err != nil || a.HookSpecificOutput.PermissionDecision != tt.want {
+			t.Errorf("%s: %s, want %s", tt.command, out, tt.want)
+		}
+	}
+}

@@ -99,11 +99,12 @@ func (e *Env) hookJudge(ctx context.Context, file string, ask bool, log *slog.Lo
 			nc.Close()
 		}
 	}
+	var connErr error
 	if ask || file == "" {
-		var err error
-		nc, err = e.Connect()
-		if err != nil && ask {
-			return nil, nil, err
+		nc, connErr = e.Connect()
+		if connErr != nil && file == "" {
+			// Without the bus there is no fleet policy to judge by.
+			return nil, nil, connErr
 		}
 	}
 	loader := &policyload.Loader{Gate: gate, File: file, Logger: log}
@@ -125,7 +126,12 @@ func (e *Env) hookJudge(ctx context.Context, file string, ask bool, log *slog.Lo
 			return nil, nil, err
 		}
 	}
-	if ask {
+	if ask && nc == nil {
+		// The policy file still judges; an ask cannot reach people and is
+		// denied with the reason.
+		j.Asker = unreachable{connErr}
+	}
+	if ask && nc != nil {
 		c, err := client.New(nc, e.Agent)
 		if err != nil {
 			closeFn()
@@ -162,4 +168,11 @@ func serveHook(ctx context.Context, env *Env, j *hookgate.Judge, addr string) in
 	defer cancel()
 	_ = srv.Shutdown(sctx)
 	return ExitOK
+}
+
+// unreachable is the Asker when the bus cannot be reached.
+type unreachable struct{ err error }
+
+func (u unreachable) Ask(context.Context, string, time.Duration) (bool, string, error) {
+	return false, "", u.err
 }
