@@ -23,6 +23,8 @@ import (
 	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/remote"
 )
@@ -403,4 +405,50 @@ func resultTraceParent(t *testing.T, natsURL string, r *mcp.CallToolResult) stri
 	}
 	tp, _ := ev.Extensions()["traceparent"].(string)
 	return tp
+}
+
+// TestMCPCallTimeoutSaysSo waits for a parked call no one decides, on a
+// face with a short wait: the result says it timed out, and the call
+// stays parked for people.
+func TestMCPCallTimeoutSaysSo(t *testing.T) {
+	s := startMCPStack(t, false)
+	nc, err := nats.Connect(s.worker.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c, err := client.New(nc, "impatient")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mcpserver.New(mcpserver.Options{NC: nc, Client: c, CallWait: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	go func() { _ = srv.Sync(ctx) }()
+	<-srv.Ready()
+	st, ct := mcp.NewInMemoryTransports()
+	go func() { _ = srv.MCP().Run(ctx, st) }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"path": "later.txt", "content": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.IsError || !strings.HasPrefix(text(r), "timed out") {
+		t.Fatalf("result = error %v %q, want a timeout", r.IsError, text(r))
+	}
+	var list []approver.View
+	(&approvalStack{worker: s.worker, url: s.approver}).api(t, "GET", "/api/approvals", "", &list)
+	if len(list) != 1 || list[0].Agent != "impatient" {
+		t.Fatalf("pending approvals %+v, want the parked write", list)
+	}
+	if _, err := os.Stat(filepath.Join(s.worker.ws, "later.txt")); err == nil {
+		t.Fatal("the parked write ran")
+	}
 }
