@@ -1,7 +1,6 @@
 package test
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,8 +12,6 @@ import (
 
 	"github.com/toolgate/toolgate/internal/identity"
 )
-
-var update = flag.Bool("update", false, "rewrite deploy/nats/accounts.conf from the roles' permissions")
 
 // passwordUsers are the users of deploy/nats/accounts.conf, the password
 // alternative to operator mode: role, name, password variable.
@@ -84,7 +81,7 @@ system_account: SYS
 func TestDeployAccountsConf(t *testing.T) {
 	path := filepath.Join("..", "deploy", "nats", "accounts.conf")
 	want := accountsConf()
-	if *update {
+	if *updateSchemas {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -51,6 +51,10 @@ func Permissions(role Role, name string) jwt.Permissions {
 		p.Sub.Allow = jwt.StringList{
 			"toolgate.result." + name + ".>",
 			"toolgate.progress." + name + ".>",
+			// Tools coming and going, and policy changes: what an MCP
+			// face serving this agent tells its client (list_changed).
+			"toolgate.event.tool.>",
+			"toolgate.event.policy_change",
 			inbox,
 		}
 	case RoleWorker:
@@ -74,6 +78,9 @@ func Permissions(role Role, name string) jwt.Permissions {
 			"$KV." + bucketCalls + ".>",
 			"$KV." + bucketApprovals + ".>",
 			"$KV." + bucketPolicy + ".amendments.>",
+			// Remote tools: discovery (NATS micro) and their endpoints.
+			"$SRV.>",
+			"toolgate.remote.>",
 		}
 		p.Sub.Allow = jwt.StringList{
 			"toolgate.api.tools",

@@ -72,6 +72,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals},
 		{"creds", "agent|approver|admin|worker NAME [--out FILE]: mint a NATS .creds file", cmdCreds},
 		{"nats-config", "--out DIR: auth.conf for every nats-server node, and worker/approver/admin creds", cmdNATSConfig},
+		{"mcp", "serve the tools as an MCP server on stdio (an agent's mcpServers entry runs this)", cmdMCP},
+		{"hook", "claude | codex | serve: judge an agent's own tool calls by the policy (PreToolUse hooks)", cmdHook},
 	}
 	for _, e := range extra {
 		cmds = append(cmds, command{e.Name, e.Summary, e.Run})
@@ -398,6 +400,7 @@ func cmdTools(ctx context.Context, env *Env, args []string) int {
 	fs := flag.NewFlagSet("tools", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	asJSON := fs.Bool("json", false, "print the listing as JSON (name, description, parameters)")
+	format := fs.String("format", "", "print the tools the agent may call as a model API's tool definitions: openai, anthropic, gemini or mcp")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
@@ -406,6 +409,9 @@ func cmdTools(ctx context.Context, env *Env, args []string) int {
 		return code
 	}
 	defer nc.Close()
+	if *format != "" {
+		return printDefinitions(ctx, env, c, *format)
+	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	list, err := c.Tools(lctx)
