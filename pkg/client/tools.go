@@ -38,4 +38,3 @@ func (c *Client) ToolDefinitions(ctx context.Context, format toolformat.Format) 
 
 // traceParentRE is a W3C traceparent header value (version 00).
 var traceParentRE = regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
-
