@@ -46,10 +46,26 @@ var payloadTypes = map[string]reflect.Type{
 // committed under docs/schemas.
 func payloadSchema(t *testing.T, name string, typ reflect.Type) []byte {
 	t.Helper()
-	s, err := jsonschema.ForType(typ, &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+	known := map[reflect.Type]*jsonschema.Schema{
 		reflect.TypeFor[json.RawMessage](): {Description: "any JSON value"},
 		reflect.TypeFor[time.Time]():       {Type: "string", Format: "date-time"},
-	}})
+	}
+	// A decision asks for an amendment (always_allow) and a stored
+	// amendment carries the decision that granted it (grant): the types
+	// refer to each other, so the amendment's grant refers to the decision
+	// schema instead of repeating it.
+	known[reflect.TypeFor[approval.Decision]()] = &jsonschema.Schema{
+		Type:        "object",
+		Ref:         "approval-decision.json",
+		Description: "the signed decision that granted the amendment",
+	}
+	amendment, err := jsonschema.ForType(reflect.TypeFor[approval.Amendment](), &jsonschema.ForOptions{TypeSchemas: known})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(known, reflect.TypeFor[approval.Decision]())
+	known[reflect.TypeFor[approval.Amendment]()] = amendment
+	s, err := jsonschema.ForType(typ, &jsonschema.ForOptions{TypeSchemas: known})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +316,7 @@ func TestSchemasAcceptWhatTheCodeSends(t *testing.T) {
 		"result.json":             events.ResultData{CallID: "c", Agent: "a", Tool: "read", Status: events.StatusDenied, IsError: true, Metadata: map[string]any{"n": 1}, Decision: &events.Decision{Action: "deny", Reason: "r"}},
 		"audit.json":              events.AuditData{CallID: "c", Agent: "a", Tool: "t", Status: events.StatusOK, Time: now, Approval: &events.ApprovalAudit{Outcome: "approved", DecidedAt: now}},
 		"tool.json":               events.ToolData{Name: "read", Parameters: json.RawMessage(`{"type":"object"}`), Worker: "w"},
-		"approval-decision.json":  approval.Decision{CallID: "c", ArgsSHA256: "x", Outcome: approval.Approve, Approver: "alice", DecidedAt: now},
+		"approval-decision.json":  approval.Decision{CallID: "c", ArgsSHA256: "x", Outcome: approval.Approve, Approver: "alice", DecidedAt: now, AlwaysAllow: &approval.Amendment{ID: "a1", Agent: "a", Tool: "bash", CommandPrefix: "git status", CreatedAt: now, Grant: &approval.Decision{CallID: "c", ArgsSHA256: "x", Outcome: approval.Approve, Approver: "alice", DecidedAt: now}}},
 		"tools-list-request.json": events.ToolsListRequest{Agent: "a"},
 	}
 	for file, v := range samples {
