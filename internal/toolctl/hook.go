@@ -89,27 +89,29 @@ func printHook(env *Env, out hookgate.Output) {
 }
 
 // hookJudge loads the policy (the file, else the fleet's shared one, else
-// the built-in default) and, when asking people, connects to the bus.
+// the built-in default) and, when asking people, connects to the bus as
+// the agent: the question is a call the agent makes. The fleet's policy
+// is read with an admin connection, since agents may not read the policy
+// bucket.
 func (e *Env) hookJudge(ctx context.Context, file string, ask bool, log *slog.Logger) (*hookgate.Judge, func(), error) {
 	gate := policy.NewGate(nil)
 	j := &hookgate.Judge{Gate: gate, Agent: e.Agent}
-	var nc *nats.Conn
+	var policyNC, agentNC *nats.Conn
 	closeFn := func() {
-		if nc != nil {
-			nc.Close()
-		}
-	}
-	var connErr error
-	if ask || file == "" {
-		nc, connErr = e.Connect()
-		if connErr != nil && file == "" {
-			// Without the bus there is no fleet policy to judge by.
-			return nil, nil, connErr
+		for _, nc := range []*nats.Conn{policyNC, agentNC} {
+			if nc != nil {
+				nc.Close()
+			}
 		}
 	}
 	loader := &policyload.Loader{Gate: gate, File: file, Logger: log}
-	if file == "" && nc != nil {
-		js, err := jetstream.New(nc)
+	if file == "" {
+		// Without the bus there is no fleet policy to judge by.
+		var err error
+		if policyNC, err = e.Connect(); err != nil {
+			return nil, nil, fmt.Errorf("the fleet's policy (or judge by --policy FILE): %w", err)
+		}
+		js, err := jetstream.New(policyNC)
 		if err == nil {
 			lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			loader.KV, err = js.KeyValue(lctx, bus.BucketPolicy)
@@ -120,27 +122,29 @@ func (e *Env) hookJudge(ctx context.Context, file string, ask bool, log *slog.Lo
 			return nil, nil, fmt.Errorf("the fleet's policy: %w", err)
 		}
 	}
-	if file != "" || loader.KV != nil {
-		if _, err := loader.Load(ctx); err != nil {
-			closeFn()
-			return nil, nil, err
-		}
+	if _, err := loader.Load(ctx); err != nil {
+		closeFn()
+		return nil, nil, err
 	}
-	if ask && nc == nil {
-		// The policy file still judges; an ask cannot reach people and is
+	if !ask {
+		return j, closeFn, nil
+	}
+	agentNC, err := e.connectAgent()
+	if err != nil {
+		// The policy still judges; an ask cannot reach people and is
 		// denied with the reason.
-		j.Asker = unreachable{connErr}
+		j.Asker = unreachable{err}
+		return j, closeFn, nil
 	}
-	if ask && nc != nil {
-		c, err := client.New(nc, e.Agent)
-		if err != nil {
-			closeFn()
-			return nil, nil, fmt.Errorf("--agent: %w", err)
-		}
-		j.Asker = hookgate.BusAsker{Client: c, OnParked: func(id string) {
-			fmt.Fprintf(e.Stderr, "toolctl hook: waiting for a person: toolctl approvals answer %s --answer allow|deny\n", id)
-		}}
+	j.Agent = e.Agent
+	c, err := client.New(agentNC, e.Agent)
+	if err != nil {
+		closeFn()
+		return nil, nil, fmt.Errorf("--agent: %w", err)
 	}
+	j.Asker = hookgate.BusAsker{Client: c, OnParked: func(id string) {
+		fmt.Fprintf(e.Stderr, "toolctl hook: waiting for a person: toolctl approvals answer %s --answer allow|deny\n", id)
+	}}
 	return j, closeFn, nil
 }
 

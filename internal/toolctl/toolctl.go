@@ -167,21 +167,9 @@ func exitCode(err error) int {
 // and the exit code after saying what went wrong. With a --creds file the
 // agent is the one the credentials name.
 func (e *Env) client() (*nats.Conn, *client.Client, int) {
-	name := e.Agent
-	if e.Creds != "" && !e.agentSet {
-		name = ""
-	}
-	if name != "" {
-		if err := identity.ValidName(name); err != nil {
-			return nil, nil, e.fail(ExitUsage, "--agent: %v", err)
-		}
-	}
-	nc, creds, err := identity.Dial(e.NATSURL, e.Creds, identity.RoleAgent, name, nats.Name("toolctl"), nats.Timeout(5*time.Second))
+	nc, err := e.connectAgent()
 	if err != nil {
-		return nil, nil, e.fail(exitCode(err), "%v", withHint(err))
-	}
-	if creds != nil {
-		e.Agent = creds.Name
+		return nil, nil, e.fail(exitCode(err), "%v", err)
 	}
 	c, err := client.New(nc, e.Agent)
 	if err != nil {
@@ -189,6 +177,28 @@ func (e *Env) client() (*nats.Conn, *client.Client, int) {
 		return nil, nil, e.fail(ExitUsage, "--agent: %v", err)
 	}
 	return nc, c, ExitOK
+}
+
+// connectAgent connects as the agent (--agent, or the one a --creds file
+// names, which then becomes e.Agent).
+func (e *Env) connectAgent() (*nats.Conn, error) {
+	name := e.Agent
+	if e.Creds != "" && !e.agentSet {
+		name = ""
+	}
+	if name != "" {
+		if err := identity.ValidName(name); err != nil {
+			return nil, fmt.Errorf("--agent: %w", err)
+		}
+	}
+	nc, creds, err := identity.Dial(e.NATSURL, e.Creds, identity.RoleAgent, name, nats.Name("toolctl"), nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, withHint(err)
+	}
+	if creds != nil {
+		e.Agent = creds.Name
+	}
+	return nc, nil
 }
 
 // jetStream connects and returns the JetStream API, or nil and the exit
