@@ -114,6 +114,20 @@ func Permissions(role Role, name string) jwt.Permissions {
 			"toolgate.approval.>",
 			inbox,
 		}
+	case RoleTool:
+		// A remote tool service named after its tool: it answers the
+		// micro discovery requests and the calls workers route to
+		// toolgate.remote.<name>, replying on the requester's inbox. It
+		// publishes nothing else and hears no other tool's calls.
+		// An empty allow list would allow everything: deny all, the
+		// responses stay allowed by the response permission.
+		p.Pub.Deny = jwt.StringList{">"}
+		p.Sub.Allow = jwt.StringList{
+			"$SRV.>",
+			"toolgate.remote." + name,
+			inbox,
+		}
+		p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
 	case RoleAdmin:
 		// A person at toolctl: the JetStream API (follow events, read
 		// parked calls), policy and amendments, decisions, the tool
