@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -311,11 +311,7 @@ func TestMCPOverHTTP(t *testing.T) {
 
 	// A tool that joins the fleet (here a remote one) reaches the client
 	// as a list change.
-	nc, err := nats.Connect(s.worker.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialAs(t, s.worker.url, identity.RoleTool, "stamp")
 	svc, err := remote.Serve(nc, remote.Tool{Name: "stamp", Description: "Stamp a text."},
 		func(context.Context, *remote.Request) (*remote.Result, error) {
 			return &remote.Result{Content: "stamped"}, nil
@@ -382,11 +378,7 @@ func TestMCPOverHTTP(t *testing.T) {
 func resultTraceParent(t *testing.T, natsURL string, r *mcp.CallToolResult) string {
 	t.Helper()
 	id, _ := r.Meta["toolgate/call_id"].(string)
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialAs(t, natsURL, identity.RoleAdmin, "admin")
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -412,11 +404,7 @@ func resultTraceParent(t *testing.T, natsURL string, r *mcp.CallToolResult) stri
 // stays parked for people.
 func TestMCPCallTimeoutSaysSo(t *testing.T) {
 	s := startMCPStack(t, false)
-	nc, err := nats.Connect(s.worker.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialAs(t, s.worker.url, identity.RoleAgent, "impatient")
 	c, err := client.New(nc, "impatient")
 	if err != nil {
 		t.Fatal(err)

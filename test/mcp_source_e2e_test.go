@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -116,11 +116,7 @@ func TestFilesystemServerAsToolSource(t *testing.T) {
 // the events stream.
 func assertToolRegistered(t *testing.T, url, tool string) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialAs(t, url, identity.RoleAdmin, "admin")
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

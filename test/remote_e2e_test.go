@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -89,9 +89,12 @@ func TestRemoteToolsInTwoLanguages(t *testing.T) {
 		o.PolicyFile = pol
 		o.RemoteInterval = 200 * time.Millisecond
 	})
-	startServing(t, exec.Command(bin, "--nats", w.url))
+	// Each service has credentials of its own tool: the Go one takes
+	// --creds, the Node one $NATS_CREDS.
+	startServing(t, exec.Command(bin, "--nats", w.url, "--creds", installCredsFile(t, identity.RoleTool, "word_count")))
 	nodeCmd := exec.Command(node, "slugify.mjs", w.url)
 	nodeCmd.Dir = nodeDir
+	nodeCmd.Env = append(os.Environ(), "NATS_CREDS="+installCredsFile(t, identity.RoleTool, "slugify"))
 	startServing(t, nodeCmd)
 
 	c := w.client(t, "agent-remote")
@@ -137,11 +140,7 @@ func TestRemoteToolsInTwoLanguages(t *testing.T) {
 	if ok, names := listed("word_count")(); !ok {
 		t.Fatalf("word_count gone too: %s", names)
 	}
-	nc, err := nats.Connect(w.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialAs(t, w.url, identity.RoleAdmin, "admin")
 	js, _ := jetstream.New(nc)
 	st, err := js.Stream(context.Background(), bus.StreamEvents)
 	if err != nil {

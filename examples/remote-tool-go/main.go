@@ -1,8 +1,10 @@
 // Command remote-tool-go serves the tool word_count to a toolgate fleet
 // from its own process, as a NATS micro service. Workers discover it and
-// agents call it like any tool:
+// agents call it like any tool. It connects with the credentials of a
+// tool service named word_count, from --creds or $NATS_CREDS:
 //
-//	go run ./examples/remote-tool-go --nats nats://127.0.0.1:4222
+//	go run ./cmd/toolctl creds tool word_count --out word_count.creds
+//	go run ./examples/remote-tool-go --nats nats://127.0.0.1:4222 --creds word_count.creds
 //	go run ./cmd/toolctl call word_count text='one two three'
 package main
 
@@ -23,8 +25,13 @@ import (
 
 func main() {
 	url := flag.String("nats", nats.DefaultURL, "NATS URL")
+	creds := flag.String("creds", os.Getenv("NATS_CREDS"), "the tool service's NATS credentials file (default $NATS_CREDS)")
 	flag.Parse()
-	nc, err := nats.Connect(*url, nats.Name("remote-tool-go"))
+	opts := []nats.Option{nats.Name("remote-tool-go")}
+	if *creds != "" {
+		opts = append(opts, nats.UserCredentials(*creds))
+	}
+	nc, err := nats.Connect(*url, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "connect:", err)
 		os.Exit(1)

@@ -1,10 +1,25 @@
 // Serves the tool "slugify" to a toolgate fleet as a NATS micro service,
 // in JavaScript: workers discover it from the endpoint metadata and route
-// calls to it. Run: npm ci && node slugify.mjs nats://127.0.0.1:4222
-import { connect } from "@nats-io/transport-node";
+// calls to it. It connects with the credentials of a tool service named
+// slugify (toolctl creds tool slugify --out slugify.creds), from
+// NATS_CREDS or --creds FILE. Run:
+//   npm ci && NATS_CREDS=slugify.creds node slugify.mjs nats://127.0.0.1:4222
+import { readFileSync } from "node:fs";
+import { connect, credsAuthenticator } from "@nats-io/transport-node";
 import { Svcm } from "@nats-io/services";
 
-const nc = await connect({ servers: process.argv[2] ?? "nats://127.0.0.1:4222", name: "remote-tool-node" });
+const args = process.argv.slice(2);
+let credsFile = process.env.NATS_CREDS ?? "";
+const at = args.indexOf("--creds");
+if (at >= 0) {
+  credsFile = args[at + 1] ?? "";
+  args.splice(at, 2);
+}
+const opts = { servers: args[0] ?? "nats://127.0.0.1:4222", name: "remote-tool-node" };
+if (credsFile !== "") {
+  opts.authenticator = credsAuthenticator(readFileSync(credsFile));
+}
+const nc = await connect(opts);
 const svc = await new Svcm(nc).add({ name: "toolgate-slugify", version: "0.1.0", description: "Turn a title into a URL slug." });
 
 svc.addEndpoint("slugify", {
