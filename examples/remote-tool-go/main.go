@@ -24,7 +24,11 @@ import (
 )
 
 func main() {
-	url := flag.String("nats", nats.DefaultURL, "NATS URL")
+	defaultURL := nats.DefaultURL
+	if u := os.Getenv("NATS_URL"); u != "" {
+		defaultURL = u
+	}
+	url := flag.String("nats", defaultURL, "NATS URL (default $NATS_URL, else "+nats.DefaultURL+")")
 	creds := flag.String("creds", os.Getenv("NATS_CREDS"), "the tool service's NATS credentials file (default $NATS_CREDS)")
 	flag.Parse()
 	opts := []nats.Option{nats.Name("remote-tool-go")}
