@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/toolgate/toolgate/pkg/approval"
 )
 
 var updateContract = flag.Bool("update-contract", false, "rewrite docs/schemas/approval-refused.json and approval-resolved.json")
@@ -22,6 +24,11 @@ func TestPayloadSchemasMatchDocs(t *testing.T) {
 	} {
 		s, err := jsonschema.ForType(typ, &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
 			reflect.TypeFor[time.Time](): {Type: "string", Format: "date-time"},
+			// An amendment's grant is a decision, and a decision may ask
+			// for an amendment: refer to the decision's schema instead of
+			// repeating it (and going round).
+			reflect.TypeFor[approval.Decision](): {Type: "object", Ref: "approval-decision.json",
+				Description: "the signed decision that granted the amendment"},
 		}})
 		if err != nil {
 			t.Fatal(err)
