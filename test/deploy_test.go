@@ -1,7 +1,6 @@
 package test
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,8 +13,6 @@ import (
 	"github.com/toolgate/toolgate/internal/identity"
 )
 
-var update = flag.Bool("update", false, "rewrite deploy/nats/accounts.conf from the roles' permissions")
-
 // passwordUsers are the users of deploy/nats/accounts.conf, the password
 // alternative to operator mode: role, name, password variable.
 var passwordUsers = []struct {
@@ -26,6 +23,7 @@ var passwordUsers = []struct {
 	{identity.RoleWorker, "worker", "TOOLGATE_WORKER_PASSWORD", "Workers: consume calls, publish results, provision the bus."},
 	{identity.RoleApprover, "approver", "TOOLGATE_APPROVER_PASSWORD", "The approver service: reads parked calls, publishes decisions."},
 	{identity.RoleAdmin, "admin", "TOOLGATE_ADMIN_PASSWORD", "People at toolctl: policy push, amendments, events."},
+	{identity.RoleTool, "word_count", "TOOLGATE_WORD_COUNT_PASSWORD", "One block per remote tool service: word_count answers discovery and the calls to\n      # toolgate.remote.word_count, and publishes nothing but its replies."},
 	{identity.RoleAgent, "agent-7", "TOOLGATE_AGENT7_PASSWORD", "One block per agent: agent-7 calls tools as agent-7 only, reads only its own\n      # results, and must use the inbox prefix _INBOX_agent-7 (nats.go CustomInboxPrefix)."},
 }
 
@@ -61,7 +59,11 @@ accounts: {
 		p := identity.Permissions(u.role, u.name)
 		fmt.Fprintf(&b, "      # %s\n", u.comment)
 		fmt.Fprintf(&b, "      { user: %q, password: $%s,\n        permissions: {\n", u.name, u.pass)
-		fmt.Fprintf(&b, "          publish: { allow: [ %s ] }\n", quoteList(p.Pub.Allow))
+		if len(p.Pub.Deny) > 0 {
+			fmt.Fprintf(&b, "          publish: { deny: [ %s ] }\n", quoteList(p.Pub.Deny))
+		} else {
+			fmt.Fprintf(&b, "          publish: { allow: [ %s ] }\n", quoteList(p.Pub.Allow))
+		}
 		fmt.Fprintf(&b, "          subscribe: { allow: [ %s ] }\n", quoteList(p.Sub.Allow))
 		if p.Resp != nil {
 			fmt.Fprintf(&b, "          allow_responses: { max: %d, expires: %q }\n", p.Resp.MaxMsgs, p.Resp.Expires.String())
@@ -84,7 +86,7 @@ system_account: SYS
 func TestDeployAccountsConf(t *testing.T) {
 	path := filepath.Join("..", "deploy", "nats", "accounts.conf")
 	want := accountsConf()
-	if *update {
+	if *updateSchemas {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -119,6 +121,7 @@ func TestDeployAccountsConf(t *testing.T) {
 		}
 		p := identity.Permissions(u.role, u.name)
 		if !slices.Equal(su.Permissions.Publish.Allow, []string(p.Pub.Allow)) ||
+			!slices.Equal(su.Permissions.Publish.Deny, []string(p.Pub.Deny)) ||
 			!slices.Equal(su.Permissions.Subscribe.Allow, []string(p.Sub.Allow)) ||
 			(p.Resp == nil) != (su.Permissions.Response == nil) ||
 			p.Resp != nil && (su.Permissions.Response.MaxMsgs != p.Resp.MaxMsgs || su.Permissions.Response.Expires != p.Resp.Expires) {

@@ -2,7 +2,10 @@ package test
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -50,4 +53,36 @@ func installUser(t *testing.T, role identity.Role, name string) trust.Signer {
 		t.Fatal(err)
 	}
 	return trust.SignerOf(c)
+}
+
+// installCredsFile writes credentials of the tests' install for role and
+// name to a .creds file (mode 0600), as `toolctl creds` does, and returns
+// its path.
+func installCredsFile(t *testing.T, role identity.Role, name string) string {
+	t.Helper()
+	in, err := identity.LoadInstall()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := in.Mint(role, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name+".creds")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// dialAs connects to url with credentials of the tests' install for role
+// and name.
+func dialAs(t *testing.T, url string, role identity.Role, name string) *nats.Conn {
+	t.Helper()
+	nc, _, err := identity.Dial(url, "", role, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }

@@ -19,6 +19,7 @@ import (
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
 
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -47,7 +48,28 @@ type readmeStep struct {
 	// endOut is what the output of a modeBackground command matches once
 	// it has ended (with exit code code).
 	endOut string
+	// in is the command's standard input; a modeServe command's stays
+	// open while it serves.
+	in string
+	// files are written into the workspace before the command runs
+	// ({{BIN}} is the directory of the built binaries): what the README
+	// assumes the reader has, such as an mcpServers file.
+	files map[string]string
 }
+
+// mcpHello is what an MCP client says first on stdio: initialize, then
+// list the tools.
+const mcpHello = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"readme","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
+`
+
+// readmeMCPConfig serves the first worker's tools to the worker started
+// with --mcp-config through toolctl mcp, a stdio MCP server; the state
+// directory lets it mint its agent's credentials.
+const readmeMCPConfig = `{"mcpServers": {"gate": {"command": "{{BIN}}/toolctl", "args": ["mcp", "--agent", "nested"],
+  "env": {"NATS_URL": "${NATS_URL}", "` + identity.EnvStateDir + `": "${` + identity.EnvStateDir + `}"}}}}
+`
 
 // readmeSteps holds an expectation for every shell command of README.md,
 // keyed by the command as written (comments dropped). A command the README
@@ -77,6 +99,14 @@ var readmeSteps = map[string]readmeStep{
 	"go run ./cmd/approver": {mode: modeServe, out: `approver: page and API at (http://\S+)`},
 	"go run ./cmd/toolctl call bash command='git push'": {mode: modeBackground, out: `call (\S+) is parked`,
 		code: 1, endOut: `status (error|ok)`},
+	"go run ./cmd/toolctl mcp --agent claude-code": {mode: modeServe, in: mcpHello,
+		out: `"id":2,"result":\{.*"tools":\[.*"name":"read"`},
+	"go run ./cmd/worker --mcp-listen 127.0.0.1:8471": {mode: modeServe, out: `MCP \(Streamable HTTP\) on http://127\.0\.0\.1:\d+/mcp as agent`},
+	"go run ./cmd/worker --mcp-config mcp.json": {mode: modeServe, files: map[string]string{"mcp.json": readmeMCPConfig},
+		out: `(?s)MCP servers \[gate\].*mcp tools.*mcp__gate__read`}, // the first worker's read, through toolctl mcp
+	"go run ./cmd/toolctl tools --format openai":                             {out: `"type":\s*"function"(?s).*"name":\s*"read"`},
+	"go run ./cmd/toolctl creds tool word_count --out word_count.creds":      {out: `wrote tool credentials for "word_count" to word_count\.creds`},
+	"go run ./examples/remote-tool-go --creds word_count.creds":              {mode: modeServe, out: `serving word_count`},
 	"go run ./cmd/toolctl approvals list":                                    {out: `{{CALL_ID}}\s+toolctl\s+bash`},
 	`go run ./cmd/toolctl approvals approve CALL_ID --comment "looks right"`: {out: `{{CALL_ID}}: `},
 }
@@ -107,7 +137,7 @@ func TestReadmeCommands(t *testing.T) {
 		t.Fatalf("found only %d commands in README.md", len(lines))
 	}
 	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin, "../cmd/worker", "../cmd/toolctl", "../cmd/approver")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/worker", "../cmd/toolctl", "../cmd/approver", "../examples/remote-tool-go")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -232,14 +262,19 @@ func (r *readmeRun) argv(line string) (args []string, stdoutFile string) {
 		}
 		stdoutFile, _ = expand.Literal(nil, rd.Word)
 	}
-	// go run ./cmd/X → the binary built once.
-	if len(args) < 3 || args[0] != "go" || args[1] != "run" || !strings.HasPrefix(args[2], "./cmd/") {
+	// go run ./cmd/X (or ./examples/X) → the binary built once.
+	if len(args) < 3 || args[0] != "go" || args[1] != "run" || !strings.HasPrefix(args[2], "./cmd/") && !strings.HasPrefix(args[2], "./examples/") {
 		r.t.Fatalf("%s: not a go run ./cmd/... command", line)
 	}
-	prog := strings.TrimPrefix(args[2], "./cmd/")
+	prog := filepath.Base(args[2])
 	args = append([]string{filepath.Join(r.bin, prog)}, args[3:]...)
 	switch prog {
 	case "worker":
+		for i := range args {
+			if i > 0 && args[i-1] == "--mcp-listen" {
+				args[i] = "127.0.0.1:0" // a free port, as for --listen
+			}
+		}
 		args = append(args, "--listen", "127.0.0.1:0", "--data", r.t.TempDir())
 	case "approver":
 		args = append(args, "--listen", "127.0.0.1:0")
@@ -261,9 +296,13 @@ func (r *readmeRun) step(line string, s readmeStep) {
 	t.Helper()
 	args, toFile := r.argv(line)
 	want := regexp.MustCompile(r.subst(s.out))
+	for name, content := range s.files {
+		writeFile(t, filepath.Join(r.ws, name), strings.ReplaceAll(content, "{{BIN}}", r.bin))
+	}
 	switch s.mode {
 	case modeRun:
 		cmd, out := r.command(args)
+		cmd.Stdin = strings.NewReader(s.in)
 		var stdout bytes.Buffer
 		if toFile != "" {
 			cmd.Stdout = &stdout
@@ -281,8 +320,21 @@ func (r *readmeRun) step(line string, s readmeStep) {
 		t.Logf("ok: %s", line)
 	case modeServe, modeBackground, modeFollow:
 		cmd, out := r.command(args)
+		var stdin io.WriteCloser
+		if s.in != "" {
+			var err error
+			if stdin, err = cmd.StdinPipe(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("%s: %v", line, err)
+		}
+		if stdin != nil {
+			if _, err := io.WriteString(stdin, s.in); err != nil {
+				t.Fatalf("%s: stdin: %v", line, err)
+			}
+			t.Cleanup(func() { stdin.Close() })
 		}
 		p := &bgProc{line: line, cmd: cmd, out: out, done: make(chan error, 1), step: s}
 		go func() { p.done <- cmd.Wait() }()

@@ -37,6 +37,13 @@ func main() {
 	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "serve /metrics (Prometheus), /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
 	fs.DurationVar(&o.AuditRetention, "audit-retention", 0, "how long the audit stream keeps events (default 720h)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	fs.BoolVar(&o.NoRemoteTools, "no-remote-tools", false, "do not discover tools served as NATS micro services")
+	fs.StringVar(&o.ToolsConfig, "tools-config", "", "tool overrides file (YAML): disable tools or set their kind, description, timeouts, whatever their source")
+	fs.StringVar(&o.MCPConfig, "mcp-config", "", "mcpServers file (Claude Code's format): the servers' tools join as mcp__<server>__<tool>")
+	fs.StringVar(&o.MCPListen, "mcp-listen", "", "serve the tools as an MCP server over Streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:8471)")
+	fs.StringVar(&o.MCPAgent, "mcp-agent", "mcp", "agent id of calls made through --mcp-listen")
+	fs.StringVar(&o.MCPCreds, "mcp-creds", "", "credentials of the --mcp-agent (default minted from this user's install)")
+	fs.StringVar(&o.MCPApprover, "mcp-approver", os.Getenv("TOOLGATE_APPROVER"), "approver URL named in MCP messages of parked calls (env TOOLGATE_APPROVER; default http://127.0.0.1:8470)")
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "worker: unexpected argument %q (options are flags: worker --help)\n", fs.Arg(0))

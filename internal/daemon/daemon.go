@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/policyload"
 	"github.com/toolgate/toolgate/internal/telemetry"
+	"github.com/toolgate/toolgate/internal/tooloverride"
 	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/internal/worker"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
@@ -85,6 +86,29 @@ type Options struct {
 	// worker's credentials. With neither these nor TrustedApprovers, every
 	// decision, amendment and pushed policy is refused.
 	TrustedAccounts []string
+	// MCPListen, when set, serves the fleet's tools as an MCP server over
+	// Streamable HTTP at http://<MCPListen>/mcp.
+	MCPListen string
+	// MCPAgent is the agent id MCP calls are made as; default "mcp".
+	MCPAgent string
+	// MCPCreds is that agent's credentials file; empty mints them from
+	// this user's install.
+	MCPCreds string
+	// MCPApprover is the approver URL named in MCP messages of parked calls.
+	MCPApprover string
+	// MCPReady, if set, is called with the MCP endpoint URL once it listens.
+	MCPReady func(url string)
+	// MCPConfig is an mcpServers file (Claude Code's format) whose servers'
+	// tools join the registry as mcp__<server>__<tool>.
+	MCPConfig string
+	// NoRemoteTools turns off the discovery of tools served as NATS micro
+	// services (pkg/remote).
+	NoRemoteTools bool
+	// RemoteInterval is how often remote tools are discovered; default 5s.
+	RemoteInterval time.Duration
+	// ToolsConfig is a tool overrides file (internal/tooloverride): the
+	// operator's last word on every tool, whatever its source.
+	ToolsConfig string
 	// Logger receives logs; default a text logger on stderr.
 	Logger *slog.Logger
 	// Out receives the start-up banner; default stderr.
@@ -173,6 +197,13 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	reg := tools.NewRegistry()
+	if o.ToolsConfig != "" {
+		ov, err := tooloverride.Load(o.ToolsConfig)
+		if err != nil {
+			return fmt.Errorf("--tools-config: %w", err)
+		}
+		reg.SetOverride(ov.Apply)
+	}
 	if err := builtin.Register(reg, builtin.Config{Workspace: ws, SkillsDir: o.SkillsDir, Roots: roots}); err != nil {
 		return fmt.Errorf("register built-in tools: %w", err)
 	}
@@ -185,6 +216,10 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if err := reg.Register(papproval.ClarifyTool()); err != nil {
+		return err
+	}
+	mcpCfg, err := loadMCPConfig(o.MCPConfig)
+	if err != nil {
 		return err
 	}
 	mgr, err := approval.NewManager(ctx, js, approval.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers,
@@ -234,6 +269,21 @@ func Run(ctx context.Context, o Options) error {
 			o.Logger.Error("approvals", "err", err)
 		}
 	}()
+	if !o.NoRemoteTools {
+		rdone := startRemoteTools(bg, nc, reg, o)
+		defer func() { bgCancel(); <-rdone }()
+	}
+	if mcpCfg != nil {
+		sdone := startMCPSources(bg, mcpCfg, reg, o)
+		defer func() { bgCancel(); <-sdone }()
+	}
+	if o.MCPListen != "" {
+		mdone, err := startMCP(bg, url, o)
+		if err != nil {
+			return err
+		}
+		defer func() { bgCancel(); <-mdone }()
+	}
 	fmt.Fprintf(o.Out, "toolgate: workspace %s; tools: %v\n", ws, reg.Names())
 	if o.Ready != nil {
 		w.OnReady(func() { o.Ready(url) })

@@ -34,13 +34,16 @@ const (
 	RoleAdmin Role = "admin"
 	// RoleAgent calls tools under its own name only.
 	RoleAgent Role = "agent"
+	// RoleTool serves the remote tool of its name (see pkg/remote):
+	// answers discovery and the calls workers route to it, nothing else.
+	RoleTool Role = "tool"
 )
 
 // RoleTagPrefix starts the user JWT tag that carries the role.
 const RoleTagPrefix = "toolgate-role:"
 
 // Roles lists every role.
-var Roles = []Role{RoleWorker, RoleApprover, RoleAdmin, RoleAgent}
+var Roles = []Role{RoleWorker, RoleApprover, RoleAdmin, RoleAgent, RoleTool}
 
 // Errors callers branch on.
 var (
@@ -65,7 +68,7 @@ func ParseRole(s string) (Role, error) {
 			return r, nil
 		}
 	}
-	return "", fmt.Errorf("%w %q (want worker, approver, admin or agent)", ErrBadRole, s)
+	return "", fmt.Errorf("%w %q (want worker, approver, admin, agent or tool)", ErrBadRole, s)
 }
 
 // Tag is the user JWT tag naming r.

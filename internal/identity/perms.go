@@ -51,6 +51,10 @@ func Permissions(role Role, name string) jwt.Permissions {
 		p.Sub.Allow = jwt.StringList{
 			"toolgate.result." + name + ".>",
 			"toolgate.progress." + name + ".>",
+			// Tools coming and going, and policy changes: what an MCP
+			// face serving this agent tells its client (list_changed).
+			"toolgate.event.tool.>",
+			"toolgate.event.policy_change",
 			inbox,
 		}
 	case RoleWorker:
@@ -74,6 +78,9 @@ func Permissions(role Role, name string) jwt.Permissions {
 			"$KV." + bucketCalls + ".>",
 			"$KV." + bucketApprovals + ".>",
 			"$KV." + bucketPolicy + ".amendments.>",
+			// Remote tools: discovery (NATS micro) and their endpoints.
+			"$SRV.>",
+			"toolgate.remote.>",
 		}
 		p.Sub.Allow = jwt.StringList{
 			"toolgate.api.tools",
@@ -107,6 +114,20 @@ func Permissions(role Role, name string) jwt.Permissions {
 			"toolgate.approval.>",
 			inbox,
 		}
+	case RoleTool:
+		// A remote tool service named after its tool: it answers the
+		// micro discovery requests and the calls workers route to
+		// toolgate.remote.<name>, replying on the requester's inbox. It
+		// publishes nothing else and hears no other tool's calls.
+		// An empty allow list would allow everything: deny all, the
+		// responses stay allowed by the response permission.
+		p.Pub.Deny = jwt.StringList{">"}
+		p.Sub.Allow = jwt.StringList{
+			"$SRV.>",
+			"toolgate.remote." + name,
+			inbox,
+		}
+		p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
 	case RoleAdmin:
 		// A person at toolctl: the JetStream API (follow events, read
 		// parked calls), policy and amendments, decisions, the tool

@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/remote"
 )
 
 // op is one thing a client tries on the bus.
@@ -118,6 +119,22 @@ func TestForbiddenOperationsAreRefused(t *testing.T) {
 			sub("_INBOX_alice.>"),
 			sub("toolgate.call.>"),
 		},
+		identity.RoleTool: {
+			pub("toolgate.call.alice.read"),   // calls a tool
+			pub("toolgate.result.alice.c1"),   // forged result
+			pub("toolgate.remote.bob"),        // calls another remote tool
+			pub("$SRV.INFO"),                  // discovery is the workers'
+			pub("toolgate.event.tool.bob"),    // announces tools
+			pub("$KV.toolgate_policy.policy"), //
+			pub("$JS.API.STREAM.INFO.TOOLGATE_CALLS"),
+			sub("toolgate.remote.bob"), // hears another tool's calls
+			sub("toolgate.remote.>"),
+			sub("toolgate.call.>"),
+			sub("toolgate.result.>"),
+			sub("_INBOX.>"),
+			sub("_INBOX_alice.>"),
+			sub(">"),
+		},
 		identity.RoleAdmin: {
 			pub("toolgate.result.alice.c1"),
 			pub("toolgate.progress.alice.c1"),
@@ -163,7 +180,7 @@ func TestForbiddenOperationsAreRefused(t *testing.T) {
 // server, and checks each effect: an agent calls and reads its own
 // results, a worker answers and stores results, an approver reads parked
 // calls and publishes a decision, an admin pushes policy and follows
-// events.
+// events, a tool service answers discovery and the calls to its tool.
 func TestAllowedOperationsWork(t *testing.T) {
 	s := testenv.StartAuthNATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -309,7 +326,24 @@ func TestAllowedOperationsWork(t *testing.T) {
 			break
 		}
 	}
-	for _, nc := range []*nats.Conn{wnc, anc, admin, pnc} {
+	// Tool: serves its remote tool; the worker discovers it and calls it.
+	tnc, _ := s.ConnectAs(t, identity.RoleTool, "stamp")
+	svc, err := remote.Serve(tnc, remote.Tool{Name: "stamp", Description: "Stamp a text."},
+		func(context.Context, *remote.Request) (*remote.Result, error) {
+			return &remote.Result{Content: "stamped"}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	_ = tnc.Flush()
+	if m, err := wnc.Request("$SRV.INFO.toolgate-stamp", nil, 10*time.Second); err != nil || !strings.Contains(string(m.Data), "toolgate.remote.stamp") {
+		t.Fatalf("worker discovers the tool: %v %v", m, err)
+	}
+	if m, err := wnc.Request("toolgate.remote.stamp", []byte(`{}`), 10*time.Second); err != nil || !strings.Contains(string(m.Data), "stamped") {
+		t.Fatalf("worker calls the tool: %v %v", m, err)
+	}
+	for _, nc := range []*nats.Conn{wnc, anc, admin, pnc, tnc} {
 		if err := nc.LastError(); err != nil {
 			t.Errorf("%v", err)
 		}

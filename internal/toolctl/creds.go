@@ -20,10 +20,11 @@ func cmdCreds(_ context.Context, env *Env, args []string) int {
 	out := fs.String("out", "", "write the .creds file here (mode 0600) instead of printing it")
 	expires := fs.Duration("expires", 0, "the credentials stop working after this long (default never)")
 	fs.Usage = func() {
-		fmt.Fprintln(env.Stderr, "usage: toolctl creds agent|approver|admin|worker NAME [--out FILE] [--expires DURATION]")
+		fmt.Fprintln(env.Stderr, "usage: toolctl creds agent|approver|admin|worker|tool NAME [--out FILE] [--expires DURATION]")
 		fmt.Fprintln(env.Stderr, "       toolctl creds revoke FILE|USER_PUBLIC_KEY")
 		fmt.Fprintln(env.Stderr, "  prints a NATS .creds file (a secret) issued by this install's toolgate account;")
-		fmt.Fprintln(env.Stderr, "  an agent's lets it call tools as NAME only and read only its own results.")
+		fmt.Fprintln(env.Stderr, "  an agent's lets it call tools as NAME only and read only its own results;")
+		fmt.Fprintln(env.Stderr, "  a tool's lets a remote tool service serve the tool NAME and nothing else.")
 		fmt.Fprintln(env.Stderr, "  revoke: the embedded server refuses them from its next start; a cluster once it")
 		fmt.Fprintln(env.Stderr, "  loads the auth.conf that toolctl nats-config writes afterwards")
 		fs.PrintDefaults()

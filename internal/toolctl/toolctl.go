@@ -70,8 +70,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		{"audit", "print the audit trail: decisions and executions [--follow] [--agent A] [--tool T] [--since D]", cmdAudit},
 		{"policy", "check | lint | default | push FILE | amendments: the policy gate", cmdPolicy},
 		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals},
-		{"creds", "agent|approver|admin|worker NAME [--out FILE]: mint a NATS .creds file", cmdCreds},
+		{"creds", "agent|approver|admin|worker|tool NAME [--out FILE]: mint a NATS .creds file", cmdCreds},
 		{"nats-config", "--out DIR: auth.conf for every nats-server node, and worker/approver/admin creds", cmdNATSConfig},
+		{"mcp", "serve the tools as an MCP server on stdio (an agent's mcpServers entry runs this)", cmdMCP},
+		{"hook", "claude | codex | serve: judge an agent's own tool calls by the policy (PreToolUse hooks)", cmdHook},
 	}
 	for _, e := range extra {
 		cmds = append(cmds, command{e.Name, e.Summary, e.Run})
@@ -165,21 +167,9 @@ func exitCode(err error) int {
 // and the exit code after saying what went wrong. With a --creds file the
 // agent is the one the credentials name.
 func (e *Env) client() (*nats.Conn, *client.Client, int) {
-	name := e.Agent
-	if e.Creds != "" && !e.agentSet {
-		name = ""
-	}
-	if name != "" {
-		if err := identity.ValidName(name); err != nil {
-			return nil, nil, e.fail(ExitUsage, "--agent: %v", err)
-		}
-	}
-	nc, creds, err := identity.Dial(e.NATSURL, e.Creds, identity.RoleAgent, name, nats.Name("toolctl"), nats.Timeout(5*time.Second))
+	nc, err := e.connectAgent()
 	if err != nil {
-		return nil, nil, e.fail(exitCode(err), "%v", withHint(err))
-	}
-	if creds != nil {
-		e.Agent = creds.Name
+		return nil, nil, e.fail(exitCode(err), "%v", err)
 	}
 	c, err := client.New(nc, e.Agent)
 	if err != nil {
@@ -187,6 +177,28 @@ func (e *Env) client() (*nats.Conn, *client.Client, int) {
 		return nil, nil, e.fail(ExitUsage, "--agent: %v", err)
 	}
 	return nc, c, ExitOK
+}
+
+// connectAgent connects as the agent (--agent, or the one a --creds file
+// names, which then becomes e.Agent).
+func (e *Env) connectAgent() (*nats.Conn, error) {
+	name := e.Agent
+	if e.Creds != "" && !e.agentSet {
+		name = ""
+	}
+	if name != "" {
+		if err := identity.ValidName(name); err != nil {
+			return nil, fmt.Errorf("--agent: %w", err)
+		}
+	}
+	nc, creds, err := identity.Dial(e.NATSURL, e.Creds, identity.RoleAgent, name, nats.Name("toolctl"), nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, withHint(err)
+	}
+	if creds != nil {
+		e.Agent = creds.Name
+	}
+	return nc, nil
 }
 
 // jetStream connects and returns the JetStream API, or nil and the exit
@@ -398,6 +410,7 @@ func cmdTools(ctx context.Context, env *Env, args []string) int {
 	fs := flag.NewFlagSet("tools", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	asJSON := fs.Bool("json", false, "print the listing as JSON (name, description, parameters)")
+	format := fs.String("format", "", "print the tools the agent may call as a model API's tool definitions: openai, anthropic, gemini or mcp")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
@@ -406,6 +419,9 @@ func cmdTools(ctx context.Context, env *Env, args []string) int {
 		return code
 	}
 	defer nc.Close()
+	if *format != "" {
+		return printDefinitions(ctx, env, c, *format)
+	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	list, err := c.Tools(lctx)

@@ -8,7 +8,7 @@
 // The contract with the credentials toolgate mints: user JWTs
 // (github.com/nats-io/jwt/v2) are issued directly by the toolgate account
 // key; their Name is the identity (for agents, the agent name); one tag
-// "toolgate-role:<role>" names the role: worker, approver, admin or agent.
+// "toolgate-role:<role>" names the role: worker, approver, admin, agent or tool.
 package trust
 
 import (

@@ -552,9 +552,8 @@ func (w *Worker) progress(in *events.Call, c *tools.Call) func(stream, chunk str
 // announce publishes a registered event for every tool, and registry
 // changes from now on.
 func (w *Worker) announce(ctx context.Context) {
-	for _, t := range w.pipe.Registry().List() {
-		w.toolEvent(events.TypeToolRegistered, t)
-	}
+	// Watch first: a tool registered meanwhile (an MCP server connecting)
+	// may be announced twice, never missed.
 	w.pipe.Registry().Watch(func(ch tools.Change) {
 		typ := events.TypeToolRegistered
 		if ch.Kind == tools.Unregistered {
@@ -562,6 +561,9 @@ func (w *Worker) announce(ctx context.Context) {
 		}
 		w.toolEvent(typ, ch.Tool)
 	})
+	for _, t := range w.pipe.Registry().List() {
+		w.toolEvent(events.TypeToolRegistered, t)
+	}
 }
 
 func (w *Worker) toolEvent(typ string, t *tools.Tool) {
@@ -575,8 +577,15 @@ func ToolData(t *tools.Tool, worker string) events.ToolData {
 }
 
 func (w *Worker) listTools(m *nats.Msg) {
+	var req events.ToolsListRequest
+	if len(m.Data) > 0 {
+		_ = json.Unmarshal(m.Data, &req) // a bad body lists everything: calls are judged anyway
+	}
 	var out []events.ToolData
 	for _, t := range w.pipe.Registry().List() {
+		if req.Agent != "" && w.pipe.DeniedOutright(req.Agent, t) {
+			continue
+		}
 		out = append(out, ToolData(t, w.cfg.Name))
 	}
 	b, _ := json.Marshal(out)

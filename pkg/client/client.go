@@ -100,9 +100,15 @@ type callOpts struct {
 }
 
 // WithTraceContext sends W3C trace context with the call (the CloudEvents
-// distributed-tracing extension): the worker's spans continue that trace.
+// distributed-tracing extension): the worker's spans continue that trace,
+// and the result and audit carry it on. A traceparent that is not a valid
+// W3C value is ignored, with its tracestate.
 func WithTraceContext(traceparent, tracestate string) CallOption {
-	return func(o *callOpts) { o.traceparent, o.tracestate = traceparent, tracestate }
+	return func(o *callOpts) {
+		if traceParentRE.MatchString(traceparent) && traceparent != "00-00000000000000000000000000000000-0000000000000000-00" {
+			o.traceparent, o.tracestate = traceparent, tracestate
+		}
+	}
 }
 
 // WithID sets the call id (default: a fresh unique id). Publishing the same

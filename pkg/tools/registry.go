@@ -37,6 +37,19 @@ type Registry struct {
 	mu       sync.RWMutex
 	byName   map[string]*entry // canonical names and aliases
 	watchers []func(Change)
+	override Override
+}
+
+// Override rewrites a tool as it is registered (the operator's
+// configuration has the last word over every source). It returns nil to
+// leave the tool out: Register then registers nothing and returns nil.
+type Override func(*Tool) *Tool
+
+// SetOverride makes o apply to every later Register.
+func (r *Registry) SetOverride(o Override) {
+	r.mu.Lock()
+	r.override = o
+	r.mu.Unlock()
 }
 
 // NewRegistry returns an empty registry.
@@ -54,6 +67,14 @@ func (r *Registry) Watch(fn func(Change)) {
 // name, a missing handler or a schema that does not compile, and with
 // ErrDuplicate when the name or an alias is taken.
 func (r *Registry) Register(t *Tool) error {
+	r.mu.RLock()
+	override := r.override
+	r.mu.RUnlock()
+	if override != nil {
+		if t = override(t); t == nil {
+			return nil
+		}
+	}
 	if err := validName(t.Name); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidTool, err)
 	}

@@ -1,0 +1,247 @@
+// Package hookgate judges the tool calls of agents that run their own
+// tools (Claude Code, Codex) with toolgate's policy, through their
+// PreToolUse hooks: the agent's Bash, Read, Write, Edit, apply_patch, MCP
+// tools... are mapped to toolgate's tools and judged by the same gate; an
+// ask goes to people through the approver (a clarify question on the bus)
+// and the hook waits for their answer. Both agents speak the same hook
+// JSON: tool_name and tool_input in, hookSpecificOutput.permissionDecision
+// allow, deny or ask with a reason out.
+package hookgate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/pkg/policy"
+)
+
+// Input is a PreToolUse hook payload (the fields toolgate reads).
+type Input struct {
+	SessionID     string          `json:"session_id"`
+	Cwd           string          `json:"cwd"`
+	HookEventName string          `json:"hook_event_name"`
+	ToolName      string          `json:"tool_name"`
+	ToolInput     json.RawMessage `json:"tool_input"`
+	ToolUseID     string          `json:"tool_use_id"`
+}
+
+// Output is a PreToolUse hook answer. An empty HookSpecificOutput (no
+// decision) leaves the call to the agent's own permission flow.
+type Output struct {
+	HookSpecificOutput *Specific `json:"hookSpecificOutput,omitempty"`
+}
+
+// Specific is the PreToolUse decision.
+type Specific struct {
+	HookEventName            string `json:"hookEventName"`
+	PermissionDecision       string `json:"permissionDecision"`
+	PermissionDecisionReason string `json:"permissionDecisionReason,omitempty"`
+}
+
+// Asker asks people whether a call may run and waits for the answer.
+type Asker interface {
+	Ask(ctx context.Context, question string, timeout time.Duration) (allow bool, why string, err error)
+}
+
+// Judge decides hook calls for one agent.
+type Judge struct {
+	// Gate judges the mapped calls. Required.
+	Gate policy.Evaluator
+	// Agent is the agent id the policy judges the calls as.
+	Agent string
+	// Asker, when set, takes an ask to people and waits; without one an
+	// ask is answered "ask" and the agent asks its user.
+	Asker Asker
+	// AskTimeout bounds how long people have; default 10 minutes.
+	AskTimeout time.Duration
+}
+
+// ErrBadInput reports a hook payload that cannot be judged.
+var ErrBadInput = errors.New("bad hook input")
+
+// Decide judges one hook payload. Tools toolgate does not map (the
+// agent's own bookkeeping: TodoWrite, Task, ...) get no decision. Any
+// failure to judge is a deny.
+func (j *Judge) Decide(ctx context.Context, in Input) Output {
+	if in.HookEventName != "" && in.HookEventName != "PreToolUse" {
+		return Output{}
+	}
+	reqs, err := Map(in)
+	if err != nil {
+		return decision(policy.Deny, "toolgate: "+err.Error())
+	}
+	if reqs == nil {
+		return Output{}
+	}
+	// The strictest verdict over every part of the call wins.
+	worst := policy.Decision{Action: policy.Allow}
+	for _, r := range reqs {
+		r.Agent = j.Agent
+		if r.Workspace == "" {
+			r.Workspace = in.Cwd
+		}
+		d := j.Gate.Evaluate(ctx, r)
+		if d.Action.Rank() > worst.Action.Rank() || worst.Reason == "" {
+			worst = d
+		}
+	}
+	switch worst.Action {
+	case policy.Allow:
+		return decision(policy.Allow, "toolgate: "+worst.Reason)
+	case policy.Ask:
+		if j.Asker == nil {
+			return decision(policy.Ask, "toolgate asks: "+worst.Reason)
+		}
+		timeout := j.AskTimeout
+		if worst.ApprovalTimeout > 0 {
+			timeout = worst.ApprovalTimeout
+		}
+		if timeout <= 0 {
+			timeout = 10 * time.Minute
+		}
+		ok, why, err := j.Asker.Ask(ctx, question(j.Agent, in, worst), timeout)
+		switch {
+		case err != nil:
+			return decision(policy.Deny, "toolgate: could not ask people ("+err.Error()+"); denied")
+		case ok:
+			return decision(policy.Allow, "toolgate: approved by "+why)
+		default:
+			return decision(policy.Deny, "toolgate: not approved: "+why)
+		}
+	default:
+		return decision(policy.Deny, "toolgate denies: "+worst.Reason)
+	}
+}
+
+func decision(a policy.Action, reason string) Output {
+	return Output{HookSpecificOutput: &Specific{HookEventName: "PreToolUse", PermissionDecision: string(a), PermissionDecisionReason: reason}}
+}
+
+// question is what people see for an asked call.
+func question(agent string, in Input, d policy.Decision) string {
+	detail := string(in.ToolInput)
+	if r := []rune(detail); len(r) > 2000 {
+		detail = string(r[:2000]) + "…"
+	}
+	return fmt.Sprintf("Agent %s wants to run its %s tool in %s:\n%s\n\nThe policy asks: %s (rule %s). Allow it?",
+		agent, in.ToolName, in.Cwd, detail, d.Reason, d.Rule)
+}
+
+// Map turns a hook payload into the requests the gate judges: one per
+// file a call touches, one for a command. It returns nil for tools that
+// are not mapped, and an error for input that cannot be read (which the
+// caller denies).
+func Map(in Input) ([]policy.Request, error) {
+	var args map[string]any
+	if len(in.ToolInput) > 0 {
+		d := json.NewDecoder(strings.NewReader(string(in.ToolInput)))
+		d.UseNumber()
+		if err := d.Decode(&args); err != nil {
+			return nil, fmt.Errorf("%w: tool_input of %s is not a JSON object: %v", ErrBadInput, in.ToolName, err)
+		}
+	}
+	str := func(k string) string { s, _ := args[k].(string); return s }
+	req := func(tool string, kind policy.Kind, a map[string]any) policy.Request {
+		return policy.Request{Tool: tool, Known: true, Kind: kind, Arguments: a}
+	}
+	needs := func(k string) error {
+		if str(k) == "" {
+			return fmt.Errorf("%w: %s without %s", ErrBadInput, in.ToolName, k)
+		}
+		return nil
+	}
+	switch in.ToolName {
+	case "Bash", "exec_command", "shell":
+		if err := needs("command"); err != nil {
+			return nil, err
+		}
+		return []policy.Request{req("bash", policy.KindExecute, map[string]any{"command": str("command")})}, nil
+	case "Read":
+		if err := needs("file_path"); err != nil {
+			return nil, err
+		}
+		return []policy.Request{req("read", policy.KindRead, map[string]any{"path": str("file_path")})}, nil
+	case "Write":
+		if err := needs("file_path"); err != nil {
+			return nil, err
+		}
+		return []policy.Request{req("write", policy.KindWrite, map[string]any{"path": str("file_path"), "content": str("content")})}, nil
+	case "Edit", "MultiEdit":
+		if err := needs("file_path"); err != nil {
+			return nil, err
+		}
+		return []policy.Request{req("edit", policy.KindWrite, map[string]any{"path": str("file_path"),
+			"old_string": str("old_string"), "new_string": str("new_string")})}, nil
+	case "NotebookEdit":
+		if err := needs("notebook_path"); err != nil {
+			return nil, err
+		}
+		return []policy.Request{req("edit", policy.KindWrite, map[string]any{"path": str("notebook_path")})}, nil
+	case "Glob":
+		return []policy.Request{req("glob", policy.KindSearch, withPath(map[string]any{"pattern": str("pattern")}, str("path")))}, nil
+	case "Grep":
+		return []policy.Request{req("grep", policy.KindSearch, withPath(map[string]any{"pattern": str("pattern")}, str("path")))}, nil
+	case "LS":
+		return []policy.Request{req("ls", policy.KindRead, withPath(map[string]any{}, str("path")))}, nil
+	case "WebFetch", "WebSearch":
+		return []policy.Request{req(in.ToolName, policy.KindNetwork, args)}, nil
+	case "apply_patch":
+		if err := needs("command"); err != nil {
+			return nil, err
+		}
+		files, err := PatchFiles(str("command"))
+		if err != nil {
+			return nil, err
+		}
+		var out []policy.Request
+		for _, f := range files {
+			out = append(out, req("write", policy.KindWrite, map[string]any{"path": f, "content": ""}))
+		}
+		return out, nil
+	}
+	if strings.HasPrefix(in.ToolName, "mcp__") {
+		// The agent's own MCP tools: judged by name; their kind is unknown
+		// to toolgate, so execute, the conservative one.
+		return []policy.Request{req(in.ToolName, policy.KindExecute, args)}, nil
+	}
+	return nil, nil
+}
+
+func withPath(m map[string]any, p string) map[string]any {
+	if p != "" {
+		m["path"] = p
+	}
+	return m
+}
+
+// PatchFiles returns the files an apply_patch patch adds, updates, deletes
+// or moves to. A patch naming no file is an error: it cannot be judged.
+func PatchFiles(patch string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, line := range strings.Split(patch, "\n") {
+		line = strings.TrimRight(line, "\r")
+		for _, p := range []string{"*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "} {
+			if f, ok := strings.CutPrefix(line, p); ok {
+				f = strings.TrimSpace(f)
+				if f == "" {
+					return nil, fmt.Errorf("%w: apply_patch line %q names no file", ErrBadInput, line)
+				}
+				f = filepath.Clean(f)
+				if !seen[f] {
+					seen[f] = true
+					out = append(out, f)
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: apply_patch names no file", ErrBadInput)
+	}
+	return out, nil
+}

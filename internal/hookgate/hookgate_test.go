@@ -1,0 +1,210 @@
+package hookgate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/pkg/policy"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden decisions")
+
+// hookPolicy is the policy the payloads are judged by: file tools inside
+// the workspace, key files denied, shell commands by their syntax tree
+// (dangerous ones ask, forbidden ones are denied), other tools ask.
+const hookPolicy = `default: ask
+tools:
+  read: allow
+  write: allow
+  edit: allow
+  glob: allow
+  grep: allow
+  ls: allow
+  bash: {}
+exec:
+  ask: on_miss
+  confirm_dangerous: true
+constraints:
+  denied_paths: ["**/*.pem"]
+`
+
+func workspace(t *testing.T) string {
+	t.Helper()
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "README.md"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(ws, "certs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "certs", "server.pem"), []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// payload reads a hook payload from testdata, with WORKSPACE replaced.
+func payload(t *testing.T, name, ws string) Input {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in Input
+	if err := json.Unmarshal([]byte(strings.ReplaceAll(string(b), "WORKSPACE", ws)), &in); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// TestDecisionsGolden judges every payload in testdata (Claude Code's and
+// Codex's PreToolUse shapes) and compares the decisions with
+// testdata/decisions.golden.
+func TestDecisionsGolden(t *testing.T) {
+	p, _, err := policy.Parse([]byte(hookPolicy), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := workspace(t)
+	j := &Judge{Gate: policy.NewGate(p), Agent: "claude-code"}
+	files, _ := filepath.Glob("testdata/*.json")
+	var got strings.Builder
+	for _, f := range files {
+		out := j.Decide(context.Background(), payload(t, filepath.Base(f), ws))
+		b, _ := json.Marshal(out)
+		got.WriteString(filepath.Base(f) + " " + strings.ReplaceAll(string(b), ws, "WORKSPACE") + "\n")
+	}
+	path := filepath.Join("testdata", "decisions.golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -update)", err)
+	}
+	if got.String() != string(want) {
+		t.Errorf("decisions differ from %s:\n%s", path, got.String())
+	}
+}
+
+func TestDecisions(t *testing.T) {
+	p, _, err := policy.Parse([]byte(hookPolicy), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := workspace(t)
+	j := &Judge{Gate: policy.NewGate(p), Agent: "claude-code"}
+	tests := []struct {
+		file, want string
+	}{
+		{"claude-bash-ls.json", "allow"},
+		{"claude-bash-sudo.json", "deny"},
+		{"claude-bash-push.json", "ask"},
+		{"claude-read-readme.json", "allow"},
+		{"claude-read-key.json", "deny"},
+		{"claude-write-outside.json", "deny"},
+		{"claude-edit.json", "allow"},
+		{"claude-mcp.json", "ask"},
+		{"claude-todowrite.json", ""},
+		{"codex-bash.json", "allow"},
+		{"codex-apply-patch-secret.json", "deny"},
+		{"codex-bad-input.json", "deny"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			out := j.Decide(context.Background(), payload(t, tt.file, ws))
+			got := ""
+			if out.HookSpecificOutput != nil {
+				got = out.HookSpecificOutput.PermissionDecision
+			}
+			if got != tt.want {
+				t.Fatalf("decision %q, want %q (%+v)", got, tt.want, out.HookSpecificOutput)
+			}
+		})
+	}
+}
+
+// fakeAsker records questions; its answer is fixed. It stands for the
+// people behind the approver, which the end-to-end test drives for real.
+type fakeAsker struct {
+	allow bool
+	err   error
+	asked []string
+}
+
+func (f *fakeAsker) Ask(_ context.Context, q string, _ time.Duration) (bool, string, error) {
+	f.asked = append(f.asked, q)
+	return f.allow, "alice", f.err
+}
+
+func TestAskGoesToPeopleAndFailsClosed(t *testing.T) {
+	p, _, _ := policy.Parse([]byte(hookPolicy), "test")
+	ws := workspace(t)
+	in := payload(t, "claude-bash-push.json", ws)
+	for _, tt := range []struct {
+		name string
+		a    *fakeAsker
+		want string
+	}{
+		{"approved", &fakeAsker{allow: true}, "allow"},
+		{"refused", &fakeAsker{}, "deny"},
+		{"unreachable", &fakeAsker{err: errors.New("no NATS")}, "deny"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			j := &Judge{Gate: policy.NewGate(p), Agent: "claude-code", Asker: tt.a}
+			out := j.Decide(context.Background(), in)
+			if out.HookSpecificOutput.PermissionDecision != tt.want {
+				t.Fatalf("decision %+v, want %s", out.HookSpecificOutput, tt.want)
+			}
+			if len(tt.a.asked) != 1 || !strings.Contains(tt.a.asked[0], "git push origin main") {
+				t.Fatalf("asked %q", tt.a.asked)
+			}
+		})
+	}
+}
+
+func TestPatchFiles(t *testing.T) {
+	got, err := PatchFiles("*** Begin Patch\n*** Update File: a.go\n*** Move to: b/../c.go\n*** Delete File: d.txt\n*** Add File: a.go\n*** End Patch")
+	if err != nil || strings.Join(got, ",") != "a.go,c.go,d.txt" {
+		t.Fatalf("PatchFiles = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "*** Begin Patch\n*** End Patch", "*** Add File:   \n"} {
+		if _, err := PatchFiles(bad); !errors.Is(err, ErrBadInput) {
+			t.Errorf("PatchFiles(%q) err = %v", bad, err)
+		}
+	}
+}
+
+func FuzzDecide(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.json")
+	for _, fn := range files {
+		b, _ := os.ReadFile(fn)
+		f.Add(b)
+	}
+	p, _, _ := policy.Parse([]byte(hookPolicy), "test")
+	j := &Judge{Gate: policy.NewGate(p), Agent: "fuzz"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var in Input
+		if json.Unmarshal(data, &in) != nil {
+			return
+		}
+		in.Cwd = "/nonexistent-fuzz-workspace"
+		out := j.Decide(context.Background(), in)
+		if s := out.HookSpecificOutput; s != nil {
+			switch s.PermissionDecision {
+			case "allow", "deny", "ask":
+			default:
+				t.Fatalf("decision %q", s.PermissionDecision)
+			}
+		}
+	})
+}

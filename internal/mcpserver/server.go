@@ -1,0 +1,344 @@
+// Package mcpserver is toolgate's face as an MCP server: the fleet's tools,
+// as one agent may call them, offered to any MCP client (Claude Code,
+// Cursor, Codex, the SDKs) over stdio or Streamable HTTP.
+//
+// tools/list is the workers' registry listing for the agent, without the
+// tools its policy denies outright, kept fresh by the registry and policy
+// events on the bus. tools/call is a bus call through pkg/client, so the
+// policy gate, approvals and audit apply as to any other call: a denied
+// call is a result with isError and the reason, an asked call waits for
+// the people's decision, sending progress notifications that say where to
+// decide it.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/pkg/client"
+	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/toolformat"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultCallWait    = 15 * time.Minute
+	DefaultRefresh     = 30 * time.Second
+	DefaultApproverURL = "http://127.0.0.1:8470"
+	// heartbeat is how often a parked call reminds the client it waits.
+	heartbeat = 10 * time.Second
+)
+
+// Options configure a Server.
+type Options struct {
+	// NC is the connection the registry and policy events arrive on.
+	NC *nats.Conn
+	// Client calls tools as the agent this face serves. Required.
+	Client *client.Client
+	// ApproverURL is where people decide parked calls, named in the
+	// messages of a parked call; default DefaultApproverURL.
+	ApproverURL string
+	// CallWait bounds how long one tools/call waits for its result,
+	// approvals included; default DefaultCallWait.
+	CallWait time.Duration
+	// Refresh is how often the tool list is fetched again even without
+	// events; default DefaultRefresh.
+	Refresh time.Duration
+	// Version is the server version reported to clients.
+	Version string
+	// Logger receives logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is an MCP server whose tools are the fleet's.
+type Server struct {
+	o   Options
+	mcp *mcp.Server
+
+	mu    sync.Mutex
+	known map[string]string // tool name → its definition as listed, to see changes
+	ready chan struct{}     // closed after the first successful refresh
+	once  sync.Once
+}
+
+// New returns a Server for o; Sync fills and maintains its tool list.
+func New(o Options) (*Server, error) {
+	if o.Client == nil {
+		return nil, errors.New("mcpserver: no client")
+	}
+	if o.ApproverURL == "" {
+		o.ApproverURL = DefaultApproverURL
+	}
+	if o.CallWait <= 0 {
+		o.CallWait = DefaultCallWait
+	}
+	if o.Refresh <= 0 {
+		o.Refresh = DefaultRefresh
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s := &Server{o: o, known: map[string]string{}, ready: make(chan struct{})}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate", Version: o.Version}, &mcp.ServerOptions{
+		Instructions: "Tools run by toolgate workers as agent " + o.Client.Agent() +
+			": every call passes the policy gate; some wait for a person's approval.",
+		Logger: o.Logger,
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:   &mcp.ToolCapabilities{ListChanged: true},
+			Logging: &mcp.LoggingCapabilities{},
+		},
+	})
+	return s, nil
+}
+
+// MCP is the underlying SDK server, to run on a transport.
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// Ready is closed once the tool list has been fetched.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Sync fetches the tool list and keeps it current until ctx is done: on
+// every registry or policy event, and every Options.Refresh. Clients are
+// told when the list changes (notifications/tools/list_changed).
+func (s *Server) Sync(ctx context.Context) error {
+	kick := make(chan struct{}, 1)
+	poke := func(*nats.Msg) {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	if s.o.NC != nil {
+		for _, subj := range []string{events.ToolEventSubject("*"), events.PolicyChangeSubject} {
+			sub, err := s.o.NC.Subscribe(subj, poke)
+			if err != nil {
+				return fmt.Errorf("subscribe %s: %w", subj, err)
+			}
+			defer sub.Unsubscribe()
+		}
+	}
+	t := time.NewTicker(s.o.Refresh)
+	defer t.Stop()
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-kick:
+		case <-t.C:
+		case <-retry.C:
+		}
+		err := s.refresh(ctx)
+		switch {
+		case err == nil:
+			failures = 0
+		case ctx.Err() == nil:
+			// No worker answers yet (at start, the worker itself is
+			// still starting): try again soon; say so when it lasts.
+			failures++
+			level := slog.LevelDebug
+			if failures%10 == 0 {
+				level = slog.LevelWarn
+			}
+			s.o.Logger.Log(ctx, level, "mcp: list tools", "err", err, "attempts", failures)
+			retry.Reset(time.Second)
+		}
+	}
+}
+
+// refresh lists the agent's tools and adds, replaces or removes the
+// server's tools to match.
+func (s *Server) refresh(ctx context.Context) error {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	list, err := s.o.Client.AgentTools(lctx)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	for _, t := range list {
+		if seen[t.Name] {
+			continue
+		}
+		schema, err := toolformat.ObjectSchema(t.Parameters)
+		if err != nil {
+			s.o.Logger.Warn("mcp: tool not offered", "tool", t.Name, "err", err)
+			continue
+		}
+		seen[t.Name] = true
+		def := t.Description + "\x00" + t.Kind + "\x00" + string(schema)
+		if s.known[t.Name] == def {
+			continue
+		}
+		s.known[t.Name] = def
+		s.mcp.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: schema,
+			Annotations: annotations(t.Kind)}, s.call)
+	}
+	var gone []string
+	for name := range s.known {
+		if !seen[name] {
+			gone = append(gone, name)
+			delete(s.known, name)
+		}
+	}
+	if len(gone) > 0 {
+		s.mcp.RemoveTools(gone...)
+	}
+	s.once.Do(func() { close(s.ready) })
+	return nil
+}
+
+// annotations are the MCP hints for a tool of kind: read and search tools
+// are read-only, execute and write tools may destroy, network tools reach
+// the open world. They are hints to the client; the policy gate decides.
+func annotations(kind string) *mcp.ToolAnnotations {
+	yes, no := true, false
+	switch kind {
+	case "read", "search":
+		return &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: &no, OpenWorldHint: &no}
+	case "write":
+		return &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &no}
+	case "network":
+		return &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes}
+	default:
+		return &mcp.ToolAnnotations{DestructiveHint: &yes}
+	}
+}
+
+// call runs one tools/call as a bus call and maps its result.
+func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args := req.Params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	var p *progress
+	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+		p = &progress{session: req.Session, token: tok}
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.o.CallWait)
+	defer cancel()
+	var hbOnce sync.Once
+	opts := []client.CallOption{
+		client.OnPending(func(r events.ResultData) {
+			msg := s.parkedMessage(r)
+			s.o.Logger.Info("mcp: call parked", "call_id", r.CallID, "tool", r.Tool, "agent", r.Agent)
+			p.send(wctx, msg)
+			hbOnce.Do(func() { go p.remind(wctx, msg) })
+		}),
+		client.OnProgress(func(pd events.ProgressData) { p.send(wctx, pd.Chunk) }),
+	}
+	// An MCP client tracing its requests puts the W3C traceparent in
+	// _meta; the call continues that trace (invalid values are dropped).
+	if tp, ok := req.Params.Meta["traceparent"].(string); ok {
+		opts = append(opts, client.WithTraceContext(tp, ""))
+	}
+	res, err := s.o.Client.Call(wctx, req.Params.Name, args, opts...)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return errorResult(fmt.Sprintf("timed out: no result within %s (the call may still finish; `toolctl events` shows it)", s.o.CallWait)), nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return errorResult("toolgate could not run the call: " + err.Error()), nil
+	}
+	return result(res), nil
+}
+
+func (s *Server) parkedMessage(r events.ResultData) string {
+	msg := fmt.Sprintf("call %s waits for a person's approval", r.CallID)
+	if r.Decision != nil && r.Decision.Reason != "" {
+		msg += " (" + r.Decision.Reason + ")"
+	}
+	return msg + fmt.Sprintf(": approve or reject it at %s or with `toolctl approvals approve %s`", s.o.ApproverURL, r.CallID)
+}
+
+// result maps a final toolgate result to an MCP tool result: the output
+// as text, isError for anything but a successful run, and the call id,
+// status and decision in _meta.
+func result(r *events.ResultData) *mcp.CallToolResult {
+	text := r.Output
+	switch r.Status {
+	case events.StatusOK:
+	case events.StatusDenied:
+		reason := r.Output
+		if r.Decision != nil && r.Decision.Reason != "" {
+			reason = r.Decision.Reason
+			if r.Decision.Rule != "" {
+				reason += " (rule " + r.Decision.Rule + ")"
+			}
+		}
+		text = "denied by policy: " + reason
+	case events.StatusTimeout:
+		text = "timed out: the tool ran past its timeout and was stopped. " + r.Output
+	default:
+		text = string(r.Status) + ": " + r.Output
+	}
+	out := &mcp.CallToolResult{
+		Content: []mcp.Content{&mcp.TextContent{Text: text}},
+		IsError: r.IsError || r.Status != events.StatusOK,
+	}
+	meta := mcp.Meta{"toolgate/call_id": r.CallID, "toolgate/status": string(r.Status)}
+	if r.Decision != nil {
+		meta["toolgate/decision"] = r.Decision
+	}
+	out.Meta = meta
+	return out
+}
+
+func errorResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}
+}
+
+// progress sends notifications/progress for one call when the client
+// asked for them (a progress token); a nil *progress sends nothing.
+type progress struct {
+	session *mcp.ServerSession
+	token   any
+	mu      sync.Mutex
+	n       float64
+}
+
+func (p *progress) send(ctx context.Context, msg string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.n++
+	n := p.n
+	p.mu.Unlock()
+	_ = p.session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: n, Message: msg})
+}
+
+// remind repeats msg while the call stays parked, so clients that drop
+// silent requests keep waiting.
+func (p *progress) remind(ctx context.Context, msg string) {
+	if p == nil {
+		return
+	}
+	t := time.NewTicker(heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.send(ctx, "still "+msg)
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package toolctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/hookgate"
+	"github.com/toolgate/toolgate/internal/policyload"
+	"github.com/toolgate/toolgate/pkg/client"
+	"github.com/toolgate/toolgate/pkg/policy"
+)
+
+// hookStdin is what a command hook reads; tests swap it.
+var hookStdin io.Reader = os.Stdin
+
+// cmdHook judges an agent's own tool calls by toolgate's policy:
+//
+//	toolctl hook claude|codex   a PreToolUse command hook (JSON on stdin, decision on stdout)
+//	toolctl hook serve          the same as an HTTP endpoint for Claude Code's http hooks
+func cmdHook(ctx context.Context, env *Env, args []string) int {
+	if len(args) == 0 {
+		return env.fail(ExitUsage, "hook: want claude, codex or serve")
+	}
+	mode, args := args[0], args[1:]
+	fs := flag.NewFlagSet("hook "+mode, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	agent := fs.String("agent", env.Agent, "agent id the policy judges the calls as")
+	policyFile := fs.String("policy", "", "policy file (default: the fleet's shared policy, else the built-in one)")
+	noAsk := fs.Bool("no-ask", false, "answer an ask with \"ask\" (the agent asks its user) instead of asking people through the approver")
+	askTimeout := fs.Duration("ask-timeout", 10*time.Minute, "how long people have to answer an ask")
+	listen := fs.String("listen", "127.0.0.1:8472", "serve: where the HTTP endpoint listens (POST /hook)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	switch mode {
+	case "claude", "codex", "serve":
+	default:
+		return env.fail(ExitUsage, "hook: unknown mode %q (want claude, codex or serve)", mode)
+	}
+	env.Agent = *agent
+	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	j, closeFn, err := env.hookJudge(ctx, *policyFile, !*noAsk, log)
+	if err != nil {
+		if mode == "serve" {
+			return env.fail(ExitNoReach, "%v", err)
+		}
+		// A command hook fails closed, and says why to the agent.
+		printHook(env, hookDeny("toolgate could not judge the call: "+err.Error()))
+		return ExitOK
+	}
+	defer closeFn()
+	j.AskTimeout = *askTimeout
+	if mode == "serve" {
+		return serveHook(ctx, env, j, *listen)
+	}
+	var in hookgate.Input
+	if err := json.NewDecoder(io.LimitReader(hookStdin, 4<<20)).Decode(&in); err != nil {
+		printHook(env, hookDeny("toolgate: the hook payload is not JSON: "+err.Error()))
+		return ExitOK
+	}
+	printHook(env, j.Decide(ctx, in))
+	return ExitOK
+}
+
+func hookDeny(reason string) hookgate.Output {
+	return hookgate.Output{HookSpecificOutput: &hookgate.Specific{HookEventName: "PreToolUse",
+		PermissionDecision: string(policy.Deny), PermissionDecisionReason: reason}}
+}
+
+func printHook(env *Env, out hookgate.Output) {
+	b, _ := json.Marshal(out)
+	fmt.Fprintln(env.Stdout, string(b))
+}
+
+// hookJudge loads the policy (the file, else the fleet's shared one, else
+// the built-in default) and, when asking people, connects to the bus as
+// the agent: the question is a call the agent makes. The fleet's policy
+// is read with an admin connection, since agents may not read the policy
+// bucket.
+func (e *Env) hookJudge(ctx context.Context, file string, ask bool, log *slog.Logger) (*hookgate.Judge, func(), error) {
+	gate := policy.NewGate(nil)
+	j := &hookgate.Judge{Gate: gate, Agent: e.Agent}
+	var policyNC, agentNC *nats.Conn
+	closeFn := func() {
+		for _, nc := range []*nats.Conn{policyNC, agentNC} {
+			if nc != nil {
+				nc.Close()
+			}
+		}
+	}
+	loader := &policyload.Loader{Gate: gate, File: file, Logger: log}
+	if file == "" {
+		// Without the bus there is no fleet policy to judge by.
+		var err error
+		if policyNC, err = e.Connect(); err != nil {
+			return nil, nil, fmt.Errorf("the fleet's policy (or judge by --policy FILE): %w", err)
+		}
+		js, err := jetstream.New(policyNC)
+		if err == nil {
+			lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			loader.KV, err = js.KeyValue(lctx, bus.BucketPolicy)
+			cancel()
+		}
+		if err != nil {
+			closeFn()
+			return nil, nil, fmt.Errorf("the fleet's policy: %w", err)
+		}
+	}
+	if _, err := loader.Load(ctx); err != nil {
+		closeFn()
+		return nil, nil, err
+	}
+	if !ask {
+		return j, closeFn, nil
+	}
+	agentNC, err := e.connectAgent()
+	if err != nil {
+		// The policy still judges; an ask cannot reach people and is
+		// denied with the reason.
+		j.Asker = unreachable{err}
+		return j, closeFn, nil
+	}
+	j.Agent = e.Agent
+	c, err := client.New(agentNC, e.Agent)
+	if err != nil {
+		closeFn()
+		return nil, nil, fmt.Errorf("--agent: %w", err)
+	}
+	j.Asker = hookgate.BusAsker{Client: c, OnParked: func(id string) {
+		fmt.Fprintf(e.Stderr, "toolctl hook: waiting for a person: toolctl approvals answer %s --answer allow|deny\n", id)
+	}}
+	return j, closeFn, nil
+}
+
+func serveHook(ctx context.Context, env *Env, j *hookgate.Judge, addr string) int {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return env.fail(ExitUsage, "--listen: %v", err)
+	}
+	loopback := false
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok {
+		loopback = ta.IP.IsLoopback()
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/hook", hookgate.Handler(j, loopback))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(env.Stderr, "toolctl hook: PreToolUse endpoint on http://%s/hook\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return env.fail(ExitFailed, "%v", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return ExitOK
+}
+
+// unreachable is the Asker when the bus cannot be reached.
+type unreachable struct{ err error }
+
+func (u unreachable) Ask(context.Context, string, time.Duration) (bool, string, error) {
+	return false, "", u.err
+}

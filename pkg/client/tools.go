@@ -1,0 +1,40 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+
+	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/toolformat"
+)
+
+// AgentTools asks a worker for the tools this client's agent may call:
+// the registry listing without the tools its policy denies outright.
+func (c *Client) AgentTools(ctx context.Context) ([]events.ToolData, error) {
+	body, _ := json.Marshal(events.ToolsListRequest{Agent: c.agent})
+	m, err := c.nc.RequestWithContext(ctx, events.SubjectToolsList, body)
+	if err != nil {
+		return nil, fmt.Errorf("list tools (is a worker running?): %w", err)
+	}
+	var out []events.ToolData
+	if err := json.Unmarshal(m.Data, &out); err != nil {
+		return nil, fmt.Errorf("decode tool listing: %w", err)
+	}
+	return out, nil
+}
+
+// ToolDefinitions returns the agent's tools as the API named by format
+// expects them in its request (OpenAI, Anthropic, Gemini, MCP): ready to
+// put in a model request's tools field.
+func (c *Client) ToolDefinitions(ctx context.Context, format toolformat.Format) (*toolformat.Definitions, error) {
+	list, err := c.AgentTools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return toolformat.Convert(list, format)
+}
+
+// traceParentRE is a W3C traceparent header value (version 00).
+var traceParentRE = regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
