@@ -4,10 +4,14 @@
 // calls to the endpoints by request/reply within the call's timeout, and
 // unregisters a tool once no service has offered it for a few rounds.
 //
-// Which endpoint serves a name is decided the same way on every worker:
-// a name already in the registry (a built-in or MCP tool) keeps its tool;
-// among services offering the same name, the smallest service name wins,
-// then the smallest id. Every collision is logged.
+// A tool is taken only from an endpoint on toolgate.remote.<its name>,
+// the one subject a tool identity of that name may listen on, so the
+// credentials bind the name. Which announcement describes a name is
+// decided the same way on every worker: a name already in the registry (a
+// built-in or MCP tool) keeps its tool; among services offering the same
+// name (and so sharing its subject), the smallest service name's
+// description and schema are taken, then the smallest id's. Every
+// collision is logged.
 package remotesource
 
 import (
@@ -16,7 +20,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -187,8 +190,11 @@ func (d *discovery) discover(ctx context.Context) ([]offer, error) {
 					d.report(name, fmt.Sprintf("service %s: %v", info.Name, err))
 					continue
 				}
-				if strings.ContainsAny(ep.Subject, "*> ") || ep.Subject == "" {
-					d.report(name, fmt.Sprintf("service %s: endpoint subject %q cannot be called", info.Name, ep.Subject))
+				// A tool is served on toolgate.remote.<its name> and nowhere
+				// else: a tool identity may listen only there, so a service
+				// cannot take over a name its credentials are not for.
+				if ep.Subject != remote.SubjectPrefix+name {
+					d.report(name, fmt.Sprintf("service %s: tool %s must be served on %s, not %q", info.Name, name, remote.SubjectPrefix+name, ep.Subject))
 					continue
 				}
 				out = append(out, offer{service: info.Name, id: info.ID, subject: ep.Subject, tool: t})
