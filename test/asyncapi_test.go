@@ -18,7 +18,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	tekuri "github.com/santhosh-tekuri/jsonschema/v5"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
