@@ -41,6 +41,51 @@ var (
 	ErrTampered = errors.New("parked call record was altered")
 )
 
+// Refusal codes name, in a refusal event's code field, the reasons a
+// reader of the event acts on, so it can match them without parsing the
+// reason text. Other reasons have no code.
+const (
+	// RefusalAlreadyDecided is the code of ErrAlreadyDecided.
+	RefusalAlreadyDecided = "already_decided"
+	// RefusalDuplicateApprover is the code of ErrDuplicateApprover.
+	RefusalDuplicateApprover = "duplicate_approver"
+)
+
+// refusalCode is the code a refusal for why carries, or "".
+func refusalCode(why error) string {
+	switch {
+	case errors.Is(why, ErrAlreadyDecided):
+		return RefusalAlreadyDecided
+	case errors.Is(why, ErrDuplicateApprover):
+		return RefusalDuplicateApprover
+	}
+	return ""
+}
+
+// RefusalError is a refusal as read from its event: the worker's reason,
+// matching with errors.Is the error its code names (ErrAlreadyDecided,
+// ErrDuplicateApprover), and always ErrRefused.
+type RefusalError struct {
+	// Code is the event's code field; "" for reasons without one.
+	Code string
+	// Reason is the event's reason text.
+	Reason string
+}
+
+// Error returns the worker's reason.
+func (e *RefusalError) Error() string { return e.Reason }
+
+// Unwrap returns ErrRefused and the error Code names, if any.
+func (e *RefusalError) Unwrap() []error {
+	switch e.Code {
+	case RefusalAlreadyDecided:
+		return []error{ErrRefused, ErrAlreadyDecided}
+	case RefusalDuplicateApprover:
+		return []error{ErrRefused, ErrDuplicateApprover}
+	}
+	return []error{ErrRefused}
+}
+
 // refusal is the data of a dev.toolgate.approval.refused.v1 event.
 type refusal struct {
 	CallID    string           `json:"call_id"`
@@ -49,8 +94,11 @@ type refusal struct {
 	Outcome   approval.Outcome `json:"outcome,omitempty"`
 	Signer    string           `json:"signer,omitempty"`
 	Reason    string           `json:"reason"`
-	Worker    string           `json:"worker"`
-	Time      time.Time        `json:"time"`
+	// Code names the reason for readers that act on it: one of the
+	// Refusal* constants, or empty.
+	Code   string    `json:"code,omitempty"`
+	Worker string    `json:"worker"`
+	Time   time.Time `json:"time"`
 }
 
 // resolution is the data of a dev.toolgate.approval.resolved.v1 event.
@@ -303,7 +351,7 @@ func (m *Manager) refuse(ctx context.Context, d *approval.Decision, why error) {
 	}
 	id := fmt.Sprintf("approval-refused-%s-%d", d.CallID, m.now().UnixNano())
 	msg, err := events.NewMessage(approval.RefusedSubject(d.CallID), id, "toolgate://worker/"+m.opts.Name, approval.TypeApprovalRefused,
-		refusal{CallID: d.CallID, Approver: d.Approver, PublicKey: d.PublicKey, Signer: signer, Outcome: d.Outcome, Reason: why.Error(),
+		refusal{CallID: d.CallID, Approver: d.Approver, PublicKey: d.PublicKey, Signer: signer, Outcome: d.Outcome, Reason: why.Error(), Code: refusalCode(why),
 			Worker: m.opts.Name, Time: m.now().UTC()})
 	if err == nil {
 		_, err = m.js.PublishMsg(ctx, msg)

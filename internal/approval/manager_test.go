@@ -253,7 +253,7 @@ func TestApproveResumesExactlyOnceAcrossWorkers(t *testing.T) {
 	if n := len(e.resumes("call-1")); n != 1 {
 		t.Fatalf("resumed %d times, want 1", n)
 	}
-	if r := e.refusal("call-1"); !errors.Is(errorsFor(r.Reason), ErrAlreadyDecided) {
+	if r := e.refusal("call-1"); !errors.Is(&RefusalError{Code: r.Code, Reason: r.Reason}, ErrAlreadyDecided) {
 		t.Fatalf("later decision refusal = %q, want already decided", r.Reason)
 	}
 	if pending, _ := m1.Pending(context.Background()); len(pending) != 0 {
@@ -283,7 +283,7 @@ func TestThresholdOfTwoDistinctApprovers(t *testing.T) {
 
 	e.publish(e.decision(p, "alice", approval.Approve), e.kp)
 	e.publish(e.decision(p, "alice", approval.Approve), e.kp) // the same person twice
-	if r := e.refusal("call-2"); !errors.Is(errorsFor(r.Reason), ErrDuplicateApprover) {
+	if r := e.refusal("call-2"); !errors.Is(&RefusalError{Code: r.Code, Reason: r.Reason}, ErrDuplicateApprover) {
 		t.Fatalf("refusal = %q", r.Reason)
 	}
 	e.settle()
@@ -401,7 +401,7 @@ func TestExpiryResumesOnceAcrossWorkers(t *testing.T) {
 	e.eventually("record marked resumed", func() bool { return e.status(m1, "call-exp").Resumed })
 	// A decision after the expiry changes nothing.
 	e.publish(e.decision(p, "bob", approval.Approve), e.kp)
-	if r := e.refusal("call-exp"); !errors.Is(errorsFor(r.Reason), ErrAlreadyDecided) {
+	if r := e.refusal("call-exp"); !errors.Is(&RefusalError{Code: r.Code, Reason: r.Reason}, ErrAlreadyDecided) {
 		t.Fatalf("late decision refusal = %q", r.Reason)
 	}
 	e.settle()
@@ -651,7 +651,7 @@ func TestDistinctApproversAreFoldedNames(t *testing.T) {
 	p := e.park(m, "fold-2", d)
 	e.publish(e.decision(p, "alice", approval.Approve), e.kp)
 	e.publish(e.decision(p, "Alice", approval.Approve), e.kp)
-	if r := e.refusal(p.CallID); !hasReason(r.Reason, ErrDuplicateApprover) {
+	if r := e.refusal(p.CallID); !errors.Is(&RefusalError{Code: r.Code, Reason: r.Reason}, ErrDuplicateApprover) {
 		t.Fatalf("refusal %q", r.Reason)
 	}
 	e.settle()

@@ -543,16 +543,17 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 	defer span.End()
 
 	// Listen for a refusal of this very decision before publishing it.
-	refused := make(chan string, 4)
+	refused := make(chan *iapproval.RefusalError, 4)
 	sub, err := s.nc.Subscribe(approval.RefusedSubject(callID), func(m *nats.Msg) {
 		var r struct {
 			Approver  string `json:"approver"`
 			PublicKey string `json:"public_key"`
 			Reason    string `json:"reason"`
+			Code      string `json:"code"`
 		}
 		if json.Unmarshal(m.Data, &r) == nil && r.Approver == identity && r.PublicKey == s.pub {
 			select {
-			case refused <- r.Reason:
+			case refused <- &iapproval.RefusalError{Code: r.Code, Reason: r.Reason}:
 			default:
 			}
 		}
@@ -575,7 +576,7 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 }
 
 // await waits for a worker to record d, to refuse it, or for DecisionWait.
-func (s *Server) await(ctx context.Context, d *approval.Decision, refused <-chan string) (Result, error) {
+func (s *Server) await(ctx context.Context, d *approval.Decision, refused <-chan *iapproval.RefusalError) (Result, error) {
 	res := Result{CallID: d.CallID, Status: "published", Amendment: d.AlwaysAllow}
 	deadline := time.NewTimer(s.cfg.DecisionWait)
 	defer deadline.Stop()
@@ -588,10 +589,10 @@ func (s *Server) await(ctx context.Context, d *approval.Decision, refused <-chan
 		case <-deadline.C:
 			return res, nil
 		case why := <-refused:
-			if strings.Contains(why, iapproval.ErrAlreadyDecided.Error()) || strings.Contains(why, iapproval.ErrDuplicateApprover.Error()) {
-				return res, fmt.Errorf("%w: %s", ErrDecided, why)
+			if errors.Is(why, iapproval.ErrAlreadyDecided) || errors.Is(why, iapproval.ErrDuplicateApprover) {
+				return res, fmt.Errorf("%w: %w", ErrDecided, why)
 			}
-			return res, fmt.Errorf("%w: %s", ErrRefused, why)
+			return res, fmt.Errorf("%w: %w", ErrRefused, why)
 		case <-tick.C:
 			p, _, err := s.get(ctx, d.CallID)
 			if err != nil {

@@ -713,3 +713,36 @@ func between(s, a, b string) string {
 	v, _, _ := strings.Cut(rest, b)
 	return v
 }
+
+// TestWorkerRefusalStatus checks that a worker's refusal of a published
+// decision is matched by its code, not its text: already decided and
+// duplicate approver are 409, any other refusal 422, even one whose reason
+// text reads like "already decided".
+func TestWorkerRefusalStatus(t *testing.T) {
+	st := newStack(t, nil)
+	for _, tt := range []struct {
+		name string
+		r    *iapproval.RefusalError
+		is   error
+		code int
+	}{
+		{"already decided", &iapproval.RefusalError{Code: iapproval.RefusalAlreadyDecided, Reason: "call already decided: call c is approved"}, ErrDecided, 409},
+		{"duplicate approver", &iapproval.RefusalError{Code: iapproval.RefusalDuplicateApprover, Reason: "approver already approved this call"}, ErrDecided, 409},
+		{"hash mismatch", &iapproval.RefusalError{Reason: "decision is for other arguments"}, ErrRefused, 422},
+		{"uncoded text alike", &iapproval.RefusalError{Reason: "call already decided (says the reason)"}, ErrRefused, 422},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			refused := make(chan *iapproval.RefusalError, 1)
+			refused <- tt.r
+			_, err := st.srv.await(st.ctx, &approval.Decision{CallID: "c", Signature: "s"}, refused)
+			if !errors.Is(err, tt.is) || !errors.Is(err, iapproval.ErrRefused) {
+				t.Fatalf("await = %v, want %v wrapping the refusal", err, tt.is)
+			}
+			rec := httptest.NewRecorder()
+			st.srv.fail(rec, err)
+			if rec.Code != tt.code {
+				t.Fatalf("status = %d, want %d", rec.Code, tt.code)
+			}
+		})
+	}
+}
