@@ -22,7 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
-	"github.com/toolgate/toolgate/pkg/tools/shell"
+	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
 
 // These tests attack the execution half of a real worker (embedded NATS,
@@ -58,7 +58,7 @@ func attackWorker(t *testing.T, policy string, mods ...func(*daemon.Options)) (*
 		t.Fatal(err)
 	}
 	p := startProcess(t, ws, func(o *daemon.Options) {
-		o.Sandbox = shell.ModeRequire
+		o.Sandbox = bash.ModeRequire
 		o.PolicyFile = pol
 		for _, m := range mods {
 			m(o)
@@ -67,8 +67,8 @@ func attackWorker(t *testing.T, policy string, mods ...func(*daemon.Options)) (*
 	return p, p.client(t, "attacker")
 }
 
-// bash runs command through the bus and requires that it ran.
-func bash(t *testing.T, c *client.Client, command string, timeoutMS int) *events.ResultData {
+// runBash runs command through the bus and requires that it ran.
+func runBash(t *testing.T, c *client.Client, command string, timeoutMS int) *events.ResultData {
 	t.Helper()
 	args, _ := json.Marshal(map[string]any{"command": command, "timeout": timeoutMS})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -129,7 +129,7 @@ func TestAttackGitRunsPlantedPrograms(t *testing.T) {
 	writeFile(t, filepath.Join(ws, "inc.cfg"), "[core]\n\tpager = "+run+"\n")
 	writeFile(t, filepath.Join(ws, ".gitattributes"), "* diff=x filter=x\n")
 	for _, cmd := range []string{"git diff", "git log -p", "git show HEAD", "git blame f.txt", "git status"} {
-		r := bash(t, c, cmd, 60000)
+		r := runBash(t, c, cmd, 60000)
 		noMarker(t, ws, m, cmd)
 		if cmd == "git diff" && !strings.Contains(r.Output, "+THREE") {
 			t.Errorf("git diff does not show the change (%s):\n%s", r.Status, r.Output)
@@ -143,7 +143,7 @@ func TestAttackGitRunsPlantedPrograms(t *testing.T) {
 	}
 	testenv.LookPath(t, "make", "make")
 	writeFile(t, filepath.Join(ws, "textconv.mk"), "all:\n\t-"+textconv+"\n")
-	r := bash(t, c, "make -s -f textconv.mk", 60000)
+	r := runBash(t, c, "make -s -f textconv.mk", 60000)
 	noMarker(t, ws, m, textconv+" from a Makefile")
 	if !strings.Contains(r.Output, "f.txt:one") {
 		t.Errorf("%s from a Makefile did not search (%s):\n%s", textconv, r.Status, r.Output)
@@ -203,7 +203,7 @@ func TestAttackDotfilesInTheWorkspace(t *testing.T) {
 	writeFile(t, filepath.Join(ws, "Makefile"), mk)
 	testenv.LookPath(t, "make", "make")
 	for i, cmd := range cmds {
-		bash(t, c, fmt.Sprintf("make -s t%d", i), 60000)
+		runBash(t, c, fmt.Sprintf("make -s t%d", i), 60000)
 		noMarker(t, ws, m, cmd)
 	}
 }
@@ -232,7 +232,7 @@ func TestAttackReadsTheInstallKeys(t *testing.T) {
 	}
 	testenv.LookPath(t, "make", "make")
 	writeFile(t, filepath.Join(p.ws, "Makefile"), fmt.Sprintf("all:\n\t-ls -la %s %s > listing 2>&1\n\t-cat %s/keys/* > seeds 2>&1\n", state, data, state))
-	bash(t, c, "make -s", 60000)
+	runBash(t, c, "make -s", 60000)
 	seed := regexp.MustCompile(`S[OAU][A-Z2-7]{50,}`)
 	for f, leaked := range map[string]func([]byte) bool{
 		"listing": func(b []byte) bool {
@@ -291,7 +291,7 @@ func TestAttackForkBombAndKernelSurface(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	r := bash(t, c, "for i in $(seq 3000); do sleep "+tok+" & done; wait", 8000)
+	r := runBash(t, c, "for i in $(seq 3000); do sleep "+tok+" & done; wait", 8000)
 	close(stop)
 	wg.Wait()
 	t.Logf("fork bomb: status %s, at most %d of its processes seen on the host, processes_peak %v", r.Status, peak.Load(), r.Metadata["processes_peak"])
@@ -314,13 +314,13 @@ func TestAttackForkBombAndKernelSurface(t *testing.T) {
 		"unshare -r sh -c 'touch " + m + "'",
 		"setarch x86_64 -R sh -c 'touch " + m + "'", // personality(ADDR_NO_RANDOMIZE)
 	} {
-		bash(t, c, cmd, 60000)
+		runBash(t, c, cmd, 60000)
 		noMarker(t, p.ws, m, cmd)
 	}
 	// strace traces with ptrace: a trace would list the traced program's
 	// system calls.
 	if _, err := exec.LookPath("strace"); err == nil {
-		r := bash(t, c, "strace -o trace.txt true", 60000)
+		r := runBash(t, c, "strace -o trace.txt true", 60000)
 		if b, _ := os.ReadFile(filepath.Join(p.ws, "trace.txt")); bytes.Contains(b, []byte("execve")) {
 			t.Errorf("strace traced a process:\n%s\n%s", r.Output, b)
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
-	"github.com/toolgate/toolgate/pkg/tools/shell"
+	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
 
 // An attack is a command that gets past a gate which judges it wrongly,
@@ -123,7 +123,7 @@ func runAttacks(t *testing.T, doc string, attacks []attack) {
 	// effect and the test sees it.
 	openUp(t, ws)
 	p := startProcess(t, ws, func(o *daemon.Options) {
-		o.Sandbox = shell.ModeRequire
+		o.Sandbox = bash.ModeRequire
 		if doc != "" {
 			f := filepath.Join(t.TempDir(), "policy.yaml")
 			writeFile(t, f, doc)

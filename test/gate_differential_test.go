@@ -23,7 +23,7 @@ import (
 	"github.com/toolgate/toolgate/pkg/policy"
 	pshell "github.com/toolgate/toolgate/pkg/policy/shell"
 	"github.com/toolgate/toolgate/pkg/tools"
-	"github.com/toolgate/toolgate/pkg/tools/shell"
+	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
 
 // The differential test generates shell command lines from the grammar -
@@ -337,7 +337,7 @@ func TestGateDifferential(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bash, err := shell.New(shell.Config{Workspace: ws, Sandbox: shell.ModeRequire})
+	bash, err := bash.New(bash.Config{Workspace: ws, Sandbox: bash.ModeRequire})
 	if err != nil {
 		t.Fatal(err)
 	}

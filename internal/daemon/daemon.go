@@ -29,8 +29,8 @@ import (
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
+	"github.com/toolgate/toolgate/pkg/tools/bash"
 	"github.com/toolgate/toolgate/pkg/tools/builtin"
-	"github.com/toolgate/toolgate/pkg/tools/shell"
 	"github.com/toolgate/toolgate/pkg/tools/workspace"
 )
 
@@ -68,10 +68,10 @@ type Options struct {
 	// Replicas for streams and buckets when provisioning a cluster.
 	Replicas int
 	// Sandbox is the bash tool's isolation: auto (default), require, off.
-	Sandbox shell.Mode
-	// BashLimits are the bash tool's resource limits (shell.Limits);
+	Sandbox bash.Mode
+	// BashLimits are the bash tool's resource limits (bash.Limits);
 	// zero fields mean the defaults.
-	BashLimits shell.Limits
+	BashLimits bash.Limits
 	// PolicyFile is the policy document to follow (hot reloaded). Empty
 	// follows the fleet's shared policy in KV (`toolctl policy push`), or
 	// the built-in default when none was pushed.
@@ -137,7 +137,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	sb, err := shell.Detect(o.Sandbox)
+	sb, err := bash.Detect(o.Sandbox)
 	if err != nil {
 		return err // require without a working bubblewrap: refuse to start
 	}
@@ -207,7 +207,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := builtin.Register(reg, builtin.Config{Workspace: ws, SkillsDir: o.SkillsDir, Roots: roots}); err != nil {
 		return fmt.Errorf("register built-in tools: %w", err)
 	}
-	bash, err := shell.New(shell.Config{Workspace: ws, Sandbox: o.Sandbox, Logger: o.Logger, Limits: o.BashLimits,
+	bash, err := bash.New(bash.Config{Workspace: ws, Sandbox: o.Sandbox, Logger: o.Logger, Limits: o.BashLimits,
 		Hide: hiddenState(o, sb.Enabled()), NetworkAllowed: func(c *tools.Call) bool { return networkGranted(gate, c) }})
 	if err != nil {
 		return fmt.Errorf("bash tool: %w", err)

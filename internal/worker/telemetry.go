@@ -14,7 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/tools"
-	"github.com/toolgate/toolgate/pkg/tools/shell"
+	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
 
 // observer is the worker's telemetry: its tracer, its instruments and its
@@ -154,7 +154,7 @@ func (w *Worker) recordExecute(ctx context.Context, x *execution, c *tools.Call,
 // sandboxFailed reports whether a bash call's command could not be
 // started, or bubblewrap failed to set its sandbox up.
 func sandboxFailed(res *events.ResultData, err error) bool {
-	return errors.Is(err, shell.ErrStart) || (err == nil && shell.SandboxFailed(res.Metadata))
+	return errors.Is(err, bash.ErrStart) || (err == nil && bash.SandboxFailed(res.Metadata))
 }
 
 // errorType is the error.type of a failed call: the result's error code,

@@ -20,7 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/tools"
-	"github.com/toolgate/toolgate/pkg/tools/shell"
+	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
 
 // TestReadyOnlyWhileTakingCalls: /readyz's answer is not ready before the
@@ -166,7 +166,7 @@ func TestSpansContinueTheCallsTraceInEveryMode(t *testing.T) {
 // be started, or bubblewrap's own set-up failure, counts; a command that
 // failed on its own, a timeout or bad arguments do not.
 func TestSandboxFailedIsTheSandboxsNotTheCommands(t *testing.T) {
-	startErr := fmt.Errorf("run: %w", shell.ErrStart)
+	startErr := fmt.Errorf("run: %w", bash.ErrStart)
 	for _, tc := range []struct {
 		name string
 		md   map[string]any

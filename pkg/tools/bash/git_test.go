@@ -1,4 +1,4 @@
-package shell_test
+package bash_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/tools"
-	"github.com/toolgate/toolgate/pkg/tools/shell"
+	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
 
 // gitRepo makes a workspace holding a repository with one commit of
@@ -148,9 +148,9 @@ func TestGitRunsNoProgramFromWorkspaceConfig(t *testing.T) {
 			cmds:        []string{"git config diff.x.command 'touch " + m + "; true'; printf '[core]\\n\\tfsmonitor = \"touch " + m + "; false\"\\n' >> .git/config; git diff; git status"},
 			sandboxOnly: true},
 	}
-	forEachMode(t, func(t *testing.T, mode shell.Mode) {
+	forEachMode(t, func(t *testing.T, mode bash.Mode) {
 		for _, a := range attacks {
-			if a.sandboxOnly && mode == shell.ModeOff {
+			if a.sandboxOnly && mode == bash.ModeOff {
 				// Closed by the sandbox (read-only, sanitised git config);
 				// without one a command can write .git/config itself, as
 				// docs/SECURITY.md says.
@@ -158,7 +158,7 @@ func TestGitRunsNoProgramFromWorkspaceConfig(t *testing.T) {
 			}
 			t.Run(strings.ReplaceAll(a.name, " ", "_"), func(t *testing.T) {
 				ws := newWorkspace(t, testUID)
-				p := newPipeline(t, shell.Config{Workspace: ws, Sandbox: mode})
+				p := newPipeline(t, bash.Config{Workspace: ws, Sandbox: mode})
 				gitRepo(t, p)
 				if a.setup != "" {
 					if out := mustRun(t, p, a.setup); out.IsError {
@@ -191,9 +191,9 @@ func TestGitRunsNoProgramFromWorkspaceConfig(t *testing.T) {
 // output intact: diff, log -p, show, blame and status show the change.
 func TestGitStillWorks(t *testing.T) {
 	testenv.LookPath(t, "git", "git")
-	forEachMode(t, func(t *testing.T, mode shell.Mode) {
+	forEachMode(t, func(t *testing.T, mode bash.Mode) {
 		ws := newWorkspace(t, testUID)
-		p := newPipeline(t, shell.Config{Workspace: ws, Sandbox: mode})
+		p := newPipeline(t, bash.Config{Workspace: ws, Sandbox: mode})
 		gitRepo(t, p)
 		for _, tt := range []struct{ cmd, want string }{
 			{"git diff", "+THREE"},
@@ -228,7 +228,7 @@ func TestGitWorksInARepositoryOwnedByAnotherUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs a root worker to run commands as another user")
 	}
-	forEachMode(t, func(t *testing.T, mode shell.Mode) {
+	forEachMode(t, func(t *testing.T, mode bash.Mode) {
 		ws := newWorkspace(t, 0)
 		git := func(args ...string) {
 			cmd := exec.Command("git", args...)
@@ -243,7 +243,7 @@ func TestGitWorksInARepositoryOwnedByAnotherUser(t *testing.T) {
 		git("add", "f.txt")
 		git("-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "first")
 		plant(t, ws, "f.txt", "two\n", 0o644)
-		p := newPipeline(t, shell.Config{Workspace: ws, Sandbox: mode, UID: 4343})
+		p := newPipeline(t, bash.Config{Workspace: ws, Sandbox: mode, UID: 4343})
 		out := mustRun(t, p, "id -u; git status --short; git diff")
 		if out.IsError || !strings.Contains(out.Content, "4343") || !strings.Contains(out.Content, " M f.txt") || !strings.Contains(out.Content, "+two") {
 			t.Errorf("git as another user than the repository's owner:\n%s", out.Content)

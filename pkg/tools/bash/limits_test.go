@@ -1,4 +1,4 @@
-package shell_test
+package bash_test
 
 import (
 	"os"
@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/testenv"
-	"github.com/toolgate/toolgate/pkg/tools/shell"
+	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
 
 // forkLoop is a perl program that forks up to n children that each
@@ -27,8 +27,8 @@ func TestProcessesArePerCallBounded(t *testing.T) {
 	testenv.LookPath(t, "perl", "perl-base")
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	const limit = 40
-	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire,
-		Limits: shell.Limits{Processes: limit}})
+	p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: bash.ModeRequire,
+		Limits: bash.Limits{Processes: limit}})
 	out := mustRun(t, p, forkLoop(300))
 	_, v, ok := strings.Cut(md[string](t, out, "stdout"), "started=")
 	n, err := strconv.Atoi(strings.TrimSpace(v))
@@ -43,7 +43,7 @@ func TestProcessesArePerCallBounded(t *testing.T) {
 		t.Errorf("only %d processes started; the limit should leave room for ordinary work", n)
 	}
 	// Without a configured limit, a call is still bounded.
-	p = newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire})
+	p = newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: bash.ModeRequire})
 	out = mustRun(t, p, forkLoop(700))
 	t.Logf("default limit: %s; peak %v", strings.TrimSpace(out.Content), out.Metadata["processes_peak"])
 	if !strings.Contains(out.Content, "started=") || strings.Contains(out.Content, "started=700") {
@@ -61,7 +61,7 @@ func TestSeccompDeniesKernelAttackSurface(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the syscall numbers below are x86-64's")
 	}
-	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire})
+	p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: bash.ModeRequire})
 	// name nr args...; perl's syscall returns -1 and sets $! on failure.
 	calls := [][]string{
 		{"ptrace", "101", "0", "0", "0", "0"},       // PTRACE_TRACEME
@@ -125,9 +125,9 @@ func TestSeccompDeniesKernelAttackSurface(t *testing.T) {
 // command that goes past them, in and out of the sandbox.
 func TestLimitsByTheirEffect(t *testing.T) {
 	testenv.LookPath(t, "perl", "perl-base")
-	forEachMode(t, func(t *testing.T, mode shell.Mode) {
-		p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode,
-			Limits: shell.Limits{AddressSpace: 256 << 20, FileSize: 1 << 20, CPUSeconds: 1}})
+	forEachMode(t, func(t *testing.T, mode bash.Mode) {
+		p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode,
+			Limits: bash.Limits{AddressSpace: 256 << 20, FileSize: 1 << 20, CPUSeconds: 1}})
 		for _, tt := range []struct{ name, cmd, want string }{
 			// 512 MiB in one allocation is past the address space.
 			{"memory", `perl -e '$x = "x" x (512 * 1024 * 1024); print "allocated\n"' 2>/dev/null; echo "rc=$?"`, "rc="},
@@ -149,8 +149,8 @@ func TestLimitsByTheirEffect(t *testing.T) {
 func TestMemoryIsPerCallBounded(t *testing.T) {
 	testenv.LookPath(t, "perl", "perl-base")
 	testenv.LookPath(t, "bwrap", "bubblewrap")
-	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire,
-		Limits: shell.Limits{Memory: 96 << 20, AddressSpace: -1}})
+	p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: bash.ModeRequire,
+		Limits: bash.Limits{Memory: 96 << 20, AddressSpace: -1}})
 	// Four processes of about 40 MiB each (perl builds the string and
 	// copies it), alive at once.
 	const one = `perl -e '$x = "x" x (20 * 1024 * 1024); sleep 1; print "alive\n"'`
@@ -174,7 +174,7 @@ func TestMemoryIsPerCallBounded(t *testing.T) {
 // io_uring or clone3 and fall back.
 func TestCommonProgramsWorkUnderTheFilter(t *testing.T) {
 	testenv.LookPath(t, "bwrap", "bubblewrap")
-	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeRequire})
+	p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: bash.ModeRequire})
 	checks := []struct{ prog, cmd, want string }{
 		{"perl", `perl -e 'my $p = fork(); if (!$p) { exit 3 } waitpid($p, 0); print "perl ", $? >> 8, "\n"'`, "perl 3"},
 		{"python3", `python3 -c 'import threading, subprocess; t = threading.Thread(target=print, args=("thread",)); t.start(); t.join(); print(subprocess.run(["true"]).returncode)'`, "thread\n0"},
@@ -219,7 +219,7 @@ func TestRootCommandsSeeTheirProgramsNotRootsSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", binDir+":"+os.Getenv("PATH"))
-	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, 0), Sandbox: shell.ModeRequire})
+	p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, 0), Sandbox: bash.ModeRequire})
 	out := mustRun(t, p, "id -u; toolgate-hello; cat "+filepath.Join(secretDir, "key")+" 2>/dev/null || echo hidden; cat /etc/shadow | wc -c")
 	for _, want := range []string{"0\n", "hello-from-root-path", "hidden", "\n0\n"} {
 		if !strings.Contains(out.Content, want) {

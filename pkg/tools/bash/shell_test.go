@@ -1,4 +1,4 @@
-package shell_test
+package bash_test
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/tools"
-	"github.com/toolgate/toolgate/pkg/tools/shell"
+	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
 
 // testUID owns the workspaces of tests run as root, so that the
@@ -39,12 +39,12 @@ func TestMain(m *testing.M) {
 
 // forEachMode runs fn without a sandbox and, where bubblewrap is installed
 // (always under CI), inside one.
-func forEachMode(t *testing.T, fn func(t *testing.T, mode shell.Mode)) {
+func forEachMode(t *testing.T, fn func(t *testing.T, mode bash.Mode)) {
 	t.Helper()
-	t.Run("off", func(t *testing.T) { fn(t, shell.ModeOff) })
+	t.Run("off", func(t *testing.T) { fn(t, bash.ModeOff) })
 	t.Run("bwrap", func(t *testing.T) {
 		testenv.LookPath(t, "bwrap", "bubblewrap")
-		fn(t, shell.ModeRequire)
+		fn(t, bash.ModeRequire)
 	})
 }
 
@@ -68,9 +68,9 @@ func newWorkspace(t testing.TB, uid int) string {
 
 // newPipeline registers the bash tool built from cfg in a fresh registry
 // and returns the pipeline over it.
-func newPipeline(t *testing.T, cfg shell.Config) *tools.Pipeline {
+func newPipeline(t *testing.T, cfg bash.Config) *tools.Pipeline {
 	t.Helper()
-	tool, err := shell.New(cfg)
+	tool, err := bash.New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -165,8 +165,8 @@ func waitSleepers(t *testing.T, arg string, n int) {
 }
 
 func TestExitCodeStdoutAndStderr(t *testing.T) {
-	forEachMode(t, func(t *testing.T, mode shell.Mode) {
-		p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode})
+	forEachMode(t, func(t *testing.T, mode bash.Mode) {
+		p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode})
 		tests := []struct {
 			command          string
 			code             int
@@ -204,9 +204,9 @@ func TestExitCodeStdoutAndStderr(t *testing.T) {
 			if md[bool](t, out, "timed_out") {
 				t.Errorf("%q: timed_out set", tt.command)
 			}
-			wantKind := shell.KindNone
-			if mode == shell.ModeRequire {
-				wantKind = shell.KindBwrap
+			wantKind := bash.KindNone
+			if mode == bash.ModeRequire {
+				wantKind = bash.KindBwrap
 			}
 			if got := md[string](t, out, "sandbox"); got != wantKind {
 				t.Errorf("%q: sandbox %q, want %q", tt.command, got, wantKind)
@@ -223,7 +223,7 @@ func TestCommandsNeverHoldPrivileges(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the worker is not root here: commands run as the worker's own user")
 	}
-	forEachMode(t, func(t *testing.T, mode shell.Mode) {
+	forEachMode(t, func(t *testing.T, mode bash.Mode) {
 		tests := []struct {
 			name      string
 			owner     int
@@ -239,7 +239,7 @@ func TestCommandsNeverHoldPrivileges(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				ws := newWorkspace(t, tt.owner)
-				p := newPipeline(t, shell.Config{Workspace: ws, Sandbox: mode, UID: tt.uid})
+				p := newPipeline(t, bash.Config{Workspace: ws, Sandbox: mode, UID: tt.uid})
 				out := mustRun(t, p, `echo $(id -u) $(id -g) $(id -G); grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs):' /proc/self/status; echo x > f && echo wrote`)
 				lines := strings.Split(md[string](t, out, "stdout"), "\n")
 				if lines[0] != tt.wantID {
@@ -251,7 +251,7 @@ func TestCommandsNeverHoldPrivileges(t *testing.T) {
 						t.Errorf("%s not empty:\n%s", cap, status)
 					}
 				}
-				if mode == shell.ModeRequire || tt.owner == 0 {
+				if mode == bash.ModeRequire || tt.owner == 0 {
 					for _, want := range []string{"CapBnd:\t0000000000000000", "NoNewPrivs:\t1"} {
 						if !strings.Contains(status, want) {
 							t.Errorf("in the sandbox want %q:\n%s", want, status)
@@ -283,7 +283,7 @@ func TestNewRefusesAWorkspaceCommandsCannotEnter(t *testing.T) {
 	if err := os.Chown(ws, testUID, testUID); err != nil {
 		t.Fatal(err)
 	}
-	_, err := shell.New(shell.Config{Workspace: ws, Sandbox: shell.ModeOff})
+	_, err := bash.New(bash.Config{Workspace: ws, Sandbox: bash.ModeOff})
 	if !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), "cannot enter "+ws) || !strings.Contains(err.Error(), "4242") {
 		t.Errorf("New error %v, want one saying uid 4242 cannot enter the workspace", err)
 	}
@@ -300,9 +300,9 @@ func TestEnvironmentIsScrubbed(t *testing.T) {
 	t.Setenv("GIT_DIR", "/nonexistent")
 	t.Setenv("BASH_ENV", bashEnv)
 	t.Setenv("ENV", bashEnv)
-	forEachMode(t, func(t *testing.T, mode shell.Mode) {
+	forEachMode(t, func(t *testing.T, mode bash.Mode) {
 		ws := newWorkspace(t, testUID)
-		p := newPipeline(t, shell.Config{Workspace: ws, Sandbox: mode, Env: map[string]string{"TZ": "UTC"}})
+		p := newPipeline(t, bash.Config{Workspace: ws, Sandbox: mode, Env: map[string]string{"TZ": "UTC"}})
 		out := mustRun(t, p, `env; echo "token=[$SECRET_TOKEN]"`)
 		stdout := md[string](t, out, "stdout")
 		for _, leaked := range []string{"s3cr3t", "SECRET", "LD_", "GIT_DIR", "/nonexistent", "BASH_ENV", "SOURCED-BASH-ENV"} {
@@ -336,33 +336,33 @@ func TestEnvironmentIsScrubbed(t *testing.T) {
 func TestConfigRefusesSecretsAndLoaderVariables(t *testing.T) {
 	ws := newWorkspace(t, testUID)
 	for _, name := range []string{"GITHUB_TOKEN", "LD_PRELOAD", "BASH_ENV", "DB_PASSWORD", "HOME"} {
-		_, err := shell.New(shell.Config{Workspace: ws, Sandbox: shell.ModeOff, Env: map[string]string{name: "x"}})
+		_, err := bash.New(bash.Config{Workspace: ws, Sandbox: bash.ModeOff, Env: map[string]string{name: "x"}})
 		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "env") {
 			t.Errorf("Env %s: New error = %v, want one naming the field and the variable", name, err)
 		}
 	}
-	for _, cfg := range []shell.Config{
+	for _, cfg := range []bash.Config{
 		{},
 		{Workspace: ws, Sandbox: "sometimes"},
 		{Workspace: ws, MaxOutput: -1},
 		{Workspace: "/"},
 		{Workspace: filepath.Join(ws, "missing")},
 	} {
-		if _, err := shell.New(cfg); err == nil {
+		if _, err := bash.New(cfg); err == nil {
 			t.Errorf("New(%+v) = nil error", cfg)
 		}
 	}
 }
 
 func TestCancelKillsTheWholeTree(t *testing.T) {
-	forEachMode(t, func(t *testing.T, mode shell.Mode) {
-		p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode})
+	forEachMode(t, func(t *testing.T, mode bash.Mode) {
+		p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode})
 		arg := sleepArg()
 		// A child, a grandchild orphaned by its subshell, and a child of a
 		// nested bash; in the sandbox also one in a new session.
 		command := fmt.Sprintf(`sleep %[1]s & (sleep %[1]s &); bash -c 'sleep %[1]s & wait' & `, arg)
 		want := 3
-		if mode == shell.ModeRequire {
+		if mode == bash.ModeRequire {
 			command += fmt.Sprintf(`setsid sleep %s & `, arg)
 			want = 4
 		}
@@ -372,7 +372,7 @@ func TestCancelKillsTheWholeTree(t *testing.T) {
 		seen := 0
 		out, err := run(ctx, t, p, map[string]any{"command": command}, func(c *tools.Call) {
 			c.Progress = func(stream, chunk string) {
-				if stream == shell.Stdout && strings.Contains(chunk, "ready") {
+				if stream == bash.Stdout && strings.Contains(chunk, "ready") {
 					// The command runs until cancelled: this chunk came
 					// while it ran. Cancel once the whole tree is up.
 					waitSleepers(t, arg, want)
@@ -395,11 +395,11 @@ func TestCancelKillsTheWholeTree(t *testing.T) {
 }
 
 func TestTimeoutKillsGrandchildren(t *testing.T) {
-	forEachMode(t, func(t *testing.T, mode shell.Mode) {
-		p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode})
+	forEachMode(t, func(t *testing.T, mode bash.Mode) {
+		p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode})
 		arg := sleepArg()
 		command := fmt.Sprintf(`sleep %[1]s & (sleep %[1]s &); bash -c 'sleep %[1]s & wait' & `, arg)
-		if mode == shell.ModeRequire {
+		if mode == bash.ModeRequire {
 			command += fmt.Sprintf(`setsid sleep %s & `, arg)
 		}
 		command += "echo ready; wait"
@@ -422,8 +422,8 @@ func TestTimeoutKillsGrandchildren(t *testing.T) {
 
 func TestBackgroundProcessesDoNotHangOrOutliveTheCall(t *testing.T) {
 	testenv.LookPath(t, "ps", "procps")
-	forEachMode(t, func(t *testing.T, mode shell.Mode) {
-		p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode})
+	forEachMode(t, func(t *testing.T, mode bash.Mode) {
+		p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode})
 		arg := sleepArg()
 		// The background sleep holds stdout and stderr open.
 		out := mustRun(t, p, fmt.Sprintf("sleep %s & echo done", arg))
@@ -443,7 +443,7 @@ func TestBackgroundProcessesDoNotHangOrOutliveTheCall(t *testing.T) {
 		}
 		// A per-call cgroup (processes_peak is known) holds it as well,
 		// and it dies with the call.
-		if _, cgroup := out.Metadata["processes_peak"]; mode == shell.ModeRequire || cgroup {
+		if _, cgroup := out.Metadata["processes_peak"]; mode == bash.ModeRequire || cgroup {
 			waitSleepers(t, arg, 0)
 			return
 		}
@@ -458,8 +458,8 @@ func TestBackgroundProcessesDoNotHangOrOutliveTheCall(t *testing.T) {
 }
 
 func TestOneGigabyteOfOutputKeepsMemoryBounded(t *testing.T) {
-	forEachMode(t, func(t *testing.T, mode shell.Mode) {
-		p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode})
+	forEachMode(t, func(t *testing.T, mode bash.Mode) {
+		p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode})
 		const total = 1_000_000_000
 		var streamed int
 		var before, after runtimeMem
@@ -490,8 +490,8 @@ func TestOneGigabyteOfOutputKeepsMemoryBounded(t *testing.T) {
 		if !md[bool](t, out, "truncated") {
 			t.Errorf("truncated not set")
 		}
-		if streamed > shell.DefaultMaxProgress+1024 || streamed < shell.DefaultMaxProgress {
-			t.Errorf("streamed %d bytes of progress, want about %d", streamed, shell.DefaultMaxProgress)
+		if streamed > bash.DefaultMaxProgress+1024 || streamed < bash.DefaultMaxProgress {
+			t.Errorf("streamed %d bytes of progress, want about %d", streamed, bash.DefaultMaxProgress)
 		}
 		// What the worker allocated for the whole call, 1 GB of output
 		// included: the capture, the read buffers, the rendered strings
@@ -515,7 +515,7 @@ func TestSandboxConfinesWrites(t *testing.T) {
 	if err := os.Chmod(outside, 0o777); err != nil { // anyone may write it outside the sandbox
 		t.Fatal(err)
 	}
-	p := newPipeline(t, shell.Config{Workspace: ws, Sandbox: shell.ModeRequire})
+	p := newPipeline(t, bash.Config{Workspace: ws, Sandbox: bash.ModeRequire})
 	tag := sleepArg()
 	script := strings.Join([]string{
 		"touch " + outside + "/f && echo wrote-outside",
@@ -557,7 +557,7 @@ func TestSandboxHidesConfiguredDirectories(t *testing.T) {
 	}
 	ws := newWorkspace(t, testUID)
 	for _, hide := range []bool{false, true} {
-		cfg := shell.Config{Workspace: ws, Sandbox: shell.ModeRequire}
+		cfg := bash.Config{Workspace: ws, Sandbox: bash.ModeRequire}
 		if hide {
 			cfg.Hide = []string{private}
 		}
@@ -570,7 +570,7 @@ func TestSandboxHidesConfiguredDirectories(t *testing.T) {
 			t.Errorf("hide %v: stdout %q, want %q", hide, got, want)
 		}
 	}
-	if _, err := shell.New(shell.Config{Workspace: ws, Hide: []string{"relative"}}); err == nil || !strings.Contains(err.Error(), "hide") {
+	if _, err := bash.New(bash.Config{Workspace: ws, Hide: []string{"relative"}}); err == nil || !strings.Contains(err.Error(), "hide") {
 		t.Errorf("a relative Hide entry: error %v, want one naming hide", err)
 	}
 }
@@ -579,9 +579,9 @@ func TestSandboxNetworkOnlyWhenGranted(t *testing.T) {
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	ln, accepted := listen(t)
 	port := ln.Addr().(*net.TCPAddr).Port
-	p := newPipeline(t, shell.Config{
+	p := newPipeline(t, bash.Config{
 		Workspace:      newWorkspace(t, testUID),
-		Sandbox:        shell.ModeRequire,
+		Sandbox:        bash.ModeRequire,
 		NetworkAllowed: func(c *tools.Call) bool { return c.Agent == "networked" },
 	})
 	command := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected", port)
@@ -650,7 +650,7 @@ func TestUnprivilegedWorker(t *testing.T) {
 }
 
 func unprivilegedWorker(t *testing.T, ws string) {
-	sb, err := shell.Detect(shell.ModeRequire)
+	sb, err := bash.Detect(bash.ModeRequire)
 	if err != nil {
 		t.Skipf("bwrap cannot build a sandbox for an unprivileged worker here: %v", err)
 	}
@@ -658,13 +658,13 @@ func unprivilegedWorker(t *testing.T, ws string) {
 		t.Errorf("an unprivileged worker needs no setpriv, Detect found %q", sb.Setpriv)
 	}
 	ln, accepted := listen(t)
-	p := newPipeline(t, shell.Config{Workspace: ws, Sandbox: shell.ModeRequire})
+	p := newPipeline(t, bash.Config{Workspace: ws, Sandbox: bash.ModeRequire})
 	tag := sleepArg()
 	out := mustRun(t, p, fmt.Sprintf(`id -u; echo x > f && echo wrote
 touch /var/tmp/toolgate-%[1]s && echo wrote-outside
 exec 3<>/dev/tcp/127.0.0.1/%[2]d && echo connected
 true`, tag, ln.Addr().(*net.TCPAddr).Port))
-	if got := md[string](t, out, "sandbox"); got != shell.KindBwrap {
+	if got := md[string](t, out, "sandbox"); got != bash.KindBwrap {
 		t.Errorf("sandbox %q, want bwrap", got)
 	}
 	if got, want := md[string](t, out, "stdout"), fmt.Sprintf("%d\nwrote\n", os.Geteuid()); got != want {
@@ -702,7 +702,7 @@ func TestCwdStaysInTheWorkspace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := newPipeline(t, shell.Config{Workspace: ws, Sandbox: shell.ModeOff})
+	p := newPipeline(t, bash.Config{Workspace: ws, Sandbox: bash.ModeOff})
 	tests := []struct {
 		cwd     string
 		want    string // pwd -P, or the error's words
@@ -745,7 +745,7 @@ func TestCwdStaysInTheWorkspace(t *testing.T) {
 }
 
 func TestArgumentsAndAliases(t *testing.T) {
-	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeOff})
+	p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: bash.ModeOff})
 	bad := []map[string]any{
 		{},
 		{"command": ""},
@@ -777,7 +777,7 @@ func TestArgumentsAndAliases(t *testing.T) {
 }
 
 func TestHandlerChecksArgumentsWithoutThePipeline(t *testing.T) {
-	tool, err := shell.New(shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeOff})
+	tool, err := bash.New(bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: bash.ModeOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -794,12 +794,12 @@ func TestHandlerChecksArgumentsWithoutThePipeline(t *testing.T) {
 }
 
 func TestProgressStreamsWhatThePipelineReturns(t *testing.T) {
-	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeOff})
+	p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: bash.ModeOff})
 	var want strings.Builder
 	for i := 1; i <= 3000; i++ {
 		fmt.Fprintf(&want, "line %d é\n", i)
 	}
-	var got = map[string]*strings.Builder{shell.Stdout: {}, shell.Stderr: {}}
+	var got = map[string]*strings.Builder{bash.Stdout: {}, bash.Stderr: {}}
 	chunks := 0
 	_, err := run(context.Background(), t, p, map[string]any{"command": `for i in $(seq 1 3000); do echo "line $i é"; done; echo oops >&2`},
 		func(c *tools.Call) {
@@ -814,11 +814,11 @@ func TestProgressStreamsWhatThePipelineReturns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got[shell.Stdout].String() != want.String() {
-		t.Errorf("streamed stdout differs from what the command printed (%d vs %d bytes)", got[shell.Stdout].Len(), want.Len())
+	if got[bash.Stdout].String() != want.String() {
+		t.Errorf("streamed stdout differs from what the command printed (%d vs %d bytes)", got[bash.Stdout].Len(), want.Len())
 	}
-	if got[shell.Stderr].String() != "oops\n" {
-		t.Errorf("streamed stderr %q", got[shell.Stderr].String())
+	if got[bash.Stderr].String() != "oops\n" {
+		t.Errorf("streamed stderr %q", got[bash.Stderr].String())
 	}
 	if chunks < 2 {
 		t.Errorf("%d chunks for %d bytes: not coalesced into bounded chunks", chunks, want.Len())
@@ -826,9 +826,9 @@ func TestProgressStreamsWhatThePipelineReturns(t *testing.T) {
 }
 
 func TestResourceLimits(t *testing.T) {
-	forEachMode(t, func(t *testing.T, mode shell.Mode) {
-		p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode,
-			Limits: shell.Limits{CPUSeconds: 7, FileSize: 1 << 20, AddressSpace: 2 << 30, OpenFiles: 77}})
+	forEachMode(t, func(t *testing.T, mode bash.Mode) {
+		p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode,
+			Limits: bash.Limits{CPUSeconds: 7, FileSize: 1 << 20, AddressSpace: 2 << 30, OpenFiles: 77}})
 		out := mustRun(t, p, `ulimit -t; ulimit -f; ulimit -v; ulimit -n; ulimit -c; ulimit -H -n
 ulimit -n 78 2>/dev/null && echo raised
 head -c 2000000 /dev/zero > big; echo "rc=$?"; stat -c %s big`)
@@ -840,7 +840,7 @@ head -c 2000000 /dev/zero > big; echo "rc=$?"; stat -c %s big`)
 
 func TestContentStaysWithinMaxOutput(t *testing.T) {
 	const max = 1000
-	p := newPipeline(t, shell.Config{Workspace: newWorkspace(t, testUID), Sandbox: shell.ModeOff, MaxOutput: max})
+	p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: bash.ModeOff, MaxOutput: max})
 	out := mustRun(t, p, `for i in $(seq 1 2000); do echo "out $i"; done; for i in $(seq 1 2000); do echo "err $i" >&2; done; exit 2`)
 	for _, key := range []string{"stdout", "stderr"} {
 		s := md[string](t, out, key)
@@ -863,18 +863,18 @@ func TestContentStaysWithinMaxOutput(t *testing.T) {
 }
 
 func TestDetect(t *testing.T) {
-	sb, err := shell.Detect(shell.ModeOff)
-	if err != nil || sb.Enabled() || sb.Kind != shell.KindNone || sb.Reason == "" {
+	sb, err := bash.Detect(bash.ModeOff)
+	if err != nil || sb.Enabled() || sb.Kind != bash.KindNone || sb.Reason == "" {
 		t.Errorf("Detect(off) = %+v, %v", sb, err)
 	}
-	if _, err := shell.Detect("sometimes"); !errors.Is(err, shell.ErrInvalidMode) {
+	if _, err := bash.Detect("sometimes"); !errors.Is(err, bash.ErrInvalidMode) {
 		t.Errorf("Detect(sometimes) error %v, want ErrInvalidMode", err)
 	}
 	t.Run("bwrap installed", func(t *testing.T) {
 		bwrap := testenv.LookPath(t, "bwrap", "bubblewrap")
-		for _, mode := range []shell.Mode{"", shell.ModeAuto, shell.ModeRequire} {
-			sb, err := shell.Detect(mode)
-			if err != nil || sb.Kind != shell.KindBwrap || sb.Bwrap != bwrap || !strings.HasPrefix(sb.Version, "bubblewrap ") {
+		for _, mode := range []bash.Mode{"", bash.ModeAuto, bash.ModeRequire} {
+			sb, err := bash.Detect(mode)
+			if err != nil || sb.Kind != bash.KindBwrap || sb.Bwrap != bwrap || !strings.HasPrefix(sb.Version, "bubblewrap ") {
 				t.Errorf("Detect(%q) = %+v, %v", mode, sb, err)
 			}
 			if (sb.Setpriv != "") != (os.Geteuid() == 0) {
@@ -887,19 +887,19 @@ func TestDetect(t *testing.T) {
 	})
 	t.Run("bwrap missing", func(t *testing.T) {
 		t.Setenv("PATH", t.TempDir())
-		sb, err := shell.Detect(shell.ModeAuto)
+		sb, err := bash.Detect(bash.ModeAuto)
 		if err != nil || sb.Enabled() || !strings.Contains(sb.Reason, "bwrap not found") || !strings.Contains(sb.String(), "WITHOUT") {
 			t.Errorf("Detect(auto) = %+v, %v; want none, saying why", sb, err)
 		}
-		if _, err := shell.Detect(shell.ModeRequire); !errors.Is(err, shell.ErrSandboxUnavailable) {
+		if _, err := bash.Detect(bash.ModeRequire); !errors.Is(err, bash.ErrSandboxUnavailable) {
 			t.Errorf("Detect(require) error %v, want ErrSandboxUnavailable", err)
 		}
 		ws := newWorkspace(t, testUID)
-		if _, err := shell.New(shell.Config{Workspace: ws, Sandbox: shell.ModeRequire, Shell: "/bin/bash"}); !errors.Is(err, shell.ErrSandboxUnavailable) {
+		if _, err := bash.New(bash.Config{Workspace: ws, Sandbox: bash.ModeRequire, Shell: "/bin/bash"}); !errors.Is(err, bash.ErrSandboxUnavailable) {
 			t.Errorf("New(require) error %v, want ErrSandboxUnavailable", err)
 		}
-		p := newPipeline(t, shell.Config{Workspace: ws, Shell: "/bin/bash"})
-		if out := mustRun(t, p, "echo hi"); md[string](t, out, "sandbox") != shell.KindNone || out.Content != "hi\n" {
+		p := newPipeline(t, bash.Config{Workspace: ws, Shell: "/bin/bash"})
+		if out := mustRun(t, p, "echo hi"); md[string](t, out, "sandbox") != bash.KindNone || out.Content != "hi\n" {
 			t.Errorf("auto without bwrap: %+v", out)
 		}
 	})

@@ -1,4 +1,4 @@
-package shell_test
+package bash_test
 
 import (
 	"context"
@@ -9,21 +9,21 @@ import (
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/tools"
-	"github.com/toolgate/toolgate/pkg/tools/shell"
+	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
 
-func benchModes(b *testing.B, fn func(b *testing.B, mode shell.Mode)) {
-	b.Run("off", func(b *testing.B) { fn(b, shell.ModeOff) })
+func benchModes(b *testing.B, fn func(b *testing.B, mode bash.Mode)) {
+	b.Run("off", func(b *testing.B) { fn(b, bash.ModeOff) })
 	b.Run("bwrap", func(b *testing.B) {
 		testenv.LookPath(b, "bwrap", "bubblewrap")
-		fn(b, shell.ModeRequire)
+		fn(b, bash.ModeRequire)
 	})
 }
 
-func benchTool(b *testing.B, mode shell.Mode) *tools.Tool {
+func benchTool(b *testing.B, mode bash.Mode) *tools.Tool {
 	b.Helper()
 	ws := newWorkspace(b, testUID)
-	tool, err := shell.New(shell.Config{Workspace: ws, Sandbox: mode})
+	tool, err := bash.New(bash.Config{Workspace: ws, Sandbox: mode})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func benchTool(b *testing.B, mode shell.Mode) *tools.Tool {
 // BenchmarkCall is the cost of one call of a command that does nothing:
 // process start, limits, the sandbox when there is one, and teardown.
 func BenchmarkCall(b *testing.B) {
-	benchModes(b, func(b *testing.B, mode shell.Mode) {
+	benchModes(b, func(b *testing.B, mode bash.Mode) {
 		tool := benchTool(b, mode)
 		args := json.RawMessage(`{"command":"true"}`)
 		for b.Loop() {
@@ -48,7 +48,7 @@ func BenchmarkCall(b *testing.B) {
 // BenchmarkOutput is the rate at which a call takes output from a command
 // that prints 256 MB, bounded capture and progress streaming included.
 func BenchmarkOutput(b *testing.B) {
-	benchModes(b, func(b *testing.B, mode shell.Mode) {
+	benchModes(b, func(b *testing.B, mode bash.Mode) {
 		tool := benchTool(b, mode)
 		const size = 256 << 20
 		args := json.RawMessage(`{"command":"head -c 268435456 /dev/zero"}`)

@@ -1,4 +1,4 @@
-// Package shell is toolgate's bash tool. It runs a command line with bash
+// Package bash is toolgate's bash tool. It runs a command line with bash
 // in the workspace and returns stdout, stderr and the exit code apart.
 //
 // Every command gets a scrubbed environment (an allowlist: PATH, LANG,
@@ -34,7 +34,7 @@
 // /etc/shadow and /etc/gshadow. Inside bubblewrap the switch is made by
 // setpriv after the sandbox is built; without it, by the kernel at exec
 // or by setpriv.
-package shell
+package bash
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package shell_test
+package bash_test
 
 import (
 	"os"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/pkg/tools/shell"
+	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
 
 // TestDotfilesInTheWorkspaceAreNotRead: programs read configuration from
@@ -34,9 +34,9 @@ func TestDotfilesInTheWorkspaceAreNotRead(t *testing.T) {
 		".wgetrc":              "output_document = " + m + "\n",
 		".curlrc":              "output = " + m + "\n",
 	}
-	forEachMode(t, func(t *testing.T, mode shell.Mode) {
+	forEachMode(t, func(t *testing.T, mode bash.Mode) {
 		ws := newWorkspace(t, testUID)
-		p := newPipeline(t, shell.Config{Workspace: ws, Sandbox: mode})
+		p := newPipeline(t, bash.Config{Workspace: ws, Sandbox: mode})
 		mustRun(t, p, "git -c init.defaultBranch=main init -q . && echo x > f && git add f")
 		for rel, text := range planted {
 			plant(t, ws, rel, text, 0o644)
