@@ -37,6 +37,9 @@ var judged = map[string]string{"bash": "command", "read": "path", "write": "path
 func (a BusAsker) Ask(ctx context.Context, reqs []policy.Request, question string, timeout time.Duration) (bool, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout+time.Minute)
 	defer cancel()
+	if len(reqs) == 0 { // nothing to approve by name: never allow by default
+		return a.clarify(ctx, question, timeout)
+	}
 	for _, r := range reqs {
 		need, ok := judged[r.Tool]
 		if _, has := r.Arguments[need]; !ok || (need != "" && !has) {
