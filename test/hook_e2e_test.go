@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,8 +34,9 @@ type hookAnswer struct {
 
 // TestHookAsksPeopleThroughTheApprover runs the built `toolctl hook
 // claude` as Claude Code runs a command hook: a forbidden command is
-// denied at once, and a command the policy asks about waits until a
-// person answers in the approver, then is allowed.
+// denied at once, and a command the policy asks about waits for a real
+// approval in the approver, then is allowed (or, rejected, denied) and
+// never run by the worker.
 func TestHookAsksPeopleThroughTheApprover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the toolctl binary")
@@ -71,38 +73,61 @@ func TestHookAsksPeopleThroughTheApprover(t *testing.T) {
 		t.Fatalf("sudo: %+v", a)
 	}
 
-	cmd, out = run("git push origin main")
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var list []approver.View
-	eventually(t, "the question in the approver", func() (bool, string) {
-		list = nil
-		s.api(t, "GET", "/api/approvals", "", &list)
-		return len(list) == 1, "nothing pending"
-	})
-	if !strings.Contains(list[0].Reason, "git push origin main") {
-		t.Errorf("the person sees %+v", list[0])
-	}
-	select {
-	case err := <-done:
-		t.Fatalf("the hook answered before anyone decided: %v %s", err, out)
-	default:
-	}
-	var res approver.Result
-	if code := s.api(t, "POST", "/api/approvals/"+list[0].CallID+"/answer", `{"answer":"allow"}`, &res); code != http.StatusOK {
-		t.Fatalf("answer = %d %+v", code, res)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
+	// A command the policy asks about is published as a judge-only bash
+	// call: a person approves it in the approver as any call, the hook
+	// answers allow, and the worker never runs it (the agent does).
+	// Run by the worker, its touch would leave the marker in the
+	// worker's workspace.
+	const command = "touch MARKER && git push origin main"
+	marker := filepath.Join(s.worker.ws, "MARKER")
+	ask := func(verb, body string) hookAnswer {
+		t.Helper()
+		cmd, out := run(command)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var list []approver.View
+		eventually(t, "the call in the approver", func() (bool, string) {
+			list = nil
+			s.api(t, "GET", "/api/approvals", "", &list)
+			return len(list) == 1, "nothing pending"
+		})
+		if list[0].Tool != "bash" || !strings.Contains(string(list[0].Arguments), "git push origin main") || list[0].Question != nil {
+			t.Errorf("the person sees %+v", list[0])
 		}
-	case <-time.After(90 * time.Second):
-		t.Fatal("the hook never answered")
+		select {
+		case err := <-done:
+			t.Fatalf("the hook answered before anyone decided: %v %s", err, out)
+		default:
+		}
+		var res approver.Result
+		if code := s.api(t, "POST", "/api/approvals/"+list[0].CallID+"/"+verb, body, &res); code != http.StatusOK {
+			t.Fatalf("%s = %d %+v", verb, code, res)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(90 * time.Second):
+			t.Fatal("the hook never answered")
+		}
+		return decode(out)
 	}
-	if a := decode(out); a.HookSpecificOutput.PermissionDecision != "allow" || !strings.Contains(a.HookSpecificOutput.PermissionDecisionReason, "alice") {
-		t.Fatalf("git push after approval: %+v", a)
+	noMarker := func() {
+		t.Helper()
+		if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the worker ran an approved judge-only call: %s: %v", marker, err)
+		}
 	}
+	a := ask("approve", `{}`)
+	noMarker()
+	if a.HookSpecificOutput.PermissionDecision != "allow" || !strings.Contains(a.HookSpecificOutput.PermissionDecisionReason, "alice") {
+		t.Fatalf("after approval: %+v", a)
+	}
+	if a := ask("reject", `{"reason":"not on main"}`); a.HookSpecificOutput.PermissionDecision != "deny" || !strings.Contains(a.HookSpecificOutput.PermissionDecisionReason, "not on main") {
+		t.Fatalf("after rejection: %+v", a)
+	}
+	noMarker()
 }
 
 // TestHookWithoutTheBus judges by a policy file when no NATS server is

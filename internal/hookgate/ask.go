@@ -8,31 +8,82 @@ import (
 
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/policy"
 )
 
-// BusAsker asks people through the approver: a clarify call on the bus
-// with the choices allow and deny (deny when nobody answers in time), made
-// as the client's agent.
+// BusAsker asks people through the approver. A request for one of
+// toolgate's own tools is published as a judge-only call of that tool: the
+// worker validates and judges it again and parks it for a real approval
+// (signed decision bound to the arguments, thresholds, expiry, audit), and
+// answers it without running the tool. Other requests (the agent's MCP
+// tools, web tools) become a clarify question with the choices allow and
+// deny (deny when nobody answers in time). Calls are made as the client's
+// agent.
 type BusAsker struct {
 	Client *client.Client
-	// OnParked, if set, is told the clarify call's id once it waits.
+	// OnParked, if set, is told the call's id once it waits.
 	OnParked func(callID string)
 }
 
 var _ Asker = BusAsker{}
 
-// Ask implements Asker.
-func (a BusAsker) Ask(ctx context.Context, question string, timeout time.Duration) (bool, string, error) {
-	secs := max(int64(timeout/time.Second), 1)
-	args := map[string]any{"question": question, "choices": []string{"allow", "deny"},
-		"timeout": secs, "default_answer": "deny"}
+// judged names the toolgate tools a judge-only call can stand for, with
+// the argument each needs to be a valid call of it.
+var judged = map[string]string{"bash": "command", "read": "path", "write": "path", "edit": "old_string",
+	"glob": "pattern", "grep": "pattern", "ls": ""}
+
+// Ask implements Asker: every request must be approved; the first one
+// that is not decides.
+func (a BusAsker) Ask(ctx context.Context, reqs []policy.Request, question string, timeout time.Duration) (bool, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout+time.Minute)
 	defer cancel()
-	res, err := a.Client.Call(ctx, "clarify", args, client.OnPending(func(r events.ResultData) {
+	if len(reqs) == 0 { // nothing to approve by name: never allow by default
+		return a.clarify(ctx, question, timeout)
+	}
+	for _, r := range reqs {
+		need, ok := judged[r.Tool]
+		if _, has := r.Arguments[need]; !ok || (need != "" && !has) {
+			return a.clarify(ctx, question, timeout)
+		}
+	}
+	var who []string
+	for _, r := range reqs {
+		res, err := a.Client.Call(ctx, r.Tool, r.Arguments, client.JudgeOnly(), a.onPending())
+		if err != nil {
+			return false, "", err
+		}
+		if res.Status != events.StatusOK {
+			return false, fmt.Sprintf("%s %s: %s", r.Tool, res.Status, res.Output), nil
+		}
+		if j, _ := res.Metadata["judge_only"].(bool); !j {
+			// Not a worker that judges only: never answer allow for a call
+			// something else may have run.
+			return false, "the worker did not judge the call only", nil
+		}
+		if res.Decision != nil {
+			who = append(who, res.Decision.Approvers...)
+		}
+	}
+	if len(who) == 0 {
+		return true, "the policy on the bus", nil
+	}
+	return true, strings.Join(who, ", "), nil
+}
+
+func (a BusAsker) onPending() client.CallOption {
+	return client.OnPending(func(r events.ResultData) {
 		if a.OnParked != nil {
 			a.OnParked(r.CallID)
 		}
-	}))
+	})
+}
+
+// clarify asks question with the choices allow and deny.
+func (a BusAsker) clarify(ctx context.Context, question string, timeout time.Duration) (bool, string, error) {
+	secs := max(int64(timeout/time.Second), 1)
+	args := map[string]any{"question": question, "choices": []string{"allow", "deny"},
+		"timeout": secs, "default_answer": "deny"}
+	res, err := a.Client.Call(ctx, "clarify", args, a.onPending())
 	if err != nil {
 		return false, "", err
 	}

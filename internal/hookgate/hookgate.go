@@ -2,8 +2,9 @@
 // tools (Claude Code, Codex) with toolgate's policy, through their
 // PreToolUse hooks: the agent's Bash, Read, Write, Edit, apply_patch, MCP
 // tools... are mapped to toolgate's tools and judged by the same gate; an
-// ask goes to people through the approver (a clarify question on the bus)
-// and the hook waits for their answer. Both agents speak the same hook
+// ask goes to people through the approver (a judge-only call of the mapped
+// toolgate tool, approved as any call, never run by the worker) and the
+// hook waits for their decision. Both agents speak the same hook
 // JSON: tool_name and tool_input in, hookSpecificOutput.permissionDecision
 // allow, deny or ask with a reason out.
 package hookgate
@@ -43,9 +44,11 @@ type Specific struct {
 	PermissionDecisionReason string `json:"permissionDecisionReason,omitempty"`
 }
 
-// Asker asks people whether a call may run and waits for the answer.
+// Asker asks people whether a call may run and waits for the answer:
+// reqs are the mapped requests the gate asked about, question says it in
+// words.
 type Asker interface {
-	Ask(ctx context.Context, question string, timeout time.Duration) (allow bool, why string, err error)
+	Ask(ctx context.Context, reqs []policy.Request, question string, timeout time.Duration) (allow bool, why string, err error)
 }
 
 // Judge decides hook calls for one agent.
@@ -80,12 +83,16 @@ func (j *Judge) Decide(ctx context.Context, in Input) Output {
 	}
 	// The strictest verdict over every part of the call wins.
 	worst := policy.Decision{Action: policy.Allow}
+	var asked []policy.Request
 	for _, r := range reqs {
 		r.Agent = j.Agent
 		if r.Workspace == "" {
 			r.Workspace = in.Cwd
 		}
 		d := j.Gate.Evaluate(ctx, r)
+		if d.Action == policy.Ask {
+			asked = append(asked, r)
+		}
 		if d.Action.Rank() > worst.Action.Rank() || worst.Reason == "" {
 			worst = d
 		}
@@ -104,7 +111,7 @@ func (j *Judge) Decide(ctx context.Context, in Input) Output {
 		if timeout <= 0 {
 			timeout = 10 * time.Minute
 		}
-		ok, why, err := j.Asker.Ask(ctx, question(j.Agent, in, worst), timeout)
+		ok, why, err := j.Asker.Ask(ctx, asked, question(j.Agent, in, worst), timeout)
 		switch {
 		case err != nil:
 			return decision(policy.Deny, "toolgate: could not ask people ("+err.Error()+"); denied")

@@ -141,7 +141,7 @@ type fakeAsker struct {
 	asked []string
 }
 
-func (f *fakeAsker) Ask(_ context.Context, q string, _ time.Duration) (bool, string, error) {
+func (f *fakeAsker) Ask(_ context.Context, _ []policy.Request, q string, _ time.Duration) (bool, string, error) {
 	f.asked = append(f.asked, q)
 	return f.allow, "alice", f.err
 }

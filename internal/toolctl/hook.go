@@ -143,7 +143,7 @@ func (e *Env) hookJudge(ctx context.Context, file string, ask bool, log *slog.Lo
 		return nil, nil, fmt.Errorf("--agent: %w", err)
 	}
 	j.Asker = hookgate.BusAsker{Client: c, OnParked: func(id string) {
-		fmt.Fprintf(e.Stderr, "toolctl hook: waiting for a person: toolctl approvals answer %s --answer allow|deny\n", id)
+		fmt.Fprintf(e.Stderr, "toolctl hook: waiting for a person: toolctl approvals approve|reject %s\n", id)
 	}}
 	return j, closeFn, nil
 }
@@ -177,6 +177,6 @@ func serveHook(ctx context.Context, env *Env, j *hookgate.Judge, addr string) in
 // unreachable is the Asker when the bus cannot be reached.
 type unreachable struct{ err error }
 
-func (u unreachable) Ask(context.Context, string, time.Duration) (bool, string, error) {
+func (u unreachable) Ask(context.Context, []policy.Request, string, time.Duration) (bool, string, error) {
 	return false, "", u.err
 }

@@ -52,6 +52,9 @@ func (mp ManagerParker) Park(ctx context.Context, in *events.Call, c *tools.Call
 		}
 	}
 	p.Meta = map[string]string{"mode": in.Mode.String()}
+	if in.Data.JudgeOnly {
+		p.Meta["judge_only"] = "true" // the resume answers it without running the tool
+	}
 	if in.TraceParent != "" {
 		p.Meta["traceparent"] = in.TraceParent
 	}
@@ -72,7 +75,8 @@ func (mp ManagerParker) Park(ctx context.Context, in *events.Call, c *tools.Call
 func (w *Worker) Resume(ctx context.Context, p *approval.Parked, o approval.Outcome) error {
 	in := &events.Call{ID: p.CallID, Agent: p.Agent, Tool: p.Tool, Mode: parseMode(p.Meta["mode"]),
 		TraceParent: p.Meta["traceparent"], TraceState: p.Meta["tracestate"],
-		Data: events.CallData{Arguments: p.Arguments, SessionID: p.SessionID, TimeoutMS: p.TimeoutMS}}
+		Data: events.CallData{Arguments: p.Arguments, SessionID: p.SessionID, TimeoutMS: p.TimeoutMS,
+			JudgeOnly: p.Meta["judge_only"] == "true"}}
 	if r, ok := w.storedResult(ctx, in); ok && r.Status.Final() {
 		return nil // finished before; the manager only lost track
 	}
@@ -158,9 +162,12 @@ func (w *Worker) runApproved(ctx context.Context, in *events.Call, approvals int
 	stop := w.heartbeat(nil, key, rev, now)
 	defer stop()
 	c := &tools.Call{ID: in.ID, Agent: in.Agent, SessionID: in.Data.SessionID, Name: in.Tool, Arguments: in.Data.Arguments,
-		Timeout: time.Duration(in.Data.TimeoutMS) * time.Millisecond, Approved: true, Approvals: approvals}
+		Timeout: time.Duration(in.Data.TimeoutMS) * time.Millisecond, Approved: true, Approvals: approvals,
+		JudgeOnly: in.Data.JudgeOnly}
 	c.Progress = w.progress(in, c)
-	w.executions.Add(1)
+	if !c.JudgeOnly { // approved, it is answered without running
+		w.executions.Add(1)
+	}
 	xctx, x := w.startExecute(trace.ContextWithSpanContext(w.execCtx, trace.SpanContextFromContext(ctx)), in, c, true)
 	out, err := w.handler.Handle(xctx, c)
 	res := outcome(c, out, err, w.stopping.Load())

@@ -28,6 +28,7 @@ type approvalRig struct {
 	kp       nkeys.KeyPair
 	denyEcho atomic.Bool
 	nc       *nats.Conn
+	w        *running
 }
 
 func newApprovalRig(t *testing.T) *approvalRig {
@@ -56,6 +57,7 @@ func newApprovalRig(t *testing.T) *approvalRig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.w = w
 	w.w.cfg.Parker = ManagerParker{M: mgr}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -82,14 +84,14 @@ func (r *approvalRig) decide(t *testing.T, callID, argsHash string, outcome papp
 	}
 }
 
-func (r *approvalRig) askAndWaitPending(t *testing.T, c *client.Client, id, text string) (hash string, final chan *events.ResultData) {
+func (r *approvalRig) askAndWaitPending(t *testing.T, c *client.Client, id, text string, opts ...client.CallOption) (hash string, final chan *events.ResultData) {
 	t.Helper()
 	pending := make(chan events.ResultData, 1)
 	final = make(chan *events.ResultData, 1)
 	go func() {
 		// An error (the test ended first) leaves res nil; waitFinal fails on it.
-		res, _ := c.Call(ctxT(t), "echo", map[string]any{"text": text}, client.WithID(id),
-			client.OnPending(func(r events.ResultData) { pending <- r }))
+		opts = append(opts, client.WithID(id), client.OnPending(func(r events.ResultData) { pending <- r }))
+		res, _ := c.Call(ctxT(t), "echo", map[string]any{"text": text}, opts...)
 		final <- res
 	}()
 	select {
@@ -200,5 +202,59 @@ func TestDecisionForOtherArgumentsIsRefused(t *testing.T) {
 	}
 	if r.ctr.get("ask-4") != 0 {
 		t.Fatal("ran on a tampered decision")
+	}
+}
+
+// TestJudgeOnlyCallsAreJudgedAndApprovedButNeverRun: a judge-only call
+// goes through the gate and the approvals as any call, and whether the
+// gate allows it, people approve it or people reject it, the tool never
+// runs and the worker counts no execution; the audit says judge_only.
+func TestJudgeOnlyCallsAreJudgedAndApprovedButNeverRun(t *testing.T) {
+	r := newApprovalRig(t)
+	c, _ := newClient(t, r.s, "asker")
+	audit, _ := r.nc.SubscribeSync(events.AuditSubject("asker", "echo"))
+
+	hash, final := r.askAndWaitPending(t, c, "judge-1", "approve me", client.JudgeOnly())
+	r.decide(t, "judge-1", hash, papproval.Approve, "alice", "")
+	res := waitFinal(t, final)
+	if res.Status != events.StatusOK || res.Metadata["judge_only"] != true || res.Output == "approve me" ||
+		res.Decision == nil || strings.Join(res.Decision.Approvers, ",") != "alice" {
+		t.Fatalf("approved judge-only result = %+v", res)
+	}
+	var a events.AuditData
+	for {
+		m, err := audit.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := events.DecodeData(m.Header, m.Data, &a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !a.JudgeOnly {
+			t.Fatalf("audit event %s of a judge-only call lacks judge_only: %+v", ev.Type(), a)
+		}
+		if ev.Type() == events.TypeCallAudited {
+			break
+		}
+	}
+
+	hash, final = r.askAndWaitPending(t, c, "judge-2", "reject me", client.JudgeOnly())
+	r.decide(t, "judge-2", hash, papproval.Reject, "alice", "no")
+	if res := waitFinal(t, final); res.Status != events.StatusRejected {
+		t.Fatalf("rejected judge-only result = %+v", res)
+	}
+
+	// The gate allows fail: judged, not run.
+	res, err := c.Call(ctxT(t), "fail", map[string]any{}, client.WithID("judge-3"), client.JudgeOnly())
+	if err != nil || res.Status != events.StatusOK || res.IsError || res.Metadata["judge_only"] != true {
+		t.Fatalf("allowed judge-only result = %+v, %v", res, err)
+	}
+
+	if calls, runs := r.ctr.total(); calls != 0 || runs != 0 {
+		t.Fatalf("tools ran for judge-only calls: %d calls, %d runs", calls, runs)
+	}
+	if n := r.w.w.Executions(); n != 0 {
+		t.Fatalf("executions = %d, want 0 for judge-only calls", n)
 	}
 }

@@ -83,7 +83,7 @@ func (w *Worker) auditPeople(ctx context.Context, in *events.Call, p *approval.P
 // auditData is what every audit event of a call says.
 func (w *Worker) auditData(in *events.Call, tool, session string) events.AuditData {
 	return events.AuditData{CallID: in.ID, Agent: in.Agent, Tool: tool, SessionID: session,
-		ArgsSHA256: ArgsSHA256(in.Data.Arguments), Worker: w.cfg.Name, Time: time.Now().UTC()}
+		ArgsSHA256: ArgsSHA256(in.Data.Arguments), Worker: w.cfg.Name, Time: time.Now().UTC(), JudgeOnly: in.Data.JudgeOnly}
 }
 
 func setTrace(a *events.AuditData, ctx context.Context) {

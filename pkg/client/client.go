@@ -92,6 +92,7 @@ type callOpts struct {
 	id         string
 	session    string
 	timeout    time.Duration
+	judgeOnly  bool
 	onPending  func(events.ResultData)
 	onProgress func(events.ProgressData)
 
@@ -120,6 +121,11 @@ func WithSession(s string) CallOption { return func(o *callOpts) { o.session = s
 
 // WithTimeout asks for a shorter tool timeout than the tool's default.
 func WithTimeout(d time.Duration) CallOption { return func(o *callOpts) { o.timeout = d } }
+
+// JudgeOnly asks for a verdict only: the call is judged (and, on ask,
+// approved by people) as usual, and an allowed or approved call is
+// answered ok without running the tool.
+func JudgeOnly() CallOption { return func(o *callOpts) { o.judgeOnly = true } }
 
 // OnPending is called when the call is parked for approval; Call keeps
 // waiting for the final result.
@@ -246,7 +252,7 @@ func (c *Client) publish(ctx context.Context, tool string, args any, o *callOpts
 	if err != nil {
 		return err
 	}
-	ev, err := events.NewCall(o.id, c.agent, events.CallData{Arguments: raw, SessionID: o.session, TimeoutMS: o.timeout.Milliseconds()})
+	ev, err := events.NewCall(o.id, c.agent, events.CallData{Arguments: raw, SessionID: o.session, TimeoutMS: o.timeout.Milliseconds(), JudgeOnly: o.judgeOnly})
 	if err != nil {
 		return err
 	}

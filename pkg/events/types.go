@@ -54,6 +54,11 @@ type CallData struct {
 	SessionID string `json:"session_id,omitempty"`
 	// TimeoutMS asks for a shorter timeout than the tool's default (optional).
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// JudgeOnly asks for a verdict, never an execution: the call is
+	// validated, judged and, on ask, approved by people as usual, then
+	// answered ok without running the tool (the caller runs it itself,
+	// as an agent's own tool judged through its hook).
+	JudgeOnly bool `json:"judge_only,omitempty"`
 }
 
 // Decision is the policy decision recorded in results, audit and violation
@@ -133,6 +138,8 @@ type AuditData struct {
 	ResultSHA256 string `json:"result_sha256,omitempty"`
 	// Resumed marks what happened after people decided a parked call.
 	Resumed bool `json:"resumed,omitempty"`
+	// JudgeOnly marks a call that was judged and not executed.
+	JudgeOnly bool `json:"judge_only,omitempty"`
 	// TraceID and SpanID name the span that recorded the event, when the
 	// call carried trace context.
 	TraceID string `json:"trace_id,omitempty"`

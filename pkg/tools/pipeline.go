@@ -147,8 +147,25 @@ func (p *Pipeline) policy(next Handler) Handler {
 				return nil, err
 			}
 		}
+		if c.JudgeOnly {
+			return judged(c, d), nil
+		}
 		return next.Handle(ctx, c)
 	})
+}
+
+// judged is the answer to a judge-only call the gate allowed (or people
+// approved): it may run, and nothing ran it.
+func judged(c *Call, d policy.Decision) *Output {
+	how := "allowed by the policy"
+	if c.Approved {
+		how = "approved by people"
+	}
+	msg := fmt.Sprintf("%s: %s; judged only, not executed", how, c.Tool.Name)
+	if d.Reason != "" {
+		msg += " (" + d.Reason + ")"
+	}
+	return &Output{Content: msg, Metadata: map[string]any{"judge_only": true, "approved": c.Approved}}
 }
 
 // Decide asks the gate about a resolved, validated call. A panic in the

@@ -116,6 +116,10 @@ type Call struct {
 	// stops the call with that error. A runner uses it to claim the call
 	// just in time.
 	Start func(ctx context.Context) error
+	// JudgeOnly stops an allowed (or approved) call right after Start,
+	// before any later middleware or the tool: its Output says it may
+	// run, with metadata judge_only, and nothing is executed.
+	JudgeOnly bool
 
 	// Tool is set by the pipeline once the name is resolved.
 	Tool *Tool
