@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	tekuri "github.com/santhosh-tekuri/jsonschema/v5"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/internal/schemagen"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -42,66 +42,15 @@ var payloadTypes = map[string]reflect.Type{
 	"approval-decision.json":  reflect.TypeFor[approval.Decision](),
 }
 
-// PayloadSchema is the JSON Schema document of a payload type, as
+// payloadSchema is the JSON Schema document of a payload type, as
 // committed under docs/schemas.
 func payloadSchema(t *testing.T, name string, typ reflect.Type) []byte {
 	t.Helper()
-	known := map[reflect.Type]*jsonschema.Schema{
-		reflect.TypeFor[json.RawMessage](): {Description: "any JSON value"},
-		reflect.TypeFor[time.Time]():       {Type: "string", Format: "date-time"},
-	}
-	// A decision asks for an amendment (always_allow) and a stored
-	// amendment carries the decision that granted it (grant): the types
-	// refer to each other, so the amendment's grant refers to the decision
-	// schema instead of repeating it.
-	known[reflect.TypeFor[approval.Decision]()] = &jsonschema.Schema{
-		Type:        "object",
-		Ref:         "approval-decision.json",
-		Description: "the signed decision that granted the amendment",
-	}
-	amendment, err := jsonschema.ForType(reflect.TypeFor[approval.Amendment](), &jsonschema.ForOptions{TypeSchemas: known})
+	b, err := schemagen.Payload(name, typ)
 	if err != nil {
 		t.Fatal(err)
 	}
-	delete(known, reflect.TypeFor[approval.Decision]())
-	known[reflect.TypeFor[approval.Amendment]()] = amendment
-	s, err := jsonschema.ForType(typ, &jsonschema.ForOptions{TypeSchemas: known})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Schema = "https://json-schema.org/draft/2020-12/schema"
-	s.ID = "https://toolgate.dev/schemas/" + name
-	b, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Consumers ignore fields they do not know (a new optional field is not
-	// a breaking change), so the schemas do not forbid them.
-	var m any
-	_ = json.Unmarshal(b, &m)
-	openObjects(m)
-	b, err = json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append(b, '\n')
-}
-
-// openObjects drops "additionalProperties": false everywhere in a schema.
-func openObjects(v any) {
-	switch v := v.(type) {
-	case map[string]any:
-		if ap, ok := v["additionalProperties"].(bool); ok && !ap {
-			delete(v, "additionalProperties")
-		}
-		for _, c := range v {
-			openObjects(c)
-		}
-	case []any:
-		for _, c := range v {
-			openObjects(c)
-		}
-	}
+	return b
 }
 
 type asyncDoc struct {
