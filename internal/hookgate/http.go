@@ -3,9 +3,9 @@ package hookgate
 import (
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
-	"strings"
+
+	"github.com/toolgate/toolgate/internal/loopback"
 )
 
 // maxBody bounds a hook request.
@@ -20,7 +20,7 @@ func Handler(j *Judge, loopbackOnly bool) http.Handler {
 			http.Error(w, "POST the hook payload", http.StatusMethodNotAllowed)
 			return
 		}
-		if loopbackOnly && !loopback(r.Host) {
+		if loopbackOnly && !loopback.Host(r.Host) {
 			http.Error(w, "forbidden: Host is not a loopback name", http.StatusForbidden)
 			return
 		}
@@ -43,17 +43,4 @@ func Handler(j *Judge, loopbackOnly bool) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
 	})
-}
-
-func loopback(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

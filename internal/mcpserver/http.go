@@ -8,10 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/loopback"
 )
 
 // Path is where the Streamable HTTP face answers.
@@ -41,32 +42,19 @@ func HTTPHandler(s *Server, loopback bool, log *slog.Logger) http.Handler {
 // (localhost, 127.0.0.1, [::1], any port) with 403.
 func localOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !loopbackHost(r.Host) {
+		if !loopback.Host(r.Host) {
 			http.Error(w, "forbidden: Host "+r.Host+" is not this machine's loopback name", http.StatusForbidden)
 			return
 		}
 		if o := r.Header.Get("Origin"); o != "" {
 			u, err := url.Parse(o)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !loopbackHost(u.Host) {
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !loopback.Host(u.Host) {
 				http.Error(w, "forbidden: Origin "+o+" is not a loopback origin", http.StatusForbidden)
 				return
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Serve serves s over Streamable HTTP on ln (http://<addr>/mcp) until ctx
