@@ -457,16 +457,6 @@ func (w *walker) knowledge(cmd *Command, base string) {
 	}
 }
 
-func countOperands(args []Word) int {
-	n := 0
-	for _, a := range args {
-		if !strings.HasPrefix(a.Value, "-") || a.Value == "-" {
-			n++
-		}
-	}
-	return n
-}
-
 func setHazards(cmd *Command) {
 	args := cmd.Args[1:]
 	for i := 0; i < len(args); i++ {

@@ -171,17 +171,6 @@ func (p *parsedArgs) has(ids ...string) bool {
 	return false
 }
 
-// values returns the values of the options with the id, in order.
-func (p *parsedArgs) values(id string) []Word {
-	var out []Word
-	for _, o := range p.opts {
-		if o.def.id == id && o.hasValue {
-			out = append(out, o.value)
-		}
-	}
-	return out
-}
-
 // lookupLong finds a long option by its name or a prefix of it. It returns
 // the option, or a problem.
 func (s *optSpec) lookupLong(name string) (*optDef, string) {
