@@ -201,7 +201,7 @@ func TestNoSecretInLogsOrEvents(t *testing.T) {
 		o.Logger = seen.logger()
 		o.Out = &seen
 	})
-	o, e, code = pw.toolctl(t, "call", "read", "path=nothing.txt")
+	o, e, _ = pw.toolctl(t, "call", "read", "path=nothing.txt")
 	fmt.Fprintf(&seen, "%s\n%s\n", o, e)
 	badURL := strings.Replace(pwURL, password, password+"x", 1)
 	if err := daemon.Run(context.Background(), daemon.Options{NATSURL: badURL, Workspace: newWorkspace(t), Logger: seen.logger(), Out: &seen}); err == nil {

@@ -255,7 +255,7 @@ func nextResult(t *testing.T, sub *nats.Subscription) events.ResultData {
 func attr(kvs []attribute.KeyValue, key string) string {
 	for _, kv := range kvs {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

@@ -509,9 +509,7 @@ func (w *walker) decl(c *syntax.DeclClause) {
 				}
 				tmp := &Command{Source: w.text(c), Depth: w.depth, WrappedBy: w.wrappedBy, Args: []Word{{Value: variant, Literal: true}}}
 				w.nameText(tmp, variant, name)
-				for _, h := range tmp.Hazards {
-					w.a.s.Hazards = append(w.a.s.Hazards, h)
-				}
+				w.a.s.Hazards = append(w.a.s.Hazards, tmp.Hazards...)
 				if env && !envSafe(name) {
 					w.hazardPart(HazardEnv, variant+" "+name+" reaches every program the script runs", c, as)
 				}
