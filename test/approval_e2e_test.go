@@ -63,17 +63,28 @@ func startApprovalStackWith(t *testing.T, policyDoc string) *approvalStack {
 	w := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile = pol })
 	creds := installUser(t, identity.RoleApprover, "approver")
 
+	url := startApprover(t, w.url, func(o *approver.Options) { o.Creds = trusttest.CredsFile(t, creds) })
+	return &approvalStack{worker: w, url: url, acct: acct, approver: creds}
+}
+
+// startApprover runs an approver service on the NATS server at natsURL,
+// with a login token for alice, until the test ends, and returns its base
+// URL. mod, when set, adjusts its options.
+func startApprover(t *testing.T, natsURL string, mod func(*approver.Options)) string {
+	t.Helper()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
 	writeFile(t, tokens, "alice "+aliceToken+"\n")
 	ready := make(chan string, 1)
+	o := approver.Options{NATSURL: natsURL, Listen: "127.0.0.1:0", TokenFile: tokens,
+		DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard,
+		Ready: func(addr string) { ready <- addr }}
+	if mod != nil {
+		mod(&o)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- approver.Serve(ctx, approver.Options{NATSURL: w.url, Listen: "127.0.0.1:0", TokenFile: tokens, Creds: trusttest.CredsFile(t, creds),
-			DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard,
-			Ready: func(addr string) { ready <- addr }})
-	}()
+	go func() { done <- approver.Serve(ctx, o) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -82,13 +93,13 @@ func startApprovalStackWith(t *testing.T, policyDoc string) *approvalStack {
 	})
 	select {
 	case addr := <-ready:
-		return &approvalStack{worker: w, url: "http://" + addr, acct: acct, approver: creds}
+		return "http://" + addr
 	case err := <-done:
 		t.Fatalf("approver exited at start: %v", err)
 	case <-time.After(60 * time.Second):
 		t.Fatal("approver did not start")
 	}
-	return nil
+	return ""
 }
 
 // submit publishes a write call and waits for its pending result.

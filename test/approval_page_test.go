@@ -2,8 +2,6 @@ package test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -167,27 +164,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 func TestApprovalPageShowsACommand(t *testing.T) {
 	chromium := testenv.LookPath(t, "chromium", "chromium")
 	w := startProcess(t, newWorkspace(t), nil) // the built-in policy
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	writeFile(t, tokens, "alice "+aliceToken+"\n")
-	ready := make(chan string, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- approver.Serve(ctx, approver.Options{NATSURL: w.url, Listen: "127.0.0.1:0", TokenFile: tokens,
-			DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard,
-			Ready: func(addr string) { ready <- addr }})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	var url string
-	select {
-	case addr := <-ready:
-		url = "http://" + addr
-	case err := <-done:
-		t.Fatalf("approver exited at start: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("approver did not start")
-	}
+	url := startApprover(t, w.url, nil)
 
 	c := w.client(t, "agent-shell")
 	parked := make(chan struct{}, 1)

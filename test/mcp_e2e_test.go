@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -74,34 +73,10 @@ func startMCPStack(t *testing.T, http bool) *mcpStack {
 	if http {
 		s.mcpURL = <-mcpReady
 	}
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	writeFile(t, tokens, "alice "+aliceToken+"\n")
-	ready := make(chan string, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- approver.Serve(ctx, approver.Options{NATSURL: s.worker.url, Listen: "127.0.0.1:0", TokenFile: tokens,
-			DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard,
-			Ready: func(addr string) { ready <- addr }})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("approver: %v", err)
-		}
-	})
-	select {
-	case addr := <-ready:
-		s.approver = "http://" + addr
-		s.shown = s.approver
-		if http {
-			s.shown = httpApprover
-		}
-	case err := <-done:
-		t.Fatalf("approver exited at start: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("approver did not start")
+	s.approver = startApprover(t, s.worker.url, nil)
+	s.shown = s.approver
+	if http {
+		s.shown = httpApprover
 	}
 	return s
 }
