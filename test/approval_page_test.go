@@ -107,7 +107,15 @@ func TestApprovalPageReadsWell(t *testing.T) {
 	if err := chromedp.Do(tctx, chromedp.WaitVisible(chromedp.CSS(when))); err != nil {
 		t.Fatalf("history row: %v", err)
 	}
-	decided, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(when)))
+	// The row may be drawn before its time is filled in: wait for it.
+	var decided string
+	for end := time.Now().Add(30 * time.Second); ; {
+		decided, err = chromedp.Run(tctx, chromedp.Text(chromedp.CSS(when)))
+		if err == nil && dateFormat.MatchString(strings.TrimSpace(decided)) || time.Now().After(end) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if err != nil || !dateFormat.MatchString(strings.TrimSpace(decided)) {
 		t.Errorf("history shows the decision time as %q (%v), not in the page's one format", decided, err)
 	}
