@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	iapproval "github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/parking"
 	"github.com/toolgate/toolgate/internal/policyload"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/toolctl"
@@ -84,38 +84,38 @@ func submitBash(t *testing.T, c *client.Client, id, command string) <-chan *even
 }
 
 // tamper rewrites the parked record of id in the approvals bucket.
-func tamper(t *testing.T, js jetstream.JetStream, id string, change func(p *iapproval.Parked)) {
+func tamper(t *testing.T, js jetstream.JetStream, id string, change func(p *parking.Parked)) {
 	t.Helper()
 	kv, err := js.KeyValue(context.Background(), bus.BucketApprovals)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 50 {
-		e, err := kv.Get(context.Background(), iapproval.CallKey(id))
+		e, err := kv.Get(context.Background(), parking.CallKey(id))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var p iapproval.Parked
+		var p parking.Parked
 		if err := json.Unmarshal(e.Value(), &p); err != nil {
 			t.Fatal(err)
 		}
 		change(&p)
 		val, _ := json.Marshal(&p)
-		if _, err := kv.Update(context.Background(), iapproval.CallKey(id), val, e.Revision()); err == nil {
+		if _, err := kv.Update(context.Background(), parking.CallKey(id), val, e.Revision()); err == nil {
 			return
 		}
 	}
 	t.Fatalf("could not rewrite the record of %s", id)
 }
 
-func parked(t *testing.T, js jetstream.JetStream, id string) *iapproval.Parked {
+func parked(t *testing.T, js jetstream.JetStream, id string) *parking.Parked {
 	t.Helper()
 	kv, _ := js.KeyValue(context.Background(), bus.BucketApprovals)
-	e, err := kv.Get(context.Background(), iapproval.CallKey(id))
+	e, err := kv.Get(context.Background(), parking.CallKey(id))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p iapproval.Parked
+	var p parking.Parked
 	if err := json.Unmarshal(e.Value(), &p); err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestTamperedParkedArgumentsNeverRun(t *testing.T) {
 	t.Run("altered before the decision", func(t *testing.T) {
 		final := submitBash(t, c, "tamper-before", "touch fine.marker")
 		hash := parked(t, js, "tamper-before").ArgsSHA256
-		tamper(t, js, "tamper-before", func(p *iapproval.Parked) { p.Arguments = evil })
+		tamper(t, js, "tamper-before", func(p *parking.Parked) { p.Arguments = evil })
 		var body map[string]any
 		if code := s.api(t, "POST", "/api/approvals/tamper-before/approve", `{}`, &body); code != 400 || !strings.Contains(fmt.Sprint(body), "altered") {
 			t.Fatalf("approving an altered record through the approver = %d %v, want 400", code, body)
@@ -210,7 +210,7 @@ func TestTamperedParkedArgumentsNeverRun(t *testing.T) {
 		nc, _ := s.bus(t)
 		sub, _ := nc.SubscribeSync(approval.RefusedSubject("tamper-before"))
 		publishDecision(t, js, signedDecision(t, "tamper-before", hash, "alice", s.approver))
-		refusedWith(t, sub, iapproval.ErrTampered.Error())
+		refusedWith(t, sub, parking.ErrTampered.Error())
 		if code := s.api(t, "POST", "/api/approvals/tamper-before/reject", `{"reason":"record altered"}`, nil); code != 200 {
 			t.Fatalf("reject = %d", code)
 		}
@@ -226,10 +226,10 @@ func TestTamperedParkedArgumentsNeverRun(t *testing.T) {
 		d := signedDecision(t, "tamper-after", p.ArgsSHA256, "alice", s.approver)
 		// Approved, with a valid signed approval of the original arguments,
 		// its resume claim lapsed: any worker's sweep resumes it.
-		tamper(t, js, "tamper-after", func(p *iapproval.Parked) {
+		tamper(t, js, "tamper-after", func(p *parking.Parked) {
 			p.Arguments = evil
 			p.Status, p.Approvals, p.Final = approval.Approved, []approval.Decision{*d}, d
-			p.Outcome = &iapproval.Outcome{Status: approval.Approved, Approvers: []string{"alice"}, DecidedAt: time.Now().UTC()}
+			p.Outcome = &parking.Outcome{Status: approval.Approved, Approvers: []string{"alice"}, DecidedAt: time.Now().UTC()}
 		})
 		r := wait(t, final)
 		if r.Status != events.StatusRejected || !strings.Contains(r.Output, "refused at resume") {

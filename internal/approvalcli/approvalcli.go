@@ -23,9 +23,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/parking"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 )
 
@@ -390,14 +390,14 @@ func amendments(verb string, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if verb == "revoke" {
-		if err := approval.RevokeAmendment(ctx, kv, pos[0]); err != nil {
+		if err := parking.RevokeAmendment(ctx, kv, pos[0]); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
 		fmt.Fprintf(stdout, "amendment %s revoked\n", pos[0])
 		return 0
 	}
-	list, err := approval.ListAmendments(ctx, kv)
+	list, err := parking.ListAmendments(ctx, kv)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

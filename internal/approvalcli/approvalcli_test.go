@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/parking"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/internal/trust/trusttest"
@@ -36,7 +36,7 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	acct := trusttest.NewAccount(t)
-	mgr, err := approval.NewManager(ctx, js, approval.Options{Name: "w", TrustedAccounts: []string{acct.Public},
+	mgr, err := parking.NewManager(ctx, js, parking.Options{Name: "w", TrustedAccounts: []string{acct.Public},
 		SweepInterval: 20 * time.Millisecond, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_ = mgr.Run(ctx, func(context.Context, *approval.Parked, approval.Outcome) error { resumed.Add(1); return nil })
+		_ = mgr.Run(ctx, func(context.Context, *parking.Parked, parking.Outcome) error { resumed.Add(1); return nil })
 	}()
 	tokens, _ := approver.ParseTokens(strings.NewReader("alice "+aliceToken+"\n"), "tokens")
 	creds := acct.User(t, "approver", trust.RoleApprover, 0)
@@ -58,7 +58,7 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 
 	ask := policy.Decision{Action: policy.Ask, Rule: "tools.bash.ask", Reason: "needs a person"}
 	for _, id := range []string{"c-approve", "c-reject"} {
-		p := &approval.Parked{CallID: id, Agent: "bot", Tool: "bash", Arguments: json.RawMessage(`{"command":"git push origin main"}`), Decision: ask}
+		p := &parking.Parked{CallID: id, Agent: "bot", Tool: "bash", Arguments: json.RawMessage(`{"command":"git push origin main"}`), Decision: ask}
 		if err := mgr.Park(ctx, p); err != nil {
 			t.Fatal(err)
 		}

@@ -23,8 +23,8 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/nats-io/nuid"
 
-	iapproval "github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/parking"
 	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/approval"
@@ -83,7 +83,7 @@ type Server struct {
 	now      func() time.Time
 
 	mu    sync.Mutex
-	calls map[string]*iapproval.Parked // call key → record (for the page)
+	calls map[string]*parking.Parked // call key → record (for the page)
 	subs  map[chan struct{}]bool
 
 	obs *observer // spans and metrics (telemetry.go)
@@ -136,7 +136,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Server, error) {
 	// all a worker needs; only a pinned key (password accounts) is
 	// registered, so people can see which key to pin.
 	if cfg.UserJWT == "" {
-		if err := iapproval.RegisterApproverKey(ctx, kv, approval.ApproverKey{PublicKey: pub, Name: cfg.Name}); err != nil {
+		if err := parking.RegisterApproverKey(ctx, kv, approval.ApproverKey{PublicKey: pub, Name: cfg.Name}); err != nil {
 			return nil, err
 		}
 	}
@@ -144,7 +144,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Server, error) {
 	sk := sha256.Sum256(append([]byte("toolgate approver session\x00"), seed...))
 	s := &Server{cfg: cfg, nc: nc, js: js, kv: kv, pub: pub, log: cfg.Logger.With("component", "approver"),
 		sessions: &sessions{key: sk[:], tokens: cfg.Tokens, ttl: cfg.SessionTTL}, now: time.Now,
-		calls: map[string]*iapproval.Parked{}, subs: map[chan struct{}]bool{}}
+		calls: map[string]*parking.Parked{}, subs: map[chan struct{}]bool{}}
 	s.obs = newObserver(cfg.Telemetry, s.log)
 	return s, nil
 }
@@ -248,15 +248,15 @@ func (s *Server) notify(ctx context.Context, msg jetstream.Msg) {
 	_ = msg.Ack()
 }
 
-func (s *Server) get(ctx context.Context, callID string) (*iapproval.Parked, uint64, error) {
-	e, err := s.kv.Get(ctx, iapproval.CallKey(callID))
+func (s *Server) get(ctx context.Context, callID string) (*parking.Parked, uint64, error) {
+	e, err := s.kv.Get(ctx, parking.CallKey(callID))
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return nil, 0, fmt.Errorf("%w: %s", ErrNotFound, callID)
 		}
 		return nil, 0, err
 	}
-	var p iapproval.Parked
+	var p parking.Parked
 	if err := json.Unmarshal(e.Value(), &p); err != nil {
 		return nil, 0, fmt.Errorf("parked call %s: %w", callID, err)
 	}
@@ -284,7 +284,7 @@ func (s *Server) watch(ctx context.Context) {
 			if e.Operation() != jetstream.KeyValuePut {
 				delete(s.calls, e.Key())
 			} else {
-				var p iapproval.Parked
+				var p parking.Parked
 				if json.Unmarshal(e.Value(), &p) == nil {
 					s.calls[e.Key()] = &p
 				}
@@ -312,9 +312,9 @@ func (s *Server) resync(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		fresh := make(map[string]*iapproval.Parked, len(all))
+		fresh := make(map[string]*parking.Parked, len(all))
 		for _, p := range all {
-			fresh[iapproval.CallKey(p.CallID)] = p
+			fresh[parking.CallKey(p.CallID)] = p
 		}
 		s.mu.Lock()
 		same := len(fresh) == len(s.calls)
@@ -361,7 +361,7 @@ type Snapshot struct {
 
 func (s *Server) snapshot(identity string) Snapshot {
 	s.mu.Lock()
-	var pending, done []*iapproval.Parked
+	var pending, done []*parking.Parked
 	for _, p := range s.calls {
 		if p.Status == approval.Pending {
 			pending = append(pending, p)
@@ -370,8 +370,8 @@ func (s *Server) snapshot(identity string) Snapshot {
 		}
 	}
 	s.mu.Unlock()
-	slices.SortFunc(pending, func(a, b *iapproval.Parked) int { return a.ParkedAt.Compare(b.ParkedAt) })
-	slices.SortFunc(done, func(a, b *iapproval.Parked) int { return decidedAt(b).Compare(decidedAt(a)) })
+	slices.SortFunc(pending, func(a, b *parking.Parked) int { return a.ParkedAt.Compare(b.ParkedAt) })
+	slices.SortFunc(done, func(a, b *parking.Parked) int { return decidedAt(b).Compare(decidedAt(a)) })
 	snap := Snapshot{ServerTime: s.now().UTC(), Identity: identity, Pending: []View{}, History: []View{}}
 	for _, p := range pending {
 		snap.Pending = append(snap.Pending, viewOf(p))
@@ -382,7 +382,7 @@ func (s *Server) snapshot(identity string) Snapshot {
 	return snap
 }
 
-func decidedAt(p *iapproval.Parked) time.Time {
+func decidedAt(p *parking.Parked) time.Time {
 	if p.Outcome != nil {
 		return p.Outcome.DecidedAt
 	}
@@ -410,7 +410,7 @@ type View struct {
 	RequestedAt time.Time `json:"requested_at"`
 	ExpiresAt   time.Time `json:"expires_at"`
 	// Outcome is set once the call is decided.
-	Outcome *iapproval.Outcome `json:"outcome,omitempty"`
+	Outcome *parking.Outcome `json:"outcome,omitempty"`
 	// Scope is the default "always allow" scope for this call.
 	Scope *approval.Amendment `json:"always_allow_scope,omitempty"`
 }
@@ -422,7 +422,7 @@ type QuestionView struct {
 	DefaultAnswer *string  `json:"default_answer,omitempty"`
 }
 
-func viewOf(p *iapproval.Parked) View {
+func viewOf(p *parking.Parked) View {
 	v := View{CallID: p.CallID, Agent: p.Agent, SessionID: p.SessionID, Tool: p.Tool, Arguments: p.Arguments,
 		Rule: p.Decision.Rule, Reason: p.Decision.Reason, Offending: p.Decision.Offending, ArgsSHA256: p.ArgsSHA256,
 		Diff: p.Diff, Approvers: p.Threshold(), ApprovedBy: p.ApprovedBy(), Status: string(p.Status),
@@ -543,7 +543,7 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 	defer span.End()
 
 	// Listen for a refusal of this very decision before publishing it.
-	refused := make(chan *iapproval.RefusalError, 4)
+	refused := make(chan *parking.RefusalError, 4)
 	sub, err := s.nc.Subscribe(approval.RefusedSubject(callID), func(m *nats.Msg) {
 		var r struct {
 			Approver  string `json:"approver"`
@@ -553,7 +553,7 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 		}
 		if json.Unmarshal(m.Data, &r) == nil && r.Approver == identity && r.PublicKey == s.pub {
 			select {
-			case refused <- &iapproval.RefusalError{Code: r.Code, Reason: r.Reason}:
+			case refused <- &parking.RefusalError{Code: r.Code, Reason: r.Reason}:
 			default:
 			}
 		}
@@ -576,7 +576,7 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 }
 
 // await waits for a worker to record d, to refuse it, or for DecisionWait.
-func (s *Server) await(ctx context.Context, d *approval.Decision, refused <-chan *iapproval.RefusalError) (Result, error) {
+func (s *Server) await(ctx context.Context, d *approval.Decision, refused <-chan *parking.RefusalError) (Result, error) {
 	res := Result{CallID: d.CallID, Status: "published", Amendment: d.AlwaysAllow}
 	deadline := time.NewTimer(s.cfg.DecisionWait)
 	defer deadline.Stop()
@@ -589,7 +589,7 @@ func (s *Server) await(ctx context.Context, d *approval.Decision, refused <-chan
 		case <-deadline.C:
 			return res, nil
 		case why := <-refused:
-			if errors.Is(why, iapproval.ErrAlreadyDecided) || errors.Is(why, iapproval.ErrDuplicateApprover) {
+			if errors.Is(why, parking.ErrAlreadyDecided) || errors.Is(why, parking.ErrDuplicateApprover) {
 				return res, fmt.Errorf("%w: %w", ErrDecided, why)
 			}
 			return res, fmt.Errorf("%w: %w", ErrRefused, why)

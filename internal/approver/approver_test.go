@@ -23,8 +23,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	iapproval "github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/parking"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/internal/trust/trusttest"
@@ -48,11 +48,11 @@ type stack struct {
 	cfg          Config
 	stopApprover func()
 	js           jetstream.JetStream
-	mgr          *iapproval.Manager
+	mgr          *parking.Manager
 	srv          *Server
 	http         *httptest.Server
 	mu           sync.Mutex
-	resumed      map[string][]iapproval.Outcome
+	resumed      map[string][]parking.Outcome
 }
 
 func quiet() *slog.Logger {
@@ -70,10 +70,10 @@ func newStack(t *testing.T, mod func(*Config)) *stack {
 	if err := bus.Provision(ctx, js, bus.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	st := &stack{t: t, js: js, resumed: map[string][]iapproval.Outcome{}}
+	st := &stack{t: t, js: js, resumed: map[string][]parking.Outcome{}}
 	// The install's account: the worker trusts the approvers it issued.
 	acct := trusttest.NewAccount(t)
-	mgr, err := iapproval.NewManager(ctx, js, iapproval.Options{Name: "w1", TrustedAccounts: []string{acct.Public},
+	mgr, err := parking.NewManager(ctx, js, parking.Options{Name: "w1", TrustedAccounts: []string{acct.Public},
 		SweepInterval: 20 * time.Millisecond, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func newStack(t *testing.T, mod func(*Config)) *stack {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_ = mgr.Run(ctx, func(_ context.Context, p *iapproval.Parked, o iapproval.Outcome) error {
+		_ = mgr.Run(ctx, func(_ context.Context, p *parking.Parked, o parking.Outcome) error {
 			st.mu.Lock()
 			defer st.mu.Unlock()
 			st.resumed[p.CallID] = append(st.resumed[p.CallID], o)
@@ -119,15 +119,15 @@ func (st *stack) startApprover() {
 	st.t.Cleanup(st.stopApprover)
 }
 
-func (st *stack) resumes(id string) []iapproval.Outcome {
+func (st *stack) resumes(id string) []parking.Outcome {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return slices.Clone(st.resumed[id])
 }
 
-func (st *stack) park(id string, d policy.Decision, args string) *iapproval.Parked {
+func (st *stack) park(id string, d policy.Decision, args string) *parking.Parked {
 	st.t.Helper()
-	p := &iapproval.Parked{CallID: id, Agent: "agent-7", SessionID: "sess-1", Tool: "bash", Arguments: json.RawMessage(args), Decision: d}
+	p := &parking.Parked{CallID: id, Agent: "agent-7", SessionID: "sess-1", Tool: "bash", Arguments: json.RawMessage(args), Decision: d}
 	if err := st.mgr.Park(context.Background(), p); err != nil {
 		st.t.Fatal(err)
 	}
@@ -330,7 +330,7 @@ func TestRejectAnswerAndAlwaysAllowThroughAPI(t *testing.T) {
 	}
 	eventually(t, "rejected resume", func() bool { o := st.resumes("call-r"); return len(o) == 1 && o[0].Reason == "not now" })
 
-	q := &iapproval.Parked{CallID: "q-1", Agent: "agent-7", Tool: approval.ClarifyName, Arguments: json.RawMessage(`{"question":"Which branch?","choices":["main","dev"]}`),
+	q := &parking.Parked{CallID: "q-1", Agent: "agent-7", Tool: approval.ClarifyName, Arguments: json.RawMessage(`{"question":"Which branch?","choices":["main","dev"]}`),
 		Decision: policy.Decision{Action: policy.Ask, Rule: approval.ClarifyRule, Reason: "Which branch?"},
 		Question: &approval.Question{Text: "Which branch?", Choices: []string{"main", "dev"}}}
 	if err := st.mgr.Park(context.Background(), q); err != nil {
@@ -356,7 +356,7 @@ func TestRejectAnswerAndAlwaysAllowThroughAPI(t *testing.T) {
 	}
 	kv, _ := st.js.KeyValue(context.Background(), bus.BucketPolicy)
 	eventually(t, "amendment stored", func() bool {
-		as, err := iapproval.ListAmendments(context.Background(), kv)
+		as, err := parking.ListAmendments(context.Background(), kv)
 		return err == nil && len(as) == 1 && as[0].CommandPrefix == "git push" && as[0].Agent == "agent-7" && as[0].ID == res.Amendment.ID
 	})
 }
@@ -722,20 +722,20 @@ func TestWorkerRefusalStatus(t *testing.T) {
 	st := newStack(t, nil)
 	for _, tt := range []struct {
 		name string
-		r    *iapproval.RefusalError
+		r    *parking.RefusalError
 		is   error
 		code int
 	}{
-		{"already decided", &iapproval.RefusalError{Code: iapproval.RefusalAlreadyDecided, Reason: "call already decided: call c is approved"}, ErrDecided, 409},
-		{"duplicate approver", &iapproval.RefusalError{Code: iapproval.RefusalDuplicateApprover, Reason: "approver already approved this call"}, ErrDecided, 409},
-		{"hash mismatch", &iapproval.RefusalError{Reason: "decision is for other arguments"}, ErrRefused, 422},
-		{"uncoded text alike", &iapproval.RefusalError{Reason: "call already decided (says the reason)"}, ErrRefused, 422},
+		{"already decided", &parking.RefusalError{Code: parking.RefusalAlreadyDecided, Reason: "call already decided: call c is approved"}, ErrDecided, 409},
+		{"duplicate approver", &parking.RefusalError{Code: parking.RefusalDuplicateApprover, Reason: "approver already approved this call"}, ErrDecided, 409},
+		{"hash mismatch", &parking.RefusalError{Reason: "decision is for other arguments"}, ErrRefused, 422},
+		{"uncoded text alike", &parking.RefusalError{Reason: "call already decided (says the reason)"}, ErrRefused, 422},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			refused := make(chan *iapproval.RefusalError, 1)
+			refused := make(chan *parking.RefusalError, 1)
 			refused <- tt.r
 			_, err := st.srv.await(st.ctx, &approval.Decision{CallID: "c", Signature: "s"}, refused)
-			if !errors.Is(err, tt.is) || !errors.Is(err, iapproval.ErrRefused) {
+			if !errors.Is(err, tt.is) || !errors.Is(err, parking.ErrRefused) {
 				t.Fatalf("await = %v, want %v wrapping the refusal", err, tt.is)
 			}
 			rec := httptest.NewRecorder()

@@ -5,9 +5,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	iapproval "github.com/toolgate/toolgate/internal/approval"
+	"github.com/toolgate/toolgate/internal/parking"
 )
 
-func listParked(ctx context.Context, kv jetstream.KeyValue) ([]*iapproval.Parked, error) {
-	return iapproval.List(ctx, kv)
+func listParked(ctx context.Context, kv jetstream.KeyValue) ([]*parking.Parked, error) {
+	return parking.List(ctx, kv)
 }

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	iapproval "github.com/toolgate/toolgate/internal/approval"
+	"github.com/toolgate/toolgate/internal/parking"
 	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -36,7 +36,7 @@ const spanDecision = "decide {call_id}"
 // startDecision starts the span of identity's decision on p, continuing
 // the trace of the span that parked the call, so that the decision and
 // the resumed run join the call's trace.
-func (s *Server) startDecision(ctx context.Context, p *iapproval.Parked, identity string, outcome approval.Outcome) (context.Context, trace.Span) {
+func (s *Server) startDecision(ctx context.Context, p *parking.Parked, identity string, outcome approval.Outcome) (context.Context, trace.Span) {
 	parent := ctx
 	if tp := p.Meta[telemetry.MetaSpan]; tp != "" {
 		parent = s.obs.t.Extract(ctx, tp, "")
@@ -69,7 +69,7 @@ func (s *Server) startDecision(ctx context.Context, p *iapproval.Parked, identit
 }
 
 // decided counts a published decision and how long the call waited for it.
-func (s *Server) decided(ctx context.Context, p *iapproval.Parked, outcome approval.Outcome, at time.Time) {
+func (s *Server) decided(ctx context.Context, p *parking.Parked, outcome approval.Outcome, at time.Time) {
 	s.obs.m.Decisions.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(telemetry.LabelOutcome.String(string(outcome)))))
 	if !p.ParkedAt.IsZero() {
 		s.obs.m.Latency.Record(ctx, max(at.Sub(p.ParkedAt).Seconds(), 0),

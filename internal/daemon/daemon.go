@@ -18,8 +18,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/parking"
 	"github.com/toolgate/toolgate/internal/policyload"
 	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/internal/tooloverride"
@@ -222,7 +222,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := approval.NewManager(ctx, js, approval.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers,
+	mgr, err := parking.NewManager(ctx, js, parking.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers,
 		TrustedAccounts: o.TrustedAccounts, Logger: o.Logger})
 	if err != nil {
 		return err
@@ -255,7 +255,7 @@ func Run(ctx context.Context, o Options) error {
 	defer bgCancel()
 	go loader.Watch(bg)
 	go func() {
-		err := approval.WatchPolicyAmendments(bg, policyKV, o.Logger, mgr, gate.SetAmendments)
+		err := parking.WatchPolicyAmendments(bg, policyKV, o.Logger, mgr, gate.SetAmendments)
 		if err != nil && bg.Err() == nil {
 			o.Logger.Error("watch amendments", "err", err)
 		}

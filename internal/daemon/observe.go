@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/parking"
 	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/internal/worker"
 )
@@ -40,7 +40,7 @@ func startTelemetry(ctx context.Context, o Options) (*telemetry.Telemetry, func(
 // serveMetrics registers the gauges read from the bus (calls waiting in
 // the stream, parked approvals) and, with --metrics-listen, serves
 // /metrics, /healthz and /readyz until ctx ends.
-func serveMetrics(ctx context.Context, o Options, t *telemetry.Telemetry, js jetstream.JetStream, w *worker.Worker, mgr *approval.Manager) error {
+func serveMetrics(ctx context.Context, o Options, t *telemetry.Telemetry, js jetstream.JetStream, w *worker.Worker, mgr *parking.Manager) error {
 	waiting := cached(func(ctx context.Context) (int64, error) {
 		c, err := js.Consumer(ctx, bus.StreamCalls, bus.ConsumerWorkers)
 		if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/toolgate/toolgate/internal/approval"
+	"github.com/toolgate/toolgate/internal/parking"
 	"github.com/toolgate/toolgate/internal/telemetry"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -32,7 +32,7 @@ var errResumeBusy = errors.New("call is being resumed by another worker")
 
 // ManagerParker parks calls with an approvals manager.
 type ManagerParker struct {
-	M *approval.Manager
+	M *parking.Manager
 	// Preview, if set, shows what a call would change (the diff of a
 	// write or edit against the file as it is now); empty keeps the
 	// preview computed from the arguments alone.
@@ -42,7 +42,7 @@ type ManagerParker struct {
 // Park records the call with its gate decision (or clarify question) and
 // the content mode to answer in, and publishes the approval request.
 func (mp ManagerParker) Park(ctx context.Context, in *events.Call, c *tools.Call, d policy.Decision) error {
-	p, err := approval.NewParked(c, d)
+	p, err := parking.NewParked(c, d)
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (mp ManagerParker) Park(ctx context.Context, in *events.Call, c *tools.Call
 // a worker dies mid-run), an answered clarify returns the answer, and a
 // rejected or expired call gets its final result. It is safe to call again
 // for a call it already finished.
-func (w *Worker) Resume(ctx context.Context, p *approval.Parked, o approval.Outcome) error {
+func (w *Worker) Resume(ctx context.Context, p *parking.Parked, o parking.Outcome) error {
 	in := &events.Call{ID: p.CallID, Agent: p.Agent, Tool: p.Tool, Mode: parseMode(p.Meta["mode"]),
 		TraceParent: p.Meta["traceparent"], TraceState: p.Meta["tracestate"],
 		Data: events.CallData{Arguments: p.Arguments, SessionID: p.SessionID, TimeoutMS: p.TimeoutMS,

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/toolgate/toolgate/internal/approval"
+	"github.com/toolgate/toolgate/internal/parking"
 	"github.com/toolgate/toolgate/internal/testenv"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/client"
@@ -53,7 +53,7 @@ func newApprovalRig(t *testing.T) *approvalRig {
 	r.nc = nc
 	// The worker provisions the bus; the manager needs its buckets.
 	w := startWorker(t, r.s.ClientURL(), reg, Config{Bus: fastBus}, tools.WithGate(gate))
-	mgr, err := approval.NewManager(ctxT(t), js, approval.Options{TrustedKeys: []string{pub}, SweepInterval: 50 * time.Millisecond})
+	mgr, err := parking.NewManager(ctxT(t), js, parking.Options{TrustedKeys: []string{pub}, SweepInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

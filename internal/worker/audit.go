@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/toolgate/toolgate/internal/approval"
+	"github.com/toolgate/toolgate/internal/parking"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -62,7 +62,7 @@ func (w *Worker) auditDecision(ctx context.Context, in *events.Call, res *events
 
 // auditPeople publishes the decision audit event of what people decided
 // about a parked call.
-func (w *Worker) auditPeople(ctx context.Context, in *events.Call, p *approval.Parked, o approval.Outcome) {
+func (w *Worker) auditPeople(ctx context.Context, in *events.Call, p *parking.Parked, o parking.Outcome) {
 	a := w.auditData(in, in.Tool, in.Data.SessionID)
 	a.Kind, a.DecidedBy, a.Approval = events.AuditDecision, o.Approvers, o.Audit()
 	if len(a.DecidedBy) == 0 && o.Status == papproval.Expired {
@@ -93,7 +93,7 @@ func setTrace(a *events.AuditData, ctx context.Context) {
 }
 
 // ArgsSHA256 is the hex SHA-256 of the canonical JSON of a call's
-// arguments (pkg/approval.Canonical: keys sorted, no whitespace); of the
+// arguments (pkg/parking.Canonical: keys sorted, no whitespace); of the
 // bytes as they came when they have no canonical form.
 func ArgsSHA256(args []byte) string {
 	if c, err := papproval.Canonical(args); err == nil {

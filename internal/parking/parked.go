@@ -1,11 +1,11 @@
-// Package approval parks calls the policy gate asked about and resumes them
+// Package parking parks calls the policy gate asked about and resumes them
 // once people decide: the parked record in a JetStream key-value bucket,
 // the approval request on the approvals stream, and the Manager every
 // worker runs, which consumes signed decisions from a durable consumer they
 // share, accumulates approvals up to the rule's threshold with
 // compare-and-set, expires calls past their deadline, and resumes each
 // decided call once. The wire types live in pkg/approval.
-package approval
+package parking
 
 import (
 	"encoding/base64"

@@ -1,4 +1,4 @@
-package approval
+package parking
 
 import (
 	"flag"
@@ -30,7 +30,7 @@ func TestPayloadSchemasMatchDocs(t *testing.T) {
 		}
 		want, err := os.ReadFile(path)
 		if err != nil {
-			t.Fatalf("%v (go test ./internal/approval -run PayloadSchemas -update-contract)", err)
+			t.Fatalf("%v (go test ./internal/parking -run PayloadSchemas -update-contract)", err)
 		}
 		if string(got) != string(want) {
 			t.Errorf("docs/schemas/%s differs from %s: rerun with -update-contract and review", file, typ)
