@@ -33,6 +33,12 @@ const (
 	// StreamAdvisories keeps the server's max-deliveries advisories of
 	// the workers consumer until a worker has dead-lettered the call.
 	StreamAdvisories = "TOOLGATE_ADVISORIES"
+	// StreamTasks is the work queue of delegated tasks (toolgate.task.>),
+	// one consumer per target agent.
+	StreamTasks = "TOOLGATE_TASKS"
+	// StreamTaskResults retains the answers to delegated tasks
+	// (toolgate.task_result.>).
+	StreamTaskResults = "TOOLGATE_TASK_RESULTS"
 
 	// ConsumerWorkers is the durable pull consumer every worker shares.
 	ConsumerWorkers = "workers"
@@ -52,6 +58,13 @@ const (
 	BucketPolicy = "toolgate_policy"
 	// BucketApprovals holds parked calls keyed by call id.
 	BucketApprovals = "toolgate_approvals"
+	// BucketTasks holds one record per delegated task, keyed
+	// <target agent>.<task id>: who delegated it, the allowed tools, and
+	// what the task's calls did.
+	BucketTasks = "toolgate_tasks"
+	// BucketCache holds cached results of read-only tools and the
+	// workspace generations that invalidate them.
+	BucketCache = "toolgate_cache"
 )
 
 // CallHeaderAllowance is the room left in a call message for its headers
@@ -90,6 +103,9 @@ type Config struct {
 	MaxPayload int32
 	// Storage is file (default) or memory.
 	Storage jetstream.StorageType
+	// CacheMaxAge is how long the result cache bucket keeps an entry;
+	// default one hour.
+	CacheMaxAge time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -162,8 +178,48 @@ func (c Config) Streams() []jetstream.StreamConfig {
 			Retention: jetstream.WorkQueuePolicy, Storage: c.Storage, Replicas: c.Replicas,
 			MaxAge: c.EventsMaxAge, Description: "max-deliveries advisories of the workers consumer, until dead-lettered",
 		},
+		{
+			Name: StreamTasks, Subjects: []string{events.SubjectTasks},
+			Retention: jetstream.WorkQueuePolicy, Storage: c.Storage, Replicas: c.Replicas,
+			MaxAge: c.ResultsMaxAge, Duplicates: 2 * time.Minute,
+			Description: "delegated tasks, one consumer per target agent",
+		},
+		{
+			Name: StreamTaskResults, Subjects: []string{events.SubjectTaskResults},
+			Retention: jetstream.LimitsPolicy, Storage: c.Storage, Replicas: c.Replicas,
+			MaxAge: c.ResultsMaxAge, Duplicates: 2 * time.Minute, AllowDirect: true,
+			Description: "answers to delegated tasks",
+		},
 	}
 }
+
+// CacheTTL is the result cache bucket's TTL: Config.CacheMaxAge, default
+// one hour. A worker's own cache TTL (shorter) is checked on every hit;
+// the bucket's only bounds what is kept.
+func (c Config) CacheTTL() time.Duration {
+	if c.CacheMaxAge > 0 {
+		return c.CacheMaxAge
+	}
+	return time.Hour
+}
+
+// TaskConsumer is the durable consumer of the tasks delegated to agent:
+// named task_<agent>, filtered to toolgate.task.<agent>.>. The worker
+// delegating creates it; the agent serving its tasks may create it too
+// (its credentials allow exactly this one).
+func TaskConsumer(agent string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       TaskConsumerName(agent),
+		Description:   "tasks delegated to " + agent,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       time.Minute,
+		MaxDeliver:    5,
+		FilterSubject: events.TasksOf(agent),
+	}
+}
+
+// TaskConsumerName is the name of agent's task consumer.
+func TaskConsumerName(agent string) string { return "task_" + agent }
 
 // WorkersConsumer returns the configuration of the shared call consumer.
 func (c Config) WorkersConsumer() jetstream.ConsumerConfig {
@@ -213,6 +269,8 @@ func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 		{Bucket: BucketCalls, Description: "call records: idempotency claim and stored result", TTL: c.CallRecordTTL, Storage: c.Storage, Replicas: c.Replicas, History: 1},
 		{Bucket: BucketPolicy, Description: "shared policy document and amendments", Storage: c.Storage, Replicas: c.Replicas, History: 10},
 		{Bucket: BucketApprovals, Description: "parked calls waiting for a decision", Storage: c.Storage, Replicas: c.Replicas, History: 5},
+		{Bucket: BucketTasks, Description: "delegated tasks: origin, allowed tools, what their calls did", TTL: c.CallRecordTTL, Storage: c.Storage, Replicas: c.Replicas, History: 1},
+		{Bucket: BucketCache, Description: "cached results of read-only tools and workspace generations", TTL: c.CacheTTL(), Storage: c.Storage, Replicas: c.Replicas, History: 1},
 	}
 	for _, kc := range buckets {
 		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {

@@ -192,7 +192,8 @@ func TestPermissionsNameTheBus(t *testing.T) {
 		all += strings.Join(p.Pub.Allow, " ") + " " + strings.Join(p.Sub.Allow, " ") + " "
 	}
 	for _, name := range []string{bus.StreamCalls, bus.StreamResults, bus.StreamApprovals, bus.ConsumerWorkers,
-		bus.ConsumerApprover, bus.BucketCalls, bus.BucketPolicy, bus.BucketApprovals} {
+		bus.ConsumerApprover, bus.BucketCalls, bus.BucketPolicy, bus.BucketApprovals, bus.StreamTasks,
+		bus.TaskConsumerName("n"), bus.BucketTasks, bus.BucketCache} {
 		if !strings.Contains(all, name) {
 			t.Errorf("no permission names %s", name)
 		}

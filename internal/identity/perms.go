@@ -16,6 +16,9 @@ const (
 	streamApprovals = "TOOLGATE_APPROVALS"
 	consumerWorkers = "workers"
 	consumerApprove = "approver"
+	streamTasks     = "TOOLGATE_TASKS"
+	bucketTasks     = "toolgate_tasks"
+	bucketCache     = "toolgate_cache"
 	bucketCalls     = "toolgate_calls"
 	bucketPolicy    = "toolgate_policy"
 	bucketApprovals = "toolgate_approvals"
@@ -38,6 +41,7 @@ func InboxPrefix(role Role, name string) string {
 // the server with a permissions violation.
 func Permissions(role Role, name string) jwt.Permissions {
 	inbox := InboxPrefix(role, name) + ".>"
+	taskConsumer := "task_" + name // internal/bus.TaskConsumerName
 	var p jwt.Permissions
 	switch role {
 	case RoleAgent:
@@ -47,6 +51,15 @@ func Permissions(role Role, name string) jwt.Permissions {
 			"toolgate.call." + name + ".>",
 			"toolgate.api.tools",
 			"$JS.API.DIRECT.GET." + streamResults + ".toolgate.result." + name + ".>",
+			// Tasks delegated to it: its own task consumer only (created
+			// with its own filter, read, acked), and answers and
+			// progress in its own subject space.
+			"$JS.API.CONSUMER.CREATE." + streamTasks + "." + taskConsumer + ".toolgate.task." + name + ".>",
+			"$JS.API.CONSUMER.INFO." + streamTasks + "." + taskConsumer,
+			"$JS.API.CONSUMER.MSG.NEXT." + streamTasks + "." + taskConsumer,
+			"$JS.ACK." + streamTasks + "." + taskConsumer + ".>",
+			"toolgate.task_result." + name + ".>",
+			"toolgate.task_progress." + name + ".>",
 		}
 		p.Sub.Allow = jwt.StringList{
 			"toolgate.result." + name + ".>",
@@ -55,6 +68,8 @@ func Permissions(role Role, name string) jwt.Permissions {
 			// face serving this agent tells its client (list_changed).
 			"toolgate.event.tool.>",
 			"toolgate.event.policy_change",
+			// Cancellations of the tasks delegated to it.
+			"toolgate.task_cancel." + name + ".*",
 			inbox,
 		}
 	case RoleWorker:
@@ -78,6 +93,12 @@ func Permissions(role Role, name string) jwt.Permissions {
 			"$KV." + bucketCalls + ".>",
 			"$KV." + bucketApprovals + ".>",
 			"$KV." + bucketPolicy + ".amendments.>",
+			// Delegation: tasks and their cancellations, the task records;
+			// the result cache.
+			"toolgate.task.>",
+			"toolgate.task_cancel.>",
+			"$KV." + bucketTasks + ".>",
+			"$KV." + bucketCache + ".>",
 			// Remote tools: discovery (NATS micro) and their endpoints.
 			"$SRV.>",
 			"toolgate.remote.>",
@@ -85,6 +106,9 @@ func Permissions(role Role, name string) jwt.Permissions {
 		p.Sub.Allow = jwt.StringList{
 			"toolgate.api.tools",
 			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + streamCalls + "." + consumerWorkers,
+			// The answers and progress of the tasks it delegated.
+			"toolgate.task_result.>",
+			"toolgate.task_progress.>",
 			inbox,
 		}
 		// Replies to the tool listing requests it answers.

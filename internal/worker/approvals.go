@@ -163,7 +163,7 @@ func (w *Worker) runApproved(ctx context.Context, in *events.Call, approvals int
 	defer stop()
 	c := &tools.Call{ID: in.ID, Agent: in.Agent, SessionID: in.Data.SessionID, Name: in.Tool, Arguments: in.Data.Arguments,
 		Timeout: time.Duration(in.Data.TimeoutMS) * time.Millisecond, Approved: true, Approvals: approvals,
-		JudgeOnly: in.Data.JudgeOnly}
+		JudgeOnly: in.Data.JudgeOnly, ParentCallID: in.Data.ParentCallID}
 	c.Progress = w.progress(in, c)
 	if !c.JudgeOnly { // approved, it is answered without running
 		w.executions.Add(1)

@@ -33,7 +33,7 @@ func (w *Worker) audit(in *events.Call, res events.ResultData, appr *events.Appr
 	a.Kind, a.Status, a.IsError, a.Decision = events.AuditExecution, res.Status, res.IsError, res.Decision
 	a.DurationMS, a.OutputBytes, a.Error, a.Approval = res.DurationMS, len(res.Output), res.Error, appr
 	a.ResultSHA256 = SHA256Hex([]byte(res.Output))
-	a.Resumed = appr != nil
+	a.Resumed, a.Cached = appr != nil, res.Cached
 	w.countOutcome(context.Background(), &res)
 	agent, tool := tokenOr(in.Agent, "_"), tokenOr(res.Tool, "_")
 	w.publishAudit(events.AuditSubject(agent, tool), CallKey(in.Agent, in.ID)+":audit", events.TypeCallAudited, a)
@@ -83,7 +83,8 @@ func (w *Worker) auditPeople(ctx context.Context, in *events.Call, p *parking.Pa
 // auditData is what every audit event of a call says.
 func (w *Worker) auditData(in *events.Call, tool, session string) events.AuditData {
 	return events.AuditData{CallID: in.ID, Agent: in.Agent, Tool: tool, SessionID: session,
-		ArgsSHA256: ArgsSHA256(in.Data.Arguments), Worker: w.cfg.Name, Time: time.Now().UTC(), JudgeOnly: in.Data.JudgeOnly}
+		ArgsSHA256: ArgsSHA256(in.Data.Arguments), Worker: w.cfg.Name, Time: time.Now().UTC(), JudgeOnly: in.Data.JudgeOnly,
+		ParentCallID: in.Data.ParentCallID}
 }
 
 func setTrace(a *events.AuditData, ctx context.Context) {

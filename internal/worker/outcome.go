@@ -12,12 +12,12 @@ import (
 // outcome maps what the pipeline returned to the wire result. This is the
 // one place where error kinds become statuses.
 func outcome(c *tools.Call, out *tools.Output, err error, shuttingDown bool) events.ResultData {
-	r := events.ResultData{CallID: c.ID, Agent: c.Agent, Tool: c.Name, SessionID: c.SessionID}
+	r := events.ResultData{CallID: c.ID, Agent: c.Agent, Tool: c.Name, SessionID: c.SessionID, ParentCallID: c.ParentCallID}
 	if c.Tool != nil {
 		r.Tool = c.Tool.Name
 	}
 	if out != nil {
-		r.Output, r.IsError, r.Metadata = out.Content, out.IsError, out.Metadata
+		r.Output, r.IsError, r.Metadata, r.Cached = out.Content, out.IsError, out.Metadata, out.Cached
 	}
 	if c.Decision != nil {
 		r.Decision = wireDecision(*c.Decision)

@@ -315,7 +315,8 @@ func (w *Worker) finish(in *events.Call, key string, res events.ResultData, appr
 // jetstream.ErrKeyExists when the call was claimed before.
 func (w *Worker) run(ctx context.Context, in *events.Call, cl *claim, claimed func()) (events.ResultData, error) {
 	c := &tools.Call{ID: in.ID, Agent: in.Agent, SessionID: in.Data.SessionID, Name: in.Tool,
-		Arguments: in.Data.Arguments, Timeout: time.Duration(in.Data.TimeoutMS) * time.Millisecond, JudgeOnly: in.Data.JudgeOnly}
+		Arguments: in.Data.Arguments, Timeout: time.Duration(in.Data.TimeoutMS) * time.Millisecond, JudgeOnly: in.Data.JudgeOnly,
+		ParentCallID: in.Data.ParentCallID}
 	c.Progress = w.progress(in, c)
 	c.Start = func(context.Context) error {
 		if _, err := cl.wait(); err != nil {

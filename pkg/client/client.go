@@ -93,6 +93,7 @@ type callOpts struct {
 	session    string
 	timeout    time.Duration
 	judgeOnly  bool
+	parent     string
 	onPending  func(events.ResultData)
 	onProgress func(events.ProgressData)
 
@@ -127,6 +128,11 @@ func WithTimeout(d time.Duration) CallOption { return func(o *callOpts) { o.time
 // answered ok without running the tool.
 func JudgeOnly() CallOption { return func(o *callOpts) { o.judgeOnly = true } }
 
+// WithParent names the task a call serves (its parent call id). Calls
+// made under a TaskHandler's context, or with Task.Call, get it (and the
+// task's session) without asking.
+func WithParent(taskID string) CallOption { return func(o *callOpts) { o.parent = taskID } }
+
 // OnPending is called when the call is parked for approval; Call keeps
 // waiting for the final result.
 func OnPending(fn func(events.ResultData)) CallOption { return func(o *callOpts) { o.onPending = fn } }
@@ -139,8 +145,11 @@ func OnProgress(fn func(events.ProgressData)) CallOption {
 // Call runs tool with args and waits for the final result or ctx. It
 // subscribes to the result subject before publishing, so a fast result is
 // never missed. args may be a Go value, json.RawMessage or []byte.
-func (c *Client) Call(ctx context.Context, tool string, args any, opts ...CallOption) (*events.ResultData, error) {
+func (c *Client) Call(ctx context.Context, tool string, args any, opts ...CallOption) (res *events.ResultData, err error) {
 	o := c.options(opts)
+	if t := c.fromTask(ctx, o); t != nil {
+		defer func() { t.called(res) }()
+	}
 	// Results and progress share one channel, so that every progress
 	// chunk is handed over before the result that follows it.
 	ch := make(chan *nats.Msg, 4096)
@@ -166,6 +175,7 @@ func (c *Client) Call(ctx context.Context, tool string, args any, opts ...CallOp
 // Result to collect the outcome later.
 func (c *Client) Submit(ctx context.Context, tool string, args any, opts ...CallOption) (string, error) {
 	o := c.options(opts)
+	c.fromTask(ctx, o)
 	return o.id, c.publish(ctx, tool, args, o)
 }
 
@@ -241,6 +251,23 @@ func (c *Client) options(opts []CallOption) *callOpts {
 	return o
 }
 
+// fromTask gives a call made under a task handler's context the task's
+// id as parent call id and the task's session, unless the call names its
+// own; it returns the task.
+func (c *Client) fromTask(ctx context.Context, o *callOpts) *Task {
+	t, ok := TaskFrom(ctx)
+	if !ok || t.c.agent != c.agent {
+		return nil
+	}
+	if o.parent == "" {
+		o.parent = t.TaskID
+	}
+	if o.session == "" {
+		o.session = t.SessionID
+	}
+	return t
+}
+
 func (c *Client) publish(ctx context.Context, tool string, args any, o *callOpts) error {
 	if err := events.ValidToken(o.id); err != nil {
 		return fmt.Errorf("call id: %w", err)
@@ -248,11 +275,17 @@ func (c *Client) publish(ctx context.Context, tool string, args any, o *callOpts
 	if err := events.ValidToken(tool); err != nil {
 		return fmt.Errorf("tool name: %w", err)
 	}
+	if o.parent != "" {
+		if err := events.ValidToken(o.parent); err != nil {
+			return fmt.Errorf("parent call id: %w", err)
+		}
+	}
 	raw, err := marshalArgs(args)
 	if err != nil {
 		return err
 	}
-	ev, err := events.NewCall(o.id, c.agent, events.CallData{Arguments: raw, SessionID: o.session, TimeoutMS: o.timeout.Milliseconds(), JudgeOnly: o.judgeOnly})
+	ev, err := events.NewCall(o.id, c.agent, events.CallData{Arguments: raw, SessionID: o.session, TimeoutMS: o.timeout.Milliseconds(), JudgeOnly: o.judgeOnly,
+		ParentCallID: o.parent})
 	if err != nil {
 		return err
 	}

@@ -154,6 +154,11 @@ func decodeCallJSON(data []byte, ct string, d *CallData) error {
 	if d.TimeoutMS < 0 {
 		return fmt.Errorf("data: timeout_ms is negative (%d)", d.TimeoutMS)
 	}
+	if d.ParentCallID != "" {
+		if err := ValidToken(d.ParentCallID); err != nil {
+			return fmt.Errorf("data: parent_call_id: %w", err)
+		}
+	}
 	return nil
 }
 

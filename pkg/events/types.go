@@ -59,6 +59,11 @@ type CallData struct {
 	// answered ok without running the tool (the caller runs it itself,
 	// as an agent's own tool judged through its hook).
 	JudgeOnly bool `json:"judge_only,omitempty"`
+	// ParentCallID names the delegated task this call serves: the call
+	// id of the parent's task call (the task id). Set by an agent serving
+	// a task (pkg/client does it); the worker checks it against the task
+	// record it stored and holds the call to that task's allowed tools.
+	ParentCallID string `json:"parent_call_id,omitempty"`
 }
 
 // Decision is the policy decision recorded in results, audit and violation
@@ -89,6 +94,12 @@ type ResultData struct {
 	// the tool itself: "invalid_event", "invalid_arguments", "unknown_tool",
 	// "payload_too_large", "source_mismatch", "internal".
 	Error string `json:"error,omitempty"`
+	// ParentCallID is the task call this call served, for a sub-agent's
+	// call (see CallData.ParentCallID).
+	ParentCallID string `json:"parent_call_id,omitempty"`
+	// Cached marks a result served from the result cache: the tool did
+	// not run again (see docs/EVENTS.md, result caching).
+	Cached bool `json:"cached,omitempty"`
 }
 
 // ProgressData is the data of a dev.toolgate.call.progress.v1 event: a chunk
@@ -140,6 +151,11 @@ type AuditData struct {
 	Resumed bool `json:"resumed,omitempty"`
 	// JudgeOnly marks a call that was judged and not executed.
 	JudgeOnly bool `json:"judge_only,omitempty"`
+	// ParentCallID is the task call a sub-agent's call served.
+	ParentCallID string `json:"parent_call_id,omitempty"`
+	// Cached marks a result served from the result cache (execution
+	// events only): the tool did not run again.
+	Cached bool `json:"cached,omitempty"`
 	// TraceID and SpanID name the span that recorded the event, when the
 	// call carried trace context.
 	TraceID string `json:"trace_id,omitempty"`

@@ -120,6 +120,14 @@ type Call struct {
 	// before any later middleware or the tool: its Output says it may
 	// run, with metadata judge_only, and nothing is executed.
 	JudgeOnly bool
+	// ParentCallID is the task call this call serves, as the caller
+	// claims it (events.CallData.ParentCallID); the delegation middleware
+	// checks the claim against the task record and sets Parent.
+	ParentCallID string
+	// Parent is set once the task a sub-agent's call serves is verified:
+	// who delegated it, the allowed tools, and whose budget the call
+	// counts against. Nil for a call that serves no task.
+	Parent *Parent
 
 	// Tool is set by the pipeline once the name is resolved.
 	Tool *Tool
@@ -142,6 +150,9 @@ type Output struct {
 	IsError bool `json:"is_error"`
 	// Metadata holds structured extras (total_lines, exit_code, truncated).
 	Metadata map[string]any `json:"metadata,omitempty"`
+	// Cached marks an output served from the result cache: the tool did
+	// not run for this call.
+	Cached bool `json:"cached,omitempty"`
 }
 
 // Handler runs a call. Tools return their own failures as an Output with

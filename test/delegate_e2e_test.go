@@ -1,0 +1,261 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/delegate"
+	"github.com/toolgate/toolgate/pkg/client"
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+const delegatePolicy = `version: 1
+default: deny
+tools:
+  read: allow
+  write: allow
+  edit: allow
+  task: allow
+`
+
+// startDelegation starts a worker process whose policy allows the file
+// tools and task, over a workspace holding notes.txt.
+func startDelegation(t *testing.T, mod func(*daemon.Options)) *process {
+	t.Helper()
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "notes.txt"), "alpha\nbeta\n")
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, pol, delegatePolicy)
+	return startProcess(t, ws, func(o *daemon.Options) {
+		o.PolicyFile = pol
+		if mod != nil {
+			mod(o)
+		}
+	})
+}
+
+// serve runs helper's task handler until the test ends.
+func serve(t *testing.T, helper *client.Client, h client.TaskHandler) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- helper.ServeTasks(ctx, h) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeTasks: %v", err)
+		}
+	})
+}
+
+func taskResult(t *testing.T, r *events.ResultData) events.TaskResultData {
+	t.Helper()
+	b, err := json.Marshal(r.Metadata["task"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr events.TaskResultData
+	if err := json.Unmarshal(b, &tr); err != nil || tr.TaskID == "" {
+		t.Fatalf("result has no task metadata (%v): %+v", err, r)
+	}
+	return tr
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The parent hands a task to a helper, which reads and edits a file
+// through toolgate; the parent gets the helper's summary and, from the
+// worker's record, the file modified and the calls made, and sees the
+// helper's progress. The helper's calls carry the parent's call id and
+// session.
+func TestDelegateTaskReadEdit(t *testing.T) {
+	p := startDelegation(t, nil)
+	lead, helper := p.client(t, "lead"), p.client(t, "helper")
+	subCalls := make(chan *events.ResultData, 4)
+	serve(t, helper, func(ctx context.Context, task *client.Task) (*client.TaskAnswer, error) {
+		r, err := task.Call(ctx, "read", map[string]any{"path": "notes.txt"})
+		if err != nil {
+			return nil, err
+		}
+		subCalls <- r
+		_ = task.Progress("read notes.txt, editing")
+		// A call under the handler's context is the task's call too.
+		r, err = helper.Call(ctx, "edit", map[string]any{"path": "notes.txt", "old_string": "beta", "new_string": "gamma"})
+		if err != nil {
+			return nil, err
+		}
+		subCalls <- r
+		return &client.TaskAnswer{Summary: "replaced beta with gamma in notes.txt"}, nil
+	})
+	var progress []string
+	res, err := lead.Call(ctxT(t), "task", map[string]any{
+		"agent": "helper", "prompt": "replace beta with gamma in notes.txt", "expected_outcome": "notes.txt says gamma",
+		"allowed_tools": []string{"read_file", "edit"},
+	}, client.WithID("lead-task-1"), client.WithSession("s-lead"),
+		client.OnProgress(func(pd events.ProgressData) { progress = append(progress, pd.Chunk) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != events.StatusOK {
+		t.Fatalf("task: %s %s", res.Status, res.Output)
+	}
+	tr := taskResult(t, res)
+	if tr.ToolCallCount != 2 || !slices.Equal(tr.FilesModified, []string{"notes.txt"}) || len(tr.Errors) != 0 {
+		t.Errorf("task result: %+v, want 2 calls, notes.txt modified, no errors", tr)
+	}
+	if tr.Summary != "replaced beta with gamma in notes.txt" || !strings.Contains(res.Output, "replaced beta with gamma") {
+		t.Errorf("summary %q, output %q", tr.Summary, res.Output)
+	}
+	if got := readFile(t, filepath.Join(p.ws, "notes.txt")); got != "alpha\ngamma\n" {
+		t.Errorf("notes.txt = %q", got)
+	}
+	if !slices.ContainsFunc(progress, func(s string) bool { return strings.Contains(s, "read notes.txt, editing") }) {
+		t.Errorf("the helper's progress did not reach the parent: %q", progress)
+	}
+	for range 2 {
+		r := <-subCalls
+		if r.ParentCallID != "lead-task-1" || r.SessionID != "s-lead" || r.Status != events.StatusOK {
+			t.Errorf("sub-call %s %s: parent %q session %q status %s", r.Tool, r.CallID, r.ParentCallID, r.SessionID, r.Status)
+		}
+	}
+}
+
+// A sub-agent's call of a tool its task does not allow is denied by the
+// worker from the task record: the file stays as it was. The parent's
+// result lists the denial; the allowed read counts.
+func TestDelegateDisallowedToolDenied(t *testing.T) {
+	p := startDelegation(t, nil)
+	lead, helper := p.client(t, "lead"), p.client(t, "helper")
+	denied := make(chan *events.ResultData, 1)
+	serve(t, helper, func(ctx context.Context, task *client.Task) (*client.TaskAnswer, error) {
+		if _, err := task.Call(ctx, "read", map[string]any{"path": "notes.txt"}); err != nil {
+			return nil, err
+		}
+		r, err := task.Call(ctx, "edit", map[string]any{"path": "notes.txt", "old_string": "beta", "new_string": "pwned"})
+		if err != nil {
+			return nil, err
+		}
+		denied <- r
+		return &client.TaskAnswer{Summary: "could not edit", Failed: true}, nil
+	})
+	res, err := lead.Call(ctxT(t), "task", map[string]any{"agent": "helper", "prompt": "look only", "allowed_tools": []string{"read"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-denied
+	if r.Status != events.StatusDenied || r.Decision == nil || r.Decision.Rule != delegate.RuleAllowedTools {
+		t.Fatalf("edit outside allowed_tools: %s %+v %s", r.Status, r.Decision, r.Output)
+	}
+	if got := readFile(t, filepath.Join(p.ws, "notes.txt")); got != "alpha\nbeta\n" {
+		t.Fatalf("notes.txt changed to %q by a denied call", got)
+	}
+	if res.Status != events.StatusError {
+		t.Errorf("parent status %s, want error (the helper failed)", res.Status)
+	}
+	tr := taskResult(t, res)
+	if tr.ToolCallCount != 1 || len(tr.FilesModified) != 0 ||
+		!slices.ContainsFunc(tr.Errors, func(e string) bool { return strings.Contains(e, "edit denied") }) {
+		t.Errorf("task result %+v: want 1 call, nothing modified, the denial listed", tr)
+	}
+}
+
+// A call naming a task that was not delegated to its agent, or a task id
+// nobody delegated, is denied: the claim alone grants nothing.
+func TestDelegateForeignParentDenied(t *testing.T) {
+	p := startDelegation(t, nil)
+	lead, helper, intruder := p.client(t, "lead"), p.client(t, "helper"), p.client(t, "intruder")
+	stolen := make(chan *events.ResultData, 2)
+	serve(t, helper, func(ctx context.Context, task *client.Task) (*client.TaskAnswer, error) {
+		// While the task runs, another agent claims it.
+		for _, parent := range []string{task.TaskID, "made-up-task"} {
+			r, err := intruder.Call(ctx, "edit", map[string]any{"path": "notes.txt", "old_string": "beta", "new_string": "pwned"},
+				client.WithParent(parent))
+			if err != nil {
+				return nil, err
+			}
+			stolen <- r
+		}
+		return &client.TaskAnswer{Summary: "done"}, nil
+	})
+	res, err := lead.Call(ctxT(t), "task", map[string]any{"agent": "helper", "prompt": "wait"})
+	if err != nil || res.Status != events.StatusOK {
+		t.Fatalf("task: %v %+v", err, res)
+	}
+	for range 2 {
+		r := <-stolen
+		if r.Status != events.StatusDenied || r.Decision == nil || r.Decision.Rule != delegate.RuleNoTask {
+			t.Errorf("intruder's call with parent %s: %s %+v", r.ParentCallID, r.Status, r.Decision)
+		}
+	}
+	if got := readFile(t, filepath.Join(p.ws, "notes.txt")); got != "alpha\nbeta\n" {
+		t.Fatalf("notes.txt changed to %q", got)
+	}
+}
+
+// A task not answered within its timeout ends the parent's call with
+// status timeout, ends the helper's context, and refuses the task's
+// later calls. The helper was away when the task was handed out: the
+// task waited in the stream for it.
+func TestDelegateTimeout(t *testing.T) {
+	p := startDelegation(t, nil)
+	lead, helper := p.client(t, "lead"), p.client(t, "helper")
+	handed := make(chan struct{}, 1)
+	type outcome struct {
+		res *events.ResultData
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := lead.Call(ctxT(t), "task", map[string]any{"agent": "helper", "prompt": "never answer", "timeout": 3000},
+			client.OnProgress(func(events.ProgressData) {
+				select {
+				case handed <- struct{}{}:
+				default:
+				}
+			}))
+		done <- outcome{r, err}
+	}()
+	<-handed // the task is in the stream; the helper starts only now
+	ended := make(chan error, 1)
+	late := make(chan *events.ResultData, 1)
+	serve(t, helper, func(ctx context.Context, task *client.Task) (*client.TaskAnswer, error) {
+		<-ctx.Done()
+		ended <- context.Cause(ctx)
+		r, err := helper.Call(context.Background(), "read", map[string]any{"path": "notes.txt"}, client.WithParent(task.TaskID))
+		if err == nil {
+			late <- r
+		}
+		return nil, ctx.Err()
+	})
+	o := <-done
+	if o.err != nil || o.res.Status != events.StatusTimeout {
+		t.Fatalf("task call: %v %+v, want status timeout", o.err, o.res)
+	}
+	if cause := <-ended; !errors.Is(cause, client.ErrTaskCancelled) {
+		t.Errorf("helper's context ended with %v", cause)
+	}
+	if r := <-late; r.Status != events.StatusDenied || r.Decision.Rule != delegate.RuleNoTask {
+		t.Errorf("a call for a timed-out task: %s %+v", r.Status, r.Decision)
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
