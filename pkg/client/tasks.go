@@ -70,7 +70,9 @@ func (t *Task) called(r *events.ResultData) {
 
 type taskKey struct{}
 
-func withTask(ctx context.Context, t *Task) context.Context { return context.WithValue(ctx, taskKey{}, t) }
+func withTask(ctx context.Context, t *Task) context.Context {
+	return context.WithValue(ctx, taskKey{}, t)
+}
 
 // TaskFrom returns the task ctx was handed for, if any.
 func TaskFrom(ctx context.Context) (*Task, bool) {
