@@ -40,6 +40,10 @@ var payloadTypes = map[string]reflect.Type{
 	"tools-list-request.json": reflect.TypeFor[events.ToolsListRequest](),
 	"approval-request.json":   reflect.TypeFor[approval.Request](),
 	"approval-decision.json":  reflect.TypeFor[approval.Decision](),
+	"task-request.json":       reflect.TypeFor[events.TaskRequestData](),
+	"task-result.json":        reflect.TypeFor[events.TaskResultData](),
+	"task-progress.json":      reflect.TypeFor[events.TaskProgressData](),
+	"task-cancel.json":        reflect.TypeFor[events.TaskCancelData](),
 }
 
 // payloadSchema is the JSON Schema document of a payload type, as
@@ -95,7 +99,7 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 	}
 
 	// CloudEvents types: the constants of the code, read from the source.
-	consts := ceTypeConstants(t, "../pkg/events/types.go", "../pkg/approval/approval.go")
+	consts := ceTypeConstants(t, "../pkg/events/types.go", "../pkg/events/task.go", "../pkg/approval/approval.go")
 	var documented []string
 	for _, m := range doc.Components.Messages {
 		if strings.HasPrefix(m.Name, "dev.toolgate.") {
@@ -124,8 +128,12 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 		"approvalResolved": approval.ResolvedSubject(id),
 		"toolsList":        events.SubjectToolsList,
 		"deadLetter":       "toolgate.dlq." + a + "." + tool, // moved by the worker, see internal/bus
+		"task":             events.TaskSubject(a, id),
+		"taskResult":       events.TaskResultSubject(a, id),
+		"taskProgress":     events.TaskProgressSubject(a, id),
+		"taskCancel":       events.TaskCancelSubject(a, id),
 	}
-	params := strings.NewReplacer("{agent}", a, "{callId}", id, "{tool}", tool)
+	params := strings.NewReplacer("{agent}", a, "{callId}", id, "{tool}", tool, "{taskId}", id)
 	for name, ch := range doc.Channels {
 		want, ok := subjects[name]
 		if !ok {
@@ -151,7 +159,7 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 			t.Errorf("subject %s has no channel in docs/asyncapi.yaml", name)
 		}
 	}
-	for _, fn := range subjectFuncs(t, "../pkg/events/subjects.go", "../pkg/approval/approval.go") {
+	for _, fn := range subjectFuncs(t, "../pkg/events/subjects.go", "../pkg/events/task.go", "../pkg/approval/approval.go") {
 		if !subjectFuncCovered[fn] {
 			t.Errorf("subject function %s is new: give it a channel in docs/asyncapi.yaml and a line in this test", fn)
 		}
@@ -212,6 +220,7 @@ var subjectFuncCovered = map[string]bool{
 	"CallSubject": true, "ResultSubject": true, "ProgressSubject": true, "AuditSubject": true,
 	"ToolEventSubject": true, "ViolationSubject": true, "ApprovalRequestSubject": true,
 	"ApprovalDecisionSubject": true, "RefusedSubject": true, "ResolvedSubject": true,
+	"TaskSubject": true, "TaskResultSubject": true, "TaskProgressSubject": true, "TaskCancelSubject": true,
 }
 
 // ceTypeConstants returns the values of the string constants in files

@@ -94,6 +94,24 @@ func TestForbiddenOperationsAreRefused(t *testing.T) {
 			sub("_INBOX_bob.>"),
 			sub(">"),
 			sub("$KV.>"),
+			// Delegation: only its own tasks, answers in its own space.
+			pub("toolgate.task.bob.t1"),                                                  // forging a task
+			pub("toolgate.task_result.bob.t1"),                                           // answering another's task
+			pub("toolgate.task_progress.bob.t1"),                                         //
+			pub("toolgate.task_cancel.bob.t1"),                                           // cancelling another's task
+			pub("toolgate.task_cancel.alice.t1"),                                         //
+			pub("$KV.toolgate_tasks.alice.t1"),                                           // forging a task record
+			pub("$KV.toolgate_cache.x"),                                                  // poisoning the result cache
+			pub("$JS.API.CONSUMER.CREATE.TOOLGATE_TASKS.task_bob.toolgate.task.bob.>"),   // another's tasks
+			pub("$JS.API.CONSUMER.CREATE.TOOLGATE_TASKS.task_alice.toolgate.task.bob.>"), // its consumer, another's filter
+			pub("$JS.API.CONSUMER.CREATE.TOOLGATE_TASKS.task_alice.toolgate.task.>"),     // a wider filter
+			pub("$JS.API.CONSUMER.CREATE.TOOLGATE_TASKS.spy.toolgate.task.alice.>"),      // another consumer name
+			pub("$JS.API.CONSUMER.MSG.NEXT.TOOLGATE_TASKS.task_bob"),                     //
+			pub("$JS.API.CONSUMER.DELETE.TOOLGATE_TASKS.task_alice"),                     //
+			pub("$JS.API.DIRECT.GET.TOOLGATE_TASK_RESULTS.toolgate.task_result.bob.t1"),  //
+			sub("toolgate.task.>"),
+			sub("toolgate.task_result.>"),
+			sub("toolgate.task_cancel.bob.t1"),
 		},
 		identity.RoleApprover: {
 			pub("toolgate.result.alice.c1"),
@@ -127,6 +145,8 @@ func TestForbiddenOperationsAreRefused(t *testing.T) {
 			pub("toolgate.event.tool.bob"),    // announces tools
 			pub("$KV.toolgate_policy.policy"), //
 			pub("$JS.API.STREAM.INFO.TOOLGATE_CALLS"),
+			pub("toolgate.task_result.alice.t1"),
+			pub("toolgate.task.alice.t1"),
 			sub("toolgate.remote.bob"), // hears another tool's calls
 			sub("toolgate.remote.>"),
 			sub("toolgate.call.>"),
@@ -165,6 +185,9 @@ func TestForbiddenOperationsAreRefused(t *testing.T) {
 		bus.StreamCalls:          "toolgate.call.bob.read",
 		bus.StreamApprovals:      "toolgate.approval.decision.c1",
 		"KV_" + bus.BucketPolicy: "$KV.toolgate_policy.policy",
+		bus.StreamTasks:          "toolgate.task.bob.t1",
+		bus.StreamTaskResults:    "toolgate.task_result.bob.t1",
+		"KV_" + bus.BucketTasks:  "$KV.toolgate_tasks.alice.t1",
 	} {
 		st, err := ajs.Stream(ctx, stream)
 		if err != nil {
