@@ -127,10 +127,36 @@ func TestDelegateTaskReadEdit(t *testing.T) {
 	if !slices.ContainsFunc(progress, func(s string) bool { return strings.Contains(s, "read notes.txt, editing") }) {
 		t.Errorf("the helper's progress did not reach the parent: %q", progress)
 	}
+	var sub []string
 	for range 2 {
 		r := <-subCalls
+		sub = append(sub, r.CallID)
 		if r.ParentCallID != "lead-task-1" || r.SessionID != "s-lead" || r.Status != events.StatusOK {
 			t.Errorf("sub-call %s %s: parent %q session %q status %s", r.Tool, r.CallID, r.ParentCallID, r.SessionID, r.Status)
+		}
+	}
+	// toolctl session shows the task call with the helper's calls below
+	// it, from the audit and results streams (audit events are published
+	// asynchronously: wait until all three are there).
+	want := []string{
+		"session s-lead: 3 calls, 1 task",
+		"lead/task lead-task-1  ok  ",
+		"[ok: 2 tool calls, modified notes.txt]  replaced beta with gamma in notes.txt",
+		"├─ helper/read " + sub[0] + "  ok  ",
+		"└─ helper/edit " + sub[1] + "  ok  ",
+	}
+	var out string
+	for range 200 {
+		var code int
+		out, _, code = p.toolctl(t, "session", "s-lead")
+		if code == 0 && strings.Contains(out, "3 calls") {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("toolctl session s-lead lacks %q:\n%s", w, out)
 		}
 	}
 }

@@ -68,6 +68,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		{"tools", "list the tools the workers offer", cmdTools},
 		{"events", "print results, domain and audit events (--follow to keep going)", cmdEvents},
 		{"audit", "print the audit trail: decisions and executions [--follow] [--agent A] [--tool T] [--since D]", cmdAudit},
+		{"session", "ID: a session's calls as a tree, each task call with its sub-agent's calls [--since D] [--json]", cmdSession},
 		{"policy", "check | lint | default | push FILE | amendments: the policy gate", cmdPolicy},
 		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals},
 		{"creds", "agent|approver|admin|worker|tool NAME [--out FILE]: mint a NATS .creds file", cmdCreds},
