@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/delegate"
 	"github.com/toolgate/toolgate/internal/parking"
 	"github.com/toolgate/toolgate/internal/policyload"
+	"github.com/toolgate/toolgate/internal/resultcache"
 	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/internal/tooloverride"
 	"github.com/toolgate/toolgate/internal/trust"
@@ -77,6 +78,9 @@ type Options struct {
 	// follows the fleet's shared policy in KV (`toolctl policy push`), or
 	// the built-in default when none was pushed.
 	PolicyFile string
+	// Cache turns on the result cache of read-only tools (the tools
+	// config file's cache section sets it).
+	Cache resultcache.Config
 	// TrustedApprovers are the nkey public keys whose approval decisions
 	// this worker accepts. Empty trusts the keys approver services
 	// registered in the approvals bucket (zero-config; logged loudly).
@@ -204,6 +208,9 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("--tools-config: %w", err)
 		}
 		reg.SetOverride(ov.Apply)
+		if ov.Cache.Enabled {
+			o.Cache = resultcache.Config{Enabled: true, TTL: ov.Cache.TTL}
+		}
 	}
 	if err := builtin.Register(reg, builtin.Config{Workspace: ws, SkillsDir: o.SkillsDir, Roots: roots}); err != nil {
 		return fmt.Errorf("register built-in tools: %w", err)
@@ -235,8 +242,18 @@ func Run(ctx context.Context, o Options) error {
 	if err := reg.Register(dlg.Tool()); err != nil {
 		return err
 	}
+	mws := []tools.Middleware{dlg.Middleware}
+	if o.Cache.Enabled {
+		cache, err := resultcache.New(ctx, js, o.Cache, o.Logger, ws, roots...)
+		if err != nil {
+			return err
+		}
+		defer cache.Close()
+		mws = append(mws, cache.Middleware)
+		o.Logger.Info("result cache on", "ttl", o.Cache.TTL)
+	}
 	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger),
-		tools.Use(dlg.Middleware))
+		tools.Use(mws...))
 	tel, stopTelemetry, err := startTelemetry(ctx, o)
 	if err != nil {
 		return err

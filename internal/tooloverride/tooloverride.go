@@ -31,6 +31,18 @@ type Config struct {
 	// for a tool several entries match, the exact name first, then the
 	// globs in sorted order, each setting only what it sets.
 	Tools map[string]Override `yaml:"tools"`
+	// Cache turns on the fleet-wide result cache of the read-only
+	// built-in tools (read, ls, grep, glob); off when absent.
+	Cache Cache `yaml:"cache"`
+}
+
+// Cache configures the result cache (internal/resultcache).
+type Cache struct {
+	// Enabled turns it on.
+	Enabled bool `yaml:"enabled"`
+	// TTL is how long an entry may be served; default 5 minutes, at most
+	// one hour.
+	TTL time.Duration `yaml:"ttl"`
 }
 
 // Override changes one tool. The zero value of each field changes
@@ -87,6 +99,9 @@ func Parse(data []byte) (*Config, error) {
 		if o.Timeout < 0 || o.MaxTimeout < 0 || o.MaxOutput < 0 {
 			problems = append(problems, fmt.Sprintf("tools.%s: timeouts and max_output cannot be negative", name))
 		}
+	}
+	if c.Cache.TTL < 0 || c.Cache.TTL > time.Hour {
+		problems = append(problems, fmt.Sprintf("cache.ttl: %s is not between 0 and 1h", c.Cache.TTL))
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%w: %s", ErrConfig, strings.Join(problems, "; "))
