@@ -71,6 +71,11 @@ func ParseTaskSubject(subject string) (agent, taskID string, err error) {
 	if len(parts) != 4 || parts[0] != Prefix || !strings.HasPrefix(parts[1], "task") {
 		return "", "", fmt.Errorf("subject %q is not %s.task*.<agent>.<task id>", subject, Prefix)
 	}
+	for _, tok := range parts[2:] {
+		if err := ValidToken(tok); err != nil {
+			return "", "", fmt.Errorf("subject %q: %w", subject, err)
+		}
+	}
 	return parts[2], parts[3], nil
 }
 
