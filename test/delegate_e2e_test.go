@@ -258,10 +258,13 @@ func TestDelegateTimeout(t *testing.T) {
 	}()
 	<-handed // the task is in the stream; the helper starts only now
 	ended := make(chan error, 1)
+	answered := make(chan struct{})
 	late := make(chan *events.ResultData, 1)
 	serve(t, helper, func(ctx context.Context, task *client.Task) (*client.TaskAnswer, error) {
 		<-ctx.Done()
 		ended <- context.Cause(ctx)
+		// Once the parent has its timeout, the task is over everywhere.
+		<-answered
 		r, err := helper.Call(context.Background(), "read", map[string]any{"path": "notes.txt"}, client.WithParent(task.TaskID))
 		if err == nil {
 			late <- r
@@ -269,6 +272,7 @@ func TestDelegateTimeout(t *testing.T) {
 		return nil, ctx.Err()
 	})
 	o := <-done
+	close(answered)
 	if o.err != nil || o.res.Status != events.StatusTimeout {
 		t.Fatalf("task call: %v %+v, want status timeout", o.err, o.res)
 	}
