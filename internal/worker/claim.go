@@ -104,13 +104,3 @@ func (cl *claim) create() (uint64, error) {
 		gap = min(2*gap, 5*time.Second)
 	}
 }
-
-// retryLater hands msg back with a delay growing with its deliveries
-// (1s, 2s, 4s, ... up to 30s), so a passing outage does not exhaust them.
-func retryLater(msg callMsg) {
-	d := time.Second
-	for i := uint64(1); i < msg.NumDelivered() && d < 30*time.Second; i++ {
-		d *= 2
-	}
-	_ = msg.NakWithDelay(min(d, 30*time.Second))
-}
