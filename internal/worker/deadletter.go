@@ -32,7 +32,7 @@ func (w *Worker) deadLetter(ctx context.Context) (jetstream.ConsumeContext, erro
 	if err != nil {
 		return nil, err
 	}
-	r := fate.Runner{Consumer: bus.ConsumerDeadLetters, Logger: w.log}
+	r := fate.Runner{Consumer: bus.ConsumerDeadLetters, Logger: w.log, Count: w.countFate}
 	return cons.Consume(r.Consume(ctx, func(_ context.Context, m fate.Message) fate.Fate {
 		if err := w.deadLetterOne(m.Data()); err != nil {
 			return fate.Retry(time.Second, fmt.Errorf("dead letter: %w", err))

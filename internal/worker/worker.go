@@ -142,7 +142,7 @@ func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	w.js = js
-	w.settler = fate.Runner{Consumer: bus.ConsumerWorkers, Logger: w.log}
+	w.settler = fate.Runner{Consumer: bus.ConsumerWorkers, Logger: w.log, Count: w.countFate}
 	w.beats = newBeater(w)
 	w.source = "toolgate://worker/" + cfg.Name
 	w.execCtx, w.execCancel = context.WithCancel(context.Background())
