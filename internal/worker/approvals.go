@@ -18,14 +18,6 @@ import (
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
-// Record states in the calls bucket.
-const (
-	stateRunning   = "running"   // claimed, running through the pipeline
-	stateParked    = "parked"    // waiting for people; no worker holds it
-	stateExecuting = "executing" // approved and running on a worker
-	stateDone      = "done"      // finished; its result kept because publishing failed
-)
-
 // errResumeBusy makes the approvals manager try a resume again later.
 var errResumeBusy = errors.New("call is being resumed by another worker")
 

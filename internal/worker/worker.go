@@ -13,7 +13,8 @@
 // step), approvals.go (resuming parked calls), claim.go and heartbeat.go
 // (the claim record and keeping it alive), redelivery.go (a call claimed
 // before), publish.go (results and events), audit.go, deadletter.go,
-// announce.go (tool announcements and listings), callkey.go.
+// announce.go (tool announcements and listings), callkey.go, asyncpub.go
+// (event publishes retried), telemetry.go (spans and metrics).
 package worker
 
 import (
@@ -223,17 +224,6 @@ func (w *Worker) shutdown() {
 		w.log.Warn("flush", "err", err)
 	}
 	w.log.Info("worker stopped")
-}
-
-// record is what the calls bucket holds per call id: the claim.
-type record struct {
-	State     string    `json:"state"` // running, parked, executing, done
-	Worker    string    `json:"worker"`
-	Started   time.Time `json:"started"`
-	Heartbeat time.Time `json:"heartbeat"`
-	// Result is kept here only when it could not be published, so that
-	// the redelivery publishes it instead of reporting interrupted.
-	Result *events.ResultData `json:"result,omitempty"`
 }
 
 func (w *Worker) ackWait() time.Duration {
