@@ -12,9 +12,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	tnoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/fate"
+	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -93,7 +97,9 @@ func TestFateOfEachOutcome(t *testing.T) {
 		return policy.Decision{Action: policy.Allow}
 	})
 	parker := &parkRecorder{}
-	w := openWorker(t, s, Config{Name: "w1", Parker: parker}, tools.WithGate(gate))
+	reader := sdkmetric.NewManualReader()
+	tel := telemetry.New(tnoop.NewTracerProvider(), sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), nil)
+	w := openWorker(t, s, Config{Name: "w1", Parker: parker, Telemetry: tel}, tools.WithGate(gate))
 	bare := openWorker(t, s, Config{Name: "w2"}, tools.WithGate(gate)) // no approvals configured
 	failing := openWorker(t, s, Config{Name: "w3", Parker: &parkRecorder{fail: errors.New("approvals bucket unavailable")}}, tools.WithGate(gate))
 	nc, js := s.Connect(t)
@@ -253,5 +259,19 @@ func TestFateOfEachOutcome(t *testing.T) {
 	// duplicate, a denied, asked or refused call never runs.
 	if n := w.Executions(); n != 3 {
 		t.Errorf("executions = %d, want 3", n)
+	}
+	// w settled each of its messages once, counted by fate.
+	want := map[fate.Kind]int64{}
+	for _, tt := range tests {
+		if tt.w == w {
+			want[tt.kind]++
+		}
+	}
+	for _, k := range []fate.Kind{fate.KindAck, fate.KindRetry, fate.KindTerm, fate.KindLeave} {
+		got := counterValueWith(t, reader, "toolgate.messages.settled",
+			attribute.String("consumer", bus.ConsumerWorkers), attribute.String("fate", k.String()))
+		if got != want[k] {
+			t.Errorf("toolgate.messages.settled{fate=%s} = %d, want %d", k, got, want[k])
+		}
 	}
 }
