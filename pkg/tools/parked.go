@@ -41,11 +41,7 @@ func (p *Parked) Error() string {
 	if p.NeedsAnswer() {
 		return "waiting for an answer: " + p.Question.Text
 	}
-	msg := "waiting for approval: " + p.Decision.Reason
-	if p.Decision.Rule != "" {
-		msg += " (rule " + p.Decision.Rule + ")"
-	}
-	return msg
+	return "waiting for approval: " + p.Decision.Reason // the rule travels in the decision
 }
 
 // Unwrap makes errors.Is(err, ErrApprovalRequired) true.
