@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -150,7 +151,7 @@ func (d *Delegator) request(c *tools.Call, deadline time.Time) (*events.TaskRequ
 			if !ok {
 				return nil, fmt.Errorf("allowed_tools: unknown tool %q; available tools: %s", name, strings.Join(d.reg.Names(), ", "))
 			}
-			if !contains(allowed, t.Name) {
+			if !slices.Contains(allowed, t.Name) {
 				allowed = append(allowed, t.Name)
 			}
 		}
@@ -428,15 +429,6 @@ func firstLine(s string) string {
 		s = s[:200] + "..."
 	}
 	return s
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func millis(v any) (int64, bool) {

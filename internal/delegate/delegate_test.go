@@ -276,3 +276,47 @@ func TestRecordBudgetKeyIsTheRoot(t *testing.T) {
 		t.Errorf("nested record %s", e.Value())
 	}
 }
+
+// An agent that stops serving in the middle of a task hands it back: the
+// task is done by the agent's next start, and the parent gets that
+// answer.
+func TestTaskSurvivesTheAgentRestarting(t *testing.T) {
+	f := startWorker(t, 0)
+	lead, first, second := f.client(t, "lead"), f.client(t, "helper"), f.client(t, "helper")
+	started := make(chan struct{})
+	ctx, stopFirst := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- first.ServeTasks(ctx, func(ctx context.Context, task *client.Task) (*client.TaskAnswer, error) {
+			close(started)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+	}()
+	id, err := lead.Submit(context.Background(), "task", map[string]any{"agent": "helper", "prompt": "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	stopFirst()
+	if err := <-served; err != nil {
+		t.Fatalf("first ServeTasks: %v", err)
+	}
+	ctx2, stopSecond := context.WithCancel(context.Background())
+	served2 := make(chan error, 1)
+	go func() {
+		served2 <- second.ServeTasks(ctx2, func(ctx context.Context, task *client.Task) (*client.TaskAnswer, error) {
+			return &client.TaskAnswer{Summary: "done on the second start"}, nil
+		})
+	}()
+	defer func() {
+		stopSecond()
+		if err := <-served2; err != nil {
+			t.Errorf("second ServeTasks: %v", err)
+		}
+	}()
+	r, err := lead.Wait(context.Background(), id)
+	if err != nil || r.Status != events.StatusOK || !strings.Contains(r.Output, "done on the second start") {
+		t.Fatalf("task: %v %+v", err, r)
+	}
+}

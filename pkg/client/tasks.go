@@ -111,7 +111,8 @@ func ServeLogger(l *slog.Logger) ServeOption { return func(o *serveOpts) { o.log
 
 // ServeTasks takes the tasks delegated to this agent and runs h for
 // each until ctx ends. Tasks wait in the tasks stream while the agent is
-// away. Each answer (the handler's, or a failure when it errs) is
+// away; a task still running when ctx ends is not answered but handed
+// back to the stream, for the agent's next start. Each answer (the handler's, or a failure when it errs) is
 // published on toolgate.task_result.<agent>.<task id>, and the task
 // message acked only then; a cancellation from the delegating side ends
 // the handler's context.
@@ -188,7 +189,7 @@ func (c *Client) ServeTasks(ctx context.Context, h TaskHandler, opts ...ServeOpt
 				mu.Unlock()
 				cancel(nil)
 			}()
-			c.runTask(tctx, msg, &Task{TaskRequestData: req, c: c}, h, o.log)
+			c.runTask(ctx, tctx, msg, &Task{TaskRequestData: req, c: c}, h, o.log)
 		}()
 	}
 }
@@ -197,7 +198,7 @@ func (c *Client) ServeTasks(ctx context.Context, h TaskHandler, opts ...ServeOpt
 // because the delegating call stopped waiting.
 var ErrTaskCancelled = errors.New("task cancelled by the delegating side")
 
-func (c *Client) runTask(ctx context.Context, msg jetstream.Msg, t *Task, h TaskHandler, log *slog.Logger) {
+func (c *Client) runTask(serving, ctx context.Context, msg jetstream.Msg, t *Task, h TaskHandler, log *slog.Logger) {
 	start := time.Now()
 	ctx, cancel := context.WithDeadlineCause(ctx, t.Deadline, fmt.Errorf("%w: its deadline passed", ErrTaskCancelled))
 	defer cancel()
@@ -223,6 +224,12 @@ func (c *Client) runTask(ctx context.Context, msg jetstream.Msg, t *Task, h Task
 		ans, err = h(withTask(ctx, t), t)
 	}
 	close(alive)
+	if serving.Err() != nil && !errors.Is(context.Cause(ctx), ErrTaskCancelled) {
+		// This agent stops serving: the task is not done, and not
+		// failed either. It goes back to the stream for the next start.
+		_ = msg.Nak()
+		return
+	}
 	res := events.TaskResultData{TaskID: t.TaskID, Status: events.TaskOK, ToolCallCount: t.ToolCalls(),
 		ExecutionTimeMS: max(time.Since(start).Milliseconds(), 0), Errors: []string{}, FilesModified: []string{}}
 	t.mu.Lock()

@@ -108,7 +108,7 @@ type ResultData struct {
 type ProgressData struct {
 	CallID string `json:"call_id"`
 	Tool   string `json:"tool"`
-	Stream string `json:"stream"` // "stdout" or "stderr"
+	Stream string `json:"stream"` // "stdout" or "stderr"; "task" for a delegated task's progress
 	Seq    int64  `json:"seq"`
 	Chunk  string `json:"chunk"`
 }
