@@ -45,6 +45,15 @@ type Dialer struct {
 	Permit []netip.Prefix
 }
 
+// Check judges host:port by Allow alone (no lookup): what a client asks
+// before it follows a redirect, for a clear refusal.
+func (d *Dialer) Check(host string, port int) error {
+	if d.Allow == nil {
+		return ErrNoAllowlist
+	}
+	return d.Allow(host, port)
+}
+
 // DialContext connects to addr ("host:port") over network ("tcp",
 // "tcp4", "tcp6") when the allowlist and the address checks allow it.
 // Refusals wrap policy.ErrEgressDenied (from Allow) or
@@ -63,10 +72,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	if err != nil || port < 1 || port > 65535 {
 		return nil, fmt.Errorf("egress: bad port %q", portStr)
 	}
-	if d.Allow == nil {
-		return nil, ErrNoAllowlist
-	}
-	if err := d.Allow(host, port); err != nil {
+	if err := d.Check(host, port); err != nil {
 		return nil, err
 	}
 	addrs, err := d.resolve(ctx, host)
