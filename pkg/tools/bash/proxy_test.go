@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/egress"
+	"github.com/toolgate/toolgate/internal/egress/relay"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
@@ -53,7 +54,7 @@ func TestSandboxNetworkThroughProxy(t *testing.T) {
 	}
 	var opened atomic.Int64
 	proxy := &bash.Proxy{
-		Relay: []string{exe, egress.ForwardArg},
+		Relay: []string{exe, relay.ForwardArg},
 		Open: func(ctx context.Context, c *tools.Call) (string, func(), error) {
 			opened.Add(1)
 			d := &egress.Dialer{Allow: gate.Egress(c.Agent).Check, Resolver: dns.Resolver(),

@@ -21,7 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/toolgate/toolgate/internal/egress"
+	"github.com/toolgate/toolgate/internal/egress/relay"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/bash"
@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 	// New warns when commands run without a sandbox, which most tests
 	// ask for.
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	egress.MaybeForward() // the relay of TestSandboxNetworkThroughProxy
+	relay.MaybeForward() // the relay of TestSandboxNetworkThroughProxy
 	os.Exit(m.Run())
 }
 

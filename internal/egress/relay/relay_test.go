@@ -1,20 +1,27 @@
-package egress
+package relay_test
 
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/egress"
+	"github.com/toolgate/toolgate/internal/egress/relay"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/policy"
 )
 
 func TestMain(m *testing.M) {
-	MaybeForward()
+	relay.MaybeForward()
 	os.Exit(m.Run())
 }
 
@@ -31,10 +38,21 @@ func freePort(t *testing.T) string {
 // command runs, and returns the command's exit status.
 func TestForwarder(t *testing.T) {
 	curl := testenv.LookPath(t, "curl", "curl")
-	srv := newCounted(t, false)
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "hello from "+r.Host)
+	}))
+	defer srv.Close()
+	port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
+	pol, _, err := policy.Parse([]byte("network: {allow: [\"allowed.test:*\"]}"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
 	dns := testenv.StartDNS(t, map[string][]netip.Addr{"allowed.test": {netip.MustParseAddr("127.0.0.1")}})
-	p := &Proxy{Dialer: &Dialer{Allow: allowOnly("allowed.test:*"), Resolver: dns.Resolver(), Permit: loopback}}
-	sock, err := ListenUnix(p, t.TempDir())
+	p := &egress.Proxy{Dialer: &egress.Dialer{Allow: policy.NewGate(pol).Egress("a").Check, Resolver: dns.Resolver(),
+		Permit: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
+	sock, err := egress.ListenUnix(p, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +63,7 @@ func TestForwarder(t *testing.T) {
 	}
 	listen := freePort(t)
 	run := func(command ...string) (int, string) {
-		cmd := exec.Command(self, append([]string{ForwardArg}, ForwarderArgs(listen, sock.Path, command)...)...)
+		cmd := exec.Command(self, append([]string{relay.ForwardArg}, relay.ForwarderArgs(listen, sock.Path, command)...)...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err := cmd.Run()
@@ -55,8 +73,8 @@ func TestForwarder(t *testing.T) {
 		}
 		return cmd.ProcessState.ExitCode(), out.String()
 	}
-	url := "http://allowed.test:" + strconv.Itoa(srv.port(t)) + "/"
-	if code, out := run(curl, "-sS", "--fail", "-x", "http://"+listen, url); code != 0 || out != "hello from allowed.test:"+strconv.Itoa(srv.port(t)) {
+	url := "http://allowed.test:" + port + "/"
+	if code, out := run(curl, "-sS", "--fail", "-x", "http://"+listen, url); code != 0 || out != "hello from allowed.test:"+port {
 		t.Fatalf("curl through the relay: exit %d, %q", code, out)
 	}
 	if code, _ := run("sh", "-c", "exit 7"); code != 7 {
@@ -68,7 +86,7 @@ func TestForwarder(t *testing.T) {
 	if code, _ := run(); code != 126 {
 		t.Fatalf("no command: exit %d, want 126", code)
 	}
-	if n := srv.hits.Load(); n != 1 {
+	if n := hits.Load(); n != 1 {
 		t.Fatalf("the server received %d requests, want 1", n)
 	}
 }

@@ -1,4 +1,10 @@
-package egress
+// Package relay is the small program inside a sandbox whose only network
+// is its loopback interface: it serves a loopback port, carries every
+// connection to a unix socket bound into the sandbox (the egress proxy),
+// and runs the command. The worker runs its own executable as the relay
+// (MaybeForward at the top of main), since bubblewrap cannot forward
+// ports.
+package relay
 
 import (
 	"errors"
@@ -12,18 +18,13 @@ import (
 )
 
 // ForwardArg, as a program's first argument, makes RunForwarder take over
-// the process: the worker runs its own executable as the relay inside a
-// sandbox (MaybeForward at the top of main).
-const ForwardArg = "__toolgate-egress-forward"
-
-// ProxyPort is the loopback port inside a sandbox where the relay serves
-// the proxy; each sandbox has a network namespace of its own, so it is
-// the same in all of them.
-const ProxyPort = 3128
+// the process (MaybeForward).
+const ForwardArg = "__toolgate-egress-relay"
 
 // MaybeForward runs the relay and exits when the process was started as
 // one (os.Args[1] == ForwardArg); otherwise it returns at once. Mains of
-// programs that run bash with an egress proxy call it first.
+// programs that run bash with an egress proxy, and test mains
+// (testenv.Main), call it first.
 func MaybeForward() {
 	if len(os.Args) > 1 && os.Args[1] == ForwardArg {
 		os.Exit(RunForwarder(os.Args[2:]))
@@ -102,4 +103,12 @@ func relay(l net.Listener, socket string) {
 			<-done
 		}()
 	}
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+		return
+	}
+	c.Close()
 }
