@@ -33,7 +33,7 @@ func (e *AddressError) Error() string {
 	if e.Host == "" || e.Host == e.Addr.String() {
 		return fmt.Sprintf("connection to %s refused: %s address", e.Addr, e.Why)
 	}
-	return fmt.Sprintf("connection to %s refused: it resolves to %s, a %s address", e.Host, e.Addr, e.Why)
+	return fmt.Sprintf("connection to %s refused: it resolves to %s (%s address)", e.Host, e.Addr, e.Why)
 }
 
 // Unwrap makes errors.Is(err, ErrForbiddenAddress) true.

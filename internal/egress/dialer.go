@@ -129,6 +129,11 @@ func (d *Dialer) resolve(ctx context.Context, host string) ([]netip.Addr, error)
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("egress: %s has no address", host)
 	}
+	// The resolver hands IPv4 answers back in IPv4-mapped form; the
+	// address connected to is the IPv4 one.
+	for i := range addrs {
+		addrs[i] = addrs[i].Unmap()
+	}
 	return addrs, nil
 }
 

@@ -160,7 +160,7 @@ func TestFetchRedirects(t *testing.T) {
 		{"to an allowed host", "http://mirror.test:" + target.port() + "/x", "reached mirror.test", true},
 		{"to a host outside the allowlist", "http://other.test:" + target.port() + "/x", "not in the policy's network allowlist", false},
 		{"to an address", "http://127.0.0.1:" + target.port() + "/x", "not in the policy's network allowlist", false},
-		{"to an allowed name resolving to loopback", "http://rebind.test:" + target.port() + "/x", "127.0.0.2, a loopback address", false},
+		{"to an allowed name resolving to loopback", "http://rebind.test:" + target.port() + "/x", "127.0.0.2 (loopback address)", false},
 		{"to another scheme", "file:///etc/passwd", `redirect to file:///etc/passwd refused: URL scheme "file" is not http or https`, false},
 	} {
 		before := target.hits.Load()
