@@ -48,24 +48,8 @@ func TestSandboxNetworkThroughProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate := policy.NewGate(pol)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var opened atomic.Int64
-	proxy := &bash.Proxy{
-		Relay: []string{exe, relay.ForwardArg},
-		Open: func(ctx context.Context, c *tools.Call) (string, func(), error) {
-			opened.Add(1)
-			d := &egress.Dialer{Allow: gate.Egress(c.Agent).Check, Resolver: dns.Resolver(),
-				Permit: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}} // the test servers
-			s, err := egress.ListenUnix(&egress.Proxy{Dialer: d}, t.TempDir())
-			if err != nil {
-				return "", nil, err
-			}
-			return s.Path, func() { s.Close() }, nil
-		},
-	}
+	proxy := testProxy(t, gate, dns, &opened)
 	p := newPipeline(t, bash.Config{
 		Workspace:      newWorkspace(t, testUID),
 		Sandbox:        bash.ModeRequire,
@@ -116,6 +100,28 @@ func TestSandboxNetworkThroughProxy(t *testing.T) {
 	}
 	if a, o := allowedHits.Load(), otherHits.Load(); a != 1 || o != 0 {
 		t.Fatalf("requests received: allowed %d, other %d; want 1 and 0", a, o)
+	}
+}
+
+// testProxy is the egress proxy the worker configures, with the test's
+// DNS server and loopback permitted (the test servers listen there).
+func testProxy(t *testing.T, gate *policy.Gate, dns *testenv.DNS, opened *atomic.Int64) *bash.Proxy {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bash.Proxy{
+		Relay: []string{exe, relay.ForwardArg},
+		Open: func(ctx context.Context, c *tools.Call) (string, func(), error) {
+			opened.Add(1)
+			d := &egress.Dialer{Allow: gate.Egress(c.Agent).Check, Resolver: dns.Resolver(),
+				Permit: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+			s, err := egress.ListenUnix(&egress.Proxy{Dialer: d}, t.TempDir())
+			if err != nil {
+				return "", nil, err
+			}
+			return s.Path, func() { s.Close() }, nil
+		},
 	}
 }
 
