@@ -76,6 +76,10 @@ func TestWebToolsOverTheBus(t *testing.T) {
 		if s.tool == "bash" && res.Metadata["egress"] != "proxy" {
 			t.Fatalf("bash metadata %v, want egress proxy", res.Metadata)
 		}
+		if refused, _ := res.Metadata["egress_refused"].([]any); s.contain == "403" &&
+			(len(refused) != 1 || !strings.Contains(refused[0].(string), "127.0.0.1:"+port+": connection to 127.0.0.1 refused: loopback address")) {
+			t.Fatalf("egress_refused %v, want the refused address", res.Metadata["egress_refused"])
+		}
 	}
 	if got := searchAuth.Load(); got != "POST /search Bearer tvly-e2e-key" {
 		t.Fatalf("the search service received %v", got)

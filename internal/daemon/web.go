@@ -54,13 +54,13 @@ func bashProxy(gate *policy.Gate, log *slog.Logger) (*bash.Proxy, error) {
 	}
 	return &bash.Proxy{
 		Relay: []string{exe, relay.ForwardArg},
-		Open: func(ctx context.Context, c *tools.Call) (string, func(), error) {
+		Open: func(ctx context.Context, c *tools.Call) (string, func() []string, error) {
 			p := &egress.Proxy{Dialer: dialerFor(gate, c), Logger: log.With("call_id", c.ID, "agent", c.Agent)}
 			s, err := egress.ListenUnix(p, "")
 			if err != nil {
 				return "", nil, err
 			}
-			return s.Path, func() { s.Close() }, nil
+			return s.Path, func() []string { s.Close(); return p.Refused() }, nil
 		},
 	}, nil
 }

@@ -36,6 +36,23 @@ type Proxy struct {
 	mu        sync.Mutex
 	tunnels   map[net.Conn]struct{}
 	closed    bool
+	refused   []string
+	dropped   int
+}
+
+// maxRefused bounds the refusals a Proxy remembers.
+const maxRefused = 20
+
+// Refused returns the connections refused so far, each "target: reason",
+// the first maxRefused of them and a count of the rest.
+func (p *Proxy) Refused() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := append([]string(nil), p.refused...)
+	if p.dropped > 0 {
+		out = append(out, fmt.Sprintf("... and %d more", p.dropped))
+	}
+	return out
 }
 
 // hopHeaders are the hop-by-hop headers a proxy does not forward.
@@ -68,6 +85,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (p *Proxy) refuse(w http.ResponseWriter, target string, err error) {
 	p.log().Info("egress refused", "target", target, "err", err)
+	p.mu.Lock()
+	if len(p.refused) < maxRefused {
+		p.refused = append(p.refused, target+": "+err.Error())
+	} else {
+		p.dropped++
+	}
+	p.mu.Unlock()
 	w.Header().Set("X-Toolgate-Egress", "refused")
 	code := http.StatusForbidden
 	if !isRefusal(err) {

@@ -25,9 +25,10 @@ const egressDir = "/tmp/.toolgate-egress"
 // 127.0.0.1:Port to it before it runs the command.
 type Proxy struct {
 	// Open starts the proxy for one call on a unix socket and returns the
-	// socket's path and a function that stops it when the call ends.
-	// Required.
-	Open func(ctx context.Context, c *tools.Call) (socket string, stop func(), err error)
+	// socket's path and a function that stops it when the call ends and
+	// returns the connections it refused, each with the reason (they go
+	// into the result's metadata as egress_refused). Required.
+	Open func(ctx context.Context, c *tools.Call) (socket string, stop func() (refused []string), err error)
 	// Relay is the command line of the relay: its program (an absolute
 	// path, bound read-only into the sandbox) and its first arguments.
 	// It is run with LISTEN SOCKET -- COMMAND... appended, must listen on
@@ -59,7 +60,7 @@ func (p *Proxy) validate() error {
 // attach starts the call's proxy and returns what the sandbox needs: the
 // bwrap mounts of the relay and the socket, the command line wrapped in
 // the relay, and the proxy variables of the environment.
-func (p *Proxy) attach(ctx context.Context, c *tools.Call, inner []string) (stop func(), mounts, argv, env []string, err error) {
+func (p *Proxy) attach(ctx context.Context, c *tools.Call, inner []string) (stop func() []string, mounts, argv, env []string, err error) {
 	socket, stop, err := p.Open(ctx, c)
 	if err != nil {
 		return nil, nil, nil, nil, err

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -68,20 +69,25 @@ func TestSandboxNetworkThroughProxy(t *testing.T) {
 	for _, tc := range []struct {
 		name, command, stdout string
 		exit                  int
+		refused               string // in the result's egress_refused
 	}{
-		{"allowed host through the proxy", curl + "http://allowed.test:" + aPort + "/", "200", 0},
-		{"allowed name, other port", curl + "http://allowed.test:" + oPort + "/", "403", 0},
-		{"host outside the allowlist", curl + "http://other.test:" + oPort + "/", "403", 0},
-		{"https to a host outside the allowlist", curl + "https://other.test:" + oPort + "/", "000", 56},
-		{"address literal", curl + "--noproxy '' http://127.0.0.1:" + oPort + "/", "403", 0},
-		{"direct, bypassing the proxy", curl + "--noproxy '*' http://127.0.0.1:" + oPort + "/", "000", 7},
-		{"exit status through the relay", "exit 3", "", 3},
+		{"allowed host through the proxy", curl + "http://allowed.test:" + aPort + "/", "200", 0, ""},
+		{"allowed name, other port", curl + "http://allowed.test:" + oPort + "/", "403", 0, "allowed.test:" + oPort + ": allowed.test:" + oPort + " is not in the policy's network allowlist"},
+		{"host outside the allowlist", curl + "http://other.test:" + oPort + "/", "403", 0, "other.test:" + oPort + " is not in the policy's network allowlist"},
+		{"https to a host outside the allowlist", curl + "https://other.test:" + oPort + "/", "000", 56, "other.test:" + oPort + " is not in"},
+		{"address literal", curl + "--noproxy '' http://127.0.0.1:" + oPort + "/", "403", 0, "127.0.0.1:" + oPort + " is not in"},
+		{"direct, bypassing the proxy", curl + "--noproxy '*' http://127.0.0.1:" + oPort + "/", "000", 7, ""},
+		{"exit status through the relay", "exit 3", "", 3, ""},
 	} {
 		out := call("networked", tc.command)
 		got := md[string](t, out, "stdout")
 		if got != tc.stdout || md[int](t, out, "exit_code") != tc.exit {
 			t.Errorf("%s: stdout %q exit %v, want %q exit %v; stderr %s", tc.name, got, out.Metadata["exit_code"],
 				tc.stdout, tc.exit, md[string](t, out, "stderr"))
+		}
+		refused, _ := out.Metadata["egress_refused"].([]string)
+		if tc.refused == "" && len(refused) > 0 || tc.refused != "" && (len(refused) != 1 || !strings.Contains(refused[0], tc.refused)) {
+			t.Errorf("%s: egress_refused %q, want one containing %q", tc.name, refused, tc.refused)
 		}
 		if md[string](t, out, "egress") != "proxy" || !md[bool](t, out, "network") {
 			t.Errorf("%s: metadata network %v egress %v", tc.name, out.Metadata["network"], out.Metadata["egress"])
@@ -112,15 +118,16 @@ func testProxy(t *testing.T, gate *policy.Gate, dns *testenv.DNS, opened *atomic
 	}
 	return &bash.Proxy{
 		Relay: []string{exe, relay.ForwardArg},
-		Open: func(ctx context.Context, c *tools.Call) (string, func(), error) {
+		Open: func(ctx context.Context, c *tools.Call) (string, func() []string, error) {
 			opened.Add(1)
 			d := &egress.Dialer{Allow: gate.Egress(c.Agent).Check, Resolver: dns.Resolver(),
 				Permit: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
-			s, err := egress.ListenUnix(&egress.Proxy{Dialer: d}, t.TempDir())
+			p := &egress.Proxy{Dialer: d}
+			s, err := egress.ListenUnix(p, t.TempDir())
 			if err != nil {
 				return "", nil, err
 			}
-			return s.Path, func() { s.Close() }, nil
+			return s.Path, func() []string { s.Close(); return p.Refused() }, nil
 		},
 	}
 }

@@ -745,6 +745,8 @@ type result struct {
 	memLimited bool
 	// proxied: the command's network was the egress proxy only.
 	proxied bool
+	// egressRefused are the connections the proxy refused, with why.
+	egressRefused []string
 }
 
 // run starts the command, reads its output while it runs, and returns
@@ -758,6 +760,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	argv, dir, id := b.inner(command), cwd, b.id
 	env := callEnv(b.env, pc.home, pc.tmp)
 	proxied := false
+	var stopProxy func() []string
 	var extraFiles []*os.File
 	defer func() {
 		for _, f := range extraFiles {
@@ -795,7 +798,8 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			if err != nil {
 				return nil, fmt.Errorf("bash: egress proxy: %w", err)
 			}
-			defer stop()
+			stopProxy = sync.OnceValue(stop)
+			defer stopProxy()
 			mounts, argv, env = append(mounts, pm...), pargv, append(env, penv...)
 			network, proxied = false, true // the sandbox keeps a network namespace of its own
 		}
@@ -919,6 +923,9 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		p.close(grace)
 	}
 
+	if stopProxy != nil {
+		res.egressRefused = stopProxy()
+	}
 	st := cmd.ProcessState
 	if st == nil {
 		return nil, fmt.Errorf("bash: wait: %w", waitErr)
@@ -1018,6 +1025,9 @@ func (b *bash) output(res *result, network bool, killed error) *tools.Output {
 	}
 	if res.proxied {
 		md["egress"] = "proxy"
+		if len(res.egressRefused) > 0 {
+			md["egress_refused"] = res.egressRefused
+		}
 	}
 	if res.peak > 0 {
 		md["processes_peak"] = res.peak
