@@ -33,7 +33,7 @@ type fleet struct {
 
 // startWorker runs a real worker with the built-in file tools and the task
 // tool over a fresh workspace, on a real NATS server that outlives it.
-func startWorker(t *testing.T, grace time.Duration) *fleet {
+func startWorker(t *testing.T, grace time.Duration, after ...tools.Middleware) *fleet {
 	t.Helper()
 	srv := testenv.StartNATS(t, "")
 	ws := t.TempDir()
@@ -54,7 +54,8 @@ func startWorker(t *testing.T, grace time.Duration) *fleet {
 		t.Fatal(err)
 	}
 	reg.MustRegister(d.Tool())
-	w, err := worker.New(nc, tools.NewPipeline(reg, tools.Use(d.Middleware)), worker.Config{Name: "w1", Logger: quiet, ShutdownGrace: grace})
+	mws := append([]tools.Middleware{d.Middleware}, after...)
+	w, err := worker.New(nc, tools.NewPipeline(reg, tools.Use(mws...)), worker.Config{Name: "w1", Logger: quiet, ShutdownGrace: grace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,9 +240,20 @@ func TestNestedTaskNarrowsAllowedTools(t *testing.T) {
 	}
 }
 
-// The record's budget key is the root of the delegation chain.
+// The record's budget key is the root of the delegation chain, and a
+// middleware after delegation's (where budgets go) sees it on every call
+// made for a task, nested or not, as tools.Call.Parent.
 func TestRecordBudgetKeyIsTheRoot(t *testing.T) {
-	f := startWorker(t, 0)
+	parents := make(chan tools.Parent, 4)
+	budgetHook := func(next tools.Handler) tools.Handler {
+		return tools.HandlerFunc(func(ctx context.Context, c *tools.Call) (*tools.Output, error) {
+			if c.Parent != nil {
+				parents <- *c.Parent
+			}
+			return next.Handle(ctx, c)
+		})
+	}
+	f := startWorker(t, 0, budgetHook)
 	lead, helper, deep := f.client(t, "lead"), f.client(t, "helper"), f.client(t, "deep")
 	_, js := f.srv.Connect(t)
 	kv, err := js.KeyValue(context.Background(), bus.BucketTasks)
@@ -274,6 +286,16 @@ func TestRecordBudgetKeyIsTheRoot(t *testing.T) {
 	if !strings.Contains(string(e.Value()), `"budget_agent":"lead","budget_session":"s0"`) ||
 		!strings.Contains(string(e.Value()), `"parent_agent":"helper"`) {
 		t.Errorf("nested record %s", e.Value())
+	}
+	// helper's task call (made for lead's task) reached the hook with the
+	// root's key.
+	select {
+	case p := <-parents:
+		if p.BudgetAgent != "lead" || p.BudgetSession != "s0" || p.Agent != "lead" {
+			t.Errorf("parent seen by the budget hook: %+v", p)
+		}
+	default:
+		t.Error("no call for a task reached the middleware after delegation's")
 	}
 }
 
