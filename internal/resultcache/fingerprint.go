@@ -29,11 +29,13 @@ import (
 //   - read: the file's real path, device, inode, size, mtime and ctime,
 //     and the SHA-256 of its whole content (read through the workspace,
 //     with the call's path check, as the tool reads it).
-//   - ls: the directory's real path and, for each entry, its name, type,
-//     mode, inode, size, mtime and ctime (lstat, and stat for symlinks).
+//   - ls: the directory's real path (judged by the call's path rules) and,
+//     for each entry, its name, type, mode, inode, size, mtime and ctime
+//     (lstat, and stat for symlinks).
 //   - grep, glob: for every regular file under the searched path (hidden
 //     and ignored ones included, a superset of what the tool reads), its
-//     path, inode, mode, size, mtime and ctime. File contents are not
+//     path, inode, mode, size, mtime and ctime, and whether the call's path
+//     rules let it read the file. File contents are not
 //     hashed: a change that keeps all of these is not seen. The kernel
 //     sets ctime on every write and no system call sets it back, so such
 //     a change needs the clock moved or the raw device written.
@@ -153,7 +155,7 @@ func treePrint(ctx context.Context, ws *workspace.Workspace, c *tools.Call) (str
 	}
 	h := sha256.New()
 	files := 0
-	top, err := ws.Walk(ctx, name, workspace.WalkOptions{Hidden: true, NoIgnore: true}, nil, func(e *workspace.Entry) error {
+	top, err := ws.Walk(ctx, name, workspace.WalkOptions{Hidden: true, NoIgnore: true}, c.CheckPath, func(e *workspace.Entry) error {
 		if files++; files > maxTreeFiles {
 			return errUncacheable
 		}
@@ -163,6 +165,11 @@ func treePrint(ctx context.Context, ws *workspace.Workspace, c *tools.Call) (str
 			return nil
 		}
 		statLine(h, e.Rel, fi)
+		if c.CheckPath != nil && c.CheckPath(e.Real()) != nil {
+			// What the path rules let the call see is part of what it
+			// reads: a rule that changes for this file changes the print.
+			fmt.Fprintf(h, "%q refused\n", e.Rel)
+		}
 		return nil
 	})
 	if err != nil {

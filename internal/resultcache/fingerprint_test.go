@@ -111,3 +111,29 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A change of what the path rules let a call read changes the print of a
+// search, though no file changed.
+func TestTreePrintFollowsThePathRules(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "a.txt"), []byte("x\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "secret.txt"), []byte("x\n"), 0o644))
+	ws, err := workspace.Open(dir)
+	must(t, err)
+	defer ws.Close()
+	refuse := ""
+	c := &tools.Call{Args: map[string]any{"pattern": "x"}, CheckPath: func(real string) error {
+		if refuse != "" && strings.HasSuffix(real, refuse) {
+			return errors.New("denied")
+		}
+		return nil
+	}}
+	open, err := treePrint(context.Background(), ws, c)
+	must(t, err)
+	refuse = "secret.txt"
+	closed, err := treePrint(context.Background(), ws, c)
+	must(t, err)
+	if open == closed {
+		t.Error("the print did not change with the path rules")
+	}
+}
