@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -75,7 +76,8 @@ type Delegator struct {
 
 // Config configures a Delegator.
 type Config struct {
-	// Worker names the worker in the CloudEvents source of the requests.
+	// Worker names the worker in the CloudEvents source of the requests;
+	// default host-pid, as the worker's own default.
 	Worker string
 	// Registry resolves the allowed tools' aliases to canonical names.
 	Registry *tools.Registry
@@ -95,6 +97,10 @@ func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Config)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Worker == "" {
+		host, _ := os.Hostname()
+		cfg.Worker = fmt.Sprintf("%s-%d", host, os.Getpid()) // as the worker names itself
 	}
 	return &Delegator{nc: nc, js: js, store: store{kv: kv}, reg: cfg.Registry, log: cfg.Logger,
 		source: "toolgate://worker/" + cfg.Worker, answers: st}, nil
