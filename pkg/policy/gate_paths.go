@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/toolgate/toolgate/pkg/tooldef"
 )
 
 // resolve resolves an absolute path, starting from the resolved workspace
@@ -100,13 +102,7 @@ func (e *evaluation) pathRulesFor(tool string, kind Kind, write bool) pathRules 
 	// Tools of one family share their denied paths: a path denied to read
 	// is denied to grep, glob and ls too, one denied to write is denied to
 	// edit.
-	var family []string
-	switch tool {
-	case "read", "ls", "glob", "grep":
-		family = []string{"read", "ls", "glob", "grep"}
-	case "write", "edit":
-		family = []string{"write", "edit"}
-	}
+	family := pathFamily(tool)
 	for _, l := range e.layers {
 		for _, t := range family {
 			if t == tool {
@@ -254,27 +250,29 @@ func (e *evaluation) deniedInside(pr *pathRules, real, shown string) bool {
 	return false
 }
 
-// fileTool judges the path arguments of read, write, edit, ls, glob, grep.
+// fileTool judges the path arguments of the file tools (read, write,
+// edit, ls, glob, grep): the path, and the directory a path pattern
+// starts from.
 func (e *evaluation) fileTool() {
-	raw, present := e.req.Arguments["path"]
+	arg := pathArg(e.tool)
+	raw, present := e.req.Arguments[arg.Name]
 	p, isStr := raw.(string)
 	if present && !isStr && raw != nil {
-		e.deny("builtin.arguments", fmt.Sprintf("argument path must be a string, not %T", raw), "")
+		e.deny("builtin.arguments", fmt.Sprintf("argument %s must be a string, not %T", arg.Name, raw), "")
 		return
 	}
 	if p == "" {
-		switch e.tool {
-		case "read", "write", "edit":
-			e.deny("builtin.arguments", "argument path is missing", "")
+		if arg.Required {
+			e.deny("builtin.arguments", "argument "+arg.Name+" is missing", "")
 			return
 		}
 		p = "."
 	}
-	write := isWriteTool(e.tool)
+	write := arg.Access == tooldef.Writes
 	pr := e.pathRulesFor(e.tool, e.kind, write)
 	e.filePath(&pr, p, write)
-	if e.tool == "glob" || e.tool == "grep" {
-		if pat, ok := e.req.Arguments["pattern"].(string); ok && e.tool == "glob" {
+	if d, _ := tooldef.Lookup(e.tool); d.Arg(tooldef.PathPattern) != nil {
+		if pat, ok := e.req.Arguments[d.Arg(tooldef.PathPattern).Name].(string); ok {
 			if prefix := staticPrefix(pat); prefix != "" && (filepath.IsAbs(prefix) || hasDotDot(prefix)) {
 				base := prefix
 				if !filepath.IsAbs(prefix) {
@@ -284,7 +282,7 @@ func (e *evaluation) fileTool() {
 			}
 		}
 	}
-	if e.tool == "read" {
+	if arg.Access == tooldef.Reads && arg.Target == tooldef.File {
 		e.maxSize(p)
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/workspace"
 )
@@ -21,34 +23,17 @@ const (
 
 func (s *set) grepTool() *tools.Tool {
 	return &tools.Tool{
-		Name:    "grep",
-		Aliases: []string{"search_files"},
+		Name:    tooldef.Grep.Name,
+		Aliases: slices.Clone(tooldef.Grep.Aliases),
 		Description: "Search file contents with a regular expression (RE2 syntax, as Go's regexp) or a fixed string, without a shell. " +
 			"output_mode: files_with_matches (default; the paths), content (matching lines as path:line:text, with -A/-B/-C context lines as path-line-text), or count (path:matching lines). " +
 			"Filters: glob (e.g. \"*.go\", \"!*_test.go\", \"src/**/*.{ts,tsx}\") and type (" + strings.Join(typeNames(), ", ") + "). " +
 			"Honours .gitignore, skips hidden and binary files; offset and head_limit page through the entries. No match is an empty result, not an error.",
-		Parameters: schema(props{
-			"pattern":          strProp("Regular expression (RE2) to search for, or a fixed string when fixed_string is true."),
-			"path":             strProp("File or directory to search: relative to the workspace (default: the workspace), or absolute inside an allowed root."),
-			"glob":             strProp("Only search files matching this glob (basename when it has no '/', else the path relative to path); a leading '!' excludes."),
-			"type":             map[string]any{"type": "string", "enum": typeNames(), "description": "Only search files of this type."},
-			"output_mode":      map[string]any{"type": "string", "enum": []string{modeContent, modeFiles, modeCount}, "description": "What to return; default files_with_matches."},
-			"case_insensitive": boolProp("Match case-insensitively."),
-			"-i":               boolProp("Same as case_insensitive."),
-			"fixed_string":     boolProp("Treat pattern as a literal string, not a regular expression."),
-			"-A":               intProp("Lines of context after each match (content mode).", 0),
-			"-B":               intProp("Lines of context before each match (content mode).", 0),
-			"-C":               intProp("Lines of context before and after each match (content mode).", 0),
-			"context_after":    intProp("Same as -A.", 0),
-			"context_before":   intProp("Same as -B.", 0),
-			"context":          intProp("Same as -C.", 0),
-			"-n":               boolProp("Show line numbers in content mode (default true)."),
-			"offset":           intProp("Skip this many entries (lines in content mode, files otherwise) before returning any.", 0),
-			"head_limit":       intProp("Return at most this many entries after offset (0 means no limit).", 0),
-			"hidden":           boolProp("Search files and directories whose name starts with '.'."),
-			"no_ignore":        boolProp("Do not honour .gitignore files."),
-		}, "pattern"),
-		Kind:           policy.KindSearch,
+		Parameters: tooldef.Grep.MustSchema(map[string]map[string]any{
+			"type":        {"enum": typeNames()},
+			"output_mode": {"enum": []string{modeContent, modeFiles, modeCount}},
+		}),
+		Kind:           policy.Kind(tooldef.Grep.Kind),
 		DefaultTimeout: 60 * time.Second,
 		MaxTimeout:     300 * time.Second,
 		Annotations:    tools.Annotations{ReadOnly: true, Idempotent: true},
