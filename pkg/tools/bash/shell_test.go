@@ -220,8 +220,8 @@ func TestExitCodeStdoutAndStderr(t *testing.T) {
 // as root with every capability gone, so that they can write the
 // workspace and the files keep their owner.
 func TestCommandsNeverHoldPrivileges(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the worker is not root here: commands run as the worker's own user")
+	if !testenv.AsRoot(t) {
+		return
 	}
 	forEachMode(t, func(t *testing.T, mode bash.Mode) {
 		tests := []struct {
@@ -276,8 +276,8 @@ func TestCommandsNeverHoldPrivileges(t *testing.T) {
 }
 
 func TestNewRefusesAWorkspaceCommandsCannotEnter(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs a root worker")
+	if !testenv.AsRoot(t) {
+		return
 	}
 	ws := t.TempDir() // its parent is root's alone
 	if err := os.Chown(ws, testUID, testUID); err != nil {
@@ -615,8 +615,9 @@ func TestUnprivilegedWorker(t *testing.T) {
 		unprivilegedWorker(t, ws)
 		return
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("the tests already run as an unprivileged user")
+	if os.Geteuid() != 0 { // the worker is unprivileged already
+		unprivilegedWorker(t, newWorkspace(t, 0))
+		return
 	}
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	setpriv := testenv.LookPath(t, "setpriv", "util-linux")
