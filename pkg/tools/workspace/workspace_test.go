@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // corpus is a workspace with an outside directory holding a secret, and
@@ -463,8 +465,8 @@ func TestQuoteName(t *testing.T) {
 // TestWriteKeepsOwnerAndMode: a root worker replacing a file keeps its
 // owner, group and mode, and a new file gets its directory's owner.
 func TestWriteKeepsOwnerAndMode(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("only root can give files to other users")
+	if !testenv.AsRoot(t) { // only root can give files to other users
+		return
 	}
 	dir := t.TempDir()
 	if err := os.Chown(dir, 4242, 4343); err != nil {
