@@ -21,9 +21,6 @@ import (
 // TestWorkerBinaryStopsCleanlyOnSIGTERM builds cmd/worker, runs it as a
 // user would, lets a call finish while SIGTERM arrives, and expects exit 0.
 func TestWorkerBinaryStopsCleanlyOnSIGTERM(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the worker binary")
-	}
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	bin := filepath.Join(t.TempDir(), "worker")
 	build := exec.Command("go", "build", "-o", bin, "../cmd/worker")

@@ -125,9 +125,6 @@ var readmeExempt = map[string]string{
 // directories (--data), and toolctl finds them through NATS_URL and
 // TOOLGATE_APPROVER. CALL_ID is the id of the call the README parks.
 func TestReadmeCommands(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binaries")
-	}
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {

@@ -509,7 +509,7 @@ func TestSandboxConfinesWrites(t *testing.T) {
 	ws := newWorkspace(t, testUID)
 	outside, err := os.MkdirTemp("/var/tmp", "toolgate-shell-test-")
 	if err != nil {
-		t.Skipf("no /var/tmp to test writes outside the workspace: %v", err)
+		t.Fatalf("/var/tmp to test writes outside the workspace: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(outside) })
 	if err := os.Chmod(outside, 0o777); err != nil { // anyone may write it outside the sandbox
@@ -546,7 +546,7 @@ func TestSandboxHidesConfiguredDirectories(t *testing.T) {
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	private, err := os.MkdirTemp("/var/tmp", "toolgate-shell-hide-")
 	if err != nil {
-		t.Skipf("no /var/tmp: %v", err)
+		t.Fatalf("/var/tmp: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(private) })
 	if err := os.Chmod(private, 0o755); err != nil {
