@@ -6,8 +6,10 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -183,5 +185,37 @@ func TestReference(t *testing.T) {
 	}
 	if string(got) != want {
 		t.Errorf("docs/TOOLS.md is stale: run go test ./pkg/tooldef -run Reference -args -update")
+	}
+}
+
+// TestReadmeListsTheTools: the README's table of tools names every
+// built-in tool with its aliases and kind, as the definitions do.
+func TestReadmeListsTheTools(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)`(?: \\(([^)]*)\\))? \\| ([a-z]+) \\|")
+	seen := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
+		d, ok := tooldef.Lookup(m[1])
+		if !ok || d.Name != m[1] {
+			continue
+		}
+		seen[d.Name] = true
+		var aliases []string
+		for _, a := range strings.Split(m[2], ",") {
+			if a = strings.Trim(strings.TrimSpace(a), "`"); a != "" {
+				aliases = append(aliases, a)
+			}
+		}
+		if !slices.Equal(aliases, d.Aliases) || m[3] != d.Kind {
+			t.Errorf("README lists %s with aliases %v and kind %s; its definition has %v and %s", d.Name, aliases, m[3], d.Aliases, d.Kind)
+		}
+	}
+	for _, d := range tooldef.All() {
+		if !seen[d.Name] {
+			t.Errorf("the README's table of tools does not list %s", d.Name)
+		}
 	}
 }
