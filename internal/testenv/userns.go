@@ -43,7 +43,7 @@ func AsRoot(t *testing.T) bool {
 	}
 	for _, f := range []string{"/etc/subuid", "/etc/subgid"} {
 		if !hasSubordinateIDs(f, u) {
-			missing(t, "user "+u.Username+" has no subordinate ids in "+f+
+			Missing(t, "user "+u.Username+" has no subordinate ids in "+f+
 				" to map other users in a user namespace: add some (usermod --add-subuids 100000-165535 --add-subgids 100000-165535 "+u.Username+"), or run the tests as root")
 		}
 	}
