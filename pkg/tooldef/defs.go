@@ -108,4 +108,36 @@ var (
 	}
 )
 
-var all = []*Def{Read, Write, Edit, Ls, Glob, Grep, Skill, Bash}
+// The web tools (pkg/tools/web). Their bounds are set by the tools
+// themselves, through Schema's extra keywords.
+var (
+	// WebFetch fetches a URL with GET.
+	WebFetch = &Def{
+		Name: "web_fetch", Kind: KindNetwork,
+		Args: []Arg{
+			{Name: "url", Type: String, Required: true, Role: URL, Schema: map[string]any{"minLength": 1, "maxLength": 8192},
+				Doc: "The http or https URL to fetch."},
+			{Name: "max_bytes", Type: Integer, Schema: minimum(1), Doc: "Most bytes of the body to read; the rest is cut."},
+			{Name: "timeout", Type: Integer, Schema: minimum(1), Doc: "Timeout of the whole fetch in milliseconds."},
+		},
+	}
+	// WebSearch searches the web through a search service.
+	WebSearch = &Def{
+		Name: "web_search", Kind: KindNetwork,
+		Args: []Arg{
+			{Name: "query", Type: String, Required: true, Role: Query, Schema: map[string]any{"minLength": 1, "maxLength": 2000},
+				Doc: "What to search for."},
+			{Name: "max_results", Type: Integer, Schema: minimum(1), Doc: "How many results."},
+			{Name: "search_depth", Type: String, Schema: map[string]any{"enum": []string{"basic", "advanced"}}, Doc: "basic (default) or advanced."},
+			{Name: "topic", Type: String, Schema: map[string]any{"enum": []string{"general", "news", "finance"}}, Doc: "general (default), news or finance."},
+			{Name: "include_answer", Type: Boolean, Doc: "Also return a short answer to the query."},
+			{Name: "time_range", Type: String, Schema: map[string]any{"enum": []string{"day", "week", "month", "year"}}, Doc: "Only results published within this range."},
+			{Name: "include_domains", Type: Array, Schema: map[string]any{"maxItems": 50, "items": map[string]any{"type": "string", "maxLength": 253}},
+				Doc: "Only results from these domains."},
+			{Name: "exclude_domains", Type: Array, Schema: map[string]any{"maxItems": 50, "items": map[string]any{"type": "string", "maxLength": 253}},
+				Doc: "No results from these domains."},
+		},
+	}
+)
+
+var all = []*Def{Read, Write, Edit, Ls, Glob, Grep, Skill, Bash, WebFetch, WebSearch}

@@ -25,6 +25,7 @@ const (
 	KindWrite   = "write"
 	KindSearch  = "search"
 	KindExecute = "execute"
+	KindNetwork = "network"
 )
 
 // Type is the JSON type of an argument.
@@ -35,6 +36,7 @@ const (
 	String  Type = "string"
 	Integer Type = "integer"
 	Boolean Type = "boolean"
+	Array   Type = "array"
 )
 
 // Role is what an argument stands for, beyond being an option of the tool.
@@ -62,6 +64,11 @@ const (
 	OldText Role = "old_text"
 	// NewText is the text an edit puts in place of OldText.
 	NewText Role = "new_text"
+	// URL is an http or https URL the tool reaches; the gate judges its
+	// host and port by the policy's network allowlist.
+	URL Role = "url"
+	// Query is what a search tool asks a search service.
+	Query Role = "query"
 )
 
 // Access is what a tool does to a path.

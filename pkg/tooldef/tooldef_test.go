@@ -17,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/bash"
 	"github.com/toolgate/toolgate/pkg/tools/builtin"
+	"github.com/toolgate/toolgate/pkg/tools/web"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/TOOLS.md")
@@ -35,6 +36,9 @@ func registered(t *testing.T) map[string]*tools.Tool {
 		t.Fatal(err)
 	}
 	if err := reg.Register(sh); err != nil {
+		t.Fatal(err)
+	}
+	if err := web.Register(reg, web.Config{Search: web.SearchConfig{APIKey: "unused"}}); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]*tools.Tool{}
@@ -119,7 +123,8 @@ func TestToolsAgreeWithTheirDefinitions(t *testing.T) {
 // TestGateJudgesTheArgumentsTheSchemaNames: for every tool with a path
 // argument, the gate denies a denied path given under the name the tool's
 // schema has for it, and for the shell tool it judges the command its
-// schema names: what the policy knows of the arguments is what the tools
+// schema names, and the URL of a network tool against the allowlist (the
+// policy names no host): what the policy knows of the arguments is what the tools
 // take.
 func TestGateJudgesTheArgumentsTheSchemaNames(t *testing.T) {
 	reg := registered(t)
@@ -144,7 +149,7 @@ func TestGateJudgesTheArgumentsTheSchemaNames(t *testing.T) {
 			t.Fatal(err)
 		}
 		judged := map[tooldef.Role]string{tooldef.Path: "secret/key", tooldef.Command: "cat secret/key",
-			tooldef.PathPattern: filepath.Join(ws, "secret") + "/*"}
+			tooldef.PathPattern: filepath.Join(ws, "secret") + "/*", tooldef.URL: "https://not-allowed.example/"}
 		for role, value := range judged {
 			a := d.Arg(role)
 			if a == nil {
