@@ -39,10 +39,11 @@ import (
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
-// ToolName is the task tool's name.
+// ToolName is the task tool's name (its definition is tooldef.Task).
 const ToolName = "task"
 
 // Timeouts of the task tool.
@@ -106,27 +107,14 @@ func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Config)
 		source: "toolgate://worker/" + cfg.Worker, answers: st}, nil
 }
 
-var schema = json.RawMessage(`{
-  "type": "object",
-  "properties": {
-    "agent": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[^.*>\\s]+$", "description": "The agent of the fleet to hand the task to."},
-    "prompt": {"type": "string", "minLength": 1, "maxLength": 100000, "description": "What the agent should do."},
-    "context": {"type": "string", "maxLength": 100000, "description": "What you know that helps: files, findings, constraints."},
-    "expected_outcome": {"type": "string", "maxLength": 10000, "description": "What a good answer looks like."},
-    "allowed_tools": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 128}, "maxItems": 64, "description": "The only tools the agent may use for this task (default: what its policy allows)."},
-    "timeout": {"type": "integer", "minimum": 1, "description": "How long to wait for the answer, in milliseconds (default 10 minutes)."}
-  },
-  "required": ["agent", "prompt"],
-  "additionalProperties": false
-}`)
 
 // Tool returns the task tool.
 func (d *Delegator) Tool() *tools.Tool {
 	return &tools.Tool{
-		Name:            ToolName,
+		Name:            tooldef.Task.Name,
 		Description:     "Delegate a sub-task to another agent of the fleet and wait for its answer: a summary, the files it modified, its errors, how many tool calls it made. Its calls are held to allowed_tools.",
-		Parameters:      schema,
-		Kind:            policy.KindOther,
+		Parameters:      tooldef.Task.MustSchema(nil),
+		Kind:            policy.Kind(tooldef.Task.Kind),
 		Category:        "builtin",
 		DefaultTimeout:  DefaultTimeout,
 		MaxTimeout:      MaxTimeout,

@@ -140,4 +140,22 @@ var (
 	}
 )
 
-var all = []*Def{Read, Write, Edit, Ls, Glob, Grep, Skill, Bash, WebFetch, WebSearch}
+// Task hands a sub-task to another agent of the fleet (internal/delegate).
+var Task = &Def{
+	Name: "task", Kind: KindOther,
+	Args: []Arg{
+		{Name: "agent", Type: String, Required: true, Schema: map[string]any{"minLength": 1, "maxLength": 128, "pattern": `^[^.*>\s]+$`},
+			Doc: "The agent of the fleet to hand the task to."},
+		{Name: "prompt", Type: String, Required: true, Schema: map[string]any{"minLength": 1, "maxLength": 100000},
+			Doc: "What the agent should do."},
+		{Name: "context", Type: String, Schema: map[string]any{"maxLength": 100000},
+			Doc: "What you know that helps: files, findings, constraints."},
+		{Name: "expected_outcome", Type: String, Schema: map[string]any{"maxLength": 10000},
+			Doc: "What a good answer looks like."},
+		{Name: "allowed_tools", Type: Array, Schema: map[string]any{"maxItems": 64, "items": map[string]any{"type": "string", "minLength": 1, "maxLength": 128}},
+			Doc: "The only tools the agent may use for this task (default: what its policy allows)."},
+		{Name: "timeout", Type: Integer, Schema: minimum(1), Doc: "How long to wait for the answer, in milliseconds (default 10 minutes)."},
+	},
+}
+
+var all = []*Def{Read, Write, Edit, Ls, Glob, Grep, Skill, Bash, WebFetch, WebSearch, Task}

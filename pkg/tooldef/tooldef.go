@@ -26,6 +26,7 @@ const (
 	KindSearch  = "search"
 	KindExecute = "execute"
 	KindNetwork = "network"
+	KindOther   = "other"
 )
 
 // Type is the JSON type of an argument.

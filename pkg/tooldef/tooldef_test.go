@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/delegate"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
@@ -39,6 +40,10 @@ func registered(t *testing.T) map[string]*tools.Tool {
 		t.Fatal(err)
 	}
 	if err := web.Register(reg, web.Config{Search: web.SearchConfig{APIKey: "unused"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The task tool's definition needs no bus; only its calls do.
+	if err := reg.Register((&delegate.Delegator{}).Tool()); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]*tools.Tool{}
