@@ -107,7 +107,6 @@ func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Config)
 		source: "toolgate://worker/" + cfg.Worker, answers: st}, nil
 }
 
-
 // Tool returns the task tool.
 func (d *Delegator) Tool() *tools.Tool {
 	return &tools.Tool{
