@@ -49,6 +49,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
@@ -59,9 +60,12 @@ const agent = "bench"
 
 var workerEnv string
 
+// creds issues the connections' credentials; nil without authentication.
+var creds *auth
+
 func main() {
 	if os.Getenv(roleEnv) == "raw" {
-		rawWorker(os.Args[1])
+		rawWorker(os.Args[1], os.Args[2:])
 		return
 	}
 	n := flag.Int("n", 3000, "calls per measurement")
@@ -74,6 +78,7 @@ func main() {
 	mem := flag.Bool("mem", true, "measure the worker's memory: 1,000 parked calls, a bash call printing 1 GB")
 	gate := flag.Bool("gate", true, "measure the policy decision cost")
 	pprofAddr := flag.String("pprof", "", "serve net/http/pprof of this process (the server and the load) on this address")
+	useAuth := flag.Bool("auth", true, "run the server in operator mode (JWT users) as the worker's embedded server does; false: no authentication")
 	flag.Parse()
 	if *pprofAddr != "" {
 		go func() { must(http.ListenAndServe(*pprofAddr, nil)) }()
@@ -89,7 +94,12 @@ func main() {
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		must(cmd.Run())
 	}
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "nats"), NoLog: true, NoSigs: true})
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "nats"), NoLog: true, NoSigs: true}
+	if *useAuth {
+		creds = newAuth(dir)
+		creds.trust(opts)
+	}
+	srv, err := server.NewServer(opts)
 	must(err)
 	go srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
@@ -110,7 +120,11 @@ func main() {
 	}
 	fmt.Printf("toolgate bench: %d CPUs (GOMAXPROCS %d), nats-server %s, %s, %d calls per measurement, %d rounds\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), server.VERSION, runtime.Version(), *n, *rounds)
-	fmt.Printf("call: read of a 1 KiB file, binary CloudEvents, results on one wildcard subscription; worker concurrency: %s\n\n", concName(*conc))
+	authName := "off (no authentication)"
+	if creds != nil {
+		authName = "on (operator mode, a user JWT per connection)"
+	}
+	fmt.Printf("call: read of a 1 KiB file, binary CloudEvents, results on one wildcard subscription; worker concurrency: %s; authentication %s\n\n", concName(*conc), authName)
 
 	raw := startRaw(url)
 	defer raw.stop()
@@ -242,7 +256,11 @@ type generator struct {
 }
 
 func newGenerator(url string) *generator {
-	nc, err := nats.Connect(url, nats.Name("bench-load"))
+	opts := []nats.Option{nats.Name("bench-load")}
+	if creds != nil {
+		opts = append(opts, nats.UserCredentials(creds.generator()), nats.CustomInboxPrefix(identity.InboxPrefix(identity.RoleAgent, agent)))
+	}
+	nc, err := nats.Connect(url, opts...)
 	must(err)
 	js, err := jetstream.New(nc)
 	must(err)
@@ -440,9 +458,14 @@ func startWorker(bin, url, ws, dir, name string, conc int) *proc {
 	if conc > 0 {
 		args = append(args, "--concurrency", strconv.Itoa(conc))
 	}
+	if creds != nil {
+		args = append(args, "--creds", creds.worker(name))
+	}
 	cmd := exec.Command(bin, args...)
+	// Its own state directory, never the user's.
+	cmd.Env = append(os.Environ(), "TOOLGATE_STATE_DIR="+filepath.Join(dir, "state-"+name))
 	if workerEnv != "" {
-		cmd.Env = append(os.Environ(), strings.Split(workerEnv, ",")...)
+		cmd.Env = append(cmd.Env, strings.Split(workerEnv, ",")...)
 	}
 	return start(name, cmd, "worker taking calls")
 }
@@ -450,15 +473,23 @@ func startWorker(bin, url, ws, dir, name string, conc int) *proc {
 func startRaw(url string) *proc {
 	self, err := os.Executable()
 	must(err)
-	cmd := exec.Command(self, url)
+	args := []string{url}
+	if creds != nil {
+		args = append(args, creds.raw())
+	}
+	cmd := exec.Command(self, args...)
 	cmd.Env = append(os.Environ(), roleEnv+"=raw")
 	return start("raw", cmd, "raw worker ready")
 }
 
 // rawWorker is the raw pattern's worker process.
-func rawWorker(url string) {
+func rawWorker(url string, credsFile []string) {
 	ctx := context.Background()
-	nc, err := nats.Connect(url, nats.Name("bench-raw"))
+	opts := []nats.Option{nats.Name("bench-raw")}
+	if len(credsFile) > 0 {
+		opts = append(opts, nats.UserCredentials(credsFile[0]), nats.CustomInboxPrefix(rawInbox))
+	}
+	nc, err := nats.Connect(url, opts...)
 	must(err)
 	defer nc.Close()
 	js, err := jetstream.New(nc)
