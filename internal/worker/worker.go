@@ -121,6 +121,7 @@ type Worker struct {
 	execCancel context.CancelFunc
 
 	eventsFailed, eventsLost atomic.Int64
+	decisions                sync.Map // *events.Call -> *pendingDecision (audit.go)
 	retrying                 sync.WaitGroup // event publishes being retried
 
 	// executions counts tool executions started by this worker (tests
@@ -469,9 +470,7 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 		return err
 	}
 	f, err := w.js.PublishMsgAsync(m)
-	if audit {
-		w.audit(in, res, appr)
-	}
+	w.auditAfterResult(in, res, audit, appr) // after the result: they do not delay it
 	if err == nil {
 		// The JetStream context fails an async publish not acknowledged
 		// within w.cfg.publishTimeout.
