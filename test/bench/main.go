@@ -146,7 +146,13 @@ func main() {
 					sides = []string{"toolgate", "raw"}
 				}
 				for _, side := range sides {
+					wk := w1
+					if side == "raw" {
+						wk = raw
+					}
+					w0, s0 := cpuOf(wk.cmd.Process.Pid), cpuSelf()
 					st := gen.run(side, mode, *n, f)
+					st.cpuWorker, st.cpuServer = cpuOf(wk.cmd.Process.Pid)-w0, cpuSelf()-s0
 					res[key{side, mode, f}] = append(res[key{side, mode, f}], st)
 				}
 			}
@@ -165,7 +171,16 @@ func main() {
 				thr = append(thr, fmt.Sprintf("%.2f", ts[i].rate()/rs[i].rate()))
 				p50 = append(p50, fmt.Sprintf("%.2f", float64(ts[i].pct(0.5))/float64(rs[i].pct(0.5))))
 			}
-			fmt.Printf("%-9s %-5s %9d  calls/s toolgate/raw %s; p50 toolgate/raw %s\n\n", "ratio", mode, f, strings.Join(thr, " "), strings.Join(p50, " "))
+			fmt.Printf("%-9s %-5s %9d  calls/s toolgate/raw %s; p50 toolgate/raw %s\n", "ratio", mode, f, strings.Join(thr, " "), strings.Join(p50, " "))
+			for _, side := range []string{"raw", "toolgate"} {
+				var wc, sc []string
+				for _, s := range res[key{side, mode, f}] {
+					wc = append(wc, strconv.Itoa(int(s.cpuWorker.Microseconds())/s.calls))
+					sc = append(sc, strconv.Itoa(int(s.cpuServer.Microseconds())/s.calls))
+				}
+				fmt.Printf("%-9s %-5s %9d  CPU µs per call: worker %s; server and load generator %s\n", side, mode, f, strings.Join(wc, " "), strings.Join(sc, " "))
+			}
+			fmt.Println()
 		}
 	}
 	fmt.Printf("worker w1 after the load: %s\n\n", w1.mem())
@@ -209,6 +224,9 @@ type stats struct {
 	errors  int
 	elapsed time.Duration
 	lat     []time.Duration
+	// CPU time spent meanwhile by the side's worker process, and by this
+	// process (the server and the load generator).
+	cpuWorker, cpuServer time.Duration
 }
 
 func (s stats) rate() float64 { return float64(s.calls) / s.elapsed.Seconds() }
