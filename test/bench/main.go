@@ -17,6 +17,16 @@
 // messages to a pool of 64, a KV create per call, the result persisted with
 // a Nats-Msg-Id and its ack awaited, then the message acked.
 //
+// Authentication is on unless -auth=false: the server runs in operator
+// mode trusting a fresh install, as the worker's embedded server does, and
+// every connection of both sides authenticates with a user JWT (the worker
+// with worker credentials, the load generator with the agent role's
+// permissions plus the raw pattern's subjects, the raw worker with its
+// own least-privilege user). Besides rates and latencies it reports the
+// CPU time each side's worker process and this process (the server and
+// the load generator) spent per call, which moves less than rates when
+// the machine is shared.
+//
 // The sides alternate within every round (raw first in odd rounds, toolgate
 // first in even ones) so that other load on a shared machine falls on both.
 // Then: calls/s with 1, 2 and 4 workers on the one server; the worker's
