@@ -154,6 +154,7 @@ func TestFateOfEachOutcome(t *testing.T) {
 		{name: "clarify: parked for an answer", w: w, msg: call("f-clarify", "clarify", `{"question":"Which branch?"}`), kind: fate.KindAck,
 			status: events.StatusPending, parked: func(pk *tools.Parked) bool { return pk.NeedsAnswer() && pk.Question.Text == "Which branch?" }},
 		{name: "asked, no approvals configured", w: bare, msg: call("f-bare", "echo", `{"text":"ask"}`), kind: fate.KindAck, status: events.StatusDenied},
+		{name: "clarify, no approvals configured", w: bare, msg: call("f-bare-q", "clarify", `{"question":"Which branch?"}`), kind: fate.KindAck, status: events.StatusError},
 		{name: "asked, parking fails", w: failing, msg: call("f-parkfail", "echo", `{"text":"ask"}`), kind: fate.KindAck, status: events.StatusError},
 		{name: "duplicate of a finished call", w: w, msg: call("f-ok", "echo", `{"text":"hi"}`), kind: fate.KindAck, status: events.StatusOK},
 		{name: "duplicate of a parked call", w: w, msg: call("f-ask", "echo", `{"text":"ask"}`), kind: fate.KindAck, status: events.StatusPending},

@@ -25,6 +25,10 @@ type Parker interface {
 // parked: it ends with an internal error (outcome.go).
 var errParkFailed = errors.New("could not park the call for approval")
 
+// errNoOneToAsk ends a call that asks a person a question on a worker
+// with no approvals configured: an error result, not a policy violation.
+var errNoOneToAsk = errors.New("nobody to ask")
+
 // park is the parking step, the layer around the pipeline: a call the
 // pipeline ends with a *tools.Parked is parked with the Parker, and the
 // same *tools.Parked comes out, meaning "parked, waiting" (outcome maps it
@@ -37,6 +41,10 @@ func (w *Worker) park(in *events.Call, next tools.Handler) tools.Handler {
 		var pk *tools.Parked
 		if !errors.As(err, &pk) {
 			return out, err
+		}
+		if w.cfg.Parker == nil && pk.NeedsAnswer() {
+			// A question broke no rule: no violation, just nobody to ask.
+			return nil, fmt.Errorf("%w: a person must answer %q, but this worker has no approvals configured", errNoOneToAsk, pk.Question.Text)
 		}
 		if w.cfg.Parker == nil {
 			d := pk.Decision
