@@ -28,6 +28,7 @@ import (
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/bash"
 	"github.com/toolgate/toolgate/pkg/tools/builtin"
@@ -106,6 +107,11 @@ type Options struct {
 	NoRemoteTools bool
 	// RemoteInterval is how often remote tools are discovered; default 5s.
 	RemoteInterval time.Duration
+	// SearchAPIKey is web_search's API key (Tavily's, TAVILY_API_KEY);
+	// empty leaves web_search out.
+	SearchAPIKey string
+	// SearchURL is the base URL of the search API; empty means Tavily's.
+	SearchURL string
 	// ToolsConfig is a tool overrides file (internal/tooloverride): the
 	// operator's last word on every tool, whatever its source.
 	ToolsConfig string
@@ -207,8 +213,14 @@ func Run(ctx context.Context, o Options) error {
 	if err := builtin.Register(reg, builtin.Config{Workspace: ws, SkillsDir: o.SkillsDir, Roots: roots}); err != nil {
 		return fmt.Errorf("register built-in tools: %w", err)
 	}
+	proxy, err := bashProxy(gate, o.Logger)
+	network := func(c *tools.Call) bool { return networkGranted(gate, c) }
+	if err != nil {
+		o.Logger.Warn("bash calls get no network even where the policy grants it", "err", err)
+		network = nil
+	}
 	bash, err := bash.New(bash.Config{Workspace: ws, Sandbox: o.Sandbox, Logger: o.Logger, Limits: o.BashLimits,
-		Hide: hiddenState(o, sb.Enabled()), NetworkAllowed: func(c *tools.Call) bool { return networkGranted(gate, c) }})
+		Hide: hiddenState(o, sb.Enabled()), NetworkAllowed: network, Proxy: proxy})
 	if err != nil {
 		return fmt.Errorf("bash tool: %w", err)
 	}
@@ -216,6 +228,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if err := reg.Register(papproval.ClarifyTool()); err != nil {
+		return err
+	}
+	if err := registerWeb(reg, gate, o); err != nil {
 		return err
 	}
 	mcpCfg, err := loadMCPConfig(o.MCPConfig)
@@ -318,7 +333,7 @@ func workspaceDir(dir string) (string, error) {
 func extraRoots(g *policy.Gate, log *slog.Logger) []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, t := range []string{"read", "write", "edit", "ls", "glob", "grep"} {
+	for _, t := range append(tooldef.WithPath(tooldef.Reads, ""), tooldef.WithPath(tooldef.Writes, "")...) {
 		for _, r := range g.AllowedRoots("", t) {
 			if seen[r] {
 				continue
@@ -346,13 +361,24 @@ func networkGranted(g *policy.Gate, c *tools.Call) bool {
 
 // preview shows a person what a parked write or edit would change: the
 // diff against the file as it is now, read confined to the workspace and
-// judged by the gate's path rules like the tool's own read.
+// judged by the gate's path rules like the tool's own read. The tool's
+// definition says which argument is the path, the new content, the text
+// replaced and its replacement.
 func preview(ws string, roots []string, gate *policy.Gate) func(c *tools.Call) string {
 	return func(c *tools.Call) string {
-		if c.Tool == nil || (c.Tool.Name != "write" && c.Tool.Name != "edit") {
+		if c.Tool == nil {
 			return ""
 		}
-		path, _ := c.Args["path"].(string)
+		d, ok := tooldef.Lookup(c.Tool.Name)
+		if !ok || d.Name != c.Tool.Name {
+			return ""
+		}
+		pa := d.Arg(tooldef.Path)
+		content, from, to := d.Arg(tooldef.Content), d.Arg(tooldef.OldText), d.Arg(tooldef.NewText)
+		if pa == nil || pa.Access != tooldef.Writes || (content == nil && (from == nil || to == nil)) {
+			return ""
+		}
+		path, _ := c.Args[pa.Name].(string)
 		if path == "" {
 			return ""
 		}
@@ -378,20 +404,19 @@ func preview(ws string, roots []string, gate *policy.Gate) func(c *tools.Call) s
 			return ""
 		}
 		var updated string
-		switch c.Tool.Name {
-		case "write":
-			updated, _ = c.Args["content"].(string)
-		case "edit":
-			from, _ := c.Args["old_string"].(string)
-			to, _ := c.Args["new_string"].(string)
-			if from == "" || !strings.Contains(old, from) {
+		if content != nil {
+			updated, _ = c.Args[content.Name].(string)
+		} else {
+			oldText, _ := c.Args[from.Name].(string)
+			newText, _ := c.Args[to.Name].(string)
+			if oldText == "" || !strings.Contains(old, oldText) {
 				return ""
 			}
 			n := 1
 			if all, _ := c.Args["replace_all"].(bool); all {
 				n = -1
 			}
-			updated = strings.Replace(old, from, to, n)
+			updated = strings.Replace(old, oldText, newText, n)
 		}
 		return papproval.UnifiedDiff(path, old, updated)
 	}
