@@ -184,8 +184,8 @@ func TestDelegateDisallowedToolDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := <-denied
-	if r.Status != events.StatusDenied || r.Decision == nil || r.Decision.Rule != delegate.RuleAllowedTools {
-		t.Fatalf("edit outside allowed_tools: %s %+v %s", r.Status, r.Decision, r.Output)
+	if r.Status != events.StatusDenied || r.Decision == nil || r.Decision.Rule != delegate.RuleAllowedTools || r.ParentCallID != res.CallID {
+		t.Fatalf("edit outside allowed_tools: %s %+v %s (parent %q)", r.Status, r.Decision, r.Output, r.ParentCallID)
 	}
 	if got := readFile(t, filepath.Join(p.ws, "notes.txt")); got != "alpha\nbeta\n" {
 		t.Fatalf("notes.txt changed to %q by a denied call", got)
@@ -224,8 +224,8 @@ func TestDelegateForeignParentDenied(t *testing.T) {
 	}
 	for range 2 {
 		r := <-stolen
-		if r.Status != events.StatusDenied || r.Decision == nil || r.Decision.Rule != delegate.RuleNoTask {
-			t.Errorf("intruder's call with parent %s: %s %+v", r.ParentCallID, r.Status, r.Decision)
+		if r.Status != events.StatusDenied || r.Decision == nil || r.Decision.Rule != delegate.RuleNoTask || r.ParentCallID != "" {
+			t.Errorf("intruder's call %s: %s %+v, parent %q (an unconfirmed claim is not repeated)", r.CallID, r.Status, r.Decision, r.ParentCallID)
 		}
 	}
 	if got := readFile(t, filepath.Join(p.ws, "notes.txt")); got != "alpha\nbeta\n" {

@@ -347,9 +347,10 @@ func (d *Delegator) abandon(req *events.TaskRequestData, err error) error {
 // Middleware checks every call that names a task (CallData.ParentCallID)
 // against the task's record: the task must have been delegated to the
 // calling agent and still be waited for, and the tool must be among its
-// allowed tools; otherwise the call is denied. A call that passes gets
-// tools.Call.Parent and is counted in the record. Install it before any
-// middleware that reads Parent (budgets).
+// allowed tools; otherwise the call is denied. A call of the task (its
+// tool allowed or not) gets tools.Call.Parent, which results and audit
+// report as its parent_call_id; one that runs is counted in the record.
+// Install it before any middleware that reads Parent (budgets).
 func (d *Delegator) Middleware(next tools.Handler) tools.Handler {
 	return tools.HandlerFunc(func(ctx context.Context, c *tools.Call) (*tools.Output, error) {
 		if c.ParentCallID == "" {
@@ -368,12 +369,13 @@ func (d *Delegator) Middleware(next tools.Handler) tools.Handler {
 		}
 		p := &tools.Parent{TaskID: rec.TaskID, Agent: rec.ParentAgent, CallID: rec.ParentCallID, SessionID: rec.SessionID,
 			AllowedTools: rec.AllowedTools, BudgetAgent: rec.BudgetAgent, BudgetSession: rec.BudgetSession}
+		// The task is this agent's: the call is the task's, allowed or not.
+		c.Parent = p
 		if !p.Allows(c.Tool.Name) {
 			reason := fmt.Sprintf("task %s allows only %s; %s is not among them", rec.TaskID, strings.Join(rec.AllowedTools, ", "), c.Tool.Name)
 			d.record(c, func(r *Record) { addError(r, c.Tool.Name+" denied: "+reason) })
 			return nil, deny(RuleAllowedTools, reason)
 		}
-		c.Parent = p
 		out, err := next.Handle(ctx, c)
 		d.record(c, func(r *Record) {
 			r.ToolCalls++

@@ -15,7 +15,10 @@ import (
 // cancelled by its agent) gets its case here, and its fate follows from
 // the status in handle.
 func outcome(c *tools.Call, out *tools.Output, err error, shuttingDown bool) events.ResultData {
-	r := events.ResultData{CallID: c.ID, Agent: c.Agent, Tool: c.Name, SessionID: c.SessionID, ParentCallID: c.ParentCallID}
+	r := events.ResultData{CallID: c.ID, Agent: c.Agent, Tool: c.Name, SessionID: c.SessionID}
+	if c.Parent != nil { // the task the call served, as its record says
+		r.ParentCallID = c.Parent.CallID
+	}
 	if c.Tool != nil {
 		r.Tool = c.Tool.Name
 	}

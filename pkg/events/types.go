@@ -95,7 +95,8 @@ type ResultData struct {
 	// "payload_too_large", "source_mismatch", "internal".
 	Error string `json:"error,omitempty"`
 	// ParentCallID is the task call this call served, for a sub-agent's
-	// call (see CallData.ParentCallID).
+	// call, as the task's record confirmed it (a claim the record does not
+	// back is not repeated here; see CallData.ParentCallID).
 	ParentCallID string `json:"parent_call_id,omitempty"`
 	// Cached marks a result served from the result cache: the tool did
 	// not run again (see docs/EVENTS.md, result caching).
@@ -151,7 +152,9 @@ type AuditData struct {
 	Resumed bool `json:"resumed,omitempty"`
 	// JudgeOnly marks a call that was judged and not executed.
 	JudgeOnly bool `json:"judge_only,omitempty"`
-	// ParentCallID is the task call a sub-agent's call served.
+	// ParentCallID is the task call a sub-agent's call served: in
+	// execution events as the task's record confirmed it, in decision
+	// events (made before the check) as the call claimed it.
 	ParentCallID string `json:"parent_call_id,omitempty"`
 	// Cached marks a result served from the result cache (execution
 	// events only): the tool did not run again.
