@@ -50,6 +50,21 @@ func TestCheck(t *testing.T) {
 		{"100.100.100.200", "cloud metadata"},
 		{"255.255.255.255", "broadcast"},
 		{"240.1.2.3", "reserved"},
+		{"192.0.2.1", "documentation"},
+		{"192.88.99.1", "6to4 relay anycast"},
+		// IPv6 that embeds or leads to an IPv4 address of the host's own.
+		{"::127.0.0.1", "IPv4-compatible IPv6"},
+		{"::a00:1", "IPv4-compatible IPv6"},
+		{"2002:7f00:1::", "6to4 of a loopback"},
+		{"2002:a9fe:a9fe::1", "6to4 of a link-local"},
+		{"2002:5db8:d70e::1", ""},
+		{"2001:0:7f00:1::", "Teredo"},
+		{"64:ff9b:1::7f00:1", "reserved (outside IPv6 global unicast)"},
+		{"64:ff9b::7f00:1", "NAT64 of a loopback"},
+		{"100::1", "reserved (outside IPv6 global unicast)"},
+		{"fec0::1", "reserved (outside IPv6 global unicast)"},
+		{"4000::1", "reserved (outside IPv6 global unicast)"},
+		{"2001:db8::1", "documentation"},
 	} {
 		err := Check("h", netip.MustParseAddr(tc.addr), nil)
 		var ae *AddressError

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -273,5 +274,53 @@ func TestFetchBoundsAndProgress(t *testing.T) {
 	}
 	if !strings.Contains(fmt.Sprint(err), "timeout of 300ms") {
 		t.Errorf("the error does not name the timeout: %v", err)
+	}
+}
+
+// Every spelling of a loopback address an agent can put in a URL, with
+// an allowlist of every host and port and the system's resolver: the
+// servers on 127.0.0.1 and ::1 never see a request.
+func TestFetchAddressSpellings(t *testing.T) {
+	var hits atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1); io.WriteString(w, "secret") })
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	port := s.Listener.Addr().(*net.TCPAddr).Port
+	if l, err := net.Listen("tcp6", fmt.Sprintf("[::1]:%d", port)); err == nil { // the same port on ::1, where IPv6 loopback exists
+		s6 := &http.Server{Handler: h}
+		go s6.Serve(l)
+		t.Cleanup(func() { s6.Close() })
+	}
+	p, _, err := policy.Parse([]byte("kinds: {network: allow}\nnetwork: {allow: [\"*:*\"]}\n"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := policy.NewGate(p)
+	tool, err := web.NewFetch(web.FetchConfig{Egress: func(c *tools.Call) web.Egress {
+		return &egress.Dialer{Allow: gate.Egress(c.Agent).Check} // the system's resolver, nothing permitted
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	if err := reg.Register(tool); err != nil {
+		t.Fatal(err)
+	}
+	pipe := tools.NewPipeline(reg, tools.WithGate(gate))
+	for _, host := range []string{
+		"127.0.0.1", "127.1", "127.0.1", "2130706433", "0x7f000001", "0x7f.0.0.1", "0177.0.0.1", "017700000001",
+		"127.0.0.1.", "localhost", "LOCALHOST.", "localhost.localdomain", "0", "0.0.0.0", "[::]", "[::1]",
+		"[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[0:0:0:0:0:ffff:127.0.0.1]", "[::127.0.0.1]", "[64:ff9b::7f00:1]",
+		"[64:ff9b:1::7f00:1]", "[2002:7f00:1::]", "[2001:0:7f00:1::]", "[fe80::1%25lo]", "[::1%25lo]", "%31%32%37.0.0.1",
+	} {
+		u := fmt.Sprintf("http://%s:%d/", host, port)
+		raw, _ := json.Marshal(map[string]any{"url": u})
+		out, err := pipe.Handle(context.Background(), &tools.Call{ID: "c1", Agent: "a", Name: "web_fetch", Arguments: raw})
+		if err == nil && !out.IsError {
+			t.Errorf("%s: fetched: %s", u, out.Content)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the loopback servers received %d requests, want 0", n)
 	}
 }
