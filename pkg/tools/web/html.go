@@ -46,15 +46,15 @@ var blocks = map[atom.Atom]bool{
 var headings = map[atom.Atom]int{atom.H1: 1, atom.H2: 2, atom.H3: 3, atom.H4: 4, atom.H5: 5, atom.H6: 6}
 
 type textWriter struct {
-	base  *url.URL
-	out   strings.Builder
-	line  strings.Builder // the current line, whitespace collapsed when flushed
+	base *url.URL
+	out  strings.Builder
+	line strings.Builder // the current line, whitespace collapsed when flushed
 	// lineText: the current line holds more than whitespace (known as it
 	// is written: looking at the line again each time would make a row
 	// of many cells quadratic).
 	lineText bool
-	title strings.Builder
-	pre   int // depth inside <pre>
+	title    strings.Builder
+	pre      int // depth inside <pre>
 	// blank: a blank line is owed before the next text.
 	blank bool
 	// started: some text has been written.

@@ -93,7 +93,7 @@ func TestHTMLTextHostile(t *testing.T) {
 func BenchmarkHTMLTextHostile(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		for name, src := range map[string]string{
-			"empty-cells": "<table><tr>" + strings.Repeat(" <td></td>", n),
+			"empty-cells":       "<table><tr>" + strings.Repeat(" <td></td>", n),
 			"spaces-then-cells": "<table><tr><td>" + strings.Repeat(" ", 10*n) + "x" + strings.Repeat("<td>", n),
 			"nested-links":      strings.Repeat("<a href=x><div>", n/20),
 			"deep":              strings.Repeat("<div>", n),
