@@ -269,3 +269,67 @@ func TestProxy(t *testing.T) {
 			plain.hits.Load(), secure.hits.Load(), other.hits.Load())
 	}
 }
+
+// Requests written by hand to the proxy's socket, where what is judged
+// and what is reached could differ: the absolute URL's host against the
+// Host header, CONNECT's authority against its Host header, a request
+// smuggled after a body whose length is given twice, and another host
+// asked for inside a tunnel. The server outside the allowlist never sees
+// a request; what reaches the allowed one says which host it was.
+func TestProxyRawRequests(t *testing.T) {
+	allowed := newCounted(t, false)
+	other := newCounted(t, false)
+	lo := netip.MustParseAddr("127.0.0.1")
+	dns := testenv.StartDNS(t, map[string][]netip.Addr{"allowed.test": {lo}, "other.test": {lo}})
+	p := &Proxy{Dialer: &Dialer{Allow: allowOnly("allowed.test:" + strconv.Itoa(allowed.port(t))), Resolver: dns.Resolver(), Permit: loopback}}
+	sock, err := ListenUnix(p, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	a := "allowed.test:" + strconv.Itoa(allowed.port(t))
+	o := "other.test:" + strconv.Itoa(other.port(t))
+	oAddr := "127.0.0.1:" + strconv.Itoa(other.port(t))
+	for _, tc := range []struct {
+		name, req string
+		reached   int64 // requests the allowed server gets
+		want      string
+	}{
+		{"absolute URL allowed, Host header other",
+			"GET http://" + a + "/ HTTP/1.1\r\nHost: " + o + "\r\nConnection: close\r\n\r\n", 1, "hello from " + a},
+		{"absolute URL other, Host header allowed",
+			"GET http://" + o + "/ HTTP/1.1\r\nHost: " + a + "\r\nConnection: close\r\n\r\n", 0, "403"},
+		{"absolute URL with the allowed host as user name",
+			"GET http://" + a + "@" + o + "/ HTTP/1.1\r\nHost: " + a + "\r\nConnection: close\r\n\r\n", 0, "40"},
+		{"CONNECT other, Host header allowed",
+			"CONNECT " + o + " HTTP/1.1\r\nHost: " + a + "\r\nConnection: close\r\n\r\n", 0, "403"},
+		{"CONNECT in path form, Host header other",
+			"CONNECT /" + o + " HTTP/1.1\r\nHost: " + o + "\r\nConnection: close\r\n\r\n", 0, "40"},
+		{"CONNECT to the allowed host, then a request for another inside",
+			"CONNECT " + a + " HTTP/1.1\r\nHost: " + a + "\r\n\r\nGET http://" + o + "/ HTTP/1.1\r\nHost: " + o + "\r\nConnection: close\r\n\r\n", 1, "hello from " + o},
+		{"a request smuggled after a body with Content-Length and Transfer-Encoding",
+			"POST http://" + a + "/ HTTP/1.1\r\nHost: " + a + "\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" +
+				"GET http://" + o + "/ HTTP/1.1\r\nHost: " + o + "\r\nConnection: close\r\n\r\n", 1, ""},
+		{"a request smuggled in the body", "POST http://" + a + "/ HTTP/1.1\r\nHost: " + a + "\r\nContent-Length: 60\r\nConnection: close\r\n\r\n" +
+			"GET / HTTP/1.1\r\nHost: " + oAddr + "\r\nX: " + strings.Repeat("x", 60-30-len(oAddr)) + "\r\n\r\n", 1, "hello from " + a},
+		{"the address of the other server", "GET http://" + oAddr + "/ HTTP/1.1\r\nHost: " + a + "\r\nConnection: close\r\n\r\n", 0, "403"},
+	} {
+		before := allowed.hits.Load()
+		c, err := net.Dial("unix", sock.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, tc.req)
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if !strings.Contains(string(got), tc.want) {
+			t.Errorf("%s: answer %q, want one holding %q", tc.name, got, tc.want)
+		}
+		if n := allowed.hits.Load() - before; n != tc.reached {
+			t.Errorf("%s: the allowed server received %d requests, want %d", tc.name, n, tc.reached)
+		}
+	}
+	if n := other.hits.Load(); n != 0 {
+		t.Fatalf("the server outside the allowlist received %d requests, want 0", n)
+	}
+}
