@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -138,4 +139,67 @@ func port(t *testing.T, raw string) string {
 		t.Fatalf("url %q: %v", raw, err)
 	}
 	return u.Port()
+}
+
+// The host's abstract unix sockets belong to its network namespace: a
+// sandboxed command, with or without the network granted, cannot reach
+// one, neither with curl nor by running the relay (the worker's own
+// executable, present in the sandbox) with arguments of its choosing.
+// The host's own connection proves the server listens; it is the only
+// request the server receives.
+func TestSandboxHostAbstractSocket(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	testenv.LookPath(t, "curl", "curl")
+	name := fmt.Sprintf("toolgate-test-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
+	l, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits atomic.Int64
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "host secret")
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	hostClient := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", "@"+name)
+	}}}
+	res, err := hostClient.Get("http://host/")
+	if err != nil {
+		t.Fatalf("the host's own request: %v", err)
+	}
+	res.Body.Close()
+
+	dns := testenv.StartDNS(t, nil)
+	pol, _, err := policy.Parse([]byte("network:\n  allow: [\"*:*\"]\n"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opened atomic.Int64
+	p := newPipeline(t, bash.Config{
+		Workspace:      newWorkspace(t, testUID),
+		Sandbox:        bash.ModeRequire,
+		NetworkAllowed: func(c *tools.Call) bool { return c.Agent == "networked" },
+		Proxy:          testProxy(t, policy.NewGate(pol), dns, &opened),
+	})
+	for _, tc := range []struct{ agent, command string }{
+		{"networked", "curl -sS --max-time 20 --abstract-unix-socket " + name + " http://host/"},
+		{"tester", "curl -sS --max-time 20 --abstract-unix-socket " + name + " http://host/"},
+		{"networked", "/tmp/.toolgate-egress/relay " + relay.ForwardArg + " 127.0.0.1:9009 @" + name + " -- curl -sS --max-time 20 --noproxy '*' http://127.0.0.1:9009/"},
+		{"networked", "/tmp/.toolgate-egress/relay " + relay.ForwardArg + " 127.0.0.1:9009 /proc/1/root/@" + name + " -- curl -sS --max-time 20 --noproxy '*' http://127.0.0.1:9009/"},
+	} {
+		out, err := run(context.Background(), t, p, map[string]any{"command": tc.command}, func(c *tools.Call) { c.Agent = tc.agent })
+		if err != nil {
+			t.Fatalf("%s: %v", tc.command, err)
+		}
+		t.Logf("%s: exit %v stderr %q", tc.command, out.Metadata["exit_code"], md[string](t, out, "stderr"))
+		if s := md[string](t, out, "stdout"); strings.Contains(s, "host secret") || md[int](t, out, "exit_code") == 0 {
+			t.Errorf("%s (%s): exit %v stdout %q stderr %q", tc.command, tc.agent, out.Metadata["exit_code"], s, md[string](t, out, "stderr"))
+		}
+	}
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("the host's abstract socket received %d requests, want 1 (the host's own)", n)
+	}
 }
