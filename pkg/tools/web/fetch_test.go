@@ -324,3 +324,57 @@ func TestFetchAddressSpellings(t *testing.T) {
 		t.Fatalf("the loopback servers received %d requests, want 0", n)
 	}
 }
+
+// A deny entry that is an address or a range holds for every name that
+// resolves into it, not only for the address written in a URL: the
+// operator's own public addresses (here loopback, permitted like an
+// intranet the operator opened) stay out of reach under an allow-all
+// list. The server never sees a request; with no deny entry it does.
+func TestFetchDeniedAddressByName(t *testing.T) {
+	s := newSite(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "operator's own") })
+	lo := netip.MustParseAddr("127.0.0.1")
+	dns := testenv.StartDNS(t, map[string][]netip.Addr{"docs.test": {lo}, "127-0-0-1.nip.test": {lo}})
+	for _, tc := range []struct {
+		deny    string
+		reached bool
+	}{
+		{"127.0.0.1", false},
+		{"127.0.0.0/8", false},
+		{"127.0.0.1:*", false},
+		{"[::ffff:127.0.0.1]", false},
+		{"198.51.100.0/24", true}, // another range: the control
+	} {
+		p, _, err := policy.Parse([]byte("kinds: {network: allow}\nnetwork: {allow: [\"*:*\"], deny: [\""+tc.deny+"\"]}\n"), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gate := policy.NewGate(p)
+		tool, err := web.NewFetch(web.FetchConfig{Egress: func(c *tools.Call) web.Egress {
+			d := egress.PolicyDialer(func() *policy.Egress { return gate.Egress(c.Agent) })
+			d.Resolver, d.Permit = dns.Resolver(), loopback
+			return d
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := tools.NewRegistry()
+		if err := reg.Register(tool); err != nil {
+			t.Fatal(err)
+		}
+		pipe := tools.NewPipeline(reg, tools.WithGate(gate))
+		for _, host := range []string{"docs.test", "127-0-0-1.nip.test"} {
+			before := s.hits.Load()
+			raw, _ := json.Marshal(map[string]any{"url": "http://" + host + ":" + s.port() + "/"})
+			out, err := pipe.Handle(context.Background(), &tools.Call{ID: "c1", Agent: "a", Name: "web_fetch", Arguments: raw})
+			if err != nil {
+				t.Fatalf("deny %s, %s: %v", tc.deny, host, err)
+			}
+			if got := s.hits.Load() - before; got != map[bool]int64{true: 1, false: 0}[tc.reached] {
+				t.Errorf("deny %s, %s: the server received %d requests (%s)", tc.deny, host, got, out.Content)
+			}
+			if !tc.reached && !strings.Contains(out.Content, "denied by") {
+				t.Errorf("deny %s, %s: %s, want the deny entry named", tc.deny, host, out.Content)
+			}
+		}
+	}
+}
