@@ -1,6 +1,8 @@
 package web_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -376,5 +378,60 @@ func TestFetchDeniedAddressByName(t *testing.T) {
 				t.Errorf("deny %s, %s: %s, want the deny entry named", tc.deny, host, out.Content)
 			}
 		}
+	}
+}
+
+// Servers built to exhaust the fetcher: a gzip bomb (64 MiB of text in
+// about 64 kB) is cut at max_bytes of decoded text; headers past the
+// bound, and a redirect loop, end the fetch with an error, the loop after
+// a bounded count of requests.
+func TestFetchHostileServers(t *testing.T) {
+	var bomb bytes.Buffer
+	zw := gzip.NewWriter(&bomb)
+	chunk := bytes.Repeat([]byte("a"), 1<<20)
+	for range 64 {
+		zw.Write(chunk)
+	}
+	zw.Close()
+	var loops atomic.Int64
+	s := newSite(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/bomb":
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Write(bomb.Bytes())
+		case "/headers":
+			for i := range 300 {
+				w.Header().Set(fmt.Sprintf("X-Pad-%d", i), strings.Repeat("x", 8<<10))
+			}
+			io.WriteString(w, "never read")
+		case "/loop":
+			loops.Add(1)
+			http.Redirect(w, r, "/loop", http.StatusFound)
+		}
+	})
+	e := newEnv(t, allowAll, loopback)
+	base := "http://docs.test:" + s.port()
+	out, err := e.fetch(t, map[string]any{"url": base + "/bomb", "max_bytes": 100_000}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Metadata["bytes"] != 100_000 || out.Metadata["truncated"] != true || len(out.Content) > 200_000 {
+		t.Errorf("gzip bomb: bytes %v truncated %v, %d characters out", out.Metadata["bytes"], out.Metadata["truncated"], len(out.Content))
+	}
+	for _, tc := range []struct{ path, want string }{
+		{"/headers", "header"},
+		{"/loop", "redirects"},
+	} {
+		out, err := e.fetch(t, map[string]any{"url": base + tc.path}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !out.IsError || !strings.Contains(out.Content, tc.want) || strings.Contains(out.Content, "never read") {
+			t.Errorf("%s: %s, want an error about %s", tc.path, out.Content, tc.want)
+		}
+	}
+	if n := loops.Load(); n != web.MaxRedirects+1 {
+		t.Errorf("the redirect loop was followed %d times, want %d", n, web.MaxRedirects+1)
 	}
 }
