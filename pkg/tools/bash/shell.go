@@ -157,7 +157,9 @@ type Config struct {
 	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
 	// Hide lists absolute directories the sandbox covers with an empty
 	// tmpfs, for what the run-as user could otherwise read or connect to
-	// (/home, /root, /run, ...). Ignored without a sandbox.
+	// (/home, /root, /run, ...). Ignored without a sandbox. The worker's
+	// temporary directory (per-call homes, egress proxy sockets) is
+	// hidden too whenever it lies outside /tmp.
 	Hide []string `yaml:"hide,omitempty" json:"hide,omitempty"`
 	// UID and GID are who commands run as when the worker runs as root.
 	// Zero means the owner of the workspace; in a root-owned workspace,
