@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -332,4 +333,82 @@ func TestProxyRawRequests(t *testing.T) {
 	if n := other.hits.Load(); n != 0 {
 		t.Fatalf("the server outside the allowlist received %d requests, want 0", n)
 	}
+}
+
+// A command cannot make the worker hold connections without end: past
+// MaxConns open at once, a connection is answered 503 and closed, and
+// the upstream server sees only the tunnels within the bound; once one
+// closes, a new one is served.
+func TestProxyConnectionBound(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := up.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	p := &Proxy{MaxConns: 2, Dialer: &Dialer{Allow: allowOnly("127.0.0.1:*"), Permit: loopback}}
+	sock, err := ListenUnix(p, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	target := up.Addr().String()
+	tunnel := func() (net.Conn, string) {
+		c, err := net.Dial("unix", sock.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		return c, line
+	}
+	var open, ups []net.Conn
+	for i := range 2 {
+		c, line := tunnel()
+		if !strings.Contains(line, "200") {
+			t.Fatalf("tunnel %d: %q", i, line)
+		}
+		open = append(open, c)
+		ups = append(ups, <-accepted)
+	}
+	for i := range 3 {
+		c, line := tunnel()
+		c.Close()
+		if !strings.Contains(line, "503") {
+			t.Fatalf("connection %d past the bound: %q, want 503", i, line)
+		}
+	}
+	if len(accepted) != 0 {
+		t.Fatalf("the upstream accepted %d connections past the bound", len(accepted))
+	}
+	// Both ends of the first tunnel close: its slot is free again once
+	// the proxy has seen it end (a new tunnel is retried until then).
+	open[0].Close()
+	ups[0].Close()
+	for {
+		c, line := tunnel()
+		c.Close()
+		if strings.Contains(line, "200") {
+			(<-accepted).Close()
+			break
+		}
+		if !strings.Contains(line, "503") {
+			t.Fatalf("after a tunnel closed: %q", line)
+		}
+	}
+	if refused := p.Refused(); len(refused) < 3 || !strings.Contains(refused[0], "more than 2 connections") {
+		t.Fatalf("refusals %q", refused)
+	}
+	open[1].Close()
+	ups[1].Close()
 }
