@@ -179,7 +179,7 @@ func parseHostPattern(s string) (*hostPattern, error) {
 	if err := checkHostName(host); err != nil {
 		return nil, fmt.Errorf("%q: %w", s, err)
 	}
-	h.host = host
+	h.host = strings.TrimSuffix(host, ".") // the root's dot: the same name, as hosts are judged
 	return h, nil
 }
 

@@ -12,7 +12,7 @@ func TestEgressCheck(t *testing.T) {
 	doc := `
 network:
   allow: ["docs.python.org", "*.github.com", "pypi.org:8443", "10.1.2.3", "[2001:db8::1]:*", "api.example.com:*", "xn--bcher-kva.example", "kube.example", "*.wide.example:*"]
-  deny: ["evil.github.com", "203.0.113.0/24", "[2001:db8:1::/48]", "bad.wide.example"]
+  deny: ["evil.github.com", "203.0.113.0/24", "[2001:db8:1::/48]", "bad.wide.example", "fqdn.wide.example.", "*.sub.wide.example."]
 agents:
   "ci-*":
     network:
@@ -68,6 +68,10 @@ agents:
 		{"ci-7", "bad.wide.example", 8080, "network.deny[3]"},
 		{"a", "bad.wide.example", 8080, "network.deny[3]"},
 		{"a", "ok.wide.example", 8080, ""},
+		// An entry written with the root's trailing dot is the same name.
+		{"a", "fqdn.wide.example", 443, "network.deny[4]"},
+		{"a", "FQDN.wide.example.", 443, "network.deny[4]"},
+		{"a", "x.sub.wide.example", 443, "network.deny[5]"},
 		// Address ranges.
 		{"ci-7", "203.0.113.9", 443, "network.deny[1]"},
 		{"ci-7", "::ffff:203.0.113.9", 22, "network.deny[1]"},
@@ -201,7 +205,7 @@ func TestNetworkToolURL(t *testing.T) {
 // FuzzHostPattern: any entry either parses into a pattern that matches
 // consistently or is refused with an error; it never panics.
 func FuzzHostPattern(f *testing.F) {
-	for _, s := range []string{"docs.python.org", "*.github.com", "*", "[::1]:443", "10.0.0.1:*", "a.*.b", "x:0", "[fe80::1%eth0]"} {
+	for _, s := range []string{"docs.python.org", "*.github.com", "*", "[::1]:443", "10.0.0.1:*", "a.*.b", "x:0", "[fe80::1%eth0]", "203.0.113.0/24", "[2001:db8::/32]:*"} {
 		f.Add(s, "docs.python.org", 443)
 	}
 	f.Fuzz(func(t *testing.T, entry, host string, port int) {
@@ -214,5 +218,39 @@ func FuzzHostPattern(f *testing.F) {
 			t.Fatalf("%q does not cover itself", entry)
 		}
 		_ = e.Check(host, port)
+	})
+}
+
+// FuzzHostPatternOwnHost: any entry is read or refused without panicking; an
+// entry that is read matches its own host (an address range its own
+// first address), and an address range never matches a host name.
+func FuzzHostPatternOwnHost(f *testing.F) {
+	for _, s := range []string{"docs.python.org", "*.github.com", "*", "10.1.2.3:*", "[2001:db8::1]:443", "203.0.113.0/24",
+		"[2001:db8::/32]:*", "2001:db8::/32", "10.0.0.0/8:22", "x/y", "[::1", "a..b", "*.1.2.3.4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := parseHostPattern(s)
+		if err != nil {
+			return
+		}
+		port := 443
+		if h.port > 0 {
+			port = h.port
+		}
+		switch {
+		case h.any || h.wild:
+		case h.prefix.IsValid():
+			if !h.matches(h.prefix.Addr().String(), port) {
+				t.Fatalf("%q (%s) does not match its own address", s, h.prefix)
+			}
+			if h.matches("example.com", port) {
+				t.Fatalf("%q matches a host name", s)
+			}
+		default:
+			if !h.matches(h.host, port) {
+				t.Fatalf("%q does not match its own host %q", s, h.host)
+			}
+		}
 	})
 }

@@ -435,3 +435,24 @@ func TestFetchHostileServers(t *testing.T) {
 		t.Errorf("the redirect loop was followed %d times, want %d", n, web.MaxRedirects+1)
 	}
 }
+
+// A deny entry written with the root's trailing dot ("docs.test.") is
+// the same name: under an allow-all list its host is never reached,
+// however the URL spells it.
+func TestFetchDeniedNameWithRootDot(t *testing.T) {
+	s := newSite(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "internal") })
+	e := newEnv(t, "kinds: {network: allow}\nnetwork: {allow: [\"*:*\"], deny: [\"docs.test.\", \"*.internal.test.\"]}\n", loopback)
+	for _, host := range []string{"docs.test", "DOCS.test.", "Docs.Test"} {
+		out, err := e.fetch(t, map[string]any{"url": "http://" + host + ":" + s.port() + "/"}, nil)
+		if err == nil && !out.IsError {
+			t.Errorf("%s: fetched: %s", host, out.Content)
+		}
+	}
+	if n := s.hits.Load(); n != 0 {
+		t.Fatalf("the denied host received %d requests, want 0", n)
+	}
+	out, err := e.fetch(t, map[string]any{"url": "http://mirror.test:" + s.port() + "/"}, nil)
+	if err != nil || out.IsError || s.hits.Load() != 1 {
+		t.Fatalf("a host not denied: %v %v, %d requests", err, out, s.hits.Load())
+	}
+}
