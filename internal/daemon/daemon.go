@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/internal/budget"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/parking"
 	"github.com/toolgate/toolgate/internal/policyload"
@@ -227,7 +228,13 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger))
+	budgets, err := budget.New(ctx, js, budget.Config{Worker: o.Name, Logger: o.Logger,
+		Budgets: func() []policy.Budget { return gate.Policy().Budgets() }})
+	if err != nil {
+		return err
+	}
+	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger),
+		tools.Use(budgets.Middleware()))
 	tel, stopTelemetry, err := startTelemetry(ctx, o)
 	if err != nil {
 		return err
@@ -254,6 +261,7 @@ func Run(ctx context.Context, o Options) error {
 	bg, bgCancel := context.WithCancel(context.Background())
 	defer bgCancel()
 	go loader.Watch(bg)
+	go budgets.Run(bg)
 	go func() {
 		err := parking.WatchPolicyAmendments(bg, policyKV, o.Logger, mgr, gate.SetAmendments)
 		if err != nil && bg.Err() == nil {

@@ -281,7 +281,7 @@ func Elapsed(start time.Time) int64 { return max(time.Since(start).Milliseconds(
 // IsPipelineError reports whether err is one of the pipeline's own
 // conditions (as opposed to an unexpected failure).
 func IsPipelineError(err error) bool {
-	for _, e := range []error{ErrUnknownTool, ErrInvalidArguments, ErrDenied, ErrApprovalRequired, ErrTimeout, ErrPanic} {
+	for _, e := range []error{ErrUnknownTool, ErrInvalidArguments, ErrDenied, ErrApprovalRequired, ErrTimeout, ErrPanic, ErrCancelled, ErrBudgetExceeded} {
 		if errors.Is(err, e) {
 			return true
 		}
