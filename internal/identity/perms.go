@@ -19,6 +19,8 @@ const (
 	bucketCalls     = "toolgate_calls"
 	bucketPolicy    = "toolgate_policy"
 	bucketApprovals = "toolgate_approvals"
+	bucketBudgets   = "toolgate_budgets"
+	bucketCancels   = "toolgate_cancels"
 )
 
 // InboxPrefix is the inbox prefix (nats.go CustomInboxPrefix) an identity
@@ -41,10 +43,12 @@ func Permissions(role Role, name string) jwt.Permissions {
 	var p jwt.Permissions
 	switch role {
 	case RoleAgent:
-		// Its own calls, the tool listing, and direct gets of its own
-		// stored results; it hears only its own results and progress.
+		// Its own calls and their cancellation, the tool listing, and
+		// direct gets of its own stored results; it hears only its own
+		// results and progress.
 		p.Pub.Allow = jwt.StringList{
 			"toolgate.call." + name + ".>",
+			"toolgate.cancel." + name + ".>",
 			"toolgate.api.tools",
 			"$JS.API.DIRECT.GET." + streamResults + ".toolgate.result." + name + ".>",
 		}
@@ -78,16 +82,19 @@ func Permissions(role Role, name string) jwt.Permissions {
 			"$KV." + bucketCalls + ".>",
 			"$KV." + bucketApprovals + ".>",
 			"$KV." + bucketPolicy + ".amendments.>",
+			"$KV." + bucketBudgets + ".>",
+			"$KV." + bucketCancels + ".>",
 			// Remote tools: discovery (NATS micro) and their endpoints.
 			"$SRV.>",
 			"toolgate.remote.>",
 		}
 		p.Sub.Allow = jwt.StringList{
 			"toolgate.api.tools",
+			"toolgate.cancel.>",
 			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + streamCalls + "." + consumerWorkers,
 			inbox,
 		}
-		// Replies to the tool listing requests it answers.
+		// Replies to the tool listing and cancellation requests it answers.
 		p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
 	case RoleApprover:
 		// Decisions, and reading what a person must see to decide: the

@@ -68,6 +68,10 @@ func TestForbiddenOperationsAreRefused(t *testing.T) {
 	forbidden := map[identity.Role][]op{
 		identity.RoleAgent: {
 			pub("toolgate.call.bob.read"),                                     // calls as another agent
+			pub("toolgate.cancel.bob.c1"),                                     // cancels another agent's call
+			pub("$KV.toolgate_cancels.bob.c1"),                                // marks a call cancelled itself
+			pub("$KV.toolgate_budgets.hourly.alice"),                          // rewrites its budget usage
+			sub("toolgate.cancel.>"),                                          // hears cancellations
 			pub("toolgate.result.alice.c1"),                                   // forged result, even its own
 			pub("toolgate.progress.alice.c1"),                                 //
 			pub("toolgate.approval.decision.c1"),                              // approving its own call
@@ -115,6 +119,7 @@ func TestForbiddenOperationsAreRefused(t *testing.T) {
 			pub("toolgate.call.alice.read"),
 			pub("toolgate.approval.decision.c1"),
 			pub("$KV.toolgate_policy.policy"),
+			pub("toolgate.cancel.alice.c1"), // cancels are the agents' own
 			sub("_INBOX.>"),
 			sub("_INBOX_alice.>"),
 			sub("toolgate.call.>"),

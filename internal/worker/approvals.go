@@ -119,6 +119,12 @@ func (w *Worker) Resume(ctx context.Context, p *parking.Parked, o parking.Outcom
 		if o.Reason != "" {
 			res.Output += " (" + o.Reason + ")"
 		}
+	case papproval.Cancelled:
+		res.Status, res.IsError = events.StatusCancelled, true
+		res.Output = "cancelled while waiting for approval: the approval request was withdrawn"
+		if o.Reason != "" {
+			res.Output += " (" + o.Reason + ")"
+		}
 	default:
 		return fmt.Errorf("resume %s: unknown outcome %q", p.CallID, o.Status)
 	}

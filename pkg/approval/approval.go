@@ -60,6 +60,9 @@ const (
 	Rejected Status = "rejected"
 	Answered Status = "answered"
 	Expired  Status = "expired"
+	// Cancelled: the calling agent cancelled the call while it waited;
+	// its approval request is withdrawn.
+	Cancelled Status = "cancelled"
 )
 
 // Final reports whether no decision changes s any more.
