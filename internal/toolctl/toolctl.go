@@ -68,6 +68,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		{"tools", "list the tools the workers offer", cmdTools},
 		{"events", "print results, domain and audit events (--follow to keep going)", cmdEvents},
 		{"audit", "print the audit trail: decisions and executions [--follow] [--agent A] [--tool T] [--since D]", cmdAudit},
+		{"cancel", "CALL_ID: cancel a call of the agent, queued, parked or running", cmdCancel},
+		{"budgets", "budget usage against the policy's limits [--agent A] [--session S]", cmdBudgets},
 		{"policy", "check | lint | default | push FILE | amendments: the policy gate", cmdPolicy},
 		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals},
 		{"creds", "agent|approver|admin|worker|tool NAME [--out FILE]: mint a NATS .creds file", cmdCreds},
@@ -118,7 +120,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 	// path=x --nats URL`. policy check and audit have an --agent of
 	// their own (the agent judged, the agent whose calls are shown).
 	var own []string
-	if name == "policy" && fs.NArg() > 1 && fs.Arg(1) == "check" || name == "audit" {
+	if name == "policy" && fs.NArg() > 1 && fs.Arg(1) == "check" || name == "audit" || name == "budgets" {
 		own = []string{"agent"}
 	}
 	rest, err := takeGlobals(fs, fs.Args()[1:], own...)
