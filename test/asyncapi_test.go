@@ -38,6 +38,8 @@ var payloadTypes = map[string]reflect.Type{
 	"violation.json":          reflect.TypeFor[events.ViolationData](),
 	"policy-change.json":      reflect.TypeFor[events.PolicyChangeData](),
 	"tools-list-request.json": reflect.TypeFor[events.ToolsListRequest](),
+	"budget-exceeded.json":    reflect.TypeFor[events.BudgetExceededData](),
+	"cancel-reply.json":       reflect.TypeFor[events.CancelReply](),
 	"approval-request.json":   reflect.TypeFor[approval.Request](),
 	"approval-decision.json":  reflect.TypeFor[approval.Decision](),
 }
@@ -95,7 +97,7 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 	}
 
 	// CloudEvents types: the constants of the code, read from the source.
-	consts := ceTypeConstants(t, "../pkg/events/types.go", "../pkg/approval/approval.go")
+	consts := ceTypeConstants(t, "../pkg/events/types.go", "../pkg/events/budget.go", "../pkg/approval/approval.go")
 	var documented []string
 	for _, m := range doc.Components.Messages {
 		if strings.HasPrefix(m.Name, "dev.toolgate.") {
@@ -123,6 +125,8 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 		"approvalRefused":  approval.RefusedSubject(id),
 		"approvalResolved": approval.ResolvedSubject(id),
 		"toolsList":        events.SubjectToolsList,
+		"budgetExceeded":   events.BudgetSubject(a),
+		"cancel":           events.CancelSubject(a, id),
 		"deadLetter":       "toolgate.dlq." + a + "." + tool, // moved by the worker, see internal/bus
 	}
 	params := strings.NewReplacer("{agent}", a, "{callId}", id, "{tool}", tool)
@@ -151,7 +155,7 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 			t.Errorf("subject %s has no channel in docs/asyncapi.yaml", name)
 		}
 	}
-	for _, fn := range subjectFuncs(t, "../pkg/events/subjects.go", "../pkg/approval/approval.go") {
+	for _, fn := range subjectFuncs(t, "../pkg/events/subjects.go", "../pkg/events/budget.go", "../pkg/events/cancel.go", "../pkg/approval/approval.go") {
 		if !subjectFuncCovered[fn] {
 			t.Errorf("subject function %s is new: give it a channel in docs/asyncapi.yaml and a line in this test", fn)
 		}
@@ -212,6 +216,7 @@ var subjectFuncCovered = map[string]bool{
 	"CallSubject": true, "ResultSubject": true, "ProgressSubject": true, "AuditSubject": true,
 	"ToolEventSubject": true, "ViolationSubject": true, "ApprovalRequestSubject": true,
 	"ApprovalDecisionSubject": true, "RefusedSubject": true, "ResolvedSubject": true,
+	"BudgetSubject": true, "CancelSubject": true,
 }
 
 // ceTypeConstants returns the values of the string constants in files
@@ -267,6 +272,8 @@ func TestSchemasAcceptWhatTheCodeSends(t *testing.T) {
 		"tool.json":               events.ToolData{Name: "read", Parameters: json.RawMessage(`{"type":"object"}`), Worker: "w"},
 		"approval-decision.json":  approval.Decision{CallID: "c", ArgsSHA256: "x", Outcome: approval.Approve, Approver: "alice", DecidedAt: now, AlwaysAllow: &approval.Amendment{ID: "a1", Agent: "a", Tool: "bash", CommandPrefix: "git status", CreatedAt: now, Grant: &approval.Decision{CallID: "c", ArgsSHA256: "x", Outcome: approval.Approve, Approver: "alice", DecidedAt: now}}},
 		"tools-list-request.json": events.ToolsListRequest{Agent: "a"},
+		"budget-exceeded.json":    events.BudgetExceededData{CallID: "c", Agent: "a", Tool: "bash", Budget: "hourly", Scope: "agent", Limit: "max_calls", Max: 5, Used: 5, ResetsAt: &now, Message: "m", Worker: "w"},
+		"cancel-reply.json":       events.CancelReply{CallID: "c", Agent: "a", State: events.CancelFinished, Status: events.StatusOK, Message: "m"},
 	}
 	for file, v := range samples {
 		c := jsonschemaCompiler()
