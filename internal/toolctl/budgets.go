@@ -105,4 +105,3 @@ func of(used string, limited bool, max string) string {
 	}
 	return used + "/" + max
 }
-
