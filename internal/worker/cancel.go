@@ -289,7 +289,7 @@ func (cx *canceller) cancel(ctx context.Context, agent, id string) (events.Cance
 	e, err := w.calls.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return events.CancelReply{State: events.CancelQueued,
-			Message: fmt.Sprintf("call %s has not started: the worker that takes it answers it cancelled without running it", id)}, nil
+			Message: fmt.Sprintf("call %s has not started (or agent %s made no call with this id): the worker that takes it answers it cancelled without running it", id, agent)}, nil
 	}
 	if err != nil {
 		return events.CancelReply{}, fmt.Errorf("read the call's record: %w", err)
