@@ -399,7 +399,7 @@ func TestProvisionIsIdempotent(t *testing.T) {
 	for range js.StreamNames(ctx).Name() {
 		n++
 	}
-	if want := len(before) + 3; n != want { // + the three KV buckets' streams
+	if want := len(before) + 5; n != want { // + the five KV buckets' streams
 		t.Fatalf("%d streams after two provisions, want %d", n, want)
 	}
 }
