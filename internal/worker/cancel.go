@@ -57,8 +57,10 @@ type canceller struct {
 	w  *Worker
 	kv jetstream.KeyValue
 
-	mu      sync.Mutex
-	running map[string]*runningCall // call key → the call running here
+	mu sync.Mutex
+	// running are the calls running here by call key; a key may have more
+	// than one entry while a duplicate delivery is being turned away.
+	running map[string]map[*runningCall]bool
 	sem     chan struct{}           // bounds requests handled at once
 }
 
@@ -67,7 +69,7 @@ type runningCall struct {
 }
 
 func newCanceller(w *Worker) *canceller {
-	return &canceller{w: w, running: map[string]*runningCall{}, sem: make(chan struct{}, 64)}
+	return &canceller{w: w, running: map[string]map[*runningCall]bool{}, sem: make(chan struct{}, 64)}
 }
 
 // cancelledError is the error of a call its agent cancelled.
@@ -143,13 +145,18 @@ func (cx *canceller) watch(ctx context.Context, ready chan struct{}) {
 // stopRunning cancels the call of key if it runs here.
 func (cx *canceller) stopRunning(key string) bool {
 	cx.mu.Lock()
-	rc := cx.running[key]
+	var rcs []*runningCall
+	for rc := range cx.running[key] {
+		rcs = append(rcs, rc)
+	}
 	cx.mu.Unlock()
-	if rc == nil {
+	if len(rcs) == 0 {
 		return false
 	}
 	cx.w.log.Info("cancelling running call", "call_key", key)
-	rc.cancel(cancelledError("while it ran"))
+	for _, rc := range rcs {
+		rc.cancel(cancelledError("while it ran"))
+	}
 	return true
 }
 
@@ -181,11 +188,15 @@ func (cx *canceller) wrap(h tools.Handler) tools.Handler {
 		defer cancel(nil)
 		rc := &runningCall{cancel: cancel}
 		cx.mu.Lock()
-		cx.running[key] = rc
+		if cx.running[key] == nil {
+			cx.running[key] = map[*runningCall]bool{}
+		}
+		cx.running[key][rc] = true
 		cx.mu.Unlock()
 		defer func() {
 			cx.mu.Lock()
-			if cx.running[key] == rc {
+			delete(cx.running[key], rc)
+			if len(cx.running[key]) == 0 {
 				delete(cx.running, key)
 			}
 			cx.mu.Unlock()
