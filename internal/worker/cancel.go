@@ -61,7 +61,7 @@ type canceller struct {
 	// running are the calls running here by call key; a key may have more
 	// than one entry while a duplicate delivery is being turned away.
 	running map[string]map[*runningCall]bool
-	sem     chan struct{}           // bounds requests handled at once
+	sem     chan struct{} // bounds requests handled at once
 }
 
 type runningCall struct {
