@@ -43,16 +43,25 @@ type cancelMark struct {
 	At     time.Time `json:"at"`
 }
 
+// stateCancelled is the calls-bucket record of a call cancelled before
+// any worker claimed it: the claim of the worker that takes it fails, and
+// that worker answers it cancelled (cancelledDuplicate).
+const stateCancelled = "cancelled"
+
 // canceller stops calls their agents cancel, wherever they are. A
 // cancellation (toolgate.cancel.<agent>.<call id>, answered by one worker
-// of the queue group) records the call's key in the cancels bucket, then
-// looks where the call is. Every call this worker runs is registered
-// before the bucket is read for it, and every worker watches the bucket:
-// so either the call's own check sees the mark (a queued call is answered
-// cancelled without running), or the watch does and cancels the running
-// call's context (bash kills the command's whole process tree). A parked
-// call is withdrawn from approval; the worker that parks a call checks the
-// mark after parking, so a cancellation racing the park is not lost.
+// of the queue group) records a mark under the call's key in the cancels
+// bucket, withdraws a parked call, and then creates the call's record in
+// the calls bucket with state cancelled: when that succeeds, no worker had
+// claimed the call, and the claim of the one that takes it will fail, so
+// it answers the call cancelled without running it. Every worker watches
+// the cancels bucket (all of it, then its changes) into a local set, and
+// registers every call before looking the set up: so a call claimed
+// before the cancellation either finds the mark when it is registered or
+// is registered when the mark arrives, and its context is cancelled (bash
+// kills the command's whole process tree). No call waits on the bucket:
+// the look-up is local. A worker that parks a call looks the set up after
+// parking, so a cancellation racing the park is not lost.
 type canceller struct {
 	w  *Worker
 	kv jetstream.KeyValue
@@ -61,7 +70,10 @@ type canceller struct {
 	// running are the calls running here by call key; a key may have more
 	// than one entry while a duplicate delivery is being turned away.
 	running map[string]map[*runningCall]bool
-	sem     chan struct{} // bounds requests handled at once
+	// marks are the call keys marked cancelled, as the watch has seen
+	// them, with when they were seen; entries past the bucket's TTL go.
+	marks map[string]time.Time
+	sem   chan struct{} // bounds requests handled at once
 }
 
 type runningCall struct {
@@ -69,7 +81,7 @@ type runningCall struct {
 }
 
 func newCanceller(w *Worker) *canceller {
-	return &canceller{w: w, running: map[string]map[*runningCall]bool{}, sem: make(chan struct{}, 64)}
+	return &canceller{w: w, running: map[string]map[*runningCall]bool{}, marks: map[string]time.Time{}, sem: make(chan struct{}, 64)}
 }
 
 // cancelledError is the error of a call its agent cancelled.
@@ -106,14 +118,15 @@ func (cx *canceller) start(ctx context.Context) (stop func(), err error) {
 	return func() { _ = sub.Unsubscribe(); cancel() }, nil
 }
 
-// watch cancels the calls running here whose key is marked, re-opening
-// the watch whenever it ends, until ctx does. ready is closed once the
-// first watch is open.
+// watch keeps the set of marked keys and cancels the calls running here
+// whose key is marked, re-opening the watch whenever it ends, until ctx
+// does. ready is closed once the first watch has delivered the marks
+// already in the bucket.
 func (cx *canceller) watch(ctx context.Context, ready chan struct{}) {
 	var once sync.Once
 	defer once.Do(func() { close(ready) })
 	for ctx.Err() == nil {
-		kw, err := cx.kv.WatchAll(ctx, jetstream.UpdatesOnly())
+		kw, err := cx.kv.WatchAll(ctx)
 		if err != nil {
 			cx.w.log.Debug("watch cancels", "err", err)
 			select {
@@ -123,7 +136,6 @@ func (cx *canceller) watch(ctx context.Context, ready chan struct{}) {
 			}
 			continue
 		}
-		once.Do(func() { close(ready) })
 	loop:
 		for {
 			select {
@@ -133,7 +145,12 @@ func (cx *canceller) watch(ctx context.Context, ready chan struct{}) {
 				if !ok {
 					break loop
 				}
-				if e != nil && e.Operation() == jetstream.KeyValuePut {
+				if e == nil { // the marks already stored are all in
+					once.Do(func() { close(ready) })
+					continue
+				}
+				if e.Operation() == jetstream.KeyValuePut {
+					cx.mark(e.Key())
 					cx.stopRunning(e.Key())
 				}
 			}
@@ -160,26 +177,37 @@ func (cx *canceller) stopRunning(key string) bool {
 	return true
 }
 
-// marked reports whether key is marked cancelled. A bucket that cannot
-// answer is logged and the call goes on: cancellation is the caller's
-// wish, not a security boundary.
-func (cx *canceller) marked(ctx context.Context, key string) bool {
-	if cx.kv == nil {
-		return false
+// markTTL is how long a mark is kept in the local set: the cancels
+// bucket's TTL (bus.Config.CallRecordTTL's default).
+const markTTL = 24 * time.Hour
+
+// mark adds key to the set of marked keys.
+func (cx *canceller) mark(key string) {
+	now := time.Now()
+	cx.mu.Lock()
+	defer cx.mu.Unlock()
+	cx.marks[key] = now
+	if len(cx.marks)%1024 == 0 {
+		for k, t := range cx.marks {
+			if now.Sub(t) > markTTL {
+				delete(cx.marks, k)
+			}
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_, err := cx.kv.Get(ctx, key)
-	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		cx.w.log.Warn("read cancels", "call_key", key, "err", err)
-	}
-	return err == nil
 }
 
-// wrap registers every call while it runs through h and answers a call
-// marked cancelled before it runs: the mark is read in the background
-// while the call is validated and judged, and awaited before the claim is
-// taken (Start), or, for a call that ends before running (denied,
+// marked reports whether key is marked cancelled, as far as the watch has
+// seen.
+func (cx *canceller) marked(key string) bool {
+	cx.mu.Lock()
+	defer cx.mu.Unlock()
+	_, ok := cx.marks[key]
+	return ok
+}
+
+// wrap registers every call while it runs through h, and answers a call
+// marked cancelled before it runs: when it comes, before its claim is
+// taken (Start), and, for a call that ends before running (denied,
 // parked), when it ends.
 func (cx *canceller) wrap(h tools.Handler) tools.Handler {
 	return tools.HandlerFunc(func(ctx context.Context, c *tools.Call) (*tools.Output, error) {
@@ -201,16 +229,13 @@ func (cx *canceller) wrap(h tools.Handler) tools.Handler {
 			}
 			cx.mu.Unlock()
 		}()
-		got := make(chan bool, 1)
-		go func() { got <- cx.marked(ctx, key) }()
-		var once sync.Once
-		var isMarked bool
-		mark := func() bool { once.Do(func() { isMarked = <-got }); return isMarked }
-
-		started := false
+		if cx.marked(key) {
+			return nil, cancelledError("before it ran")
+		}
+		started := c.Start == nil // a resumed call: it runs now
 		if start := c.Start; start != nil {
 			c.Start = func(sctx context.Context) error {
-				if mark() {
+				if cx.marked(key) {
 					return cancelledError("before it ran")
 				}
 				if err := start(sctx); err != nil {
@@ -219,13 +244,9 @@ func (cx *canceller) wrap(h tools.Handler) tools.Handler {
 				started = true
 				return nil
 			}
-		} else if mark() {
-			return nil, cancelledError("before it ran")
-		} else {
-			started = true
 		}
 		out, err := h.Handle(ctx, c)
-		if !started && !errors.Is(err, tools.ErrCancelled) && mark() {
+		if !started && !errors.Is(err, tools.ErrCancelled) && cx.marked(key) {
 			// Refused or parked before it ran: the cancellation wins, and
 			// nothing is parked.
 			return nil, cancelledError("before it ran")
@@ -240,7 +261,7 @@ func (cx *canceller) wrap(h tools.Handler) tools.Handler {
 // afterPark withdraws a call just parked when its cancellation came
 // while it was being parked.
 func (cx *canceller) afterPark(ctx context.Context, in *events.Call) {
-	if !cx.marked(ctx, CallKey(in.Agent, in.ID)) {
+	if !cx.marked(CallKey(in.Agent, in.ID)) {
 		return
 	}
 	if wd, ok := cx.w.cfg.Parker.(Withdrawer); ok {
@@ -297,29 +318,37 @@ func (cx *canceller) cancel(ctx context.Context, agent, id string) (events.Cance
 			return events.CancelReply{}, fmt.Errorf("withdraw the parked call: %w", err)
 		}
 	}
-	e, err := w.calls.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	now := time.Now().UTC()
+	rec, _ := json.Marshal(record{State: stateCancelled, Worker: w.cfg.Name, Started: now, Heartbeat: now})
+	if _, err := w.calls.Create(ctx, key, rec); err == nil {
 		return events.CancelReply{State: events.CancelQueued,
 			Message: fmt.Sprintf("call %s has not started (or agent %s made no call with this id): the worker that takes it answers it cancelled without running it", id, agent)}, nil
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return events.CancelReply{}, fmt.Errorf("record the cancellation in the call's record: %w", err)
 	}
+	e, err := w.calls.Get(ctx, key)
 	if err != nil {
 		return events.CancelReply{}, fmt.Errorf("read the call's record: %w", err)
 	}
-	var rec record
-	_ = json.Unmarshal(e.Value(), &rec)
-	if rec.State == stateDone {
+	var cur record
+	_ = json.Unmarshal(e.Value(), &cur)
+	switch cur.State {
+	case stateCancelled:
+		return events.CancelReply{State: events.CancelQueued,
+			Message: fmt.Sprintf("call %s was cancelled before: the worker that takes it answers it cancelled without running it", id)}, nil
+	case stateDone:
 		st := events.StatusError
-		if rec.Result != nil {
-			st = rec.Result.Status
+		if cur.Result != nil {
+			st = cur.Result.Status
 		}
 		return events.CancelReply{State: events.CancelFinished, Status: st,
 			Message: fmt.Sprintf("call %s already finished with status %s; nothing to cancel", id, st)}, nil
 	}
-	if rec.Worker == w.cfg.Name {
+	if cur.Worker == w.cfg.Name {
 		cx.stopRunning(key) // the watch does it too; sooner is better
 	}
-	return events.CancelReply{State: events.CancelRunning, Worker: rec.Worker,
-		Message: fmt.Sprintf("call %s is running on worker %s: it is being stopped", id, rec.Worker)}, nil
+	return events.CancelReply{State: events.CancelRunning, Worker: cur.Worker,
+		Message: fmt.Sprintf("call %s is running on worker %s: it is being stopped", id, cur.Worker)}, nil
 }
 
 func (cx *canceller) respond(m *nats.Msg, r events.CancelReply) {
@@ -330,4 +359,14 @@ func (cx *canceller) respond(m *nats.Msg, r events.CancelReply) {
 	if err := m.Respond(b); err != nil {
 		cx.w.log.Debug("answer cancellation", "err", err)
 	}
+}
+
+// cancelledDuplicate answers a call whose claim failed because it was
+// cancelled before any worker claimed it (its record says cancelled): the
+// cancelled result, published once for all its deliveries.
+func (w *Worker) cancelledDuplicate(in *events.Call) events.ResultData {
+	res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID,
+		Status: events.StatusCancelled, IsError: true, Output: cancelledError("before it ran").Error()}
+	w.log.Info("call cancelled before it ran", "call_id", in.ID, "agent", in.Agent)
+	return res
 }

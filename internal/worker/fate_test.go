@@ -77,9 +77,6 @@ func openWorker(t *testing.T, s *testenv.Server, cfg Config, opts ...tools.Pipel
 	if w.results, err = w.js.Stream(ctx, bus.StreamResults); err != nil {
 		t.Fatal(err)
 	}
-	if w.cx.kv, err = w.js.KeyValue(ctx, bus.BucketCancels); err != nil {
-		t.Fatal(err)
-	}
 	return w
 }
 
@@ -133,14 +130,20 @@ func TestFateOfEachOutcome(t *testing.T) {
 			}
 		}
 	}
-	// cancelled marks id cancelled by its agent, as a cancellation does.
-	cancelled := func(id string) func(t *testing.T) {
+	// cancelledQueued records id as cancelled before any worker claimed
+	// it, as a cancellation does for a queued call.
+	cancelledQueued := func(id string) func(t *testing.T) {
 		return func(t *testing.T) {
-			mark, _ := json.Marshal(cancelMark{Agent: "fates", CallID: id, Worker: "elsewhere"})
-			if _, err := w.cx.kv.Put(ctx, CallKey("fates", id), mark); err != nil {
+			rec, _ := json.Marshal(record{State: stateCancelled, Worker: "elsewhere", Started: time.Now(), Heartbeat: time.Now()})
+			if _, err := w.calls.Create(ctx, CallKey("fates", id), rec); err != nil {
 				t.Fatal(err)
 			}
 		}
+	}
+	// cancelledSeen is the mark of a cancellation, as the worker's watch
+	// of the cancels bucket has seen it.
+	cancelledSeen := func(id string) func(t *testing.T) {
+		return func(t *testing.T) { w.cx.mark(CallKey("fates", id)) }
 	}
 
 	tests := []struct {
@@ -173,9 +176,11 @@ func TestFateOfEachOutcome(t *testing.T) {
 		{name: "claimed by a live worker", w: w, before: claimed("f-live", time.Now()), msg: call("f-live", "echo", `{"text":"hi"}`), kind: fate.KindLeave},
 		{name: "claimed by a worker that stopped", w: w, before: claimed("f-dead", time.Now().Add(-time.Hour)),
 			msg: call("f-dead", "echo", `{"text":"hi"}`), kind: fate.KindAck, status: events.StatusInterrupted},
-		{name: "cancelled while queued", w: w, before: cancelled("f-cancel"), msg: call("f-cancel", "echo", `{"text":"hi"}`),
+		{name: "cancelled while queued", w: w, before: cancelledQueued("f-cancel"), msg: call("f-cancel", "echo", `{"text":"hi"}`),
 			kind: fate.KindAck, status: events.StatusCancelled},
-		{name: "cancelled while queued, would have been parked", w: w, before: cancelled("f-cancel-ask"),
+		{name: "cancellation seen before the claim", w: w, before: cancelledSeen("f-cancel-seen"),
+			msg: call("f-cancel-seen", "echo", `{"text":"hi"}`), kind: fate.KindAck, status: events.StatusCancelled},
+		{name: "cancellation seen, would have been parked", w: w, before: cancelledSeen("f-cancel-ask"),
 			msg: call("f-cancel-ask", "echo", `{"text":"ask"}`), kind: fate.KindAck, status: events.StatusCancelled},
 	}
 	for _, tt := range tests {
