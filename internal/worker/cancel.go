@@ -103,12 +103,9 @@ func (cx *canceller) start(ctx context.Context) (stop func(), err error) {
 	case <-ctx.Done():
 	}
 	sub, err := cx.w.nc.QueueSubscribe(events.SubjectCancels, "workers", func(m *nats.Msg) {
-		select {
-		case cx.sem <- struct{}{}:
-		default:
-			cx.respond(m, events.CancelReply{Error: "busy: too many cancellations at once; try again"})
-			return
-		}
+		// Past the bound, requests wait in the subscription's buffer:
+		// a cancellation without a reply subject must not be dropped.
+		cx.sem <- struct{}{}
 		go func() { defer func() { <-cx.sem }(); cx.serve(m) }()
 	})
 	if err != nil {
