@@ -240,3 +240,27 @@ func TestRedeliveryDoesNotChargeTwice(t *testing.T) {
 		t.Fatalf("the redelivered call was charged again: %s", b)
 	}
 }
+
+func TestCallNeverRunsPastTheTimeLeft(t *testing.T) {
+	e := newEnv(t)
+	b := policy.Budget{Name: "second", Scope: policy.ScopeAgent, MaxTime: time.Second, Per: 24 * time.Hour}
+	r := &recorder{block: true} // runs until its context ends
+	e.startWorker("w1", r, worker.Config{}, b)
+	c, _ := e.client("dora")
+	ctx := ctxT(t)
+	res, err := c.Call(ctx, "work", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tool would run for ever: the budget's second stopped it.
+	if res.Status != events.StatusTimeout || r.runs.Load() != 1 {
+		t.Fatalf("first call: %+v", res)
+	}
+	res, err = c.Call(ctx, "work", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Error != events.CodeBudgetExceeded || res.Metadata["limit"] != LimitTime || r.runs.Load() != 1 {
+		t.Fatalf("second call: %+v", res)
+	}
+}
