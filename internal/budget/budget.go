@@ -19,8 +19,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -239,7 +237,7 @@ type Charge struct {
 	once      sync.Once
 }
 
-// charged is one budget counter a charge holds.
+// target is one budget counter a charge goes to.
 type target struct {
 	b   policy.Budget
 	key string
@@ -459,54 +457,6 @@ func (e *Enforcer) renew(ctx context.Context) {
 	}
 }
 
-// Middleware charges every call that reaches it (after the gate allowed
-// it and its claim is made, so a redelivered call is never charged
-// twice), bounds its timeout by the execution time left, and releases it
-// when it ends. A spent budget refuses the call with an *ExceededError
-// and publishes a dev.toolgate.budget.exceeded.v1 event; a counter that
-// cannot be read or written refuses it too (fail closed).
-func (e *Enforcer) Middleware() tools.Middleware {
-	return func(next tools.Handler) tools.Handler {
-		return tools.HandlerFunc(func(ctx context.Context, c *tools.Call) (*tools.Output, error) {
-			u := Use{CallID: c.ID, Agent: c.Agent, Session: c.SessionID, Tool: c.Name}
-			if c.Tool != nil {
-				u.Tool = c.Tool.Name
-			}
-			ch, err := e.Charge(ctx, u)
-			var ex *ExceededError
-			if errors.As(err, &ex) {
-				e.exceeded(c, ex)
-				return nil, err
-			}
-			if err != nil {
-				return nil, fmt.Errorf("budgets could not be checked, so the call does not run: %w", err)
-			}
-			defer func() {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				defer cancel()
-				ch.Release(rctx)
-			}()
-			if ch.Remaining > 0 && (c.Timeout == 0 || ch.Remaining < c.Timeout) {
-				c.Timeout = max(ch.Remaining, time.Millisecond)
-			}
-			return next.Handle(ctx, c)
-		})
-	}
-}
-
-func (e *Enforcer) exceeded(c *tools.Call, ex *ExceededError) {
-	e.log.Info("budget exceeded", "call_id", c.ID, "agent", c.Agent, "session", c.SessionID, "budget", ex.Budget.Name, "limit", ex.Limit)
-	key := strings.ReplaceAll(c.Agent+"."+c.ID, " ", "_")
-	m, err := events.NewMessage(events.BudgetSubject(c.Agent), key+":budget", e.source, events.TypeBudgetExceeded, ex.Data(c.ID, e.cfg.Worker))
-	if err != nil {
-		e.log.Error("encode budget event", "err", err)
-		return
-	}
-	if _, err := e.js.PublishMsgAsync(m); err != nil {
-		e.log.Warn("publish budget event", "call_id", c.ID, "err", err)
-	}
-}
-
 // recordKey is the bucket key of u's counter of b:
 // <budget>.<agent>[.<session>][.<tool>], each token itself when key-safe,
 // else "=" and a hash.
@@ -552,55 +502,4 @@ func fill(rec *Usage, b policy.Budget, u Use) {
 	}
 	rec.PerMS = b.Per.Milliseconds()
 	rec.MaxCalls, rec.MaxTimeMS, rec.MaxConcurrent = b.MaxCalls, b.MaxTime.Milliseconds(), b.MaxConcurrent
-}
-
-// Filter selects counters for List; empty fields match everything.
-type Filter struct {
-	Agent   string
-	Session string
-}
-
-// List reads every budget counter of the bucket kv that f selects, with
-// lapsed leases dropped and a past window shown as reset, sorted by
-// budget, agent, session and tool.
-func List(ctx context.Context, kv jetstream.KeyValue, f Filter) ([]Usage, error) {
-	lister, err := kv.ListKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list budget counters: %w", err)
-	}
-	defer lister.Stop()
-	now := time.Now().UTC()
-	var out []Usage
-	for key := range lister.Keys() {
-		e, err := kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read budget counter %s: %w", key, err)
-		}
-		var u Usage
-		if err := json.Unmarshal(e.Value(), &u); err != nil {
-			return nil, fmt.Errorf("budget counter %s: unreadable record: %w", key, err)
-		}
-		if f.Agent != "" && u.Agent != f.Agent || f.Session != "" && u.Session != f.Session {
-			continue
-		}
-		u.roll(policy.Budget{Per: time.Duration(u.PerMS) * time.Millisecond}, now)
-		out = append(out, u)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Budget != b.Budget {
-			return a.Budget < b.Budget
-		}
-		if a.Agent != b.Agent {
-			return a.Agent < b.Agent
-		}
-		if a.Session != b.Session {
-			return a.Session < b.Session
-		}
-		return a.Tool < b.Tool
-	})
-	return out, nil
 }
