@@ -38,6 +38,8 @@ var payloadTypes = map[string]reflect.Type{
 	"violation.json":          reflect.TypeFor[events.ViolationData](),
 	"policy-change.json":      reflect.TypeFor[events.PolicyChangeData](),
 	"tools-list-request.json": reflect.TypeFor[events.ToolsListRequest](),
+	"hook-request.json":       reflect.TypeFor[events.HookRequest](),
+	"hook-response.json":      reflect.TypeFor[events.HookResponse](),
 	"approval-request.json":   reflect.TypeFor[approval.Request](),
 	"approval-decision.json":  reflect.TypeFor[approval.Decision](),
 }
@@ -124,8 +126,9 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 		"approvalResolved": approval.ResolvedSubject(id),
 		"toolsList":        events.SubjectToolsList,
 		"deadLetter":       "toolgate.dlq." + a + "." + tool, // moved by the worker, see internal/bus
+		"hook":             events.HookSubject("stamp"),
 	}
-	params := strings.NewReplacer("{agent}", a, "{callId}", id, "{tool}", tool)
+	params := strings.NewReplacer("{agent}", a, "{callId}", id, "{tool}", tool, "{hook}", "stamp")
 	for name, ch := range doc.Channels {
 		want, ok := subjects[name]
 		if !ok {
@@ -267,10 +270,13 @@ func TestSchemasAcceptWhatTheCodeSends(t *testing.T) {
 		"tool.json":               events.ToolData{Name: "read", Parameters: json.RawMessage(`{"type":"object"}`), Worker: "w"},
 		"approval-decision.json":  approval.Decision{CallID: "c", ArgsSHA256: "x", Outcome: approval.Approve, Approver: "alice", DecidedAt: now, AlwaysAllow: &approval.Amendment{ID: "a1", Agent: "a", Tool: "bash", CommandPrefix: "git status", CreatedAt: now, Grant: &approval.Decision{CallID: "c", ArgsSHA256: "x", Outcome: approval.Approve, Approver: "alice", DecidedAt: now}}},
 		"tools-list-request.json": events.ToolsListRequest{Agent: "a"},
+		"hook-request.json":       events.HookRequest{Stage: events.HookAfter, Hook: "h", CallID: "c", Agent: "a", Tool: "read", Arguments: json.RawMessage(`{"path":"x"}`), Output: "text"},
+		"hook-response.json":      events.HookResponse{Action: events.HookModify, Arguments: json.RawMessage(`{"path":"y"}`)},
+		"result.json#hooks":       events.ResultData{CallID: "c", Agent: "a", Tool: "read", Status: events.StatusOK, Hooks: []events.HookChange{{Hook: "redact", Stage: "after", OutputSHA256: "x", Note: "replaced: jwt"}}},
 	}
 	for file, v := range samples {
 		c := jsonschemaCompiler()
-		s, err := c.Compile(filepath.Join("..", "docs", "schemas", file))
+		s, err := c.Compile(filepath.Join("..", "docs", "schemas", strings.Split(file, "#")[0]))
 		if err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}

@@ -178,7 +178,9 @@ func TestBeforeHookVerdicts(t *testing.T) {
 		denied   string // part of the reason; empty: the call runs
 		out      string
 	}{
-		{"pass", hooks.Hook{Before: hooks.BeforeFunc(func(context.Context, *hooks.Call) (hooks.Verdict, error) { return hooks.Verdict{Action: hooks.Pass}, nil })}, false, "", "hi"},
+		{"pass", hooks.Hook{Before: hooks.BeforeFunc(func(context.Context, *hooks.Call) (hooks.Verdict, error) {
+			return hooks.Verdict{Action: hooks.Pass}, nil
+		})}, false, "", "hi"},
 		{"modify", hooks.Hook{Before: setArg("text", "changed")}, false, "", "changed"},
 		{"deny", hooks.Hook{Before: deny}, false, "denied by hook h: not on fridays", ""},
 		{"error fails closed", hooks.Hook{Before: failing}, false, "hook h failed, the call is refused (fail closed): backend down", ""},
@@ -251,7 +253,9 @@ func TestHooksRunInOrder(t *testing.T) {
 // TestAfterHookFailureWithholdsOutput: a failing after hook withholds the
 // output (fail closed) or is passed over (fail open).
 func TestAfterHookFailureWithholdsOutput(t *testing.T) {
-	failing := hooks.AfterFunc(func(context.Context, *hooks.Call, hooks.Output) (string, error) { return "", errors.New("scanner down") })
+	failing := hooks.AfterFunc(func(context.Context, *hooks.Call, hooks.Output) (string, error) {
+		return "", errors.New("scanner down")
+	})
 	for _, open := range []bool{false, true} {
 		ch := mustChain(t, []hooks.Hook{{Name: "scan", After: failing, FailOpen: open}}, true)
 		r := newRig(t, ch)

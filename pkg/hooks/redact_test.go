@@ -16,7 +16,7 @@ var (
 	jwtToken   = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ" + "." + "eyJqdGkiOiJBQkNERUZHIiwiaWF0IjoxNzAwMDAwMDAwfQ" + ".c2lnbmF0dXJlLWJ5dGVz"
 	natsSeed   = "SU" + strings.Repeat("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 2)[:56]
 	accSeed    = "SA" + strings.Repeat("QRSTUVWXYZ234567ABCDEFGHIJKLMNOP", 2)[:56]
-	pemText     = "-----BEGIN RSA " + "PRIVATE KEY-----\nMIIEowIBAAKCAQEA1234567890abcdef\nQWERTYUIOPASDFGHJKLZXCVBNM0987\n-----END RSA " + "PRIVATE KEY-----"
+	pemText    = "-----BEGIN RSA " + "PRIVATE KEY-----\nMIIEowIBAAKCAQEA1234567890abcdef\nQWERTYUIOPASDFGHJKLZXCVBNM0987\n-----END RSA " + "PRIVATE KEY-----"
 	apiKeyLine = "api_key=" + "sk_live_51HxYzAbCdEf"
 	bearerLine = "Authorization: Bearer " + "abcDEF0123456789ghiJKL"
 	urlWithPw  = "nats://worker:" + "s3cr3t-pa55" + "@nats.internal:4222"
