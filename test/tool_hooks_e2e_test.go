@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -344,4 +345,45 @@ func grepLines(s, word string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestToolHookInNode: a hook service in JavaScript
+// (examples/remote-tool-node/no-force-push-hook.mjs), its own process
+// with the hook role's credentials, denies a bash call before it runs and
+// passes the others.
+func TestToolHookInNode(t *testing.T) {
+	node := testenv.LookPath(t, "node", "nodejs")
+	nodeDir, _ := filepath.Abs("../examples/remote-tool-node")
+	if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", "@nats-io")); err != nil {
+		msg := "run `npm ci` in examples/remote-tool-node"
+		if testenv.CI() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	ws := newWorkspace(t)
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	writeFile(t, pol, "tools:\n  default: allow\n")
+	hf := filepath.Join(dir, "hooks.yaml")
+	writeFile(t, hf, "before:\n  - name: no_force_push\n    subject: toolgate.hook.no_force_push\n    tools: [bash]\n")
+	w := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile, o.HooksFile = pol, hf })
+	cmd := exec.Command(node, "no-force-push-hook.mjs", w.url)
+	cmd.Dir = nodeDir
+	cmd.Env = append(os.Environ(), "NATS_CREDS="+installCredsFile(t, identity.RoleHook, "no_force_push"))
+	startServing(t, cmd)
+
+	c := w.client(t, "agent-n")
+	r := call(t, c, "bash", `{"command":"touch pushed && git push --force origin main"}`)
+	if r.Status != events.StatusDenied || r.Decision == nil || r.Decision.Rule != "hook.no_force_push" ||
+		!strings.Contains(r.Output, "denied by hook no_force_push: force pushes need a ticket (asked by agent-n)") {
+		t.Fatalf("force push: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "pushed")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("the denied command ran")
+	}
+	r = call(t, c, "bash", `{"command":"echo fine > ok.txt && cat ok.txt"}`)
+	if r.Status != events.StatusOK || !strings.Contains(r.Output, "fine") {
+		t.Fatalf("echo: %+v", r)
+	}
 }

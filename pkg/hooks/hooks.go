@@ -255,10 +255,10 @@ func (ch *Chain) before(ctx context.Context, h *Hook, c *tools.Call) error {
 		}
 		ch.failed(ctx, h, events.HookBefore, err)
 		if h.FailOpen {
-			c.Hooks = append(c.Hooks, tools.HookChange{Hook: h.Name, Stage: events.HookBefore, Note: "failed, passed over (fail_open): " + ch.clean(err.Error())})
+			c.Hooks = append(c.Hooks, tools.HookChange{Hook: h.Name, Stage: events.HookBefore, Note: "failed, passed over (fail_open): " + ch.why(h, err)})
 			return nil
 		}
-		return hookDenial(h.Name, fmt.Sprintf("hook %s failed, the call is refused (fail closed): %s", h.Name, ch.clean(err.Error())))
+		return hookDenial(h.Name, fmt.Sprintf("hook %s failed, the call is refused (fail closed): %s", h.Name, ch.why(h, err)))
 	}
 	switch v.Action {
 	case Deny:
@@ -326,6 +326,14 @@ func argsHash(args json.RawMessage) string {
 		return sha256Hex([]byte(c))
 	}
 	return sha256Hex(args)
+}
+
+// why is a hook's failure for a reason that already names the hook:
+// without the "hook failed: <name>:" the error starts with.
+func (ch *Chain) why(h *Hook, err error) string {
+	s := strings.TrimPrefix(err.Error(), ErrHook.Error()+": ")
+	s = strings.TrimPrefix(s, h.Name+": ")
+	return ch.clean(s)
 }
 
 // clean redacts text a hook or tool produced that goes into a result.
@@ -403,10 +411,10 @@ func (ch *Chain) after(ctx context.Context, c *tools.Call, out *tools.Output) *t
 		if err != nil {
 			ch.failed(ctx, h, events.HookAfter, err)
 			if h.FailOpen {
-				c.Hooks = append(c.Hooks, tools.HookChange{Hook: h.Name, Stage: events.HookAfter, Note: "failed, passed over (fail_open): " + ch.clean(err.Error())})
+				c.Hooks = append(c.Hooks, tools.HookChange{Hook: h.Name, Stage: events.HookAfter, Note: "failed, passed over (fail_open): " + ch.why(h, err)})
 				continue
 			}
-			msg := fmt.Sprintf("output withheld: after hook %s failed (fail closed): %s", h.Name, ch.clean(err.Error()))
+			msg := fmt.Sprintf("output withheld: after hook %s failed (fail closed): %s", h.Name, ch.why(h, err))
 			c.Hooks = append(c.Hooks, tools.HookChange{Hook: h.Name, Stage: events.HookAfter, OutputSHA256: sha256Hex([]byte(msg)), Note: "failed: output withheld"})
 			return &tools.Output{Content: msg, IsError: true}
 		}
