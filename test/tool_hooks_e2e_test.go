@@ -17,9 +17,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/internal/worker"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -385,5 +387,76 @@ func TestToolHookInNode(t *testing.T) {
 	r = call(t, c, "bash", `{"command":"echo fine > ok.txt && cat ok.txt"}`)
 	if r.Status != events.StatusOK || !strings.Contains(r.Output, "fine") {
 		t.Fatalf("echo: %+v", r)
+	}
+}
+
+// TestHookChangedCallIsApprovedAsChanged: a call a before hook changed
+// and the policy asks about is parked with the changed arguments, so
+// people approve what will run; approved, it runs them. A hook that
+// changes the arguments again when the approved call resumes gets it
+// denied: people approved other arguments.
+func TestHookChangedCallIsApprovedAsChanged(t *testing.T) {
+	ws := newWorkspace(t)
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	writeFile(t, pol, askWrites)
+	hf := filepath.Join(dir, "hooks.yaml")
+	writeFile(t, hf, "before:\n  - name: stamp\n    subject: toolgate.hook.stamp\n    tools: [write]\n")
+	installAccount(t)
+	w := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile, o.HooksFile = pol, hf })
+	creds := installUser(t, identity.RoleApprover, "approver")
+	s := &approvalStack{worker: w, url: startApprover(t, w.url, func(o *approver.Options) { o.Creds = trusttest.CredsFile(t, creds) })}
+
+	hnc := dialAs(t, w.url, identity.RoleHook, "stamp")
+	sub, err := hooks.Serve(hnc, events.HookSubject("stamp"), hooks.HandlerFunc(func(_ context.Context, req *events.HookRequest) (*events.HookResponse, error) {
+		var args map[string]string
+		if err := json.Unmarshal(req.Arguments, &args); err != nil {
+			return nil, err
+		}
+		switch {
+		case strings.HasPrefix(args["content"], "again:"):
+			args["content"] = "again:" + args["content"] // changes it every time
+		case !strings.HasPrefix(args["content"], "stamped: "):
+			args["content"] = "stamped: " + args["content"] // once
+		}
+		b, _ := json.Marshal(args)
+		return &events.HookResponse{Action: events.HookModify, Arguments: b}, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := hnc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c := w.client(t, "agent-p")
+
+	final := s.submit(t, c, "hooked-1", "a.txt", "hello")
+	var shown struct {
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if code := s.api(t, "GET", "/api/approvals/hooked-1", "", &shown); code != http.StatusOK || !strings.Contains(string(shown.Arguments), "stamped: hello") {
+		t.Fatalf("people are shown %d %s, want the changed arguments", code, shown.Arguments)
+	}
+	if code := s.api(t, "POST", "/api/approvals/hooked-1/approve", `{}`, nil); code != http.StatusOK {
+		t.Fatalf("approve = %d", code)
+	}
+	if r := wait(t, final); r.Status != events.StatusOK {
+		t.Fatalf("approved: %+v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "stamped: hello" {
+		t.Fatalf("a.txt = %q", b)
+	}
+
+	final = s.submit(t, c, "hooked-2", "b.txt", "again:x")
+	if code := s.api(t, "POST", "/api/approvals/hooked-2/approve", `{}`, nil); code != http.StatusOK {
+		t.Fatalf("approve = %d", code)
+	}
+	r := wait(t, final)
+	if r.Status != events.StatusDenied || !strings.Contains(r.Output, "hook stamp changed the arguments of a call people approved") {
+		t.Fatalf("re-changed after approval: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "b.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("b.txt was written with arguments nobody approved")
 	}
 }
