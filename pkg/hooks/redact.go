@@ -19,11 +19,18 @@ func Marker(kind string) string { return "[REDACTED:" + kind + "]" }
 const markerPrefix = "[REDACTED:"
 
 // pattern is one secret format. When group is set, only that submatch
-// (the value after a key name) is replaced.
+// (the value after a key name) is replaced. The expression runs only on
+// the lines holding one of its triggers (in lower case when fold is set;
+// the whole text when multiline is set): most outputs hold none, and a
+// scan for a few literals is far cheaper than the expression's. A pattern
+// without triggers runs on the whole text.
 type pattern struct {
-	kind  string
-	re    *regexp.Regexp
-	group int
+	kind      string
+	re        *regexp.Regexp
+	group     int
+	triggers  []string
+	fold      bool
+	multiline bool
 }
 
 // The common secret formats. Each is anchored on what makes it a secret
@@ -32,18 +39,22 @@ type pattern struct {
 var builtinPatterns = []pattern{
 	// PEM private keys, also one cut short (no END line): everything from
 	// the BEGIN line on.
-	{kind: "private-key", re: regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)`)},
-	{kind: "jwt", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`)},
-	{kind: "nats-seed", re: regexp.MustCompile(`\bS[UAOCNXP][A-Z2-7]{56}\b`)},
-	{kind: "aws-access-key-id", re: regexp.MustCompile(`\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)[A-Z0-9]{16}\b`)},
-	{kind: "aws-secret-access-key", re: regexp.MustCompile(`(?i)\baws_?secret(?:_?access)?_?key\b["']?\s*[:=]\s*["']?([A-Za-z0-9/+=]{40})\b`), group: 1},
-	{kind: "github-token", re: regexp.MustCompile(`\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,255}\b`)},
-	{kind: "github-token", re: regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{22,255}\b`)},
-	{kind: "slack-token", re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`)},
-	{kind: "slack-token", re: regexp.MustCompile(`\bxapp-[0-9]-[A-Za-z0-9-]{10,}`)},
-	{kind: "bearer-token", re: regexp.MustCompile(`(?i)\bBearer\s+([A-Za-z0-9._~+/=-]{16,})`), group: 1},
-	{kind: "url-password", re: regexp.MustCompile(`\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:([^\s/@]+)@`), group: 1},
-	{kind: "api-key", re: regexp.MustCompile(`(?i)\b(?:api[_-]?key|apikey|api[_-]?secret|access[_-]?token|auth[_-]?token|secret[_-]?key|client[_-]?secret|private[_-]?key|password|passwd)\b["']?\s*[:=]\s*["']?([^\s"'&,;<>]{6,})`), group: 1},
+	{kind: "private-key", re: regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)`),
+		triggers: []string{"-----BEGIN "}, multiline: true},
+	{kind: "jwt", re: regexp.MustCompile(`eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`), triggers: []string{"eyJ"}},
+	{kind: "nats-seed", re: regexp.MustCompile(`\bS[UAOCNXP][A-Z2-7]{56}\b`), triggers: []string{"SU", "SA", "SO", "SC", "SN", "SX", "SP"}},
+	{kind: "aws-access-key-id", re: regexp.MustCompile(`\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)[A-Z0-9]{16}\b`),
+		triggers: []string{"AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA", "ASCA"}},
+	{kind: "aws-secret-access-key", re: regexp.MustCompile(`(?i)\baws_?secret(?:_?access)?_?key\b["']?\s*[:=]\s*["']?([A-Za-z0-9/+=]{40})\b`), group: 1,
+		triggers: []string{"secret"}, fold: true},
+	{kind: "github-token", re: regexp.MustCompile(`\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,255}\b`), triggers: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}},
+	{kind: "github-token", re: regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{22,255}\b`), triggers: []string{"github_pat_"}},
+	{kind: "slack-token", re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`), triggers: []string{"xox"}},
+	{kind: "slack-token", re: regexp.MustCompile(`\bxapp-[0-9]-[A-Za-z0-9-]{10,}`), triggers: []string{"xapp-"}},
+	{kind: "bearer-token", re: regexp.MustCompile(`(?i)\bBearer\s+([A-Za-z0-9._~+/=-]{16,})`), group: 1, triggers: []string{"bearer"}, fold: true},
+	{kind: "url-password", re: regexp.MustCompile(`\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:([^\s/@]+)@`), group: 1, triggers: []string{"://"}},
+	{kind: "api-key", re: regexp.MustCompile(`(?i)\b(?:api[_-]?key|apikey|api[_-]?secret|access[_-]?token|auth[_-]?token|secret[_-]?key|client[_-]?secret|private[_-]?key|password|passwd)\b["']?\s*[:=]\s*["']?([^\s"'&,;<>]{6,})`), group: 1,
+		triggers: []string{"key", "secret", "token", "passw"}, fold: true},
 }
 
 // Redactor replaces secrets in text with markers: literal secrets it is
@@ -96,15 +107,31 @@ func (r *Redactor) Redact(s string) (string, []string) {
 			kinds = append(kinds, "worker-credential")
 		}
 	}
-	for _, p := range r.patterns {
-		s = replace(s, p, &kinds)
+	for i := range r.patterns {
+		s = r.patterns[i].redact(s, &kinds)
 	}
 	slices.Sort(kinds)
 	return s, slices.Compact(kinds)
 }
 
-func replace(s string, p pattern, kinds *[]string) string {
-	locs := p.re.FindAllStringSubmatchIndex(s, -1)
+// redact replaces p's matches in s. The expression runs only on the lines
+// that hold a trigger (on the whole text for a multi-line pattern).
+func (p *pattern) redact(s string, kinds *[]string) string {
+	spans := p.windows(s)
+	if len(spans) == 0 {
+		return s
+	}
+	var locs [][]int
+	for _, sp := range spans {
+		for _, loc := range p.re.FindAllStringSubmatchIndex(s[sp[0]:sp[1]], -1) {
+			for k := range loc {
+				if loc[k] >= 0 {
+					loc[k] += sp[0]
+				}
+			}
+			locs = append(locs, loc)
+		}
+	}
 	if len(locs) == 0 {
 		return s
 	}
@@ -128,6 +155,58 @@ func replace(s string, p pattern, kinds *[]string) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// windows are the sorted, disjoint spans of s the expression must see.
+func (p *pattern) windows(s string) [][2]int {
+	if len(p.triggers) == 0 {
+		return [][2]int{{0, len(s)}}
+	}
+	text := s
+	if p.fold {
+		text = asciiLower(s)
+	}
+	var spans [][2]int
+	for _, t := range p.triggers {
+		for off := 0; off < len(text); {
+			i := strings.Index(text[off:], t)
+			if i < 0 {
+				break
+			}
+			if p.multiline {
+				return [][2]int{{0, len(s)}}
+			}
+			at := off + i
+			start := strings.LastIndexByte(s[:at], '\n') + 1
+			end := len(s)
+			if n := strings.IndexByte(s[at:], '\n'); n >= 0 {
+				end = at + n
+			}
+			spans = append(spans, [2]int{start, end})
+			off = end + 1
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i][0] < spans[j][0] })
+	merged := spans[:0]
+	for _, sp := range spans {
+		if n := len(merged); n > 0 && sp[0] <= merged[n-1][1] {
+			merged[n-1][1] = max(merged[n-1][1], sp[1])
+			continue
+		}
+		merged = append(merged, sp)
+	}
+	return merged
+}
+
+// asciiLower lowers ASCII letters only, so that offsets stay those of s.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // Stream redacts a stream of chunks (a running tool's progress) and hands

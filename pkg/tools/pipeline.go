@@ -45,7 +45,8 @@ func WithWorkspace(dir string) PipelineOption { return func(p *Pipeline) { p.wor
 // WithLogger sets the logger for recovered panics.
 func WithLogger(l *slog.Logger) PipelineOption { return func(p *Pipeline) { p.log = l } }
 
-// Use adds middleware that runs after the gate and before the timeout.
+// Use adds middleware that runs after the gate (and Start) and before
+// Bound, the after hooks and the timeout.
 func Use(mws ...Middleware) PipelineOption {
 	return func(p *Pipeline) { p.extra = append(p.extra, mws...) }
 }
