@@ -250,7 +250,12 @@ func (ch *Chain) before(ctx context.Context, h *Hook, c *tools.Call) error {
 		err = checkVerdict(&v)
 	}
 	if err != nil {
-		if cause := context.Cause(hctx); cause != nil && ctx.Err() == nil {
+		if ctx.Err() != nil {
+			// The call itself was cancelled (or the worker stops): not
+			// the hook's failure.
+			return context.Cause(ctx)
+		}
+		if cause := context.Cause(hctx); cause != nil {
 			err = cause
 		}
 		ch.failed(ctx, h, events.HookBefore, err)

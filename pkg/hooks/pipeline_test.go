@@ -430,3 +430,25 @@ func TestRemoteHooksOverNATS(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelledCallIsNotAHookFailure: a call cancelled while a hook
+// thinks ends cancelled, and the hook is not counted as failing.
+func TestCancelledCallIsNotAHookFailure(t *testing.T) {
+	asked := make(chan struct{})
+	slow := hooks.BeforeFunc(func(ctx context.Context, _ *hooks.Call) (hooks.Verdict, error) {
+		close(asked)
+		<-ctx.Done()
+		return hooks.Verdict{}, ctx.Err()
+	})
+	ch := mustChain(t, []hooks.Hook{{Name: "slow", Before: slow, Timeout: time.Minute}}, true)
+	r := newRig(t, ch)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-asked; cancel() }()
+	_, err := r.pipe.Handle(ctx, &tools.Call{ID: "c", Agent: "a", Name: "echo", Arguments: json.RawMessage(`{"text":"hi"}`)})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, tools.ErrDenied) {
+		t.Fatalf("err = %v, want cancelled", err)
+	}
+	if ch.Failures("slow") != 0 || r.ran.Load() != 0 {
+		t.Fatalf("failures %d, ran %d", ch.Failures("slow"), r.ran.Load())
+	}
+}
