@@ -65,8 +65,22 @@ type HookConfig struct {
 	line int
 }
 
+func (h HookConfig) timeout() time.Duration {
+	if h.Timeout > 0 {
+		return h.Timeout
+	}
+	return DefaultTimeout
+}
+
 // maxHookTimeout bounds a hook's timeout: a call waits for it.
 const maxHookTimeout = 5 * time.Minute
+
+// MaxBeforeTotal bounds the before hooks' timeouts added up. A call waits
+// for them before the gate has judged it and before its claim, when
+// nothing keeps its message in progress yet: longer, and the message
+// would be delivered again (after the stream's ack wait, 30s) while its
+// hooks still run.
+const MaxBeforeTotal = 20 * time.Second
 
 // Load reads and checks a hooks file.
 func Load(file string) (*Config, error) {
@@ -137,6 +151,13 @@ func Parse(data []byte, file string) (*Config, error) {
 				}
 			}
 		}
+	}
+	var total time.Duration
+	for _, h := range c.Before {
+		total += h.timeout()
+	}
+	if total > MaxBeforeTotal {
+		add(lineOf(&root, "before"), "before: the hooks' timeouts add up to %s (5s each when not set); at most %s: a call waits for them before it is judged", total, MaxBeforeTotal)
 	}
 	for kind, expr := range c.Redact.Patterns {
 		if _, err := regexp.Compile(expr); err != nil {

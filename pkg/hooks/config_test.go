@@ -57,6 +57,8 @@ func TestParseBadConfigSaysWhereAndWhat(t *testing.T) {
 		{"wildcard subject", "before:\n  - name: a\n    subject: toolgate.hook.*\n", `hooks.yaml:2: before[0] (a): subject "toolgate.hook.*" is not a NATS subject`},
 		{"negative timeout", "before:\n  - name: a\n    subject: x\n    timeout: -1s\n", "hooks.yaml:2: before[0] (a): timeout -1s is not between"},
 		{"long timeout", "before:\n  - name: a\n    subject: x\n    timeout: 1h\n", "timeout 1h0m0s is not between"},
+		{"before hooks too slow together", "before:\n  - {name: a, subject: x, timeout: 15s}\n  - {name: b, subject: y}\n  - {name: c, subject: z, timeout: 1s}\n",
+			"hooks.yaml:1: before: the hooks' timeouts add up to 21s (5s each when not set); at most 20s"},
 		{"empty tool", "before:\n  - name: a\n    subject: x\n    tools: ['']\n", "tools: an empty tool name"},
 		{"bad pattern", "redact:\n  patterns:\n    x: '('\n", "hooks.yaml:1: redact.patterns.x: error parsing regexp"},
 		{"empty-matching pattern", "redact:\n  patterns:\n    x: 'a*'\n", "redact.patterns.x: the pattern matches empty text"},
