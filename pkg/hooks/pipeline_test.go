@@ -40,7 +40,7 @@ type rig struct {
 	ran  *atomic.Int64 // executions of the counting tool
 }
 
-func newRig(t *testing.T, chain *hooks.Chain) *rig {
+func newRig(t testing.TB, chain *hooks.Chain) *rig {
 	t.Helper()
 	ws := t.TempDir()
 	reg := tools.NewRegistry()
@@ -451,4 +451,44 @@ func TestCancelledCallIsNotAHookFailure(t *testing.T) {
 	if ch.Failures("slow") != 0 || r.ran.Load() != 0 {
 		t.Fatalf("failures %d, ran %d", ch.Failures("slow"), r.ran.Load())
 	}
+}
+
+// BenchmarkRemoteBeforeHook is one call through the pipeline with a
+// remote before hook answering over a real local server, against the
+// same call without hooks.
+func BenchmarkRemoteBeforeHook(b *testing.B) {
+	s := testenv.StartNATS(b, "")
+	nc, _ := s.Connect(b)
+	hnc, _ := s.Connect(b)
+	if _, err := hooks.Serve(hnc, "toolgate.hook.pass", hooks.HandlerFunc(func(context.Context, *events.HookRequest) (*events.HookResponse, error) {
+		return &events.HookResponse{Action: events.HookPass}, nil
+	})); err != nil {
+		b.Fatal(err)
+	}
+	_ = hnc.Flush()
+	for _, c := range []struct {
+		name  string
+		chain *hooks.Chain
+	}{
+		{"none", mustChainB(b, nil)},
+		{"remote", mustChainB(b, []hooks.Hook{{Name: "pass", Before: &hooks.Remote{Name: "pass", Subject: "toolgate.hook.pass", Conn: nc}}})},
+	} {
+		r := newRig(b, c.chain)
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := r.pipe.Handle(context.Background(), &tools.Call{ID: "c", Agent: "a", Name: "echo", Arguments: json.RawMessage(`{"text":"hi"}`)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func mustChainB(b *testing.B, hs []hooks.Hook) *hooks.Chain {
+	r, _ := hooks.NewRedactor(nil, nil)
+	ch, err := hooks.New(hs, hooks.Options{Redactor: r})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ch
 }
