@@ -136,6 +136,7 @@ func (p *pattern) redact(s string, kinds *[]string) string {
 		return s
 	}
 	var b strings.Builder
+	b.Grow(len(s))
 	last := 0
 	for _, loc := range locs {
 		from, to := loc[0], loc[1]
