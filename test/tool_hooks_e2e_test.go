@@ -305,8 +305,14 @@ func TestToolHooksEndToEnd(t *testing.T) {
 	if err := admin.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	var sawResult, sawProgress bool
+	var sawResult, sawProgress, sawViolation bool
 	for _, m := range bus.all() {
+		if m.Subject == events.ViolationSubject("agent-h") {
+			var v events.ViolationData
+			if _, err := events.DecodeData(m.Header, m.Data, &v); err == nil && v.Rule == "hook.silent" && v.Tool == "edit" {
+				sawViolation = true
+			}
+		}
 		sawResult = sawResult || strings.HasPrefix(m.Subject, "toolgate.result.agent-h.")
 		sawProgress = sawProgress || strings.HasPrefix(m.Subject, "toolgate.progress.agent-h.")
 		for _, secret := range append([]string{workerSeed, workerCreds.JWT}, values...) {
@@ -317,6 +323,9 @@ func TestToolHooksEndToEnd(t *testing.T) {
 	}
 	pmu.Lock()
 	defer pmu.Unlock()
+	if !sawViolation {
+		t.Error("no policy violation event for the call the silent hook failed closed")
+	}
 	if !sawResult || !sawProgress || len(progress) == 0 {
 		t.Fatalf("the bus traffic was not seen: results %v, progress %v (%d chunks)", sawResult, sawProgress, len(progress))
 	}
