@@ -40,6 +40,8 @@ var payloadTypes = map[string]reflect.Type{
 	"tools-list-request.json": reflect.TypeFor[events.ToolsListRequest](),
 	"budget-exceeded.json":    reflect.TypeFor[events.BudgetExceededData](),
 	"cancel-reply.json":       reflect.TypeFor[events.CancelReply](),
+	"hook-request.json":       reflect.TypeFor[events.HookRequest](),
+	"hook-response.json":      reflect.TypeFor[events.HookResponse](),
 	"approval-request.json":   reflect.TypeFor[approval.Request](),
 	"approval-decision.json":  reflect.TypeFor[approval.Decision](),
 }
@@ -128,8 +130,9 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 		"budgetExceeded":   events.BudgetSubject(a),
 		"cancel":           events.CancelSubject(a, id),
 		"deadLetter":       "toolgate.dlq." + a + "." + tool, // moved by the worker, see internal/bus
+		"hook":             events.HookSubject("stamp"),
 	}
-	params := strings.NewReplacer("{agent}", a, "{callId}", id, "{tool}", tool)
+	params := strings.NewReplacer("{agent}", a, "{callId}", id, "{tool}", tool, "{hook}", "stamp")
 	for name, ch := range doc.Channels {
 		want, ok := subjects[name]
 		if !ok {
@@ -274,10 +277,13 @@ func TestSchemasAcceptWhatTheCodeSends(t *testing.T) {
 		"tools-list-request.json": events.ToolsListRequest{Agent: "a"},
 		"budget-exceeded.json":    events.BudgetExceededData{CallID: "c", Agent: "a", Tool: "bash", Budget: "hourly", Scope: "agent", Limit: "max_calls", Max: 5, Used: 5, ResetsAt: &now, Message: "m", Worker: "w"},
 		"cancel-reply.json":       events.CancelReply{CallID: "c", Agent: "a", State: events.CancelFinished, Status: events.StatusOK, Message: "m"},
+		"hook-request.json":       events.HookRequest{Stage: events.HookAfter, Hook: "h", CallID: "c", Agent: "a", Tool: "read", Arguments: json.RawMessage(`{"path":"x"}`), Output: "text"},
+		"hook-response.json":      events.HookResponse{Action: events.HookModify, Arguments: json.RawMessage(`{"path":"y"}`)},
+		"result.json#hooks":       events.ResultData{CallID: "c", Agent: "a", Tool: "read", Status: events.StatusOK, Hooks: []events.HookChange{{Hook: "redact", Stage: "after", OutputSHA256: "x", Note: "replaced: jwt"}}},
 	}
 	for file, v := range samples {
 		c := jsonschemaCompiler()
-		s, err := c.Compile(filepath.Join("..", "docs", "schemas", file))
+		s, err := c.Compile(filepath.Join("..", "docs", "schemas", strings.Split(file, "#")[0]))
 		if err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}

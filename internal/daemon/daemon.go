@@ -116,6 +116,10 @@ type Options struct {
 	// ToolsConfig is a tool overrides file (internal/tooloverride): the
 	// operator's last word on every tool, whatever its source.
 	ToolsConfig string
+	// HooksFile is a tool hooks file (pkg/hooks): before and after hooks,
+	// in-process or remote, and the built-in redaction of secrets (on
+	// without a file).
+	HooksFile string
 	// Logger receives logs; default a text logger on stderr.
 	Logger *slog.Logger
 	// Out receives the start-up banner; default stderr.
@@ -141,6 +145,10 @@ func Run(ctx context.Context, o Options) error {
 		o.Out = os.Stderr
 	}
 	ws, err := workspaceDir(o.Workspace)
+	if err != nil {
+		return err
+	}
+	hooksCfg, err := loadHooks(o)
 	if err != nil {
 		return err
 	}
@@ -248,13 +256,18 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger),
-		tools.Use(budgets.Middleware()))
 	tel, stopTelemetry, err := startTelemetry(ctx, o)
 	if err != nil {
 		return err
 	}
 	defer stopTelemetry()
+	chain, err := buildHooks(hooksCfg, o, nc, creds, tel)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "toolgate: tool hooks: %s\n", hooksCfg)
+	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger),
+		tools.WithHooks(chain.Before(), chain.After()), tools.Use(budgets.Middleware()))
 	w, err := worker.New(nc, pipe, worker.Config{
 		Name: o.Name, Concurrency: o.Concurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
 		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr, Preview: preview(ws, roots, gate)},

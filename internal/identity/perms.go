@@ -87,6 +87,8 @@ func Permissions(role Role, name string) jwt.Permissions {
 			// Remote tools: discovery (NATS micro) and their endpoints.
 			"$SRV.>",
 			"toolgate.remote.>",
+			// Tool hooks: requests to the hook services.
+			"toolgate.hook.>",
 		}
 		p.Sub.Allow = jwt.StringList{
 			"toolgate.api.tools",
@@ -132,6 +134,17 @@ func Permissions(role Role, name string) jwt.Permissions {
 		p.Sub.Allow = jwt.StringList{
 			"$SRV.>",
 			"toolgate.remote." + name,
+			inbox,
+		}
+		p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
+	case RoleHook:
+		// A tool hook service named after its hook: it hears the requests
+		// workers send to toolgate.hook.<name> and replies on their
+		// inboxes. It publishes nothing else and hears no other hook's
+		// requests, no calls, no results.
+		p.Pub.Deny = jwt.StringList{">"}
+		p.Sub.Allow = jwt.StringList{
+			"toolgate.hook." + name,
 			inbox,
 		}
 		p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}

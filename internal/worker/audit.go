@@ -39,6 +39,7 @@ func (w *Worker) auditExecution(in *events.Call, res events.ResultData, appr *ev
 	a.Kind, a.Status, a.IsError, a.Decision = events.AuditExecution, res.Status, res.IsError, res.Decision
 	a.DurationMS, a.OutputBytes, a.Error, a.Approval = res.DurationMS, len(res.Output), res.Error, appr
 	a.ResultSHA256 = SHA256Hex([]byte(res.Output))
+	a.Hooks = res.Hooks
 	a.Resumed = appr != nil
 	w.countOutcome(context.Background(), &res)
 	agent, tool := tokenOr(in.Agent, "_"), tokenOr(res.Tool, "_")

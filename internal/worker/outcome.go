@@ -26,6 +26,9 @@ func outcome(c *tools.Call, out *tools.Output, err error, shuttingDown bool) eve
 	if c.Decision != nil {
 		r.Decision = wireDecision(*c.Decision)
 	}
+	for _, h := range c.Hooks {
+		r.Hooks = append(r.Hooks, events.HookChange(h))
+	}
 	var (
 		pk *tools.Parked
 		pe *tools.PolicyError

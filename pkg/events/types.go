@@ -89,6 +89,9 @@ type ResultData struct {
 	// the tool itself: "invalid_event", "invalid_arguments", "unknown_tool",
 	// "payload_too_large", "source_mismatch", "internal".
 	Error string `json:"error,omitempty"`
+	// Hooks lists what tool hooks changed in the call, in order: its
+	// arguments (before) or its output (after).
+	Hooks []HookChange `json:"hooks,omitempty"`
 }
 
 // ProgressData is the data of a dev.toolgate.call.progress.v1 event: a chunk
@@ -140,6 +143,11 @@ type AuditData struct {
 	Resumed bool `json:"resumed,omitempty"`
 	// JudgeOnly marks a call that was judged and not executed.
 	JudgeOnly bool `json:"judge_only,omitempty"`
+	// Hooks lists what tool hooks changed in the call, in order: which
+	// hook changed the arguments (their hashes before and after) or the
+	// output (the changed output's hash). ArgsSHA256 stays the hash of
+	// the arguments as the agent sent them.
+	Hooks []HookChange `json:"hooks,omitempty"`
 	// TraceID and SpanID name the span that recorded the event, when the
 	// call carried trace context.
 	TraceID string `json:"trace_id,omitempty"`

@@ -132,6 +132,23 @@ type Call struct {
 	// create) and refuse the access when it returns an error. Nil means
 	// no path rules apply.
 	CheckPath func(realPath string) error
+	// Hooks records what tool hooks changed in the call, in order.
+	Hooks []HookChange
+
+	validated json.RawMessage // the arguments Args was validated from
+}
+
+// HookChange records what one tool hook changed in a call: the
+// arguments' hashes before and after (stage before) or the changed
+// output's hash (stage after). It has the fields of events.HookChange,
+// which the worker converts it to.
+type HookChange struct {
+	Hook             string
+	Stage            string
+	ArgsSHA256Before string
+	ArgsSHA256After  string
+	OutputSHA256     string
+	Note             string
 }
 
 // Output is what a tool returns.
