@@ -222,12 +222,12 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger))
 	mgr, err := parking.NewManager(ctx, js, parking.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers,
-		TrustedAccounts: o.TrustedAccounts, Logger: o.Logger})
+		TrustedAccounts: o.TrustedAccounts, EditJudge: worker.JudgeEdit(pipe), Logger: o.Logger})
 	if err != nil {
 		return err
 	}
-	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger))
 	tel, stopTelemetry, err := startTelemetry(ctx, o)
 	if err != nil {
 		return err

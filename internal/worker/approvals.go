@@ -91,6 +91,7 @@ func (w *Worker) Resume(ctx context.Context, p *parking.Parked, o parking.Outcom
 	defer done()
 	w.auditPeople(ctx, in, p, o)
 	appr := o.Audit()
+	in = withEdits(in, p, o, appr) // approved with changes: run the edited arguments (edit.go)
 	res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID}
 	d := wireDecision(p.Decision)
 	d.Approvers = o.Approvers
