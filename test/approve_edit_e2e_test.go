@@ -196,3 +196,26 @@ func auditOf(t *testing.T, js jetstream.JetStream, agent, id, kind string, who .
 	}
 }
 
+// TestApproveWithChangesFromTheCommandLine: `toolctl approvals approve ID
+// --args-file F` runs the call with the file's arguments; a malformed file
+// is refused before anything is sent.
+func TestApproveWithChangesFromTheCommandLine(t *testing.T) {
+	s := startEditStack(t)
+	c := s.worker.client(t, "agent-edit")
+	final := submitBash(t, c, "edit-cli", "rm -rf x")
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	writeFile(t, bad, `{"command":"ls x", "command":"rm -rf x"}`)
+	_, errOut, code := s.worker.toolctl(t, "approvals", "approve", "edit-cli", "--args-file", bad, "--approver", s.url, "--token", aliceToken)
+	if code != 2 || !strings.Contains(errOut, "--args-file "+bad) || !strings.Contains(errOut, "appears twice") {
+		t.Fatalf("malformed --args-file: code %d, stderr %s", code, errOut)
+	}
+	good := filepath.Join(t.TempDir(), "args.json")
+	writeFile(t, good, "{\n  \"command\": \"ls x\"\n}\n")
+	out, errOut, code := s.worker.toolctl(t, "approvals", "approve", "edit-cli", "--args-file", good, "--approver", s.url, "--token", aliceToken)
+	if code != 0 || !strings.Contains(out, "edit-cli: approved") || !strings.Contains(out, "approved with changes") {
+		t.Fatalf("approve --args-file: code %d\n%s\n%s", code, out, errOut)
+	}
+	if r := wait(t, final); r.Status != events.StatusOK || strings.TrimSpace(r.Output) != "inside" {
+		t.Fatalf("result = %s %q, want the output of ls x", r.Status, r.Output)
+	}
+}

@@ -259,10 +259,10 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 			body["answer"], body["comment"] = *answer, *comment
 		}
 		var res struct {
-			Status           string `json:"status"`
-			EditedArgsSHA256 string `json:"edited_args_sha256"`
-			ApprovedBy []string `json:"approved_by"`
-			Amendment  *struct {
+			Status           string   `json:"status"`
+			EditedArgsSHA256 string   `json:"edited_args_sha256"`
+			ApprovedBy       []string `json:"approved_by"`
+			Amendment        *struct {
 				ID string `json:"id"`
 			} `json:"amendment"`
 		}
