@@ -69,6 +69,9 @@ type Options struct {
 	Replicas int
 	// Sandbox is the bash tool's isolation: auto (default), require, off.
 	Sandbox bash.Mode
+	// Progress bounds the progress every call streams (messages a second,
+	// bytes a message); the zero value is tools' defaults.
+	Progress tools.ProgressLimit
 	// BashLimits are the bash tool's resource limits (bash.Limits);
 	// zero fields mean the defaults.
 	BashLimits bash.Limits
@@ -222,7 +225,8 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger))
+	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger),
+		tools.Use(o.Progress.Middleware()))
 	mgr, err := parking.NewManager(ctx, js, parking.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers,
 		TrustedAccounts: o.TrustedAccounts, EditJudge: worker.JudgeEdit(pipe), Logger: o.Logger})
 	if err != nil {

@@ -123,7 +123,14 @@ type grepOptions struct {
 	maxSize       int64
 	maxLine       int
 	maxStored     int // bytes of content lines kept before giving up on more
+	// progress, when set, is told how far the search got (files
+	// searched, files matched) every grepProgressFiles files.
+	progress func(stream, chunk string)
 }
+
+// grepProgressFiles is how many files a search reports progress after;
+// the pipeline bounds how often it is sent.
+const grepProgressFiles = 1000
 
 type globFilter struct {
 	pattern  string
@@ -328,7 +335,8 @@ type fileResult struct {
 }
 
 func (s *set) grep(ctx context.Context, c *tools.Call) (*tools.Output, error) {
-	o := grepOptions{mode: modeFiles, lineNumbers: true, maxSize: s.cfg.MaxReadSize, maxLine: s.cfg.MaxLineLength, maxStored: 16 << 20}
+	o := grepOptions{mode: modeFiles, lineNumbers: true, maxSize: s.cfg.MaxReadSize, maxLine: s.cfg.MaxLineLength, maxStored: 16 << 20,
+		progress: c.Progress}
 	o.pattern, _ = argString(c.Args, "pattern")
 	base, _ := argString(c.Args, "path")
 	if base == "" {
@@ -515,7 +523,14 @@ func (s *set) search(ctx context.Context, base string, opts workspace.WalkOption
 					stored += n
 					results = append(results, r)
 				}
+				note := ""
+				if o.progress != nil && r.skipped == "" && st.searched%grepProgressFiles == 0 {
+					note = fmt.Sprintf("searched %d files, %d with matches\n", st.searched, len(results))
+				}
 				mu.Unlock()
+				if note != "" {
+					o.progress(tools.StreamStatus, note)
+				}
 			}
 		}()
 	}
