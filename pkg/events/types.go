@@ -97,7 +97,7 @@ type ResultData struct {
 type ProgressData struct {
 	CallID string `json:"call_id"`
 	Tool   string `json:"tool"`
-	Stream string `json:"stream"` // "stdout" or "stderr"
+	Stream string `json:"stream"` // "stdout", "stderr" or "status" (tools.Stream*)
 	Seq    int64  `json:"seq"`
 	Chunk  string `json:"chunk"`
 }
