@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/internal/fate"
 	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -111,7 +112,7 @@ type resolution struct {
 }
 
 // decodeDecision reads a decision from a CloudEvent in any content mode.
-func decodeDecision(msg jetstream.Msg) (*approval.Decision, error) {
+func decodeDecision(msg fate.Message) (*approval.Decision, error) {
 	var d approval.Decision
 	if _, err := events.DecodeData(msg.Headers(), msg.Data(), &d); err != nil {
 		return nil, fmt.Errorf("decision: %w", err)
@@ -119,31 +120,31 @@ func decodeDecision(msg jetstream.Msg) (*approval.Decision, error) {
 	return &d, nil
 }
 
-func (m *Manager) handleDecision(ctx context.Context, msg jetstream.Msg, resume ResumeFunc) {
+// handleDecision records one decision on a parked call and starts the
+// resume once the call's outcome is final. It returns the decision
+// message's fate: Term for a decision that can never count (unreadable,
+// unsigned, for no parked call), Ack once recorded or refused for good,
+// Retry when the record could not be read or written now.
+func (m *Manager) handleDecision(ctx context.Context, msg fate.Message, resume ResumeFunc) fate.Fate {
 	subjID := strings.TrimPrefix(msg.Subject(), strings.TrimSuffix(approval.SubjectDecisions, ">"))
 	d, err := decodeDecision(msg)
 	if err != nil {
 		m.refuse(ctx, &approval.Decision{CallID: subjID}, fmt.Errorf("%w: %v", ErrRefused, err))
-		_ = msg.Term()
-		return
+		return fate.Term("unreadable decision")
 	}
 	signer, err := m.check(ctx, subjID, d)
 	if err != nil {
 		m.refuse(ctx, d, err)
-		_ = msg.Term()
-		return
+		return fate.Term("refused decision")
 	}
 	for attempt := 0; ; attempt++ {
 		p, rev, err := m.get(ctx, d.CallID)
 		if errors.Is(err, ErrNotFound) {
 			m.refuse(ctx, d, fmt.Errorf("%w: %w", ErrRefused, err))
-			_ = msg.Term()
-			return
+			return fate.Term("no parked call")
 		}
 		if err != nil {
-			m.log.Warn("load parked call", "call_id", d.CallID, "err", err)
-			_ = msg.NakWithDelay(time.Second)
-			return
+			return fate.Retry(time.Second, fmt.Errorf("load parked call %s: %w", d.CallID, err))
 		}
 		err = m.fits(p, d, signer)
 		if err == nil {
@@ -154,33 +155,28 @@ func (m *Manager) handleDecision(ctx context.Context, msg jetstream.Msg, resume 
 				m.log.Info("decision changes nothing", "call_id", d.CallID, "approver", d.Approver, "reason", err)
 			}
 			m.refuse(ctx, d, err)
-			_ = msg.Ack()
-			return
+			return fate.Ack()
 		}
 		final := m.apply(p, d)
 		val, err := json.Marshal(p)
 		if err != nil {
 			m.log.Error("encode parked call", "call_id", p.CallID, "err", err)
-			_ = msg.Term()
-			return
+			return fate.Term("parked call cannot be encoded")
 		}
 		newRev, err := m.kv.Update(ctx, CallKey(p.CallID), val, rev)
 		if err != nil {
 			if errors.Is(err, jetstream.ErrKeyExists) && attempt < 50 {
 				continue // someone else changed it first: judge again on the new record
 			}
-			m.log.Warn("record decision", "call_id", p.CallID, "err", err)
-			_ = msg.NakWithDelay(time.Second)
-			return
+			return fate.Retry(time.Second, fmt.Errorf("record decision on call %s: %w", p.CallID, err))
 		}
 		m.log.Info("decision recorded", "call_id", p.CallID, "agent", p.Agent, "tool", p.Tool,
 			"approver", d.Approver, "signer", signer.String(), "outcome", d.Outcome, "status", p.Status,
 			"approvals", len(p.Approvals), "threshold", p.Threshold())
-		_ = msg.Ack()
 		if final {
 			m.startResume(ctx, p, newRev, resume)
 		}
-		return
+		return fate.Ack()
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/fate"
 	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -123,6 +124,7 @@ type Manager struct {
 	kv     jetstream.KeyValue
 	policy jetstream.KeyValue
 	log    *slog.Logger
+	runner fate.Runner // settles decision messages
 	trust  *trust.Verifier
 	now    func() time.Time
 
@@ -141,6 +143,7 @@ func NewManager(ctx context.Context, js jetstream.JetStream, opts Options) (*Man
 	m := &Manager{opts: opts, js: js, log: opts.Logger.With("component", "approvals", "worker", opts.Name),
 		now: time.Now, index: map[string]*Parked{}, busy: map[string]bool{},
 		sem: make(chan struct{}, opts.MaxResumes)}
+	m.runner = fate.Runner{Consumer: bus.ConsumerApprovalDecisions, Logger: m.log}
 	var err error
 	if m.kv, err = js.KeyValue(ctx, bus.BucketApprovals); err != nil {
 		return nil, fmt.Errorf("approvals bucket %s: %w", bus.BucketApprovals, err)
@@ -302,7 +305,9 @@ func (m *Manager) Run(ctx context.Context, resume ResumeFunc) error {
 		}
 		return fmt.Errorf("decisions consumer: %w", err)
 	}
-	cc, err := cons.Consume(func(msg jetstream.Msg) { m.handleDecision(ctx, msg, resume) },
+	cc, err := cons.Consume(m.runner.Consume(ctx, func(ctx context.Context, msg fate.Message) fate.Fate {
+		return m.handleDecision(ctx, msg, resume)
+	}),
 		jetstream.PullMaxMessages(16), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if ctx.Err() == nil {
 				m.log.Debug("decisions consumer", "err", err)

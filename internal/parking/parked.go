@@ -185,13 +185,13 @@ func (p *Parked) ApprovedBy() []string {
 	return out
 }
 
-// NewParked builds the parked record of a call the pipeline refused with an
-// ask decision d (from the *tools.PolicyError): c must be resolved and
-// validated (c.Tool and c.Args set). A clarify call gets its question, and
-// edit/write calls a diff from their arguments; the worker may replace Diff
-// with one computed against the file.
-func NewParked(c *tools.Call, d policy.Decision) (*Parked, error) {
-	if c == nil {
+// NewParked builds the parked record of a call the pipeline ended with
+// pk (the gate asked, or the tool asks a question): c must be resolved and
+// validated (c.Tool and c.Args set). A call waiting for an answer gets
+// pk's question, and edit/write calls a diff from their arguments; the
+// worker may replace Diff with one computed against the file.
+func NewParked(c *tools.Call, pk *tools.Parked) (*Parked, error) {
+	if c == nil || pk == nil {
 		return nil, fmt.Errorf("%w: nil call", ErrInvalidParked)
 	}
 	tool := c.Name
@@ -200,17 +200,17 @@ func NewParked(c *tools.Call, d policy.Decision) (*Parked, error) {
 	}
 	p := &Parked{
 		CallID: c.ID, Agent: c.Agent, SessionID: c.SessionID, Tool: tool,
-		Arguments: c.Arguments, TimeoutMS: c.Timeout.Milliseconds(), Decision: d,
+		Arguments: c.Arguments, TimeoutMS: c.Timeout.Milliseconds(), Decision: pk.Decision,
 	}
 	if len(p.Arguments) == 0 {
 		p.Arguments = json.RawMessage("{}")
 	}
-	if d.Rule == approval.ClarifyRule && tool == approval.ClarifyName {
-		q, err := approval.QuestionFrom(c.Args)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidParked, err)
+	if pk.NeedsAnswer() {
+		if strings.TrimSpace(pk.Question.Text) == "" {
+			return nil, fmt.Errorf("%w: call %s: question: empty", ErrInvalidParked, c.ID)
 		}
-		p.Question = q
+		q := *pk.Question
+		p.Question = &q
 		p.Decision.Approvers = 1
 	} else {
 		p.Diff = approval.ArgsDiff(tool, c.Args)

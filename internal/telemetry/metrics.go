@@ -14,6 +14,10 @@ const (
 	LabelOutcome = attribute.Key("outcome")
 	LabelResult  = attribute.Key("result")
 	LabelKind    = attribute.Key("kind")
+	// LabelConsumer names a JetStream consumer, LabelFate what became of
+	// a message it delivered (ack, retry, term, leave).
+	LabelConsumer = attribute.Key("consumer")
+	LabelFate     = attribute.Key("fate")
 )
 
 // UnknownTool is the tool label of calls that named no registered tool:
@@ -42,6 +46,9 @@ type WorkerMetrics struct {
 	// AuditLost the audit events given up on after every retry.
 	AuditFailures metric.Int64Counter
 	AuditLost     metric.Int64Counter
+	// Settled counts messages the worker's consumers settled, by consumer
+	// and fate.
+	Settled metric.Int64Counter
 }
 
 // DurationBuckets are the call-duration histogram's bucket bounds in
@@ -51,7 +58,7 @@ var DurationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 // NewWorkerMetrics creates the worker's instruments on t's meter.
 func NewWorkerMetrics(t *Telemetry) (*WorkerMetrics, error) {
 	m := t.OrDisabled().Meter
-	var errs [8]error
+	var errs [9]error
 	w := &WorkerMetrics{}
 	w.Calls, errs[0] = m.Int64Counter("toolgate.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("Calls that reached a final status, by tool and outcome."))
@@ -70,6 +77,8 @@ func NewWorkerMetrics(t *Telemetry) (*WorkerMetrics, error) {
 		metric.WithDescription("Audit events whose publish failed and was retried."))
 	w.AuditLost, errs[7] = m.Int64Counter("toolgate.audit.lost", metric.WithUnit("{event}"),
 		metric.WithDescription("Audit events not stored after every retry."))
+	w.Settled, errs[8] = m.Int64Counter("toolgate.messages.settled", metric.WithUnit("{message}"),
+		metric.WithDescription("Messages the worker's consumers settled, by consumer and fate (ack, retry, term, leave)."))
 	return w, errors.Join(errs[:]...)
 }
 

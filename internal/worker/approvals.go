@@ -15,57 +15,11 @@ import (
 	"github.com/toolgate/toolgate/internal/telemetry"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
-	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
-)
-
-// Record states in the calls bucket.
-const (
-	stateRunning   = "running"   // claimed, running through the pipeline
-	stateParked    = "parked"    // waiting for people; no worker holds it
-	stateExecuting = "executing" // approved and running on a worker
-	stateDone      = "done"      // finished; its result kept because publishing failed
 )
 
 // errResumeBusy makes the approvals manager try a resume again later.
 var errResumeBusy = errors.New("call is being resumed by another worker")
-
-// ManagerParker parks calls with an approvals manager.
-type ManagerParker struct {
-	M *parking.Manager
-	// Preview, if set, shows what a call would change (the diff of a
-	// write or edit against the file as it is now); empty keeps the
-	// preview computed from the arguments alone.
-	Preview func(c *tools.Call) string
-}
-
-// Park records the call with its gate decision (or clarify question) and
-// the content mode to answer in, and publishes the approval request.
-func (mp ManagerParker) Park(ctx context.Context, in *events.Call, c *tools.Call, d policy.Decision) error {
-	p, err := parking.NewParked(c, d)
-	if err != nil {
-		return err
-	}
-	if mp.Preview != nil && !p.IsClarify() {
-		if diff := mp.Preview(c); diff != "" {
-			p.Diff = diff
-		}
-	}
-	p.Meta = map[string]string{"mode": in.Mode.String()}
-	if in.Data.JudgeOnly {
-		p.Meta["judge_only"] = "true" // the resume answers it without running the tool
-	}
-	if in.TraceParent != "" {
-		p.Meta["traceparent"] = in.TraceParent
-	}
-	if in.TraceState != "" {
-		p.Meta["tracestate"] = in.TraceState
-	}
-	if tp := telemetry.TraceParentOf(ctx); tp != "" {
-		p.Meta[telemetry.MetaSpan] = tp // the approver's decision and the resume continue here
-	}
-	return mp.M.Park(ctx, p)
-}
 
 // Resume continues a parked call once people decided: an approved call is
 // judged again by the policy in force now and run (at most once, even when
@@ -84,7 +38,8 @@ func (w *Worker) Resume(ctx context.Context, p *parking.Parked, o parking.Outcom
 	if e, err := w.calls.Get(ctx, key); err == nil {
 		var rec record
 		if json.Unmarshal(e.Value(), &rec) == nil && rec.State == stateDone && rec.Result != nil {
-			return w.finish(in, key, *rec.Result, o.Audit(), nil) // ran; only its result is missing
+			a := o.Audit()
+			return w.finish(withEdits(in, p, o, a), key, *rec.Result, a, nil) // ran; only its result is missing
 		}
 	}
 	ctx, done := w.resumeSpan(ctx, in, p.Meta[telemetry.MetaSpan], string(o.Status), o.Approvers)
@@ -173,12 +128,9 @@ func (w *Worker) runApproved(ctx context.Context, in *events.Call, approvals int
 	out, err := w.handler.Handle(xctx, c)
 	res := outcome(c, out, err, w.stopping.Load())
 	defer func() { w.endExecute(xctx, x, in, c, &res, err) }()
-	var pe *tools.PolicyError
-	if errors.As(err, &pe) {
-		w.violation(in, c, pe)
-		if res.Status == events.StatusPending { // cannot happen with Approved; fail closed
-			res.Status, res.IsError = events.StatusDenied, true
-		}
+	w.violation(in, c, err)
+	if res.Status == events.StatusPending { // cannot happen with Approved; fail closed
+		res.Status, res.IsError = events.StatusDenied, true
 	}
 	return res, nil
 }

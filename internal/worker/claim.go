@@ -12,6 +12,26 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// record is what the calls bucket holds per call id: the claim.
+type record struct {
+	State     string    `json:"state"` // running, parked, executing, done
+	Worker    string    `json:"worker"`
+	Started   time.Time `json:"started"`
+	Heartbeat time.Time `json:"heartbeat"`
+	// Result is kept here only when it could not be published, so that
+	// the redelivery publishes it instead of reporting interrupted.
+	Result *events.ResultData `json:"result,omitempty"`
+}
+
+// Record states in the calls bucket.
+const (
+	stateRunning   = "running"   // claimed, running through the pipeline
+	stateParked    = "parked"    // waiting for people; no worker holds it
+	stateExecuting = "executing" // approved and running on a worker
+	stateDone      = "done"      // finished; its result kept because publishing failed
 )
 
 // claim is a call's claim record being created in the calls bucket. The
@@ -103,14 +123,4 @@ func (cl *claim) create() (uint64, error) {
 		}
 		gap = min(2*gap, 5*time.Second)
 	}
-}
-
-// retryLater hands msg back with a delay growing with its deliveries
-// (1s, 2s, 4s, ... up to 30s), so a passing outage does not exhaust them.
-func retryLater(msg callMsg) {
-	d := time.Second
-	for i := uint64(1); i < msg.NumDelivered() && d < 30*time.Second; i++ {
-		d *= 2
-	}
-	_ = msg.NakWithDelay(min(d, 30*time.Second))
 }

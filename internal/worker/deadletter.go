@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/fate"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
@@ -31,14 +32,13 @@ func (w *Worker) deadLetter(ctx context.Context) (jetstream.ConsumeContext, erro
 	if err != nil {
 		return nil, err
 	}
-	return cons.Consume(func(m jetstream.Msg) {
+	r := fate.Runner{Consumer: bus.ConsumerDeadLetters, Logger: w.log, Count: w.countFate}
+	return cons.Consume(r.Consume(ctx, func(_ context.Context, m fate.Message) fate.Fate {
 		if err := w.deadLetterOne(m.Data()); err != nil {
-			w.log.Error("dead letter: will retry", "err", err)
-			_ = m.NakWithDelay(time.Second)
-			return
+			return fate.Retry(time.Second, fmt.Errorf("dead letter: %w", err))
 		}
-		_ = m.Ack()
-	}, jetstream.PullMaxMessages(4))
+		return fate.Ack()
+	}), jetstream.PullMaxMessages(4))
 }
 
 // deadLetterOne moves the call a max-deliveries advisory names. A nil

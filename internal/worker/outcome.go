@@ -9,8 +9,11 @@ import (
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
-// outcome maps what the pipeline returned to the wire result. This is the
-// one place where error kinds become statuses.
+// outcome maps what the parking step and the pipeline returned to the wire
+// result. This is the one place where outcomes (an output, a *tools.Parked,
+// an error's kind) become statuses; a new kind of outcome (say, a call
+// cancelled by its agent) gets its case here, and its fate follows from
+// the status in handle.
 func outcome(c *tools.Call, out *tools.Output, err error, shuttingDown bool) events.ResultData {
 	r := events.ResultData{CallID: c.ID, Agent: c.Agent, Tool: c.Name, SessionID: c.SessionID}
 	if c.Tool != nil {
@@ -23,6 +26,7 @@ func outcome(c *tools.Call, out *tools.Output, err error, shuttingDown bool) eve
 		r.Decision = wireDecision(*c.Decision)
 	}
 	var (
+		pk *tools.Parked
 		pe *tools.PolicyError
 		ae *tools.ArgumentError
 	)
@@ -31,12 +35,15 @@ func outcome(c *tools.Call, out *tools.Output, err error, shuttingDown bool) eve
 		r.Status = events.StatusError
 	case err == nil:
 		r.Status = events.StatusOK
+	case errors.As(err, &pk):
+		// Parked by the parking step: waiting for people.
+		r.Decision = wireDecision(pk.Decision)
+		r.Status, r.IsError, r.Output = events.StatusPending, false, pk.Error()
 	case errors.As(err, &pe):
 		r.Decision = wireDecision(pe.Decision)
 		r.Status, r.IsError, r.Output = events.StatusDenied, true, err.Error()
-		if pe.Decision.Action == policy.Ask {
-			r.Status, r.IsError = events.StatusPending, false
-		}
+	case errors.Is(err, errParkFailed):
+		r.Status, r.IsError, r.Error, r.Output = events.StatusError, true, events.CodeInternal, err.Error()
 	case errors.As(err, &ae):
 		r.Status, r.IsError, r.Error, r.Output = events.StatusError, true, events.CodeInvalidArguments, err.Error()
 		r.Metadata = map[string]any{"fields": ae.Fields}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/fate"
 )
 
 // nextSubject is the JetStream API subject a pull request for the workers
@@ -51,9 +52,9 @@ type puller struct {
 	w     *Worker
 	inbox string
 	msgs  chan *nats.Msg
-	wake  chan struct{} // a slot freed
-	work  chan callMsg  // hands a call to an idle slot
-	quit  chan struct{} // closed when the worker stops taking calls
+	wake  chan struct{}     // a slot freed
+	work  chan deliveredMsg // hands a call to an idle slot
+	quit  chan struct{}     // closed when the worker stops taking calls
 	slots sync.WaitGroup
 
 	running atomic.Int64 // calls being handled
@@ -76,7 +77,7 @@ func newPuller(w *Worker) *puller {
 		// At most c calls plus one status per request (at most c requests)
 		// can be on their way: the channel never fills.
 		msgs: make(chan *nats.Msg, 2*c+16),
-		wake: make(chan struct{}, 1), work: make(chan callMsg), quit: make(chan struct{}),
+		wake: make(chan struct{}, 1), work: make(chan deliveredMsg), quit: make(chan struct{}),
 		reqs: map[string]*pullReq{},
 	}
 }
@@ -217,7 +218,7 @@ func (p *puller) end(id, pending string) {
 }
 
 // dispatch hands a call to an idle slot or starts a slot for it.
-func (p *puller) dispatch(m callMsg) {
+func (p *puller) dispatch(m deliveredMsg) {
 	p.running.Add(1)
 	p.w.inflight.Add(1)
 	select {
@@ -229,10 +230,10 @@ func (p *puller) dispatch(m callMsg) {
 }
 
 // slot handles calls one after another until the worker stops.
-func (p *puller) slot(m callMsg) {
+func (p *puller) slot(m deliveredMsg) {
 	defer p.slots.Done()
 	for {
-		p.w.handle(m)
+		p.w.settle(m, p.w.handle(m))
 		p.running.Add(-1)
 		p.w.inflight.Done()
 		select {
@@ -247,22 +248,28 @@ func (p *puller) slot(m callMsg) {
 	}
 }
 
-// callMsg is a delivered call message: what the worker reads of it and
-// how it settles it.
+// callMsg is a delivered call message as the call handler sees it: what
+// it reads, and InProgress to keep it alive while the call runs (the
+// heartbeat, a claim waiting out an election). It cannot settle the
+// message: handle returns a fate and settle applies it.
 type callMsg interface {
 	Subject() string
 	Headers() nats.Header
 	Data() []byte
-	Ack() error
-	NakWithDelay(delay time.Duration) error
 	InProgress() error
-	TermWithReason(reason string) error
 	// StreamSeq is the message's sequence in the calls stream (0 when
 	// unknown).
 	StreamSeq() uint64
 	// NumDelivered is how many times the message was delivered (0 when
 	// unknown).
 	NumDelivered() uint64
+}
+
+// deliveredMsg is a call message as the puller holds it: readable, and
+// settled by its fate.
+type deliveredMsg interface {
+	callMsg
+	fate.Settler
 }
 
 // delivery is a call message delivered to the puller's inbox.

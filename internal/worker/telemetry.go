@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/fate"
 	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/tools"
@@ -32,6 +33,12 @@ func (w *Worker) newObserver() {
 		w.log.Warn("telemetry: instruments", "err", err)
 	}
 	w.obs = &observer{t: t, m: m}
+}
+
+// countFate counts a settled message of one of the worker's consumers.
+func (w *Worker) countFate(consumer string, f fate.Fate) {
+	w.obs.m.Settled.Add(context.Background(), 1, metric.WithAttributeSet(attribute.NewSet(
+		telemetry.LabelConsumer.String(consumer), telemetry.LabelFate.String(f.Kind.String()))))
 }
 
 // Span names. A call message's delivery is a messaging process span; the

@@ -12,35 +12,16 @@ import (
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
-// ClarifyRule is the rule id of the ask a clarify call parks with.
+// ClarifyRule is the rule id a clarify call's parked decision shows (in
+// the approval request and the result); nothing branches on it.
 const ClarifyRule = "tools.clarify"
 
 // ClarifyName is the clarify tool's name.
 const ClarifyName = "clarify"
 
-// Question is what a clarify call asks a person.
-type Question struct {
-	// Text is the question.
-	Text string `json:"question"`
-	// Choices, when set, are the only answers accepted.
-	Choices []string `json:"choices,omitempty"`
-	// Timeout is how long the person has; zero means DefaultTimeout. It is
-	// not sent: the request's expires_at says it.
-	Timeout time.Duration `json:"-"`
-	// DefaultAnswer, when set, is the answer on timeout.
-	DefaultAnswer *string `json:"default_answer,omitempty"`
-}
-
-// Accepts checks an answer against the choices, if any.
-func (q *Question) Accepts(answer string) error {
-	if answer == "" {
-		return fmt.Errorf("%w: answer: empty", ErrInvalidDecision)
-	}
-	if len(q.Choices) > 0 && !slices.Contains(q.Choices, answer) {
-		return fmt.Errorf("%w: answer: %q is not one of %q", ErrInvalidDecision, answer, q.Choices)
-	}
-	return nil
-}
+// Question is what a clarify call asks a person; it is the tools package's
+// Question, which a *tools.Parked carries.
+type Question = tools.Question
 
 // clarifySchema is the clarify tool's parameters.
 const clarifySchema = `{
@@ -99,36 +80,12 @@ func QuestionFrom(args map[string]any) (*Question, error) {
 	return q, nil
 }
 
-// ClarifyAnswer is how a resumed clarify call learns its answer.
-type ClarifyAnswer struct {
-	// Answer is the person's answer, or the default answer.
-	Answer string
-	// By lists who answered; empty when the default was used.
-	By []string
-	// Default is true when nobody answered in time and the default answer
-	// was used.
-	Default bool
-}
-
-type answerKey struct{}
-
-// WithAnswer returns ctx carrying the answer to a parked clarify call; the
-// worker resumes the call with it.
-func WithAnswer(ctx context.Context, a ClarifyAnswer) context.Context {
-	return context.WithValue(ctx, answerKey{}, a)
-}
-
-// AnswerFrom returns the answer WithAnswer put in ctx.
-func AnswerFrom(ctx context.Context) (ClarifyAnswer, bool) {
-	a, ok := ctx.Value(answerKey{}).(ClarifyAnswer)
-	return a, ok
-}
-
 // ClarifyTool returns the clarify tool (seed 004): it asks a person a
-// question and returns the answer. Without an answer in its context it
-// returns a *tools.PolicyError asking (rule tools.clarify, the question as
-// reason, the question's timeout as approval timeout), so the worker parks
-// it like an approval; the worker resumes it with WithAnswer.
+// question. It returns a *tools.Parked carrying the question (and a
+// decision with the question as reason, rule ClarifyRule, one answer
+// needed, the question's timeout), so the worker parks it waiting for an
+// answer. When people answer, the resume answers the agent with the answer
+// itself; the tool does not run again.
 func ClarifyTool() *tools.Tool {
 	return &tools.Tool{
 		Name:        ClarifyName,
@@ -141,21 +98,13 @@ func ClarifyTool() *tools.Tool {
 	}
 }
 
-func clarify(ctx context.Context, c *tools.Call) (*tools.Output, error) {
+func clarify(_ context.Context, c *tools.Call) (*tools.Output, error) {
 	q, err := QuestionFrom(c.Args)
 	if err != nil {
 		return &tools.Output{Content: err.Error(), IsError: true}, nil
 	}
-	a, ok := AnswerFrom(ctx)
-	if !ok {
-		return nil, &tools.PolicyError{Decision: policy.Decision{
-			Action: policy.Ask, Rule: ClarifyRule, Reason: q.Text,
-			ApprovalTimeout: q.Timeout, Approvers: 1,
-		}}
-	}
-	md := map[string]any{"default_answer_used": a.Default}
-	if len(a.By) > 0 {
-		md["answered_by"] = a.By
-	}
-	return &tools.Output{Content: a.Answer, Metadata: md}, nil
+	return nil, &tools.Parked{Question: q, Decision: policy.Decision{
+		Action: policy.Ask, Rule: ClarifyRule, Reason: q.Text,
+		ApprovalTimeout: q.Timeout, Approvers: 1,
+	}}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
-func TestClarifyParksThenAnswers(t *testing.T) {
+func TestClarifyNeedsAnAnswer(t *testing.T) {
 	reg := tools.NewRegistry()
 	reg.MustRegister(ClarifyTool())
 	p := tools.NewPipeline(reg)
@@ -21,21 +21,17 @@ func TestClarifyParksThenAnswers(t *testing.T) {
 	args := `{"question":"Which branch?","choices":["main","dev"],"timeout":30,"default_answer":"main"}`
 
 	_, err := call(context.Background(), args)
-	var pe *tools.PolicyError
-	if !errors.As(err, &pe) || !errors.Is(err, tools.ErrApprovalRequired) {
-		t.Fatalf("unanswered clarify: err = %v, want an ask PolicyError", err)
+	var pk *tools.Parked
+	if !errors.As(err, &pk) || !errors.Is(err, tools.ErrApprovalRequired) || !pk.NeedsAnswer() {
+		t.Fatalf("clarify: err = %v, want a *tools.Parked needing an answer", err)
 	}
-	if pe.Decision.Action != policy.Ask || pe.Decision.Rule != ClarifyRule || pe.Decision.Reason != "Which branch?" || pe.Decision.ApprovalTimeout != 30*time.Second {
-		t.Fatalf("decision = %+v", pe.Decision)
+	if pk.Question.Text != "Which branch?" || len(pk.Question.Choices) != 2 || pk.Question.Timeout != 30*time.Second ||
+		pk.Question.DefaultAnswer == nil || *pk.Question.DefaultAnswer != "main" {
+		t.Fatalf("question = %+v", pk.Question)
 	}
-
-	ctx := WithAnswer(context.Background(), ClarifyAnswer{Answer: "dev", By: []string{"alice"}})
-	out, err := call(ctx, args)
-	if err != nil {
-		t.Fatalf("answered clarify: %v", err)
-	}
-	if out.Content != "dev" || out.IsError || out.Metadata["default_answer_used"] != false {
-		t.Fatalf("output = %+v", out)
+	if pk.Decision.Action != policy.Ask || pk.Decision.Rule != ClarifyRule || pk.Decision.Reason != "Which branch?" ||
+		pk.Decision.ApprovalTimeout != 30*time.Second || pk.Decision.Approvers != 1 {
+		t.Fatalf("decision = %+v", pk.Decision)
 	}
 
 	// Bad arguments are refused by the schema before anything parks.
@@ -75,7 +71,7 @@ func TestQuestionFrom(t *testing.T) {
 		})
 	}
 	q := &Question{Text: "q", Choices: []string{"a"}}
-	if err := q.Accepts("b"); !errors.Is(err, ErrInvalidDecision) {
+	if err := q.Accepts("b"); !errors.Is(err, tools.ErrInvalidAnswer) {
 		t.Fatalf("Accepts(b) = %v", err)
 	}
 	if err := q.Accepts("a"); err != nil {

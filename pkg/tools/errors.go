@@ -77,7 +77,8 @@ func (e *ArgumentError) Error() string {
 // Unwrap makes errors.Is(err, ErrInvalidArguments) true.
 func (e *ArgumentError) Unwrap() error { return ErrInvalidArguments }
 
-// PolicyError carries the gate's decision for a call it denied or parked.
+// PolicyError carries the gate's decision for a call it denied. (A call
+// the gate asks about ends with a *Parked instead.)
 type PolicyError struct {
 	Decision policy.Decision
 }

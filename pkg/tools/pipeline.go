@@ -16,6 +16,10 @@ import (
 //
 //	Recover → Resolve → Validate → Gate → Start → Timeout → Bound → tool
 //
+// A step ends a call early by returning an error: a *PolicyError (denied),
+// an *ArgumentError, or a *Parked (the gate asks people first; a tool such
+// as clarify may return one too), which the runner parks.
+//
 // Extra middleware (budgets, hooks) goes between Gate and Timeout through
 // Use. The zero value is not usable; use NewPipeline.
 type Pipeline struct {
@@ -123,7 +127,10 @@ func (p *Pipeline) policy(next Handler) Handler {
 			d.Reason = fmt.Sprintf("%s (the policy now needs %d approvals, the call had %d)", d.Reason, d.Approvers, c.Approvals)
 			return nil, &PolicyError{Decision: d}
 		case d.Action == policy.Ask && c.Approved:
-		default: // deny, an ask not yet approved, or anything unknown
+		case d.Action == policy.Ask:
+			// Not yet approved: the call waits for people.
+			return nil, &Parked{Decision: d}
+		default: // deny, or anything unknown
 			return nil, &PolicyError{Decision: d}
 		}
 		if pc, ok := p.gate.(policy.PathChecker); ok {

@@ -151,8 +151,8 @@ func TestPipelineSteps(t *testing.T) {
 		t.Fatalf("big: %v %d %v", err, len(out.Content), out.Metadata)
 	}
 	_, err = p.Handle(ctx, &Call{Name: "asky"})
-	var pe *PolicyError
-	if !errors.Is(err, ErrApprovalRequired) || !errors.As(err, &pe) || pe.Decision.Rule != "r.ask" {
+	var pk *Parked
+	if !errors.Is(err, ErrApprovalRequired) || !errors.As(err, &pk) || pk.NeedsAnswer() || pk.Decision.Rule != "r.ask" {
 		t.Fatalf("asky: %v", err)
 	}
 	if out, err := p.Handle(ctx, &Call{Name: "asky", Approved: true}); err != nil || out.Content != "ok" {

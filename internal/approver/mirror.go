@@ -1,0 +1,139 @@
+package approver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/parking"
+)
+
+func (s *Server) get(ctx context.Context, callID string) (*parking.Parked, uint64, error) {
+	e, err := s.kv.Get(ctx, parking.CallKey(callID))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, 0, fmt.Errorf("%w: %s", ErrNotFound, callID)
+		}
+		return nil, 0, err
+	}
+	var p parking.Parked
+	if err := json.Unmarshal(e.Value(), &p); err != nil {
+		return nil, 0, fmt.Errorf("parked call %s: %w", callID, err)
+	}
+	return &p, e.Revision(), nil
+}
+
+// watch mirrors the parked calls for the page's live view.
+func (s *Server) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		w, err := s.kv.Watch(ctx, "call.>")
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			continue
+		}
+		for e := range updates(ctx, w) {
+			if e == nil {
+				s.changed()
+				continue
+			}
+			s.mu.Lock()
+			if e.Operation() != jetstream.KeyValuePut {
+				delete(s.calls, e.Key())
+			} else {
+				var p parking.Parked
+				if json.Unmarshal(e.Value(), &p) == nil {
+					s.calls[e.Key()] = &p
+				}
+			}
+			s.mu.Unlock()
+			s.changed()
+		}
+		_ = w.Stop()
+	}
+}
+
+// resync re-reads the parked calls every 10 seconds, in case the watch
+// went quiet (as after a server restart), and refreshes the page when
+// they differ.
+func (s *Server) resync(ctx context.Context) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		all, err := listParked(ctx, s.kv)
+		if err != nil {
+			continue
+		}
+		fresh := make(map[string]*parking.Parked, len(all))
+		for _, p := range all {
+			fresh[parking.CallKey(p.CallID)] = p
+		}
+		s.mu.Lock()
+		same := len(fresh) == len(s.calls)
+		for k, p := range fresh {
+			if old, ok := s.calls[k]; !ok || old.Status != p.Status || len(old.Approvals) != len(p.Approvals) {
+				same = false
+			}
+		}
+		s.calls = fresh
+		s.mu.Unlock()
+		if !same {
+			s.changed()
+		}
+	}
+}
+
+func (s *Server) changed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.subs {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *Server) subscribe() (chan struct{}, func()) {
+	c := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.subs[c] = true
+	s.mu.Unlock()
+	return c, func() { s.mu.Lock(); delete(s.subs, c); s.mu.Unlock() }
+}
+
+// updates is w's channel, ending also when ctx does.
+func updates(ctx context.Context, w jetstream.KeyWatcher) <-chan jetstream.KeyValueEntry {
+	out := make(chan jetstream.KeyValueEntry)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				select {
+				case out <- e:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}

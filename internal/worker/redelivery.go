@@ -1,0 +1,62 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/fate"
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// duplicate handles a call id that was already claimed (a redelivery, or
+// the same id sent again): the stored result is published again; a claim
+// whose owner stopped heartbeating is reported as interrupted (never run
+// twice); a live claim is left to its owner. It returns the message's
+// fate.
+func (w *Worker) duplicate(msg callMsg, in *events.Call, key string) fate.Fate {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	raw, err := w.results.GetLastMsgForSubject(ctx, events.ResultSubject(in.Agent, in.ID))
+	if err == nil {
+		var res events.ResultData
+		if _, derr := events.DecodeData(raw.Header, raw.Data, &res); derr == nil {
+			w.log.Info("duplicate call: republishing stored result", "call_id", in.ID, "status", res.Status)
+			w.publishResult(in, res, false)
+			return fate.Ack()
+		}
+	}
+	entry, err := w.calls.Get(ctx, key)
+	if err != nil {
+		return fate.Retry(fate.Backoff(msg.NumDelivered()), fmt.Errorf("read the claim of call %s: %w", in.ID, err))
+	}
+	var rec record
+	_ = json.Unmarshal(entry.Value(), &rec)
+	if rec.State == stateDone && rec.Result != nil {
+		// The result could not be published before; publish it now.
+		if err := w.publish(in, *rec.Result, true, nil); err != nil {
+			w.log.Error("publish kept result", "call_id", in.ID, "err", err)
+			return fate.Leave("kept result still not published; the next redelivery tries again")
+		}
+		return fate.Ack()
+	}
+	if rec.State == stateParked {
+		// Parked, but its pending result was never stored: say it again.
+		w.publishResult(in, events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID,
+			Status: events.StatusPending, Output: "waiting for approval"}, false)
+		return fate.Ack()
+	}
+	if time.Since(rec.Heartbeat) > 2*w.ackWait() {
+		w.log.Warn("call claimed by a worker that stopped; reporting interrupted", "call_id", in.ID, "owner", rec.Worker)
+		res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID,
+			Status: events.StatusInterrupted, IsError: true,
+			Output: fmt.Sprintf("interrupted: worker %s stopped while running this call; it is not run again", rec.Worker)}
+		w.publishResult(in, res, true)
+		return fate.Ack()
+	}
+	// The owner is alive, heartbeating this very message (this copy was
+	// delivered here too, say after waiting in a pull buffer): leave it.
+	// Naking it would hand it on while the owner still works on it.
+	return fate.Leave("call owned by live worker " + rec.Worker)
+}
