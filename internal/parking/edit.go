@@ -79,6 +79,9 @@ func verifyEdits(p *Parked) (json.RawMessage, string, error) {
 			return nil, "", fmt.Errorf("%w: the approvals are for different arguments", ErrTampered)
 		}
 		if a.Edited() {
+			if p.IsClarify() || p.Meta["judge_only"] == "true" {
+				return nil, "", fmt.Errorf("%w: an approval changes the arguments of a call whose arguments cannot be changed", ErrTampered)
+			}
 			c, err := approval.EditArgs(a.EditedArguments)
 			if err != nil {
 				return nil, "", fmt.Errorf("%w: %w", ErrTampered, err)

@@ -152,6 +152,9 @@ func TestTamperedEditNeverRuns(t *testing.T) {
 			other.Approver, other.Signature = "mallory", ""
 			p.Approvals = append(p.Approvals, other)
 		}, approval.Rejected, ""},
+		{"made judge-only after the edit", func(p *Parked) {
+			p.Meta = map[string]string{"judge_only": "true"}
+		}, approval.Rejected, ""},
 		{"edited approval re-signed by an untrusted key", func(p *Parked) {
 			a := p.Approvals[0]
 			a.EditedArguments = evil
