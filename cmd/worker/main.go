@@ -12,10 +12,12 @@ import (
 	"syscall"
 
 	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/egress/relay"
 	"github.com/toolgate/toolgate/internal/telemetry"
 )
 
 func main() {
+	relay.MaybeForward() // this program is also the relay inside bash's sandbox
 	var o daemon.Options
 	fs := flag.NewFlagSet("worker", flag.ExitOnError)
 	fs.StringVar(&o.NATSURL, "nats", os.Getenv("NATS_URL"), "NATS server or cluster URL (env NATS_URL); empty starts an embedded server")
@@ -46,7 +48,9 @@ func main() {
 	fs.StringVar(&o.MCPAgent, "mcp-agent", "mcp", "agent id of calls made through --mcp-listen")
 	fs.StringVar(&o.MCPCreds, "mcp-creds", "", "credentials of the --mcp-agent (default minted from this user's install)")
 	fs.StringVar(&o.MCPApprover, "mcp-approver", os.Getenv("TOOLGATE_APPROVER"), "approver URL named in MCP messages of parked calls (env TOOLGATE_APPROVER; default http://127.0.0.1:8470)")
+	fs.StringVar(&o.SearchURL, "search-url", os.Getenv("TOOLGATE_SEARCH_URL"), "base URL of the Tavily-compatible search API web_search posts to (env TOOLGATE_SEARCH_URL; default https://api.tavily.com); its key is read from TAVILY_API_KEY")
 	_ = fs.Parse(os.Args[1:])
+	o.SearchAPIKey = os.Getenv("TAVILY_API_KEY")
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "worker: unexpected argument %q (options are flags: worker --help)\n", fs.Arg(0))
 		os.Exit(2)

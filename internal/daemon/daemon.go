@@ -109,6 +109,11 @@ type Options struct {
 	NoRemoteTools bool
 	// RemoteInterval is how often remote tools are discovered; default 5s.
 	RemoteInterval time.Duration
+	// SearchAPIKey is web_search's API key (Tavily's, TAVILY_API_KEY);
+	// empty leaves web_search out.
+	SearchAPIKey string
+	// SearchURL is the base URL of the search API; empty means Tavily's.
+	SearchURL string
 	// ToolsConfig is a tool overrides file (internal/tooloverride): the
 	// operator's last word on every tool, whatever its source.
 	ToolsConfig string
@@ -210,8 +215,14 @@ func Run(ctx context.Context, o Options) error {
 	if err := builtin.Register(reg, builtin.Config{Workspace: ws, SkillsDir: o.SkillsDir, Roots: roots}); err != nil {
 		return fmt.Errorf("register built-in tools: %w", err)
 	}
+	proxy, err := bashProxy(gate, o.Logger)
+	network := func(c *tools.Call) bool { return networkGranted(gate, c) }
+	if err != nil {
+		o.Logger.Warn("bash calls get no network even where the policy grants it", "err", err)
+		network = nil
+	}
 	bash, err := bash.New(bash.Config{Workspace: ws, Sandbox: o.Sandbox, Logger: o.Logger, Limits: o.BashLimits,
-		Hide: hiddenState(o, sb.Enabled()), NetworkAllowed: func(c *tools.Call) bool { return networkGranted(gate, c) }})
+		Hide: hiddenState(o, sb.Enabled()), NetworkAllowed: network, Proxy: proxy})
 	if err != nil {
 		return fmt.Errorf("bash tool: %w", err)
 	}
@@ -219,6 +230,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if err := reg.Register(papproval.ClarifyTool()); err != nil {
+		return err
+	}
+	if err := registerWeb(reg, gate, o); err != nil {
 		return err
 	}
 	mcpCfg, err := loadMCPConfig(o.MCPConfig)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/egress/relay"
 	"github.com/toolgate/toolgate/internal/identity"
 )
 
@@ -15,6 +16,9 @@ import (
 // the tools, and a worker refuses state an agent can reach. Call it from
 // TestMain: func TestMain(m *testing.M) { testenv.Main(m) }.
 func Main(m *testing.M) {
+	// A worker run by the test (bash granted the network) starts this
+	// binary as the relay inside its sandbox.
+	relay.MaybeForward()
 	base, err := os.UserCacheDir()
 	if err == nil {
 		err = os.MkdirAll(base, 0o700)

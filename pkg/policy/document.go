@@ -199,6 +199,7 @@ type layer struct {
 	kinds       map[Kind]*toolRule
 	exec        execConfig
 	constraints constraints
+	network     network
 }
 
 type overlay struct {
@@ -499,7 +500,7 @@ func (d *decoder) top(n *yaml.Node, p *Policy) {
 			d.agents(f.value, p)
 		default:
 			if !d.layerField(f, p.base, "") {
-				d.errf(f.kn, f.raw, "unknown field (expected version, default, enabled, allow, deny, ask, exec, tools, kinds, constraints or agents)")
+				d.errf(f.kn, f.raw, "unknown field (expected version, default, enabled, allow, deny, ask, exec, tools, kinds, constraints, network or agents)")
 			}
 		}
 	}
@@ -528,6 +529,8 @@ func (d *decoder) layerField(f field, l *layer, at string) bool {
 		d.kinds(f.value, l, name)
 	case "constraints":
 		d.constraints(f.value, &l.constraints, name, l.prefix+f.raw)
+	case "network":
+		d.network(f.value, l, name, l.prefix+f.raw)
 	default:
 		return false
 	}
@@ -855,7 +858,7 @@ func (d *decoder) agents(n *yaml.Node, p *Policy) {
 		o := &overlay{pattern: pat, line: f.kn.Line, layer: newLayer("agents." + pat + ".")}
 		for _, g := range d.fields(f.value, name) {
 			if !d.layerField(g, o.layer, name) {
-				d.errf(g.kn, join(name, g.raw), "unknown field (expected default, enabled, allow, deny, ask, exec, tools, kinds or constraints)")
+				d.errf(g.kn, join(name, g.raw), "unknown field (expected default, enabled, allow, deny, ask, exec, tools, kinds, constraints or network)")
 			}
 		}
 		p.agents = append(p.agents, o)

@@ -219,6 +219,8 @@ func (e *evaluation) run() {
 		e.shell()
 	case isFileTool(e.tool):
 		e.fileTool()
+	case e.kind == KindNetwork:
+		e.networkTool()
 	}
 }
 

@@ -192,7 +192,10 @@ func TestDefaultPolicy(t *testing.T) {
 		{"edit git hook", call{tool: "edit", args: at(".git/hooks/pre-commit")}, Ask, "builtin.protected_paths[1]"},
 		{"redirect into the workspace", call{tool: "bash", args: sh("ls > listing.txt")}, Allow, "builtin.classify.read_only"},
 		{"unknown tool", call{tool: "mcp__x", kind: "unknown"}, Ask, "exec.ask"},
-		{"registered tool without a rule", call{tool: "fetch", kind: KindNetwork}, Ask, "default"},
+		{"registered tool without a rule", call{tool: "fetch", kind: KindOther}, Ask, "default"},
+		{"network tool", call{tool: "web_fetch", args: map[string]any{"url": "https://docs.python.org/3/"}}, Ask, "kinds.network.action"},
+		{"network tool, not http", call{tool: "web_fetch", args: map[string]any{"url": "file:///etc/passwd"}}, Deny, "builtin.network.url"},
+		{"network tool, port not allowed", call{tool: "web_fetch", args: map[string]any{"url": "http://example.com:22/"}}, Deny, "network.allow"},
 	})
 }
 

@@ -78,6 +78,7 @@ func (d *decoder) lint(p *Policy) {
 		}
 	}
 	d.lintToolNames(p)
+	d.lintNetwork(p)
 	if len(p.agents) > 0 {
 		seen := map[string]int{}
 		for _, o := range p.agents {

@@ -19,6 +19,9 @@ var builtinKinds = map[string]Kind{
 	"glob":  KindSearch,
 	"grep":  KindSearch,
 	"bash":  KindExecute,
+	// The web tools (pkg/tools/web).
+	"web_fetch":  KindNetwork,
+	"web_search": KindNetwork,
 }
 
 // CanonicalTool returns the built-in name an alias stands for (run_shell and

@@ -132,6 +132,13 @@ type Config struct {
 	// policy grants the network kind). Nil means never. Only a sandbox
 	// can take the network away: with none, commands have the worker's.
 	NetworkAllowed func(c *tools.Call) bool `yaml:"-" json:"-"`
+	// Proxy, when set, is what a sandboxed call granted the network gets
+	// instead of the worker's network: its own network namespace (only a
+	// loopback interface) whose port Proxy.Port leads, through a relay,
+	// to a filtering proxy that reaches the hosts the policy allows and
+	// nothing else. Nil keeps the all-or-nothing network of
+	// NetworkAllowed. Without a sandbox it has no effect.
+	Proxy *Proxy `yaml:"-" json:"-"`
 	// Limits are the resource limits of every command.
 	Limits Limits `yaml:"limits,omitempty" json:"limits,omitempty"`
 	// MaxOutput bounds each of stdout and stderr, and the content given to
@@ -173,6 +180,9 @@ func (c Config) Validate() error {
 	if c.MaxOutput < 0 {
 		return errors.New("bash config: max_output: must not be negative")
 	}
+	if err := c.Proxy.validate(); err != nil {
+		return err
+	}
 	if c.UID < 0 || c.GID < 0 {
 		return errors.New("bash config: uid, gid: must not be negative")
 	}
@@ -203,6 +213,7 @@ type bash struct {
 	maxOut  int
 	maxProg int64
 	network func(*tools.Call) bool
+	proxy   *Proxy
 	log     *slog.Logger
 	// cg makes the per-call cgroups that bound processes; nil when the
 	// worker cannot (cgReason says why).
@@ -267,6 +278,7 @@ func New(cfg Config) (*tools.Tool, error) {
 		maxOut:  cfg.MaxOutput,
 		maxProg: cfg.MaxProgress,
 		network: cfg.NetworkAllowed,
+		proxy:   cfg.Proxy,
 		log:     log,
 	}
 	if b.maxOut == 0 {
@@ -438,6 +450,9 @@ func (b *bash) description() string {
 		" characters (the middle is cut). A non-zero exit code is an error result with stderr."
 	if b.sb.Enabled() {
 		d += " It runs in a sandbox: the workspace is the only writable directory (plus a private /tmp), and there is no network access unless granted."
+		if b.proxy != nil {
+			d += " Granted network goes through an HTTP/HTTPS proxy (HTTP_PROXY, HTTPS_PROXY are set) that reaches only the hosts the policy allows."
+		}
 	}
 	return d
 }
@@ -728,6 +743,10 @@ type result struct {
 	peak      int // most processes held at once; 0 when unknown
 	// memLimited: the call's cgroup bounded its memory.
 	memLimited bool
+	// proxied: the command's network was the egress proxy only.
+	proxied bool
+	// egressRefused are the connections the proxy refused, with why.
+	egressRefused []string
 }
 
 // run starts the command, reads its output while it runs, and returns
@@ -740,6 +759,8 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	defer os.RemoveAll(pc.root)
 	argv, dir, id := b.inner(command), cwd, b.id
 	env := callEnv(b.env, pc.home, pc.tmp)
+	proxied := false
+	var stopProxy func() []string
 	var extraFiles []*os.File
 	defer func() {
 		for _, f := range extraFiles {
@@ -772,6 +793,16 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			mounts = append(mounts, gm...)
 		}
 		env = callEnv(b.env, home, "/tmp")
+		if network && b.proxy != nil {
+			stop, pm, pargv, penv, err := b.proxy.attach(ctx, c, argv)
+			if err != nil {
+				return nil, fmt.Errorf("bash: egress proxy: %w", err)
+			}
+			stopProxy = sync.OnceValue(stop)
+			defer stopProxy()
+			mounts, argv, env = append(mounts, pm...), pargv, append(env, penv...)
+			network, proxied = false, true // the sandbox keeps a network namespace of its own
+		}
 		// bwrap starts as the worker; setpriv drops root inside.
 		argv, dir, id = b.sb.argv(b.ws, cwd, network, b.id, mounts, argv), "/", identity{}
 	} else if b.id.root {
@@ -855,7 +886,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	}
 	pid := cmd.Process.Pid
 
-	res := &result{out: newCapture(b.maxOut), err: newCapture(b.maxOut)}
+	res := &result{out: newCapture(b.maxOut), err: newCapture(b.maxOut), proxied: proxied}
 	var p *pump
 	if c.Progress != nil {
 		p = newPump(c.Progress, b.maxProg, b.log.With("call_id", c.ID))
@@ -892,6 +923,9 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		p.close(grace)
 	}
 
+	if stopProxy != nil {
+		res.egressRefused = stopProxy()
+	}
 	st := cmd.ProcessState
 	if st == nil {
 		return nil, fmt.Errorf("bash: wait: %w", waitErr)
@@ -988,6 +1022,12 @@ func (b *bash) output(res *result, network bool, killed error) *tools.Output {
 		"network":      network || !b.sb.Enabled(),
 		"timed_out":    killed != nil && errors.Is(killed, context.DeadlineExceeded),
 		"duration_ms":  res.duration.Milliseconds(),
+	}
+	if res.proxied {
+		md["egress"] = "proxy"
+		if len(res.egressRefused) > 0 {
+			md["egress_refused"] = res.egressRefused
+		}
 	}
 	if res.peak > 0 {
 		md["processes_peak"] = res.peak

@@ -10,18 +10,22 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/internal/egress/relay"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
@@ -34,6 +38,7 @@ func TestMain(m *testing.M) {
 	// New warns when commands run without a sandbox, which most tests
 	// ask for.
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	relay.MaybeForward() // the relay of TestSandboxNetworkThroughProxy
 	os.Exit(m.Run())
 }
 
@@ -619,6 +624,7 @@ func TestUnprivilegedWorker(t *testing.T) {
 		t.Skip("the tests already run as an unprivileged user")
 	}
 	testenv.LookPath(t, "bwrap", "bubblewrap")
+	testenv.LookPath(t, "curl", "curl") // the egress proxy's part
 	setpriv := testenv.LookPath(t, "setpriv", "util-linux")
 	exe, err := os.Executable()
 	if err != nil {
@@ -677,6 +683,23 @@ true`, tag, ln.Addr().(*net.TCPAddr).Port))
 	ln.Close()
 	if len(accepted) != 0 {
 		t.Errorf("reached the host's loopback without network")
+	}
+	// The egress proxy serves an unprivileged worker's sandbox too: the
+	// relay runs in the sandbox's user and network namespaces.
+	srv, hits := countingServer(t)
+	dns := testenv.StartDNS(t, map[string][]netip.Addr{"allowed.test": {netip.MustParseAddr("127.0.0.1")}})
+	pol, _, err := policy.Parse([]byte(`network: {allow: ["allowed.test:`+port(t, srv.URL)+`"]}`), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opened atomic.Int64
+	proxied := newPipeline(t, bash.Config{Workspace: ws, Sandbox: bash.ModeRequire, NetworkAllowed: func(*tools.Call) bool { return true },
+		Proxy: testProxy(t, policy.NewGate(pol), dns, &opened)})
+	out = mustRun(t, proxied, "curl -sS -o /dev/null -w '%{http_code} ' http://allowed.test:"+port(t, srv.URL)+
+		"/; curl -sS -o /dev/null -w '%{http_code}' --noproxy '*' http://127.0.0.1:"+port(t, srv.URL)+"/; true")
+	if got := md[string](t, out, "stdout"); got != "200 000" || hits.Load() != 1 {
+		t.Errorf("unprivileged worker through the proxy: stdout %q (want 200 000), %d requests (want 1); stderr %s",
+			got, hits.Load(), md[string](t, out, "stderr"))
 	}
 	// Without cgroups (root's here), a user namespace of the call's own
 	// still bounds its processes, whatever else runs as this user.
