@@ -12,14 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
-	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/client"
@@ -230,67 +228,6 @@ func TestApprovalEndToEnd(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(s.worker.ws, "rejected.txt")); err == nil {
 		t.Fatal("a rejected write ran")
-	}
-}
-
-func TestApprovalPageInChromium(t *testing.T) {
-	chromium := testenv.LookPath(t, "chromium", "chromium")
-	s := startApprovalStack(t)
-	c := s.worker.client(t, "agent-web")
-	final := s.submit(t, c, "web-1", "from-browser.txt", "clicked\n")
-
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium), chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true),
-	}
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer acancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	// The first run starts the browser and must not carry a timeout.
-	if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/")); err != nil {
-		t.Fatalf("open the page: %v", err)
-	}
-	tctx, tcancel := context.WithTimeout(ctx, 90*time.Second)
-	defer tcancel()
-
-	card := chromedp.CSS(`.card[data-call-id="web-1"]`)
-	err := chromedp.Do(tctx,
-		chromedp.WaitVisible(chromedp.CSS(`#token`)),
-		chromedp.SendKeys(chromedp.CSS(`#token`), aliceToken),
-		chromedp.Click(chromedp.CSS(`#login-button`)),
-		chromedp.WaitVisible(card),
-	)
-	if err != nil {
-		t.Fatalf("log in and see the call: %v", err)
-	}
-	identity, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(`#identity`)))
-	if err != nil || identity != "alice" {
-		t.Fatalf("page shows identity %q: %v", identity, err)
-	}
-	args, err := chromedp.Run(tctx, chromedp.Text(card+` pre.args`))
-	if err != nil || !strings.Contains(args, "from-browser.txt") {
-		t.Fatalf("page shows arguments %q: %v", args, err)
-	}
-	if err := chromedp.Do(tctx, chromedp.Click(card+` button[data-action="approve"]`)); err != nil {
-		t.Fatalf("click Approve: %v", err)
-	}
-	r := wait(t, final)
-	if r.Status != events.StatusOK {
-		t.Fatalf("result after clicking Approve = %+v", r)
-	}
-	if b, err := os.ReadFile(filepath.Join(s.worker.ws, "from-browser.txt")); err != nil || string(b) != "clicked\n" {
-		t.Fatalf("file: %q %v", b, err)
-	}
-	row := chromedp.CSS(`#history tr[data-call-id="web-1"]`)
-	if err := chromedp.Do(tctx, chromedp.WaitVisible(row), chromedp.WaitNotPresent(card)); err != nil {
-		t.Fatalf("history row: %v", err)
-	}
-	status, err := chromedp.Run(tctx, chromedp.Text(row+` .status`))
-	if err != nil || status != "approved" {
-		t.Fatalf("history shows %q: %v", status, err)
 	}
 }
 

@@ -217,7 +217,7 @@ func TestAttackDotfilesInTheWorkspace(t *testing.T) {
 func TestAttackReadsTheInstallKeys(t *testing.T) {
 	base, err := os.MkdirTemp("/var/tmp", "toolgate-state-")
 	if err != nil {
-		t.Skip("no /var/tmp to keep the state directory outside the sandbox's /tmp:", err)
+		t.Fatal("/var/tmp keeps the state directory outside the sandbox's /tmp:", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
 	state, data := filepath.Join(base, "state"), filepath.Join(base, "data")

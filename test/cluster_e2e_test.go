@@ -124,9 +124,6 @@ func (n *clusterNode) kill() {
 // with SIGKILL in the middle of the load and starts it again. Every call gets its result,
 // no call runs twice, and agent A cannot hear agent B's results.
 func TestClusterFromDeployFiles(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a 3-node cluster")
-	}
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	shipped, err := os.ReadFile(filepath.Join("..", "deploy", "nats", "cluster-node.conf"))
 	if err != nil {

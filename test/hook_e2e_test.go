@@ -38,9 +38,6 @@ type hookAnswer struct {
 // approval in the approver, then is allowed (or, rejected, denied) and
 // never run by the worker.
 func TestHookAsksPeopleThroughTheApprover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the toolctl binary")
-	}
 	bin := filepath.Join(t.TempDir(), "toolctl")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/toolctl").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -134,9 +131,6 @@ func TestHookAsksPeopleThroughTheApprover(t *testing.T) {
 // reachable: allows and denies are answered, an ask is denied since no
 // person can be asked.
 func TestHookWithoutTheBus(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the toolctl binary")
-	}
 	bin := filepath.Join(t.TempDir(), "toolctl")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/toolctl").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

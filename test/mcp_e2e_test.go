@@ -237,9 +237,6 @@ func keys[V any](m map[string]V) []string {
 // TestMCPOverStdio runs the built toolctl binary as an MCP client runs it
 // from an mcpServers entry, and drives it with the Go SDK's client.
 func TestMCPOverStdio(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the toolctl binary")
-	}
 	bin := filepath.Join(t.TempDir(), "toolctl")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/toolctl").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

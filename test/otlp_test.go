@@ -99,9 +99,6 @@ func (r *otlpReceiver) executed(service string) map[string]*tracepb.Span {
 // an OTLP/HTTP receiver, and /metrics counts exactly the calls made, by
 // tool and outcome.
 func TestWorkerBinaryExportsSpansAndServesMetrics(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the worker binary")
-	}
 	recv := &otlpReceiver{spans: map[string][]*tracepb.Span{}, got: make(chan struct{}, 1)}
 	collector := httptest.NewServer(recv)
 	defer collector.Close()

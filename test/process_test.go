@@ -21,9 +21,6 @@ import (
 // TestWorkerBinaryStopsCleanlyOnSIGTERM builds cmd/worker, runs it as a
 // user would, lets a call finish while SIGTERM arrives, and expects exit 0.
 func TestWorkerBinaryStopsCleanlyOnSIGTERM(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the worker binary")
-	}
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	bin := filepath.Join(t.TempDir(), "worker")
 	build := exec.Command("go", "build", "-o", bin, "../cmd/worker")
@@ -82,10 +79,15 @@ func TestWorkerBinaryStopsCleanlyOnSIGTERM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sub, _ := nc.SubscribeSync(events.ResultSubject("sig", "during-stop"))
-	if _, err := c.Submit(ctx, "bash", map[string]any{"command": "sleep 1; echo done"}, client.WithID("during-stop")); err != nil {
+	// SIGTERM once the call runs: its first output, streamed as progress,
+	// says it does.
+	progress, _ := nc.SubscribeSync(events.ProgressSubject("sig", "during-stop"))
+	if _, err := c.Submit(ctx, "bash", map[string]any{"command": "echo started; sleep 1; echo done"}, client.WithID("during-stop")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the call is running
+	if _, err := progress.NextMsg(30 * time.Second); err != nil {
+		t.Fatalf("the call never started: %v", err)
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +96,7 @@ func TestWorkerBinaryStopsCleanlyOnSIGTERM(t *testing.T) {
 		t.Fatalf("no result for the call in flight: %v", err)
 	}
 	var r events.ResultData
-	if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil || r.Status != events.StatusOK || r.Output != "done\n" {
+	if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil || r.Status != events.StatusOK || r.Output != "started\ndone\n" {
 		t.Fatalf("result = %+v %v", r, err)
 	}
 	done := make(chan error, 1)

@@ -113,7 +113,8 @@ var readmeSteps = map[string]readmeStep{
 
 // readmeExempt are README commands the test does not run, and why.
 var readmeExempt = map[string]string{
-	"go test ./...": "the test suite itself",
+	"go test ./...":                    "the test suite itself",
+	"cd test/browser && go test ./...": "the browser tests, run by .ci/run",
 }
 
 // TestReadmeCommands runs every shell command of README.md in order, as a
@@ -124,9 +125,6 @@ var readmeExempt = map[string]string{
 // directories (--data), and toolctl finds them through NATS_URL and
 // TOOLGATE_APPROVER. CALL_ID is the id of the call the README parks.
 func TestReadmeCommands(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binaries")
-	}
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {

@@ -67,9 +67,6 @@ func startServing(t *testing.T, cmd *exec.Cmd) {
 // both, agents call them through the gate, and a tool whose process ends
 // leaves the registry with a ToolUnregistered event.
 func TestRemoteToolsInTwoLanguages(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the example")
-	}
 	node := testenv.LookPath(t, "node", "nodejs")
 	nodeDir, _ := filepath.Abs("../examples/remote-tool-node")
 	if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", "@nats-io")); err != nil {

@@ -102,7 +102,10 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, who)) http.Ha
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	data := struct {
 		Identity, CSRF, Error string
-	}{}
+		// Tools is the page's table of how to show the built-in tools'
+		// arguments (toolDisplays).
+		Tools string
+	}{Tools: toolDisplays}
 	if c, err := r.Cookie(cookieName); err == nil {
 		if sess, ok := s.sessions.check(c.Value, s.now()); ok {
 			data.Identity, data.CSRF = sess.Identity, sess.CSRF

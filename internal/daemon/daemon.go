@@ -28,6 +28,7 @@ import (
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/bash"
 	"github.com/toolgate/toolgate/pkg/tools/builtin"
@@ -336,7 +337,7 @@ func workspaceDir(dir string) (string, error) {
 func extraRoots(g *policy.Gate, log *slog.Logger) []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, t := range []string{"read", "write", "edit", "ls", "glob", "grep"} {
+	for _, t := range append(tooldef.WithPath(tooldef.Reads, ""), tooldef.WithPath(tooldef.Writes, "")...) {
 		for _, r := range g.AllowedRoots("", t) {
 			if seen[r] {
 				continue
@@ -364,13 +365,24 @@ func networkGranted(g *policy.Gate, c *tools.Call) bool {
 
 // preview shows a person what a parked write or edit would change: the
 // diff against the file as it is now, read confined to the workspace and
-// judged by the gate's path rules like the tool's own read.
+// judged by the gate's path rules like the tool's own read. The tool's
+// definition says which argument is the path, the new content, the text
+// replaced and its replacement.
 func preview(ws string, roots []string, gate *policy.Gate) func(c *tools.Call) string {
 	return func(c *tools.Call) string {
-		if c.Tool == nil || (c.Tool.Name != "write" && c.Tool.Name != "edit") {
+		if c.Tool == nil {
 			return ""
 		}
-		path, _ := c.Args["path"].(string)
+		d, ok := tooldef.Lookup(c.Tool.Name)
+		if !ok || d.Name != c.Tool.Name {
+			return ""
+		}
+		pa := d.Arg(tooldef.Path)
+		content, from, to := d.Arg(tooldef.Content), d.Arg(tooldef.OldText), d.Arg(tooldef.NewText)
+		if pa == nil || pa.Access != tooldef.Writes || (content == nil && (from == nil || to == nil)) {
+			return ""
+		}
+		path, _ := c.Args[pa.Name].(string)
 		if path == "" {
 			return ""
 		}
@@ -396,20 +408,19 @@ func preview(ws string, roots []string, gate *policy.Gate) func(c *tools.Call) s
 			return ""
 		}
 		var updated string
-		switch c.Tool.Name {
-		case "write":
-			updated, _ = c.Args["content"].(string)
-		case "edit":
-			from, _ := c.Args["old_string"].(string)
-			to, _ := c.Args["new_string"].(string)
-			if from == "" || !strings.Contains(old, from) {
+		if content != nil {
+			updated, _ = c.Args[content.Name].(string)
+		} else {
+			oldText, _ := c.Args[from.Name].(string)
+			newText, _ := c.Args[to.Name].(string)
+			if oldText == "" || !strings.Contains(old, oldText) {
 				return ""
 			}
 			n := 1
 			if all, _ := c.Args["replace_all"].(bool); all {
 				n = -1
 			}
-			updated = strings.Replace(old, from, to, n)
+			updated = strings.Replace(old, oldText, newText, n)
 		}
 		return papproval.UnifiedDiff(path, old, updated)
 	}

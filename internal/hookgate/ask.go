@@ -9,6 +9,7 @@ import (
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 )
 
 // BusAsker asks people through the approver. A request for one of
@@ -27,10 +28,21 @@ type BusAsker struct {
 
 var _ Asker = BusAsker{}
 
-// judged names the toolgate tools a judge-only call can stand for, with
-// the argument each needs to be a valid call of it.
-var judged = map[string]string{"bash": "command", "read": "path", "write": "path", "edit": "old_string",
-	"glob": "pattern", "grep": "pattern", "ls": ""}
+// judgeable reports whether a judge-only call can stand for r: r names a
+// built-in tool (by its own name) and carries every argument the tool
+// requires.
+func judgeable(r policy.Request) bool {
+	d, ok := tooldef.Lookup(r.Tool)
+	if !ok || d.Name != r.Tool {
+		return false
+	}
+	for _, n := range d.Required() {
+		if _, has := r.Arguments[n]; !has {
+			return false
+		}
+	}
+	return true
+}
 
 // Ask implements Asker: every request must be approved; the first one
 // that is not decides.
@@ -41,8 +53,7 @@ func (a BusAsker) Ask(ctx context.Context, reqs []policy.Request, question strin
 		return a.clarify(ctx, question, timeout)
 	}
 	for _, r := range reqs {
-		need, ok := judged[r.Tool]
-		if _, has := r.Arguments[need]; !ok || (need != "" && !has) {
+		if !judgeable(r) {
 			return a.clarify(ctx, question, timeout)
 		}
 	}

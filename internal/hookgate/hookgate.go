@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 )
 
 // Input is a PreToolUse hook payload (the fields toolgate reads).
@@ -167,34 +168,34 @@ func Map(in Input) ([]policy.Request, error) {
 		if err := needs("command"); err != nil {
 			return nil, err
 		}
-		return []policy.Request{req("bash", policy.KindExecute, map[string]any{"command": str("command")})}, nil
+		return []policy.Request{call(tooldef.Bash, role{tooldef.Command: str("command")})}, nil
 	case "Read":
 		if err := needs("file_path"); err != nil {
 			return nil, err
 		}
-		return []policy.Request{req("read", policy.KindRead, map[string]any{"path": str("file_path")})}, nil
+		return []policy.Request{call(tooldef.Read, role{tooldef.Path: str("file_path")})}, nil
 	case "Write":
 		if err := needs("file_path"); err != nil {
 			return nil, err
 		}
-		return []policy.Request{req("write", policy.KindWrite, map[string]any{"path": str("file_path"), "content": str("content")})}, nil
+		return []policy.Request{call(tooldef.Write, role{tooldef.Path: str("file_path"), tooldef.Content: str("content")})}, nil
 	case "Edit", "MultiEdit":
 		if err := needs("file_path"); err != nil {
 			return nil, err
 		}
-		return []policy.Request{req("edit", policy.KindWrite, map[string]any{"path": str("file_path"),
-			"old_string": str("old_string"), "new_string": str("new_string")})}, nil
+		return []policy.Request{call(tooldef.Edit, role{tooldef.Path: str("file_path"),
+			tooldef.OldText: str("old_string"), tooldef.NewText: str("new_string")})}, nil
 	case "NotebookEdit":
 		if err := needs("notebook_path"); err != nil {
 			return nil, err
 		}
-		return []policy.Request{req("edit", policy.KindWrite, map[string]any{"path": str("notebook_path")})}, nil
+		return []policy.Request{call(tooldef.Edit, role{tooldef.Path: str("notebook_path")})}, nil
 	case "Glob":
-		return []policy.Request{req("glob", policy.KindSearch, withPath(map[string]any{"pattern": str("pattern")}, str("path")))}, nil
+		return []policy.Request{call(tooldef.Glob, role{tooldef.PathPattern: str("pattern"), tooldef.Path: str("path")})}, nil
 	case "Grep":
-		return []policy.Request{req("grep", policy.KindSearch, withPath(map[string]any{"pattern": str("pattern")}, str("path")))}, nil
+		return []policy.Request{call(tooldef.Grep, role{tooldef.Pattern: str("pattern"), tooldef.Path: str("path")})}, nil
 	case "LS":
-		return []policy.Request{req("ls", policy.KindRead, withPath(map[string]any{}, str("path")))}, nil
+		return []policy.Request{call(tooldef.Ls, role{tooldef.Path: str("path")})}, nil
 	case "WebFetch", "WebSearch":
 		return []policy.Request{req(in.ToolName, policy.KindNetwork, args)}, nil
 	case "apply_patch":
@@ -207,7 +208,7 @@ func Map(in Input) ([]policy.Request, error) {
 		}
 		var out []policy.Request
 		for _, f := range files {
-			out = append(out, req("write", policy.KindWrite, map[string]any{"path": f, "content": ""}))
+			out = append(out, call(tooldef.Write, role{tooldef.Path: f, tooldef.Content: ""}))
 		}
 		return out, nil
 	}
@@ -219,11 +220,25 @@ func Map(in Input) ([]policy.Request, error) {
 	return nil, nil
 }
 
-func withPath(m map[string]any, p string) map[string]any {
-	if p != "" {
-		m["path"] = p
+// role gives the values of a built-in tool's arguments by what they stand
+// for; the tool's definition names them.
+type role map[tooldef.Role]string
+
+// call is a request for the built-in tool d with the arguments of args,
+// named as d names them. An empty value of an optional argument is left
+// out.
+func call(d *tooldef.Def, args role) policy.Request {
+	m := make(map[string]any, len(args))
+	for r, v := range args {
+		a := d.Arg(r)
+		if a == nil {
+			panic("hookgate: tool " + d.Name + " has no argument for " + string(r))
+		}
+		if v != "" || a.Required {
+			m[a.Name] = v
+		}
 	}
-	return m
+	return policy.Request{Tool: d.Name, Known: true, Kind: policy.Kind(d.Kind), Arguments: m}
 }
 
 // PatchFiles returns the files an apply_patch patch adds, updates, deletes

@@ -21,10 +21,17 @@ func LookPath(t testing.TB, program, debianPackage string) string {
 	if err == nil {
 		return p
 	}
-	msg := program + " not found: install the Debian package " + debianPackage + " (apt-get install -y " + debianPackage + ")"
+	Missing(t, program+" not found: install the Debian package "+debianPackage+" (apt-get install -y "+debianPackage+")")
+	return ""
+}
+
+// Missing skips the test, saying what it needs from the machine and how to
+// get it, or fails it when CI is set, so CI always runs it: the rule of
+// LookPath for what is not a program.
+func Missing(t testing.TB, msg string) {
+	t.Helper()
 	if CI() {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
-	return ""
 }

@@ -133,9 +133,21 @@ func TestApprovedCallRunsOnce(t *testing.T) {
 	if res.Status != events.StatusOK || res.Output != "please" || res.Decision == nil || strings.Join(res.Decision.Approvers, ",") != "alice" {
 		t.Fatalf("final = %+v", res)
 	}
-	// A second decision changes nothing.
+	// A second decision changes nothing: the worker refuses it (the call
+	// is decided already) and runs nothing. Its refusal is the event that
+	// shows it was handled.
+	refused, _ := r.nc.SubscribeSync(papproval.RefusedSubject("ask-1"))
 	r.decide(t, "ask-1", hash, papproval.Approve, "bob", "")
-	time.Sleep(300 * time.Millisecond)
+	for {
+		m, err := refused.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("the second decision was never refused: %v", err)
+		}
+		var why struct{ Approver string }
+		if _, err := events.DecodeData(m.Header, m.Data, &why); err == nil && why.Approver == "bob" {
+			break
+		}
+	}
 	if n := r.ctr.get("ask-1"); n != 1 {
 		t.Fatalf("executions = %d, want 1", n)
 	}

@@ -508,14 +508,20 @@ func TestCallPastMaxDeliveriesIsDeadLettered(t *testing.T) {
 	key := CallKey("dl", "stuck-1")
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
+	hold := func() error {
+		rec, _ := json.Marshal(record{State: "running", Worker: "elsewhere", Started: time.Now(), Heartbeat: time.Now()})
+		_, err := kv.Put(ctx, key, rec)
+		return err
+	}
+	if err := hold(); err != nil { // the claim exists before the call is sent
+		t.Fatal(err)
+	}
 	go func() {
 		for ctx.Err() == nil {
-			rec, _ := json.Marshal(record{State: "running", Worker: "elsewhere", Started: time.Now(), Heartbeat: time.Now()})
-			_, _ = kv.Put(ctx, key, rec)
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // a live owner's heartbeat
+			_ = hold()
 		}
 	}()
-	time.Sleep(150 * time.Millisecond)
 	results, _ := nc.SubscribeSync(events.ResultSubject("dl", "stuck-1"))
 	dlq, _ := nc.SubscribeSync("toolgate.dlq.dl.echo")
 	c, _ := client.New(nc, "dl")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/pkg/tooldef"
 )
 
 // AmendmentKeyPrefix is the key prefix of amendments in the policy bucket:
@@ -106,7 +108,7 @@ func (a *Amendment) ScopedTo(agent, tool string, args map[string]any) error {
 		return fmt.Errorf("%w: tool %q is not the called tool %q", ErrInvalidAmendment, a.Tool, tool)
 	}
 	if a.CommandPrefix != "" {
-		cmd, _ := args["command"].(string)
+		cmd, _ := firstString(args, argNames(tool, tooldef.Command, "command"))
 		if !WordPrefix(cmd, a.CommandPrefix) {
 			return fmt.Errorf("%w: command_prefix %q does not start the call's command", ErrInvalidAmendment, a.CommandPrefix)
 		}
@@ -135,7 +137,7 @@ func WordPrefix(command, prefix string) bool {
 // and for a file tool the exact path.
 func DefaultScope(agent, tool string, args map[string]any) Amendment {
 	a := Amendment{Agent: agent, Tool: tool}
-	if cmd, ok := args["command"].(string); ok {
+	if cmd, ok := firstString(args, argNames(tool, tooldef.Command, "command")); ok {
 		var words []string
 		for _, w := range strings.Fields(cmd) {
 			if len(words) == 2 || strings.HasPrefix(w, "-") || strings.ContainsAny(w, "/.$`|;&<>(){}\"'*?") {
@@ -148,13 +150,42 @@ func DefaultScope(agent, tool string, args map[string]any) Amendment {
 		}
 		a.CommandPrefix = strings.Join(words, " ")
 	}
-	for _, k := range []string{"path", "file_path", "filePath"} {
-		if p, ok := args[k].(string); ok && p != "" {
-			a.PathPattern = p
-			break
-		}
+	if p, ok := firstString(args, argNames(tool, tooldef.Path, "path", "file_path", "filePath")); ok && p != "" {
+		a.PathPattern = p
 	}
 	return a
+}
+
+// argNames returns the name of the argument of tool with role r when tool
+// is a built-in tool (none when it has no such argument), else the names
+// other tools commonly give it.
+func argNames(tool string, r tooldef.Role, common ...string) []string {
+	d, ok := tooldef.Lookup(tool)
+	if !ok {
+		return common
+	}
+	if a := d.Arg(r); a != nil {
+		return []string{a.Name}
+	}
+	return nil
+}
+
+// firstString returns the first of the named arguments that is a
+// non-empty string, or else the first that is a string.
+func firstString(args map[string]any, names []string) (string, bool) {
+	var first string
+	found := false
+	for _, n := range names {
+		if s, ok := args[n].(string); ok {
+			if s != "" {
+				return s, true
+			}
+			if !found {
+				first, found = s, true
+			}
+		}
+	}
+	return first, found
 }
 
 func validKeyToken(s string) bool {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/pkg/policy/shell"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 )
 
 // effExec is the exec configuration in force for one request: the
@@ -61,7 +62,7 @@ func (e *evaluation) effExec() *effExec {
 	}
 	for _, l := range e.layers {
 		merge(&l.exec)
-		for _, r := range l.tools["bash"] {
+		for _, r := range l.tools[shellTool] {
 			merge(&r.exec)
 			x.whitelist = append(x.whitelist, r.whitelist...)
 			x.blacklist = append(x.blacklist, r.blacklist...)
@@ -125,7 +126,7 @@ var neutral = map[string]bool{"cd": true, "pushd": true, "popd": true, "dirs": t
 // shell judges a shell command on its syntax tree.
 func (e *evaluation) shell() {
 	x := e.effExec()
-	cmd, ok, err := stringArg(e.req.Arguments, "command")
+	cmd, ok, err := stringArg(e.req.Arguments, commandArg)
 	if err != nil {
 		e.deny("builtin.arguments", err.Error(), "")
 		return
@@ -139,7 +140,7 @@ func (e *evaluation) shell() {
 		return
 	}
 	cwd := e.req.Workspace
-	if c, ok, err := stringArg(e.req.Arguments, "cwd"); err != nil {
+	if c, ok, err := stringArg(e.req.Arguments, workdirArg); err != nil {
 		e.deny("builtin.arguments", err.Error(), "")
 		return
 	} else if ok && c != "" {
@@ -238,10 +239,10 @@ func (e *evaluation) shellRules(write bool) *pathRules {
 }
 
 func (e *evaluation) shellPathRules(write bool) pathRules {
-	pr := e.pathRulesFor("bash", KindExecute, false)
-	others, kind := []string{"read"}, KindRead
+	pr := e.pathRulesFor(shellTool, KindExecute, false)
+	others, kind := tooldef.WithPath(tooldef.Reads, tooldef.File), KindRead
 	if write {
-		others, kind = []string{"write", "edit"}, KindWrite
+		others, kind = tooldef.WithPath(tooldef.Writes, ""), KindWrite
 	}
 	for _, l := range e.layers {
 		for _, t := range others {
@@ -445,7 +446,7 @@ func (e *evaluation) redirect(r *shell.Redirect, cwds []string, unknownCwd bool)
 // writeLevel adds the write tool's own verdict for a write a shell command
 // makes: if writing needs a person or is denied, so does this.
 func (e *evaluation) writeLevel(target, src string) {
-	it := e.toolVerdict("write", KindWrite, true, "write")
+	it := e.toolVerdict(tooldef.Write.Name, KindWrite, true, tooldef.Write.Name)
 	if it == nil || it.action == Allow {
 		return
 	}

@@ -56,13 +56,13 @@ func (d *decoder) lint(p *Policy) {
 			}
 		}
 		x := &l.exec
-		for _, r := range l.tools["bash"] {
+		for _, r := range l.tools[shellTool] {
 			if r.exec.security > x.security {
 				x = &r.exec
 			}
 		}
 		if x.security == SecurityDeny {
-			for _, r := range l.tools["bash"] {
+			for _, r := range l.tools[shellTool] {
 				for _, w := range r.whitelist {
 					d.warnf(w.line, w.id, "never matches: %s is deny", x.securityID)
 				}

@@ -4,17 +4,16 @@ import (
 	"errors"
 	"sort"
 	"strings"
+
+	"github.com/toolgate/toolgate/pkg/tooldef"
 )
 
 // knownTools are the tool names a policy may mean without anyone
 // registering a tool: the built-in tools and their aliases.
 func knownTools() []string {
-	names := []string{"skill", "clarify"}
-	for n := range builtinKinds {
-		names = append(names, n)
-	}
-	for n := range aliases {
-		names = append(names, n)
+	names := []string{"clarify"}
+	for _, d := range tooldef.All() {
+		names = append(names, d.Names()...)
 	}
 	sort.Strings(names)
 	return names

@@ -1,56 +1,63 @@
 package policy
 
-// The built-in tools and the names the seeds use for them.
-var aliases = map[string]string{
-	"read_file":    "read",
-	"write_file":   "write",
-	"edit_file":    "edit",
-	"list_files":   "ls",
-	"search_files": "grep",
-	"run_shell":    "bash",
-	"exec":         "bash",
-}
+import "github.com/toolgate/toolgate/pkg/tooldef"
 
-var builtinKinds = map[string]Kind{
-	"read":  KindRead,
-	"write": KindWrite,
-	"edit":  KindWrite,
-	"ls":    KindRead,
-	"glob":  KindSearch,
-	"grep":  KindSearch,
-	"bash":  KindExecute,
-	// The web tools (pkg/tools/web).
-	"web_fetch":  KindNetwork,
-	"web_search": KindNetwork,
-}
+// What the gate knows of the built-in tools comes from their definitions
+// in pkg/tooldef: names, aliases, kinds, and which argument is a path, a
+// path pattern, a command.
+
+// shellTool is the built-in tool that runs command lines.
+var shellTool = tooldef.Bash.Name
+
+// commandArg and workdirArg are the shell tool's command line and working
+// directory.
+var (
+	commandArg = tooldef.Bash.Arg(tooldef.Command).Name
+	workdirArg = tooldef.Bash.Arg(tooldef.Workdir).Name
+)
 
 // CanonicalTool returns the built-in name an alias stands for (run_shell and
 // exec → bash, read_file → read, ...), or name itself.
-func CanonicalTool(name string) string {
-	if c, ok := aliases[name]; ok {
-		return c
-	}
-	return name
-}
+func CanonicalTool(name string) string { return tooldef.Canonical(name) }
 
 // BuiltinKind returns the kind of a built-in tool (aliases accepted) and
 // whether name is one.
 func BuiltinKind(name string) (Kind, bool) {
-	k, ok := builtinKinds[CanonicalTool(name)]
-	return k, ok
-}
-
-func isShellTool(canonical string) bool { return canonical == "bash" }
-
-// fileTools take a path argument judged by path rules.
-func isFileTool(canonical string) bool {
-	switch canonical {
-	case "read", "write", "edit", "ls", "glob", "grep":
-		return true
+	d, ok := tooldef.Lookup(name)
+	if !ok {
+		return "", false
 	}
-	return false
+	return Kind(d.Kind), true
 }
 
-func isWriteTool(canonical string) bool { return canonical == "write" || canonical == "edit" }
+func isShellTool(canonical string) bool { return canonical == shellTool }
+
+// pathArg returns the path argument of a built-in tool, or nil: file tools
+// take one, judged by the path rules.
+func pathArg(canonical string) *tooldef.Arg {
+	d, ok := tooldef.Lookup(canonical)
+	if !ok || d.Name != canonical {
+		return nil
+	}
+	return d.Arg(tooldef.Path)
+}
+
+func isFileTool(canonical string) bool { return pathArg(canonical) != nil }
+
+func isWriteTool(canonical string) bool {
+	a := pathArg(canonical)
+	return a != nil && a.Access == tooldef.Writes
+}
+
+// pathFamily returns the file tools whose path has the same access as
+// tool's: they share their denied paths (a path denied to read is denied
+// to grep, glob and ls too; one denied to write is denied to edit).
+func pathFamily(tool string) []string {
+	a := pathArg(tool)
+	if a == nil {
+		return nil
+	}
+	return tooldef.WithPath(a.Access, "")
+}
 
 var validKinds = map[Kind]bool{KindRead: true, KindWrite: true, KindExecute: true, KindSearch: true, KindNetwork: true, KindOther: true}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/pkg/tooldef"
 )
 
 // ErrEgressDenied is wrapped by every *EgressError: the network allowlist
@@ -345,7 +347,15 @@ func URLHostPort(raw string) (string, int, error) {
 // agent's allowlist, so that a host the policy never lets the agent reach
 // is denied before anyone is asked.
 func (e *evaluation) networkTool() {
-	raw, ok := e.req.Arguments["url"].(string)
+	arg := "url" // a network tool that is not built in: its url argument, if any
+	if d, ok := tooldef.Lookup(e.tool); ok {
+		a := d.Arg(tooldef.URL)
+		if a == nil {
+			return
+		}
+		arg = a.Name
+	}
+	raw, ok := e.req.Arguments[arg].(string)
 	if !ok {
 		return
 	}

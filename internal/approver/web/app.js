@@ -51,8 +51,10 @@
     return Math.floor(s / 3600) + "h " + Math.floor(s % 3600 / 60) + "m ago";
   }
 
-  const writeTools = ["write", "write_file", "edit", "edit_file"];
-  const shellTools = ["bash", "run_shell", "exec"];
+  // toolDisplay says, by tool name and alias, which argument of a built-in
+  // tool is its command line and which ones the diff shows; the server
+  // makes it from the tools' definitions.
+  const toolDisplay = JSON.parse(document.querySelector('meta[name="tool-display"]').content || "{}");
 
   // argsView shows the arguments as a person reads them: strings as they
   // are (no JSON escapes), the command of a shell call first, and the
@@ -62,12 +64,13 @@
     if (a === null || typeof a !== "object" || Array.isArray(a)) {
       return el("pre", { class: "args" }, JSON.stringify(a, null, 2));
     }
-    const hide = v.diff && writeTools.includes(v.tool) ? ["content", "old_string", "new_string"] : [];
+    const disp = Object.prototype.hasOwnProperty.call(toolDisplay, v.tool) ? toolDisplay[v.tool] : {};
+    const hide = v.diff && disp.in_diff ? disp.in_diff : [];
     const pre = el("pre", { class: "args" });
-    if (shellTools.includes(v.tool) && typeof a.command === "string") {
-      pre.append(el("span", { class: "cmd" }, "$ " + a.command + "\n"));
+    if (disp.command && typeof a[disp.command] === "string") {
+      pre.append(el("span", { class: "cmd" }, "$ " + a[disp.command] + "\n"));
       a = Object.assign({}, a);
-      delete a.command;
+      delete a[disp.command];
     }
     for (const [k, val] of Object.entries(a)) {
       if (hide.includes(k)) continue;

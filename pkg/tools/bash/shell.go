@@ -55,6 +55,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
@@ -316,11 +317,11 @@ func New(cfg Config) (*tools.Tool, error) {
 		return nil, err
 	}
 	return &tools.Tool{
-		Name:           "bash",
-		Aliases:        []string{"run_shell", "exec"},
+		Name:           tooldef.Bash.Name,
+		Aliases:        slices.Clone(tooldef.Bash.Aliases),
 		Description:    b.description(),
-		Parameters:     json.RawMessage(parameters),
-		Kind:           policy.KindExecute,
+		Parameters:     tooldef.Bash.MustSchema(nil),
+		Kind:           policy.Kind(tooldef.Bash.Kind),
 		Category:       "builtin",
 		DefaultTimeout: DefaultTimeout,
 		MaxTimeout:     MaxTimeout,
@@ -429,18 +430,6 @@ func (b *bash) check() error {
 	}
 	return fmt.Errorf("bash: start-up check in %s: exit code %d: %s", b.ws, res.code, strings.TrimSpace(stderr))
 }
-
-const parameters = `{
-  "type": "object",
-  "properties": {
-    "command": {"type": "string", "minLength": 1, "pattern": "\\S", "description": "The command line, run with bash -c."},
-    "cwd": {"type": "string", "description": "Directory to run in: relative to the workspace, or absolute inside it. Default: the workspace."},
-    "timeout": {"type": "integer", "minimum": 0, "maximum": 600000, "description": "Timeout in milliseconds, at most 600000. 0 or absent: 60000."},
-    "description": {"type": "string", "description": "What the command does, in a few words, for people reading the log."}
-  },
-  "required": ["command"],
-  "additionalProperties": false
-}`
 
 func (b *bash) description() string {
 	d := "Run a bash command line in the workspace and return its stdout, stderr and exit code. " +

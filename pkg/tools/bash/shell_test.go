@@ -225,8 +225,8 @@ func TestExitCodeStdoutAndStderr(t *testing.T) {
 // as root with every capability gone, so that they can write the
 // workspace and the files keep their owner.
 func TestCommandsNeverHoldPrivileges(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the worker is not root here: commands run as the worker's own user")
+	if !testenv.AsRoot(t) {
+		return
 	}
 	forEachMode(t, func(t *testing.T, mode bash.Mode) {
 		tests := []struct {
@@ -281,8 +281,8 @@ func TestCommandsNeverHoldPrivileges(t *testing.T) {
 }
 
 func TestNewRefusesAWorkspaceCommandsCannotEnter(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs a root worker")
+	if !testenv.AsRoot(t) {
+		return
 	}
 	ws := t.TempDir() // its parent is root's alone
 	if err := os.Chown(ws, testUID, testUID); err != nil {
@@ -514,7 +514,7 @@ func TestSandboxConfinesWrites(t *testing.T) {
 	ws := newWorkspace(t, testUID)
 	outside, err := os.MkdirTemp("/var/tmp", "toolgate-shell-test-")
 	if err != nil {
-		t.Skipf("no /var/tmp to test writes outside the workspace: %v", err)
+		t.Fatalf("/var/tmp to test writes outside the workspace: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(outside) })
 	if err := os.Chmod(outside, 0o777); err != nil { // anyone may write it outside the sandbox
@@ -551,7 +551,7 @@ func TestSandboxHidesConfiguredDirectories(t *testing.T) {
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	private, err := os.MkdirTemp("/var/tmp", "toolgate-shell-hide-")
 	if err != nil {
-		t.Skipf("no /var/tmp: %v", err)
+		t.Fatalf("/var/tmp: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(private) })
 	if err := os.Chmod(private, 0o755); err != nil {
@@ -620,8 +620,9 @@ func TestUnprivilegedWorker(t *testing.T) {
 		unprivilegedWorker(t, ws)
 		return
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("the tests already run as an unprivileged user")
+	if os.Geteuid() != 0 { // the worker is unprivileged already
+		unprivilegedWorker(t, newWorkspace(t, 0))
+		return
 	}
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	testenv.LookPath(t, "curl", "curl") // the egress proxy's part

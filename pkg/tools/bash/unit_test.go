@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func TestParseMode(t *testing.T) {
@@ -205,10 +207,7 @@ func TestKillGroupRefusesOwnGroupAndInit(t *testing.T) {
 }
 
 func TestSanitizeGitConfigKeepsOnlySettingsThatRunNothing(t *testing.T) {
-	gitPath, err := exec.LookPath("git")
-	if err != nil {
-		t.Skip("git not installed")
-	}
+	gitPath := testenv.LookPath(t, "git", "git")
 	src := filepath.Join(t.TempDir(), "config")
 	cfg := `[core]
 	repositoryformatversion = 0
@@ -278,9 +277,7 @@ func TestSanitizeGitConfigKeepsOnlySettingsThatRunNothing(t *testing.T) {
 }
 
 func TestGitMountsCoverNestedSubmodulesAndStayInTheWorkspace(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	testenv.LookPath(t, "git", "git")
 	ws := t.TempDir()
 	outside := filepath.Join(t.TempDir(), "outside.cfg")
 	for _, f := range []string{".git/HEAD", ".git/config", ".git/modules/a/HEAD", ".git/modules/a/config",
@@ -319,10 +316,7 @@ func TestGitMountsCoverNestedSubmodulesAndStayInTheWorkspace(t *testing.T) {
 }
 
 func TestSanitizeGitConfigRefusesAnOversizedFile(t *testing.T) {
-	gitPath, err := exec.LookPath("git")
-	if err != nil {
-		t.Skip("git not installed")
-	}
+	gitPath := testenv.LookPath(t, "git", "git")
 	src := filepath.Join(t.TempDir(), "config")
 	big := "[core]\n\tfsmonitor = evil\n[user]\n\tname = " + strings.Repeat("x", maxGitConfig) + "\n"
 	if err := os.WriteFile(src, []byte(big), 0o644); err != nil {

@@ -229,30 +229,6 @@ func describe(path string, err error) (code, msg string) {
 
 // --- schemas -----------------------------------------------------------
 
-type props map[string]any
-
-func schema(p props, required ...string) json.RawMessage {
-	s := map[string]any{"type": "object", "properties": p, "additionalProperties": false}
-	if len(required) > 0 {
-		s["required"] = required
-	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		panic(err) // static schemas
-	}
-	return b
-}
-
-func strProp(desc string) map[string]any {
-	return map[string]any{"type": "string", "description": desc}
-}
-func boolProp(desc string) map[string]any {
-	return map[string]any{"type": "boolean", "description": desc}
-}
-func intProp(desc string, min int) map[string]any {
-	return map[string]any{"type": "integer", "minimum": min, "description": desc}
-}
-
 // display shows a path the way a model asked for it when relative, and
 // relative to the workspace when it is inside it.
 func (s *set) display(real string) string { return s.ws.Display(real) }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,24 +14,20 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/workspace"
 )
 
 func (s *set) globTool() *tools.Tool {
 	return &tools.Tool{
-		Name: "glob",
+		Name:    tooldef.Glob.Name,
+		Aliases: slices.Clone(tooldef.Glob.Aliases),
 		Description: "Find files by name pattern with ** for any number of directories (\"**/*.go\", \"src/**/test_*.py\", \"*.{yaml,yml}\"). " +
 			"Returns matching regular files, newest first by modification time, at most limit (default " + strconv.Itoa(s.cfg.GlobLimit) + "). " +
 			"The pattern is matched against paths relative to path (default: the workspace). Hidden files and files ignored by .gitignore are left out unless hidden or no_ignore is set.",
-		Parameters: schema(props{
-			"pattern":   strProp("Glob pattern, doublestar syntax: *, ?, [class], {a,b}, ** for any directories."),
-			"path":      strProp("Directory to search from: relative to the workspace (default: the workspace), or absolute inside an allowed root."),
-			"limit":     intProp("Most paths to return.", 1),
-			"hidden":    boolProp("Include files and directories whose name starts with '.'."),
-			"no_ignore": boolProp("Do not honour .gitignore files."),
-		}, "pattern"),
-		Kind:           policy.KindSearch,
+		Parameters:     tooldef.Glob.MustSchema(nil),
+		Kind:           policy.Kind(tooldef.Glob.Kind),
 		DefaultTimeout: 60 * time.Second,
 		MaxTimeout:     300 * time.Second,
 		Annotations:    tools.Annotations{ReadOnly: true, Idempotent: true},

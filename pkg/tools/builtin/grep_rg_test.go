@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -14,13 +15,14 @@ import (
 // goSrc is Go's own source tree, the real tree grep is compared on.
 func goSrc(t testing.TB) string {
 	t.Helper()
-	out, err := exec.Command("go", "env", "GOROOT").Output()
+	goBin := testenv.LookPath(t, "go", "golang-go")
+	out, err := exec.Command(goBin, "env", "GOROOT").Output()
 	if err != nil {
-		t.Skipf("go env GOROOT: %v", err)
+		t.Fatalf("go env GOROOT: %v", err)
 	}
 	src := filepath.Join(strings.TrimSpace(string(out)), "src")
-	if _, err := exec.Command("test", "-d", src).Output(); err != nil {
-		t.Skipf("no Go source tree at %s", src)
+	if fi, err := os.Stat(src); err != nil || !fi.IsDir() {
+		testenv.Missing(t, "no Go source tree at "+src+": install the Debian package golang-src (apt-get install -y golang-src)")
 	}
 	return src
 }

@@ -10,23 +10,20 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/workspace"
 )
 
 func (s *set) lsTool() *tools.Tool {
 	return &tools.Tool{
-		Name:    "ls",
-		Aliases: []string{"list_files"},
+		Name:    tooldef.Ls.Name,
+		Aliases: slices.Clone(tooldef.Ls.Aliases),
 		Description: "List a directory of the workspace: one entry per line with its type (file, dir, symlink, ...), " +
 			"size in bytes and modification time (UTC), sorted by name. Hidden entries (names starting with '.') only when hidden is true. " +
 			"At most limit entries (default " + strconv.Itoa(s.cfg.ListLimit) + "); truncated says when there were more.",
-		Parameters: schema(props{
-			"path":   strProp("Directory to list: relative to the workspace (default: the workspace), or absolute inside an allowed root."),
-			"hidden": boolProp("Include entries whose name starts with '.'."),
-			"limit":  intProp("Most entries to list.", 1),
-		}),
-		Kind:           policy.KindRead,
+		Parameters:     tooldef.Ls.MustSchema(nil),
+		Kind:           policy.Kind(tooldef.Ls.Kind),
 		DefaultTimeout: 30 * time.Second,
 		MaxTimeout:     120 * time.Second,
 		Annotations:    tools.Annotations{ReadOnly: true, Idempotent: true},

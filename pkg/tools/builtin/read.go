@@ -5,31 +5,27 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
 func (s *set) readTool() *tools.Tool {
 	return &tools.Tool{
-		Name:    "read",
-		Aliases: []string{"read_file"},
+		Name:    tooldef.Read.Name,
+		Aliases: slices.Clone(tooldef.Read.Aliases),
 		Description: "Read a text file of the workspace. Lines are numbered from 1 (`cat -n` style). " +
 			"By default up to " + strconv.Itoa(s.cfg.ReadLimit) + " lines from the start; choose a window with offset/limit or start_line/end_line. " +
 			"A directory is an error (use ls); binary files return a notice instead of bytes; files larger than " +
 			strconv.FormatInt(s.cfg.MaxReadSize, 10) + " bytes are refused; lines longer than " + strconv.Itoa(s.cfg.MaxLineLength) + " characters are clipped.",
-		Parameters: schema(props{
-			"path":       strProp("File to read: relative to the workspace, or absolute inside an allowed root."),
-			"offset":     intProp("Line number to start reading from (1-based; 0 also means the first line).", 0),
-			"limit":      intProp("Number of lines to read.", 1),
-			"start_line": intProp("First line to read (1-based, inclusive). Alternative to offset.", 1),
-			"end_line":   intProp("Last line to read (1-based, inclusive). Alternative to limit.", 1),
-		}, "path"),
-		Kind:           policy.KindRead,
+		Parameters:     tooldef.Read.MustSchema(nil),
+		Kind:           policy.Kind(tooldef.Read.Kind),
 		DefaultTimeout: 30 * time.Second,
 		MaxTimeout:     120 * time.Second,
 		Annotations:    tools.Annotations{ReadOnly: true, Idempotent: true},

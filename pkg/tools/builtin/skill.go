@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/workspace"
 )
@@ -47,12 +48,11 @@ func (s *set) skillTool() *tools.Tool {
 		}
 	}
 	return &tools.Tool{
-		Name:        "skill",
-		Description: desc.String(),
-		Parameters: schema(props{
-			"skill": strProp("Name of the skill to load; omit to list the skills."),
-		}),
-		Kind:           policy.KindRead,
+		Name:           tooldef.Skill.Name,
+		Aliases:        slices.Clone(tooldef.Skill.Aliases),
+		Description:    desc.String(),
+		Parameters:     tooldef.Skill.MustSchema(nil),
+		Kind:           policy.Kind(tooldef.Skill.Kind),
 		DefaultTimeout: 30 * time.Second,
 		MaxTimeout:     60 * time.Second,
 		Annotations:    tools.Annotations{ReadOnly: true, Idempotent: true},

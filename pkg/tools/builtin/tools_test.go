@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
@@ -183,10 +184,7 @@ func TestEdit(t *testing.T) {
 
 // TestUnifiedDiffMatchesDiffU checks the preview against diff -u.
 func TestUnifiedDiffMatchesDiffU(t *testing.T) {
-	diffBin, err := exec.LookPath("diff")
-	if err != nil {
-		t.Skip("diff not installed")
-	}
+	diffBin := testenv.LookPath(t, "diff", "diffutils")
 	var a, b strings.Builder
 	for i := range 60 {
 		line := "line " + itoa(i) + "\n"

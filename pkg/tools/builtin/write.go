@@ -3,25 +3,24 @@ package builtin
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
 func (s *set) writeTool() *tools.Tool {
 	return &tools.Tool{
-		Name:    "write",
-		Aliases: []string{"write_file"},
+		Name:    tooldef.Write.Name,
+		Aliases: slices.Clone(tooldef.Write.Aliases),
 		Description: "Write a file of the workspace, replacing it whole if it exists. Missing parent directories are created. " +
 			"The replacement is atomic (a temporary file in the same directory renamed over the target) and keeps the mode of an existing file. " +
 			"Reports the bytes written. To change part of a file, use edit.",
-		Parameters: schema(props{
-			"path":    strProp("File to write: relative to the workspace, or absolute inside an allowed root."),
-			"content": strProp("The complete new content of the file."),
-		}, "path", "content"),
-		Kind:           policy.KindWrite,
+		Parameters:     tooldef.Write.MustSchema(nil),
+		Kind:           policy.Kind(tooldef.Write.Kind),
 		DefaultTimeout: 30 * time.Second,
 		MaxTimeout:     120 * time.Second,
 		Annotations:    tools.Annotations{Destructive: true, Idempotent: true},
@@ -57,19 +56,14 @@ func (s *set) write(ctx context.Context, c *tools.Call) (*tools.Output, error) {
 
 func (s *set) editTool() *tools.Tool {
 	return &tools.Tool{
-		Name:    "edit",
-		Aliases: []string{"edit_file"},
+		Name:    tooldef.Edit.Name,
+		Aliases: slices.Clone(tooldef.Edit.Aliases),
 		Description: "Replace exact text in a file of the workspace: old_string becomes new_string. They must differ. " +
 			"old_string must occur exactly once unless replace_all is true; if it occurs several times, add surrounding lines to make it unique. " +
 			"Match the file's text exactly, including indentation, without the line-number prefixes read shows. " +
 			"Returns the number of replacements and a unified diff of the change. The file is replaced atomically and keeps its mode.",
-		Parameters: schema(props{
-			"path":        strProp("File to edit: relative to the workspace, or absolute inside an allowed root."),
-			"old_string":  strProp("Exact text to replace."),
-			"new_string":  strProp("Text to put in its place (must differ from old_string)."),
-			"replace_all": boolProp("Replace every occurrence of old_string instead of requiring exactly one."),
-		}, "path", "old_string", "new_string"),
-		Kind:           policy.KindWrite,
+		Parameters:     tooldef.Edit.MustSchema(nil),
+		Kind:           policy.Kind(tooldef.Edit.Kind),
 		DefaultTimeout: 30 * time.Second,
 		MaxTimeout:     120 * time.Second,
 		Annotations:    tools.Annotations{Destructive: true},

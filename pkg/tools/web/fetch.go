@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/html/charset"
 
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
@@ -55,21 +56,19 @@ func NewFetch(cfg FetchConfig) (*tools.Tool, error) {
 	}
 	f := &fetcher{cfg: cfg}
 	return &tools.Tool{
-		Name: "web_fetch",
+		Name: tooldef.WebFetch.Name,
 		Description: "Fetch a URL with GET and return its content as text. HTML pages are turned into readable text " +
 			"(headings, paragraphs, lists, links as [text](url)); other text (plain, JSON, XML, CSV, ...) is returned as is; " +
 			"binary content (images, PDFs, archives) is refused. Redirects are followed (at most " + strconv.Itoa(MaxRedirects) + "). " +
 			"Only hosts the policy's network allowlist names can be reached, never private or loopback addresses. " +
 			"At most max_bytes of the body are read (default " + strconv.Itoa(DefaultMaxBytes) + ").",
-		Parameters: schema(props{
-			"url": map[string]any{"type": "string", "minLength": 1, "maxLength": 8192,
-				"description": "The http or https URL to fetch."},
-			"max_bytes": map[string]any{"type": "integer", "minimum": 1, "maximum": MaxMaxBytes,
+		Parameters: tooldef.WebFetch.MustSchema(map[string]map[string]any{
+			"max_bytes": {"maximum": MaxMaxBytes,
 				"description": "Most bytes of the body to read (default " + strconv.Itoa(DefaultMaxBytes) + "); the rest is cut."},
-			"timeout": map[string]any{"type": "integer", "minimum": 1, "maximum": MaxFetchTimeout.Milliseconds(),
+			"timeout": {"maximum": MaxFetchTimeout.Milliseconds(),
 				"description": "Timeout of the whole fetch in milliseconds (default " + strconv.FormatInt(DefaultFetchTimeout.Milliseconds(), 10) + ")."},
-		}, "url"),
-		Kind:            policy.KindNetwork,
+		}),
+		Kind:            policy.Kind(tooldef.WebFetch.Kind),
 		Category:        "builtin",
 		DefaultTimeout:  DefaultFetchTimeout,
 		MaxTimeout:      MaxFetchTimeout,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
@@ -142,22 +143,15 @@ func NewSearch(cfg SearchConfig) (*tools.Tool, error) {
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	s.client = &c
 	return &tools.Tool{
-		Name: "web_search",
+		Name: tooldef.WebSearch.Name,
 		Description: "Search the web and return the most relevant results (title, URL, a content snippet, score), " +
 			"and with include_answer a short answer written from them. search_depth advanced finds better snippets and is slower. " +
 			"Use web_fetch to read a result in full.",
-		Parameters: schema(props{
-			"query": map[string]any{"type": "string", "minLength": 1, "maxLength": 2000, "description": "What to search for."},
-			"max_results": map[string]any{"type": "integer", "minimum": 1, "maximum": MaxSearchResults,
+		Parameters: tooldef.WebSearch.MustSchema(map[string]map[string]any{
+			"max_results": {"maximum": MaxSearchResults,
 				"description": "How many results (default " + strconv.Itoa(DefaultSearchResults) + ")."},
-			"search_depth":    map[string]any{"type": "string", "enum": []string{"basic", "advanced"}, "description": "basic (default) or advanced."},
-			"topic":           map[string]any{"type": "string", "enum": []string{"general", "news", "finance"}, "description": "general (default), news or finance."},
-			"include_answer":  map[string]any{"type": "boolean", "description": "Also return a short answer to the query."},
-			"time_range":      map[string]any{"type": "string", "enum": []string{"day", "week", "month", "year"}, "description": "Only results published within this range."},
-			"include_domains": map[string]any{"type": "array", "maxItems": 50, "items": map[string]any{"type": "string", "maxLength": 253}, "description": "Only results from these domains."},
-			"exclude_domains": map[string]any{"type": "array", "maxItems": 50, "items": map[string]any{"type": "string", "maxLength": 253}, "description": "No results from these domains."},
-		}, "query"),
-		Kind:           policy.KindNetwork,
+		}),
+		Kind:           policy.Kind(tooldef.WebSearch.Kind),
 		Category:       "builtin",
 		DefaultTimeout: DefaultSearchTimeout,
 		MaxTimeout:     DefaultSearchTimeout,

@@ -52,20 +52,6 @@ type Config struct {
 	Search SearchConfig `yaml:"search" json:"search"`
 }
 
-type props map[string]any
-
-func schema(p props, required ...string) json.RawMessage {
-	s := map[string]any{"type": "object", "properties": p, "additionalProperties": false}
-	if len(required) > 0 {
-		s["required"] = required
-	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		panic(err) // static schemas
-	}
-	return b
-}
-
 func argString(args map[string]any, key string) string {
 	v, _ := args[key].(string)
 	return v

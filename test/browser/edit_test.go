@@ -1,16 +1,66 @@
-package test
+package browser
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 )
+
+// editPolicy asks before shell commands, allows ls and denies touch.
+const editPolicy = `tools:
+  default: allow
+  run_shell:
+    action: ask
+    whitelist: ["ls", "ls *"]
+    blacklist: ["touch *"]
+`
+
+// startEditStack is an approval stack under editPolicy with a directory x
+// in a workspace the sandboxed commands could write to.
+func startEditStack(t *testing.T) *approvalStack {
+	t.Helper()
+	testenv.LookPath(t, "bash", "bash")
+	s := startApprovalStackWith(t, editPolicy)
+	if err := os.Chmod(s.worker.ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(s.worker.ws, "x", "inside"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// submitBash makes agent c run command and waits until the call is
+// parked, returning where its final result arrives.
+func submitBash(t *testing.T, c *client.Client, id, command string) <-chan *events.ResultData {
+	t.Helper()
+	pending := make(chan events.ResultData, 1)
+	final := make(chan *events.ResultData, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		res, _ := c.Call(ctx, "bash", map[string]any{"command": command}, client.WithID(id),
+			client.OnPending(func(r events.ResultData) { pending <- r }))
+		final <- res
+	}()
+	select {
+	case <-pending:
+	case r := <-final:
+		t.Fatalf("call %s finished without parking: %+v", id, r)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("call %s: no pending result", id)
+	}
+	return final
+}
 
 // editBox is what the page's "edit arguments" box shows, read in the browser.
 type editBox struct {
