@@ -1,10 +1,12 @@
 package test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,18 +202,25 @@ func TestGrepReportsProgress(t *testing.T) {
 }
 
 // TestMCPProgressNotifications: an MCP client that sends a progress token
-// gets the command's output as notifications/progress, bounded, in
-// order, before the tool's result.
+// gets the command's output as notifications/progress, bounded, in order
+// (the SDK's client may hand notifications to the handler after the
+// result, so the test waits for the last line, then orders them by their
+// progress count, which the server sets in the order it sends).
 func TestMCPProgressNotifications(t *testing.T) {
 	u := make(chan string, 1)
 	startProgressWorker(t, u)
 	var mu sync.Mutex
 	var notes []*mcp.ProgressNotificationParams
+	lastLine := make(chan struct{})
+	var once sync.Once
 	c := mcp.NewClient(&mcp.Implementation{Name: "progress-test", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			mu.Lock()
 			defer mu.Unlock()
 			notes = append(notes, req.Params)
+			if strings.HasSuffix(req.Params.Message, "last-line\n") {
+				once.Do(func() { close(lastLine) })
+			}
 		}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -220,6 +229,21 @@ func TestMCPProgressNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
+	// The face offers the tools once it has listed them from a worker.
+	for found := false; !found; {
+		lt, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found = slices.ContainsFunc(lt.Tools, func(tl *mcp.Tool) bool { return tl.Name == "bash" })
+		if !found {
+			select {
+			case <-ctx.Done():
+				t.Fatal("the MCP face never offered bash")
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
 	params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": chatty}}
 	params.SetProgressToken("chatty-mcp")
 	start := time.Now()
@@ -228,8 +252,14 @@ func TestMCPProgressNotifications(t *testing.T) {
 	if err != nil || r.IsError {
 		t.Fatalf("call: %v %+v", err, r)
 	}
+	select {
+	case <-lastLine:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no notification carried the last line")
+	}
 	mu.Lock()
 	defer mu.Unlock()
+	slices.SortFunc(notes, func(a, b *mcp.ProgressNotificationParams) int { return cmp.Compare(a.Progress, b.Progress) })
 	var stdout strings.Builder
 	for i, n := range notes {
 		if n.ProgressToken != "chatty-mcp" || n.Progress != float64(i+1) {
