@@ -54,6 +54,16 @@ func progressBound(elapsed time.Duration) int {
 	return int((elapsed.Seconds()+1)*float64(l.PerSecond)) + 2*(l.Backlog/l.MaxBytes) + 2
 }
 
+func stdoutBytes(ps []events.ProgressData) int {
+	n := 0
+	for _, p := range ps {
+		if p.Stream == tools.StreamStdout {
+			n += len(p.Chunk)
+		}
+	}
+	return n
+}
+
 var (
 	lineRE = regexp.MustCompile(`^line-(\d+)$`)
 	noteRE = regexp.MustCompile(`\n\.\.\. \[\d+ bytes not streamed[^\n]*\n`)
@@ -135,6 +145,7 @@ func TestProgressIsBoundedAndOrdered(t *testing.T) {
 			stdout.WriteString(p.Chunk)
 		}
 	}
+	t.Logf("%d progress messages (%d bytes of stdout streamed of %d) in %s; bound %d", len(got), stdoutBytes(got), len(res.Metadata["stdout"].(string)), elapsed, progressBound(elapsed))
 	if n := len(got); n < 2 || n > progressBound(elapsed) {
 		t.Fatalf("%d progress messages in %s; bound %d", n, elapsed, progressBound(elapsed))
 	}
@@ -156,6 +167,40 @@ func TestProgressIsBoundedAndOrdered(t *testing.T) {
 			}
 			break
 		}
+	}
+}
+
+// TestProgressRateOverTime: a command printing a line every 20 ms for
+// about two seconds streams as it goes, its lines coalesced into at most
+// the rate's messages a second.
+func TestProgressRateOverTime(t *testing.T) {
+	w := startProgressWorker(t, nil)
+	c := w.client(t, "agent-ticks")
+	var got []events.ProgressData
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	words := make([]string, 100)
+	for i := range words {
+		words[i] = strconv.Itoa(i + 1)
+	}
+	cmd := "for i in " + strings.Join(words, " ") + "; do echo tick; sleep 0.02; done" // nothing the policy asks about
+	res, err := c.Call(ctx, "bash", map[string]any{"command": cmd},
+		client.OnProgress(func(p events.ProgressData) { got = append(got, p) }))
+	elapsed := time.Since(start)
+	if err != nil || res.Status != events.StatusOK {
+		t.Fatalf("call: %+v %v", res, err)
+	}
+	var stdout strings.Builder
+	for _, p := range got {
+		stdout.WriteString(p.Chunk)
+	}
+	t.Logf("%d progress messages for 100 lines in %s; bound %d", len(got), elapsed, progressBound(elapsed))
+	if len(got) < 2 || len(got) > progressBound(elapsed) || len(got) >= 100 {
+		t.Fatalf("%d messages for 100 lines in %s; bound %d", len(got), elapsed, progressBound(elapsed))
+	}
+	if want := res.Metadata["stdout"].(string); stdout.String() != want {
+		t.Fatalf("streamed %q, the result's stdout %q", stdout.String(), want)
 	}
 }
 
@@ -267,6 +312,7 @@ func TestMCPProgressNotifications(t *testing.T) {
 		}
 		stdout.WriteString(n.Message)
 	}
+	t.Logf("%d notifications in %s; bound %d", len(notes), elapsed, progressBound(elapsed))
 	if len(notes) < 2 || len(notes) > progressBound(elapsed) {
 		t.Fatalf("%d notifications in %s; bound %d", len(notes), elapsed, progressBound(elapsed))
 	}
