@@ -18,6 +18,7 @@ import (
 
 func main() {
 	relay.MaybeForward() // this program is also the relay inside bash's sandbox
+	tuneGC()
 	var o daemon.Options
 	fs := flag.NewFlagSet("worker", flag.ExitOnError)
 	fs.StringVar(&o.NATSURL, "nats", os.Getenv("NATS_URL"), "NATS server or cluster URL (env NATS_URL); empty starts an embedded server")

@@ -29,7 +29,13 @@ import (
 // audit publishes the execution audit event of a call that reached its
 // final status, and counts the call by tool and outcome.
 func (w *Worker) audit(in *events.Call, res events.ResultData, appr *events.ApprovalAudit) {
-	a := w.auditData(in, res.Tool, in.Data.SessionID)
+	w.auditExecution(in, res, appr, "")
+}
+
+// auditExecution is audit with the arguments' hash when already known
+// (empty: computed here).
+func (w *Worker) auditExecution(in *events.Call, res events.ResultData, appr *events.ApprovalAudit, argsHash string) {
+	a := w.auditData(in, res.Tool, in.Data.SessionID, argsHash)
 	a.Kind, a.Status, a.IsError, a.Decision = events.AuditExecution, res.Status, res.IsError, res.Decision
 	a.DurationMS, a.OutputBytes, a.Error, a.Approval = res.DurationMS, len(res.Output), res.Error, appr
 	a.ResultSHA256 = SHA256Hex([]byte(res.Output))
@@ -39,14 +45,18 @@ func (w *Worker) audit(in *events.Call, res events.ResultData, appr *events.Appr
 	w.publishAudit(events.AuditSubject(agent, tool), CallKey(in.Agent, in.ID)+":audit", events.TypeCallAudited, a)
 }
 
-// auditDecision publishes the decision audit event of the gate's decision
-// d on a call (x says whether it was the judgement of a resumed call).
+// auditDecision records the decision audit event of the gate's decision
+// d on a call (x says whether it was the judgement of a resumed call). It
+// is published right after the call's result (see auditAfterResult), so
+// that neither its encoding nor its storing delays the result; whatever
+// path the call takes, it is published by the end of the call's handling
+// at the latest (flushDecision).
 func (w *Worker) auditDecision(ctx context.Context, in *events.Call, res *events.ResultData, d *policy.Decision, x *execution) {
 	tool := in.Tool
 	if res.Tool != "" {
 		tool = res.Tool
 	}
-	a := w.auditData(in, tool, in.Data.SessionID)
+	a := w.auditData(in, tool, in.Data.SessionID, deferredHash)
 	a.Kind, a.Status, a.DecidedBy, a.Resumed = events.AuditDecision, res.Status, []string{"policy"}, x.resumed
 	a.Decision = wireDecision(*d)
 	a.Time = x.start.UTC()
@@ -57,13 +67,59 @@ func (w *Worker) auditDecision(ctx context.Context, in *events.Call, res *events
 		id += ":resumed"
 	}
 	agent, t := tokenOr(in.Agent, "_"), tokenOr(tool, "_")
-	w.publishAudit(events.AuditSubject(agent, t), id, events.TypeDecisionAudited, a)
+	p := &pendingDecision{subject: events.AuditSubject(agent, t), id: id, data: a}
+	if old, loaded := w.decisions.Swap(in, p); loaded {
+		w.publishDecision(in, old.(*pendingDecision), "") // not expected: one judgement per run
+	}
+}
+
+// deferredHash marks an audit event whose arguments' hash is filled in
+// when it is published.
+const deferredHash = "\x00"
+
+// pendingDecision is a decision audit event waiting for its call's result
+// to be published.
+type pendingDecision struct {
+	subject, id string
+	data        events.AuditData
+}
+
+// auditAfterResult publishes, once a call's result publish has started,
+// its pending decision audit event and, when audit is set, its execution
+// audit event, hashing the arguments once for both.
+func (w *Worker) auditAfterResult(in *events.Call, res events.ResultData, audit bool, appr *events.ApprovalAudit) {
+	hash := w.flushDecision(in)
+	if audit {
+		w.auditExecution(in, res, appr, hash)
+	}
+}
+
+// flushDecision publishes the call's pending decision audit event, if
+// any, and returns the arguments' hash it computed ("" when none was
+// pending). The end of a call's handling calls it too, so that a decision
+// whose call ended without a result publish is still audited.
+func (w *Worker) flushDecision(in *events.Call) string {
+	p, ok := w.decisions.LoadAndDelete(in)
+	if !ok {
+		return ""
+	}
+	hash := ArgsSHA256(in.Data.Arguments)
+	w.publishDecision(in, p.(*pendingDecision), hash)
+	return hash
+}
+
+func (w *Worker) publishDecision(in *events.Call, p *pendingDecision, hash string) {
+	if hash == "" {
+		hash = ArgsSHA256(in.Data.Arguments)
+	}
+	p.data.ArgsSHA256 = hash
+	w.publishAudit(p.subject, p.id, events.TypeDecisionAudited, p.data)
 }
 
 // auditPeople publishes the decision audit event of what people decided
 // about a parked call.
 func (w *Worker) auditPeople(ctx context.Context, in *events.Call, p *parking.Parked, o parking.Outcome) {
-	a := w.auditData(in, in.Tool, in.Data.SessionID)
+	a := w.auditData(in, in.Tool, in.Data.SessionID, "")
 	a.Kind, a.DecidedBy, a.Approval = events.AuditDecision, o.Approvers, o.Audit()
 	if len(o.EditedArguments) > 0 {
 		a.Approval.OriginalArgsSHA256 = a.ArgsSHA256
@@ -83,10 +139,18 @@ func (w *Worker) auditPeople(ctx context.Context, in *events.Call, p *parking.Pa
 	w.publishAudit(events.AuditSubject(agent, tool), CallKey(in.Agent, in.ID)+":decision:people", events.TypeDecisionAudited, a)
 }
 
-// auditData is what every audit event of a call says.
-func (w *Worker) auditData(in *events.Call, tool, session string) events.AuditData {
+// auditData is what every audit event of a call says. argsHash is the
+// arguments' hash when known: empty computes it, deferredHash leaves it
+// for the publish.
+func (w *Worker) auditData(in *events.Call, tool, session, argsHash string) events.AuditData {
+	switch argsHash {
+	case "":
+		argsHash = ArgsSHA256(in.Data.Arguments)
+	case deferredHash:
+		argsHash = ""
+	}
 	return events.AuditData{CallID: in.ID, Agent: in.Agent, Tool: tool, SessionID: session,
-		ArgsSHA256: ArgsSHA256(in.Data.Arguments), Worker: w.cfg.Name, Time: time.Now().UTC(), JudgeOnly: in.Data.JudgeOnly}
+		ArgsSHA256: argsHash, Worker: w.cfg.Name, Time: time.Now().UTC(), JudgeOnly: in.Data.JudgeOnly}
 }
 
 func setTrace(a *events.AuditData, ctx context.Context) {

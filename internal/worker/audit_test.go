@@ -18,6 +18,8 @@ import (
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tools"
 )
 
 // auditOf reads the audit events stored for agent: execution events by
@@ -180,4 +182,67 @@ func counterValueWith(t *testing.T, r sdkmetric.Reader, name string, match ...at
 		}
 	}
 	return n
+}
+
+// TestEveryDecisionAuditedWhateverTheFate: the gate's decision event,
+// published after the call's result, is stored for every fate of a call
+// that reached the gate - allowed and run, allowed and failed, denied,
+// asked on a worker without approvals - beside its execution event, with
+// the result's status; and no decision is left waiting in the worker.
+func TestEveryDecisionAuditedWhateverTheFate(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	gate := policy.EvaluatorFunc(func(_ context.Context, r policy.Request) policy.Decision {
+		switch r.Arguments["text"] {
+		case "deny":
+			return policy.Decision{Action: policy.Deny, Reason: "no", Rule: "test.deny"}
+		case "ask":
+			return policy.Decision{Action: policy.Ask, Reason: "a person decides", Rule: "test.ask"}
+		}
+		return policy.Decision{Action: policy.Allow, Rule: "test.allow"}
+	})
+	rw := startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Bus: fastBus}, tools.WithGate(gate))
+	c, nc := newClient(t, s, "fates")
+	js, _ := jetstream.New(nc)
+	cases := []struct {
+		id, tool, text string
+		status         events.Status
+		action         string
+	}{
+		{"f-allow", "echo", "hi", events.StatusOK, "allow"},
+		{"f-fail", "fail", "", events.StatusError, "allow"},
+		{"f-deny", "echo", "deny", events.StatusDenied, "deny"},
+		{"f-ask", "echo", "ask", events.StatusDenied, "ask"},
+	}
+	for _, tc := range cases {
+		args := map[string]any{"text": tc.text}
+		if tc.tool == "fail" {
+			args = map[string]any{}
+		}
+		res, err := c.Call(ctxT(t), tc.tool, args, client.WithID(tc.id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != tc.status {
+			t.Fatalf("%s: result %s, want %s: %s", tc.id, res.Status, tc.status, res.Output)
+		}
+	}
+	exec, decided := auditOf(t, js, "fates", 2*len(cases))
+	for _, tc := range cases {
+		e, eok := exec[tc.id]
+		d, dok := decided[tc.id]
+		if !eok || !dok {
+			t.Errorf("%s: execution event %v, decision event %v", tc.id, eok, dok)
+			continue
+		}
+		if d.Decision == nil || d.Decision.Action != tc.action || d.Status != tc.status || e.Status != tc.status ||
+			d.ArgsSHA256 == "" || d.ArgsSHA256 != e.ArgsSHA256 {
+			t.Errorf("%s: decision %+v, execution %+v", tc.id, d, e)
+		}
+	}
+	left := 0
+	rw.w.decisions.Range(func(any, any) bool { left++; return true })
+	if left != 0 {
+		t.Errorf("%d decision audit events still waiting in the worker", left)
+	}
 }

@@ -62,9 +62,7 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 		return err
 	}
 	f, err := w.js.PublishMsgAsync(m)
-	if audit {
-		w.audit(in, res, appr)
-	}
+	w.auditAfterResult(in, res, audit, appr) // after the result: they do not delay it
 	if err == nil {
 		// The JetStream context fails an async publish not acknowledged
 		// within w.cfg.publishTimeout.

@@ -61,7 +61,8 @@ func (w *Worker) delivery(msg callMsg, in *events.Call) (ctx context.Context, do
 	if !o.t.Tracing && !o.t.Metering {
 		// Nothing recorded: only the caller's trace context flows on, to
 		// the parked record and the log lines.
-		return ctx, telemetry.Track(in.ID, trace.SpanContextFromContext(ctx))
+		untrack := telemetry.Track(in.ID, trace.SpanContextFromContext(ctx))
+		return ctx, func() { w.flushDecision(in); untrack() }
 	}
 	delivered := msg.NumDelivered()
 	if delivered > 1 {
@@ -82,7 +83,7 @@ func (w *Worker) delivery(msg callMsg, in *events.Call) (ctx context.Context, do
 			telemetry.KeyWorker.String(w.cfg.Name))
 	}
 	untrack := telemetry.Track(in.ID, span.SpanContext())
-	return ctx, func() { untrack(); span.End() }
+	return ctx, func() { w.flushDecision(in); untrack(); span.End() }
 }
 
 // execution is one run of a call through the pipeline.
@@ -233,7 +234,7 @@ func (w *Worker) resumeSpan(ctx context.Context, in *events.Call, parkedSpan, ou
 			telemetry.KeyWorker.String(w.cfg.Name))
 	}
 	untrack := telemetry.Track(in.ID, span.SpanContext())
-	return trace.ContextWithSpan(ctx, span), func() { untrack(); span.End() }
+	return trace.ContextWithSpan(ctx, span), func() { w.flushDecision(in); untrack(); span.End() }
 }
 
 // Ready reports whether the worker takes calls: connected to NATS, its

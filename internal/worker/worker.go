@@ -121,6 +121,7 @@ type Worker struct {
 	execCancel context.CancelFunc
 
 	eventsFailed, eventsLost atomic.Int64
+	decisions                sync.Map       // *events.Call -> *pendingDecision (audit.go)
 	retrying                 sync.WaitGroup // event publishes being retried
 
 	// executions counts tool executions started by this worker (tests

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -108,4 +109,27 @@ func gateCost() {
 		})
 		fmt.Printf("policy decision, %s -> %s: %d ns/op, %d B/op, %d allocs/op\n", c.name, d.Action, r.NsPerOp(), r.AllocedBytesPerOp(), r.AllocsPerOp())
 	}
+}
+
+// cpuOf is the CPU time (user and system, all threads) process pid has
+// used, in clock ticks' resolution.
+func cpuOf(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	must(err)
+	// Fields after the command name (which may hold spaces), from field 3.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times (100 on
+// every Linux architecture Go supports).
+const clockTicks = 100
+
+// cpuSelf is the CPU time this process has used.
+func cpuSelf() time.Duration {
+	var ru syscall.Rusage
+	must(syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -17,6 +17,16 @@
 // messages to a pool of 64, a KV create per call, the result persisted with
 // a Nats-Msg-Id and its ack awaited, then the message acked.
 //
+// Authentication is on unless -auth=false: the server runs in operator
+// mode trusting a fresh install, as the worker's embedded server does, and
+// every connection of both sides authenticates with a user JWT (the worker
+// with worker credentials, the load generator with the agent role's
+// permissions plus the raw pattern's subjects, the raw worker with its
+// own least-privilege user). Besides rates and latencies it reports the
+// CPU time each side's worker process and this process (the server and
+// the load generator) spent per call, which moves less than rates when
+// the machine is shared.
+//
 // The sides alternate within every round (raw first in odd rounds, toolgate
 // first in even ones) so that other load on a shared machine falls on both.
 // Then: calls/s with 1, 2 and 4 workers on the one server; the worker's
@@ -49,6 +59,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
@@ -59,9 +70,12 @@ const agent = "bench"
 
 var workerEnv string
 
+// creds issues the connections' credentials; nil without authentication.
+var creds *auth
+
 func main() {
 	if os.Getenv(roleEnv) == "raw" {
-		rawWorker(os.Args[1])
+		rawWorker(os.Args[1], os.Args[2:])
 		return
 	}
 	n := flag.Int("n", 3000, "calls per measurement")
@@ -74,6 +88,7 @@ func main() {
 	mem := flag.Bool("mem", true, "measure the worker's memory: 1,000 parked calls, a bash call printing 1 GB")
 	gate := flag.Bool("gate", true, "measure the policy decision cost")
 	pprofAddr := flag.String("pprof", "", "serve net/http/pprof of this process (the server and the load) on this address")
+	useAuth := flag.Bool("auth", true, "run the server in operator mode (JWT users) as the worker's embedded server does; false: no authentication")
 	flag.Parse()
 	if *pprofAddr != "" {
 		go func() { must(http.ListenAndServe(*pprofAddr, nil)) }()
@@ -89,7 +104,12 @@ func main() {
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		must(cmd.Run())
 	}
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "nats"), NoLog: true, NoSigs: true})
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "nats"), NoLog: true, NoSigs: true}
+	if *useAuth {
+		creds = newAuth(dir)
+		creds.trust(opts)
+	}
+	srv, err := server.NewServer(opts)
 	must(err)
 	go srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
@@ -110,7 +130,11 @@ func main() {
 	}
 	fmt.Printf("toolgate bench: %d CPUs (GOMAXPROCS %d), nats-server %s, %s, %d calls per measurement, %d rounds\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), server.VERSION, runtime.Version(), *n, *rounds)
-	fmt.Printf("call: read of a 1 KiB file, binary CloudEvents, results on one wildcard subscription; worker concurrency: %s\n\n", concName(*conc))
+	authName := "off (no authentication)"
+	if creds != nil {
+		authName = "on (operator mode, a user JWT per connection)"
+	}
+	fmt.Printf("call: read of a 1 KiB file, binary CloudEvents, results on one wildcard subscription; worker concurrency: %s; authentication %s\n\n", concName(*conc), authName)
 
 	raw := startRaw(url)
 	defer raw.stop()
@@ -132,7 +156,13 @@ func main() {
 					sides = []string{"toolgate", "raw"}
 				}
 				for _, side := range sides {
+					wk := w1
+					if side == "raw" {
+						wk = raw
+					}
+					w0, s0 := cpuOf(wk.cmd.Process.Pid), cpuSelf()
 					st := gen.run(side, mode, *n, f)
+					st.cpuWorker, st.cpuServer = cpuOf(wk.cmd.Process.Pid)-w0, cpuSelf()-s0
 					res[key{side, mode, f}] = append(res[key{side, mode, f}], st)
 				}
 			}
@@ -151,7 +181,16 @@ func main() {
 				thr = append(thr, fmt.Sprintf("%.2f", ts[i].rate()/rs[i].rate()))
 				p50 = append(p50, fmt.Sprintf("%.2f", float64(ts[i].pct(0.5))/float64(rs[i].pct(0.5))))
 			}
-			fmt.Printf("%-9s %-5s %9d  calls/s toolgate/raw %s; p50 toolgate/raw %s\n\n", "ratio", mode, f, strings.Join(thr, " "), strings.Join(p50, " "))
+			fmt.Printf("%-9s %-5s %9d  calls/s toolgate/raw %s; p50 toolgate/raw %s\n", "ratio", mode, f, strings.Join(thr, " "), strings.Join(p50, " "))
+			for _, side := range []string{"raw", "toolgate"} {
+				var wc, sc []string
+				for _, s := range res[key{side, mode, f}] {
+					wc = append(wc, strconv.Itoa(int(s.cpuWorker.Microseconds())/s.calls))
+					sc = append(sc, strconv.Itoa(int(s.cpuServer.Microseconds())/s.calls))
+				}
+				fmt.Printf("%-9s %-5s %9d  CPU µs per call: worker %s; server and load generator %s\n", side, mode, f, strings.Join(wc, " "), strings.Join(sc, " "))
+			}
+			fmt.Println()
 		}
 	}
 	fmt.Printf("worker w1 after the load: %s\n\n", w1.mem())
@@ -195,6 +234,9 @@ type stats struct {
 	errors  int
 	elapsed time.Duration
 	lat     []time.Duration
+	// CPU time spent meanwhile by the side's worker process, and by this
+	// process (the server and the load generator).
+	cpuWorker, cpuServer time.Duration
 }
 
 func (s stats) rate() float64 { return float64(s.calls) / s.elapsed.Seconds() }
@@ -242,7 +284,11 @@ type generator struct {
 }
 
 func newGenerator(url string) *generator {
-	nc, err := nats.Connect(url, nats.Name("bench-load"))
+	opts := []nats.Option{nats.Name("bench-load")}
+	if creds != nil {
+		opts = append(opts, nats.UserCredentials(creds.generator()), nats.CustomInboxPrefix(identity.InboxPrefix(identity.RoleAgent, agent)))
+	}
+	nc, err := nats.Connect(url, opts...)
 	must(err)
 	js, err := jetstream.New(nc)
 	must(err)
@@ -440,9 +486,14 @@ func startWorker(bin, url, ws, dir, name string, conc int) *proc {
 	if conc > 0 {
 		args = append(args, "--concurrency", strconv.Itoa(conc))
 	}
+	if creds != nil {
+		args = append(args, "--creds", creds.worker(name))
+	}
 	cmd := exec.Command(bin, args...)
+	// Its own state directory, never the user's.
+	cmd.Env = append(os.Environ(), "TOOLGATE_STATE_DIR="+filepath.Join(dir, "state-"+name))
 	if workerEnv != "" {
-		cmd.Env = append(os.Environ(), strings.Split(workerEnv, ",")...)
+		cmd.Env = append(cmd.Env, strings.Split(workerEnv, ",")...)
 	}
 	return start(name, cmd, "worker taking calls")
 }
@@ -450,15 +501,23 @@ func startWorker(bin, url, ws, dir, name string, conc int) *proc {
 func startRaw(url string) *proc {
 	self, err := os.Executable()
 	must(err)
-	cmd := exec.Command(self, url)
+	args := []string{url}
+	if creds != nil {
+		args = append(args, creds.raw())
+	}
+	cmd := exec.Command(self, args...)
 	cmd.Env = append(os.Environ(), roleEnv+"=raw")
 	return start("raw", cmd, "raw worker ready")
 }
 
 // rawWorker is the raw pattern's worker process.
-func rawWorker(url string) {
+func rawWorker(url string, credsFile []string) {
 	ctx := context.Background()
-	nc, err := nats.Connect(url, nats.Name("bench-raw"))
+	opts := []nats.Option{nats.Name("bench-raw")}
+	if len(credsFile) > 0 {
+		opts = append(opts, nats.UserCredentials(credsFile[0]), nats.CustomInboxPrefix(rawInbox))
+	}
+	nc, err := nats.Connect(url, opts...)
 	must(err)
 	defer nc.Close()
 	js, err := jetstream.New(nc)
