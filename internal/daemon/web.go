@@ -20,7 +20,7 @@ import (
 // applies at once), and the address checks.
 func dialerFor(gate *policy.Gate, c *tools.Call) *egress.Dialer {
 	agent := c.Agent
-	return &egress.Dialer{Allow: func(host string, port int) error { return gate.Egress(agent).Check(host, port) }}
+	return egress.PolicyDialer(func() *policy.Egress { return gate.Egress(agent) })
 }
 
 // registerWeb adds web_fetch, and web_search when a search API key is

@@ -53,23 +53,48 @@ type class struct {
 	why    string
 }
 
-// special are the ranges beyond what netip's predicates name that are
-// not public unicast (IANA special-purpose registries).
+// special are the IPv4 ranges beyond what netip's predicates name that
+// are not public unicast (IANA's IPv4 special-purpose registry).
 var special = []class{
 	{netip.MustParsePrefix("0.0.0.0/8"), "this-network"},
 	{netip.MustParsePrefix("100.64.0.0/10"), "carrier-grade NAT (shared)"},
 	{netip.MustParsePrefix("192.0.0.0/24"), "IETF protocol assignment"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "documentation"},
+	{netip.MustParsePrefix("192.88.99.0/24"), "6to4 relay anycast"},
 	{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "documentation"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "documentation"},
 	{netip.MustParsePrefix("255.255.255.255/32"), "broadcast"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},
-	{netip.MustParsePrefix("100::/64"), "discard-only"},
+}
+
+// global6 is IPv6's global unicast space: every IPv6 address outside it
+// (IPv4-compatible ::a.b.c.d, the discard prefix, local-use NAT64
+// 64:ff9b:1::/48, site-local, ...) is refused, so that a range nobody
+// listed here cannot lead to a host of the worker's own network.
+var global6 = netip.MustParsePrefix("2000::/3")
+
+// special6 are the ranges inside global6 that are not public unicast,
+// or that embed an IPv4 address an attacker chooses.
+var special6 = []class{
+	{netip.MustParsePrefix("2001::/32"), "Teredo"},
 	{netip.MustParsePrefix("2001:db8::/32"), "documentation"},
-	{netip.MustParsePrefix("fec0::/10"), "site-local"},
+	{netip.MustParsePrefix("2001:10::/28"), "ORCHID"},
+	{netip.MustParsePrefix("2001:20::/28"), "ORCHIDv2"},
+	{netip.MustParsePrefix("3fff::/20"), "documentation"},
 }
 
 // nat64 is the well-known NAT64 prefix: the IPv4 address in its last 32
 // bits is judged.
 var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// v4compat holds the deprecated IPv4-compatible IPv6 addresses
+// (::a.b.c.d).
+var v4compat = netip.MustParsePrefix("::/96")
+
+// sixToFour is the 6to4 prefix: the IPv4 address in bits 16 to 47 is
+// judged.
+var sixToFour = netip.MustParsePrefix("2002::/16")
 
 // classify returns why a is not a public unicast address, or "".
 func classify(a netip.Addr) string {
@@ -79,17 +104,20 @@ func classify(a netip.Addr) string {
 	if a.Is4In6() {
 		return "IPv4-mapped IPv6"
 	}
-	if nat64.Contains(a) {
-		b := a.As16()
-		v4 := netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
-		if why := classify(v4); why != "" {
-			return "NAT64 of a " + why
-		}
-		return ""
-	}
+	b := a.As16()
 	switch {
 	case !a.IsValid():
 		return "invalid"
+	case nat64.Contains(a):
+		if why := classify(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})); why != "" {
+			return "NAT64 of a " + why
+		}
+		return ""
+	case sixToFour.Contains(a):
+		if why := classify(netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]})); why != "" {
+			return "6to4 of a " + why
+		}
+		return ""
 	case a.IsUnspecified():
 		return "unspecified"
 	case a.IsLoopback():
@@ -100,6 +128,20 @@ func classify(a netip.Addr) string {
 		return "link-local"
 	case a.IsMulticast(), a.IsLinkLocalMulticast(), a.IsInterfaceLocalMulticast():
 		return "multicast"
+	}
+	if a.Is6() {
+		if !global6.Contains(a) {
+			if v4compat.Contains(a) {
+				return "IPv4-compatible IPv6"
+			}
+			return "reserved (outside IPv6 global unicast)"
+		}
+		for _, c := range special6 {
+			if c.prefix.Contains(a) {
+				return c.why
+			}
+		}
+		return ""
 	}
 	for _, c := range special {
 		if c.prefix.Contains(a) {

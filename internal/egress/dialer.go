@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/toolgate/toolgate/pkg/policy"
 )
 
 // ErrNoAllowlist: a Dialer was used without an Allow function.
@@ -33,6 +35,11 @@ type Dialer struct {
 	// Allow judges a host and port (policy.Egress.Check); nil refuses
 	// every host.
 	Allow func(host string, port int) error
+	// AllowAddr judges every address the host resolved to (and an
+	// address written as the host) before it is connected to: the
+	// policy's deny entries that are addresses or ranges
+	// (policy.Egress.CheckAddr). Nil judges addresses by Check alone.
+	AllowAddr func(a netip.Addr, port int) error
 	// Resolver looks names up; nil means net.DefaultResolver.
 	Resolver *net.Resolver
 	// Timeout bounds one connection attempt; zero means
@@ -43,6 +50,17 @@ type Dialer struct {
 	// server). It is set by the program that builds the Dialer, never
 	// from a policy; the cloud metadata addresses stay refused.
 	Permit []netip.Prefix
+}
+
+// PolicyDialer returns a Dialer that judges every host and every
+// address by the network allowlist egress returns at each connection
+// (so a policy change applies at once): Allow is its Check, AllowAddr its
+// CheckAddr.
+func PolicyDialer(egress func() *policy.Egress) *Dialer {
+	return &Dialer{
+		Allow:     func(host string, port int) error { return egress().Check(host, port) },
+		AllowAddr: func(a netip.Addr, port int) error { return egress().CheckAddr(a, port) },
+	}
 }
 
 // Check judges host:port by Allow alone (no lookup): what a client asks
@@ -84,6 +102,11 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	for _, a := range addrs {
 		if err := Check(host, a, d.Permit); err != nil {
 			return nil, err
+		}
+		if d.AllowAddr != nil {
+			if err := d.AllowAddr(a, port); err != nil {
+				return nil, fmt.Errorf("egress: %s resolves to %s: %w", host, a, err)
+			}
 		}
 	}
 	timeout := d.Timeout

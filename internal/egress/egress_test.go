@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -50,6 +51,21 @@ func TestCheck(t *testing.T) {
 		{"100.100.100.200", "cloud metadata"},
 		{"255.255.255.255", "broadcast"},
 		{"240.1.2.3", "reserved"},
+		{"192.0.2.1", "documentation"},
+		{"192.88.99.1", "6to4 relay anycast"},
+		// IPv6 that embeds or leads to an IPv4 address of the host's own.
+		{"::127.0.0.1", "IPv4-compatible IPv6"},
+		{"::a00:1", "IPv4-compatible IPv6"},
+		{"2002:7f00:1::", "6to4 of a loopback"},
+		{"2002:a9fe:a9fe::1", "6to4 of a link-local"},
+		{"2002:5db8:d70e::1", ""},
+		{"2001:0:7f00:1::", "Teredo"},
+		{"64:ff9b:1::7f00:1", "reserved (outside IPv6 global unicast)"},
+		{"64:ff9b::7f00:1", "NAT64 of a loopback"},
+		{"100::1", "reserved (outside IPv6 global unicast)"},
+		{"fec0::1", "reserved (outside IPv6 global unicast)"},
+		{"4000::1", "reserved (outside IPv6 global unicast)"},
+		{"2001:db8::1", "documentation"},
 	} {
 		err := Check("h", netip.MustParseAddr(tc.addr), nil)
 		var ae *AddressError
@@ -253,4 +269,146 @@ func TestProxy(t *testing.T) {
 		t.Fatalf("requests received: allowed http %d, allowed https %d, other %d; want 1, 1, 0",
 			plain.hits.Load(), secure.hits.Load(), other.hits.Load())
 	}
+}
+
+// Requests written by hand to the proxy's socket, where what is judged
+// and what is reached could differ: the absolute URL's host against the
+// Host header, CONNECT's authority against its Host header, a request
+// smuggled after a body whose length is given twice, and another host
+// asked for inside a tunnel. The server outside the allowlist never sees
+// a request; what reaches the allowed one says which host it was.
+func TestProxyRawRequests(t *testing.T) {
+	allowed := newCounted(t, false)
+	other := newCounted(t, false)
+	lo := netip.MustParseAddr("127.0.0.1")
+	dns := testenv.StartDNS(t, map[string][]netip.Addr{"allowed.test": {lo}, "other.test": {lo}})
+	p := &Proxy{Dialer: &Dialer{Allow: allowOnly("allowed.test:" + strconv.Itoa(allowed.port(t))), Resolver: dns.Resolver(), Permit: loopback}}
+	sock, err := ListenUnix(p, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	a := "allowed.test:" + strconv.Itoa(allowed.port(t))
+	o := "other.test:" + strconv.Itoa(other.port(t))
+	oAddr := "127.0.0.1:" + strconv.Itoa(other.port(t))
+	for _, tc := range []struct {
+		name, req string
+		reached   int64 // requests the allowed server gets
+		want      string
+	}{
+		{"absolute URL allowed, Host header other",
+			"GET http://" + a + "/ HTTP/1.1\r\nHost: " + o + "\r\nConnection: close\r\n\r\n", 1, "hello from " + a},
+		{"absolute URL other, Host header allowed",
+			"GET http://" + o + "/ HTTP/1.1\r\nHost: " + a + "\r\nConnection: close\r\n\r\n", 0, "403"},
+		{"absolute URL with the allowed host as user name",
+			"GET http://" + a + "@" + o + "/ HTTP/1.1\r\nHost: " + a + "\r\nConnection: close\r\n\r\n", 0, "40"},
+		{"CONNECT other, Host header allowed",
+			"CONNECT " + o + " HTTP/1.1\r\nHost: " + a + "\r\nConnection: close\r\n\r\n", 0, "403"},
+		{"CONNECT in path form, Host header other",
+			"CONNECT /" + o + " HTTP/1.1\r\nHost: " + o + "\r\nConnection: close\r\n\r\n", 0, "40"},
+		{"CONNECT to the allowed host, then a request for another inside",
+			"CONNECT " + a + " HTTP/1.1\r\nHost: " + a + "\r\n\r\nGET http://" + o + "/ HTTP/1.1\r\nHost: " + o + "\r\nConnection: close\r\n\r\n", 1, "hello from " + o},
+		{"a request smuggled after a body with Content-Length and Transfer-Encoding",
+			"POST http://" + a + "/ HTTP/1.1\r\nHost: " + a + "\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" +
+				"GET http://" + o + "/ HTTP/1.1\r\nHost: " + o + "\r\nConnection: close\r\n\r\n", 1, ""},
+		{"a request smuggled in the body", "POST http://" + a + "/ HTTP/1.1\r\nHost: " + a + "\r\nContent-Length: 60\r\nConnection: close\r\n\r\n" +
+			"GET / HTTP/1.1\r\nHost: " + oAddr + "\r\nX: " + strings.Repeat("x", 60-30-len(oAddr)) + "\r\n\r\n", 1, "hello from " + a},
+		{"the address of the other server", "GET http://" + oAddr + "/ HTTP/1.1\r\nHost: " + a + "\r\nConnection: close\r\n\r\n", 0, "403"},
+	} {
+		before := allowed.hits.Load()
+		c, err := net.Dial("unix", sock.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, tc.req)
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if !strings.Contains(string(got), tc.want) {
+			t.Errorf("%s: answer %q, want one holding %q", tc.name, got, tc.want)
+		}
+		if n := allowed.hits.Load() - before; n != tc.reached {
+			t.Errorf("%s: the allowed server received %d requests, want %d", tc.name, n, tc.reached)
+		}
+	}
+	if n := other.hits.Load(); n != 0 {
+		t.Fatalf("the server outside the allowlist received %d requests, want 0", n)
+	}
+}
+
+// A command cannot make the worker hold connections without end: past
+// MaxConns open at once, a connection is answered 503 and closed, and
+// the upstream server sees only the tunnels within the bound; once one
+// closes, a new one is served.
+func TestProxyConnectionBound(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := up.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	p := &Proxy{MaxConns: 2, Dialer: &Dialer{Allow: allowOnly("127.0.0.1:*"), Permit: loopback}}
+	sock, err := ListenUnix(p, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	target := up.Addr().String()
+	tunnel := func() (net.Conn, string) {
+		c, err := net.Dial("unix", sock.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		return c, line
+	}
+	var open, ups []net.Conn
+	for i := range 2 {
+		c, line := tunnel()
+		if !strings.Contains(line, "200") {
+			t.Fatalf("tunnel %d: %q", i, line)
+		}
+		open = append(open, c)
+		ups = append(ups, <-accepted)
+	}
+	for i := range 3 {
+		c, line := tunnel()
+		c.Close()
+		if !strings.Contains(line, "503") {
+			t.Fatalf("connection %d past the bound: %q, want 503", i, line)
+		}
+	}
+	if len(accepted) != 0 {
+		t.Fatalf("the upstream accepted %d connections past the bound", len(accepted))
+	}
+	// Both ends of the first tunnel close: its slot is free again once
+	// the proxy has seen it end (a new tunnel is retried until then).
+	open[0].Close()
+	ups[0].Close()
+	for {
+		c, line := tunnel()
+		c.Close()
+		if strings.Contains(line, "200") {
+			(<-accepted).Close()
+			break
+		}
+		if !strings.Contains(line, "503") {
+			t.Fatalf("after a tunnel closed: %q", line)
+		}
+	}
+	if refused := p.Refused(); len(refused) < 3 || !strings.Contains(refused[0], "more than 2 connections") {
+		t.Fatalf("refusals %q", refused)
+	}
+	open[1].Close()
+	ups[1].Close()
 }

@@ -30,6 +30,10 @@ type Proxy struct {
 	// Logger receives one line per refused connection; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// MaxConns bounds the connections open to the proxy at once (each
+	// holds one upstream connection of the worker's at most); one more
+	// is answered 503 and closed. Zero means DefaultMaxConns.
+	MaxConns int
 
 	once      sync.Once
 	transport *http.Transport
@@ -39,6 +43,10 @@ type Proxy struct {
 	refused   []string
 	dropped   int
 }
+
+// DefaultMaxConns is a Proxy's bound on connections open at once: what
+// parallel downloads need, far below the worker's file descriptors.
+const DefaultMaxConns = 256
 
 // maxRefused bounds the refusals a Proxy remembers.
 const maxRefused = 20
@@ -84,6 +92,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Proxy) refuse(w http.ResponseWriter, target string, err error) {
+	p.note(target, err)
+	w.Header().Set("X-Toolgate-Egress", "refused")
+	code := http.StatusForbidden
+	if !isRefusal(err) {
+		code = http.StatusBadGateway
+	}
+	http.Error(w, "toolgate egress proxy: "+err.Error(), code)
+}
+
+// note logs and remembers a refusal.
+func (p *Proxy) note(target string, err error) {
 	p.log().Info("egress refused", "target", target, "err", err)
 	p.mu.Lock()
 	if len(p.refused) < maxRefused {
@@ -92,12 +111,6 @@ func (p *Proxy) refuse(w http.ResponseWriter, target string, err error) {
 		p.dropped++
 	}
 	p.mu.Unlock()
-	w.Header().Set("X-Toolgate-Egress", "refused")
-	code := http.StatusForbidden
-	if !isRefusal(err) {
-		code = http.StatusBadGateway
-	}
-	http.Error(w, "toolgate egress proxy: "+err.Error(), code)
 }
 
 // isRefusal reports whether err is a policy or address refusal rather
@@ -269,6 +282,11 @@ func ListenUnix(p *Proxy, parent string) (*Socket, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
+	max := p.MaxConns
+	if max <= 0 {
+		max = DefaultMaxConns
+	}
+	l = &limitListener{Listener: l, proxy: p, slots: make(chan struct{}, max)}
 	s := &Socket{Path: path, dir: dir, proxy: p, done: make(chan struct{}),
 		srv: &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(p.log().Handler(), slog.LevelDebug)}}
 	go func() {
@@ -298,4 +316,59 @@ func closedContext() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return ctx
+}
+
+// limitListener answers a connection past its bound with 503 and closes
+// it, so that a command cannot make the worker hold connections (file
+// descriptors, upstream sockets) without end.
+type limitListener struct {
+	net.Listener
+	proxy *Proxy
+	slots chan struct{}
+}
+
+// tooMany is the whole answer to a connection past the bound.
+const tooMany = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n" +
+	"X-Toolgate-Egress: refused\r\nConnection: close\r\n\r\n" +
+	"toolgate egress proxy: too many connections open at once\n"
+
+// Accept returns the next connection within the bound.
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &slotConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
+		default:
+		}
+		l.proxy.note("proxy", fmt.Errorf("more than %d connections open at once", cap(l.slots)))
+		go func() {
+			io.WriteString(c, tooMany)
+			c.Close()
+		}()
+	}
+}
+
+// slotConn gives its slot back when closed.
+type slotConn struct {
+	net.Conn
+	release func()
+}
+
+// Close closes the connection and frees its slot.
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
+}
+
+// CloseWrite half-closes the connection where it can (a tunnel's end).
+func (c *slotConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/toolformat"
 )
 
@@ -209,11 +210,11 @@ func (s *Server) refresh(ctx context.Context) error {
 func annotations(kind string) *mcp.ToolAnnotations {
 	yes, no := true, false
 	switch kind {
-	case "read", "search":
+	case tooldef.KindRead, tooldef.KindSearch:
 		return &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: &no, OpenWorldHint: &no}
-	case "write":
+	case tooldef.KindWrite:
 		return &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &no}
-	case "network":
+	case tooldef.KindNetwork:
 		return &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes}
 	default:
 		return &mcp.ToolAnnotations{DestructiveHint: &yes}

@@ -21,7 +21,10 @@ const envUserNS = "TOOLGATE_TEST_USERNS"
 // namespace AsRoot made): the test goes on. Otherwise it runs the test
 // again in a new process that is root of a user namespace which maps the
 // user's subordinate ids (/etc/subuid, /etc/subgid) too, reports how that
-// went, and returns false: the test returns.
+// went, and returns false: the test returns. The namespace has mounts of
+// its own too, so the test may mount there (a tmpfs over a directory the
+// machine's root owns) without touching the machine's; InUserNS tells it
+// where it runs.
 //
 // That needs unshare (Debian package util-linux), newuidmap and newgidmap
 // (uidmap) and subordinate ids for the user; without them the test is
@@ -31,7 +34,7 @@ func AsRoot(t *testing.T) bool {
 	if os.Geteuid() == 0 {
 		return true
 	}
-	if os.Getenv(envUserNS) != "" {
+	if InUserNS() {
 		t.Fatalf("not root (uid %d) in the user namespace made for the test", os.Geteuid())
 	}
 	unshare := LookPath(t, "unshare", "util-linux")
@@ -47,7 +50,7 @@ func AsRoot(t *testing.T) bool {
 				" to map other users in a user namespace: add some (usermod --add-subuids 100000-165535 --add-subgids 100000-165535 "+u.Username+"), or run the tests as root")
 		}
 	}
-	cmd := exec.Command(unshare, "--user", "--map-root-user", "--map-users=auto", "--map-groups=auto",
+	cmd := exec.Command(unshare, "--user", "--mount", "--map-root-user", "--map-users=auto", "--map-groups=auto",
 		os.Args[0], "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), envUserNS+"=1")
 	out, err := cmd.CombinedOutput()
@@ -60,6 +63,10 @@ func AsRoot(t *testing.T) bool {
 	}
 	return false
 }
+
+// InUserNS reports whether the test runs in the user (and mount)
+// namespace AsRoot made for it.
+func InUserNS() bool { return os.Getenv(envUserNS) != "" }
 
 // hasSubordinateIDs reports whether file (/etc/subuid or /etc/subgid)
 // gives u a range of ids.

@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/fate"
 	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
@@ -135,7 +136,7 @@ func (w *Worker) recordExecute(ctx context.Context, x *execution, c *tools.Call,
 	if w.obs.t.Metering {
 		w.obs.m.Duration.Record(ctx, time.Since(x.start).Seconds(), metric.WithAttributeSet(attribute.NewSet(telemetry.LabelTool.String(tool))))
 	}
-	if tool == "bash" && sandboxFailed(res, err) {
+	if tool == tooldef.Bash.Name && sandboxFailed(res, err) {
 		w.obs.m.SandboxFailures.Add(ctx, 1)
 	}
 	if x.untraced {

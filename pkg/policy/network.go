@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/net/idna"
 
 	"github.com/toolgate/toolgate/pkg/tooldef"
 )
@@ -41,17 +42,22 @@ func (e *EgressError) Unwrap() error { return ErrEgressDenied }
 
 // hostPattern is one entry of network.allow or network.deny: a host name
 // ("docs.python.org"), a wildcard for every subdomain ("*.github.com",
-// which does not match github.com itself), "*" for every host, or an IP
-// address; optionally with ":PORT" or ":*". Without a port it matches the
-// web's ports, 80 and 443.
+// which does not match github.com itself), "*" for every host, an IP
+// address or an address range ("203.0.113.0/24"); optionally with ":PORT"
+// or ":*". An allow entry without a port matches the web's ports, 80 and
+// 443; a deny entry without a port, every port.
 type hostPattern struct {
 	id   string
 	raw  string
 	line int
 	any  bool   // "*"
 	host string // exact host, lower case, or the suffix after "*."
-	wild bool   // "*.suffix"
-	port int    // 0: 80 and 443; -1: any
+	// prefix is set for an address range ("203.0.113.0/24") and for an
+	// address ("10.1.2.3", the /32): it is judged against the
+	// addresses a name resolves to as well as addresses in URLs.
+	prefix netip.Prefix
+	wild   bool // "*.suffix"
+	port   int  // 0: 80 and 443; -1: any
 }
 
 // Default ports of an entry written without one.
@@ -73,6 +79,9 @@ func (h *hostPattern) matches(host string, port int) bool {
 		return true
 	case h.wild:
 		return strings.HasSuffix(host, "."+h.host)
+	case h.prefix.IsValid():
+		a, err := netip.ParseAddr(host)
+		return err == nil && h.prefix.Contains(a.Unmap())
 	}
 	return host == h.host
 }
@@ -88,6 +97,8 @@ func (o *hostPattern) covers(h *hostPattern) bool {
 		return true
 	case h.any:
 		return false
+	case o.prefix.IsValid():
+		return h.prefix.IsValid() && o.prefix.Bits() <= h.prefix.Bits() && o.prefix.Contains(h.prefix.Addr())
 	case o.wild && h.wild:
 		return h.host == o.host || strings.HasSuffix(h.host, "."+o.host)
 	case o.wild:
@@ -107,6 +118,9 @@ type network struct {
 func parseHostPattern(s string) (*hostPattern, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
 	h := &hostPattern{raw: s}
+	if addr, port, ok := strings.Cut(s, "/"); ok && !strings.Contains(s, "://") {
+		return parsePrefixPattern(h, addr, port)
+	}
 	if strings.Contains(s, "://") || strings.ContainsAny(s, "/?#@ \t") {
 		return nil, fmt.Errorf("%q is not a host name: write the host alone (docs.python.org, *.github.com), not a URL", s)
 	}
@@ -130,7 +144,7 @@ func parseHostPattern(s string) (*hostPattern, error) {
 		if err != nil || !a.Is6() {
 			return nil, fmt.Errorf("%q: [...] holds an IPv6 address", s)
 		}
-		h.host = a.String()
+		h.setAddr(a)
 		return h, nil
 	}
 	if i := strings.LastIndex(s, ":"); i >= 0 {
@@ -139,7 +153,7 @@ func parseHostPattern(s string) (*hostPattern, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%q: an IPv6 address with a port is written [ADDRESS]:PORT", s)
 			}
-			h.host = a.String()
+			h.setAddr(a)
 			return h, nil
 		}
 		host = s[:i]
@@ -159,13 +173,56 @@ func parseHostPattern(s string) (*hostPattern, error) {
 		if h.wild {
 			return nil, fmt.Errorf("%q: a wildcard applies to host names, not addresses", s)
 		}
-		h.host = a.String()
+		h.setAddr(a)
 		return h, nil
 	}
 	if err := checkHostName(host); err != nil {
 		return nil, fmt.Errorf("%q: %w", s, err)
 	}
-	h.host = host
+	h.host = strings.TrimSuffix(host, ".") // the root's dot: the same name, as hosts are judged
+	return h, nil
+}
+
+// setAddr makes h the entry of one address.
+func (h *hostPattern) setAddr(a netip.Addr) {
+	a = a.Unmap()
+	h.host = a.String()
+	h.prefix = netip.PrefixFrom(a, a.BitLen())
+}
+
+// parsePrefixPattern reads an address range, "203.0.113.0/24",
+// "[2001:db8::/32]:443" or "2001:db8::/32"; before is what precedes the
+// slash, after what follows it.
+func parsePrefixPattern(h *hostPattern, before, after string) (*hostPattern, error) {
+	s := h.raw
+	bits, rest := after, ""
+	switch {
+	case strings.HasPrefix(before, "["):
+		end := strings.Index(after, "]")
+		if end < 0 {
+			return nil, fmt.Errorf("%q: unclosed [", s)
+		}
+		before, bits, rest = before[1:], after[:end], after[end+1:]
+		if rest != "" && !strings.HasPrefix(rest, ":") {
+			return nil, fmt.Errorf("%q: expected :PORT after ]", s)
+		}
+	case !strings.Contains(before, ":"):
+		bits, rest, _ = strings.Cut(after, ":")
+		if rest != "" || strings.HasSuffix(after, ":") {
+			rest = ":" + rest
+		}
+	}
+	pfx, err := netip.ParsePrefix(before + "/" + bits)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a host name or an address range (203.0.113.0/24, [2001:db8::/32]): write the host alone, not a URL", s)
+	}
+	if rest != "" {
+		if err := h.setPort(rest[1:]); err != nil {
+			return nil, fmt.Errorf("%q: %w", s, err)
+		}
+	}
+	h.prefix = pfx.Masked()
+	h.host = h.prefix.String()
 	return h, nil
 }
 
@@ -225,6 +282,9 @@ func (d *decoder) network(n *yaml.Node, l *layer, at, id string) {
 			if err != nil {
 				d.errf(c, fmt.Sprintf("%s[%d]", name, i), "%v", err)
 				continue
+			}
+			if f.key == "deny" && h.port == 0 {
+				h.port = -1 // deny wins: a deny entry without a port holds for every port
 			}
 			h.id, h.line = fmt.Sprintf("%s.%s[%d]", id, f.raw, i), c.Line
 			*list = append(*list, h)
@@ -286,6 +346,20 @@ func (e *Egress) Check(host string, port int) error {
 	h := strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
 	if a, err := netip.ParseAddr(h); err == nil {
 		h = a.Unmap().String()
+	} else {
+		if !isASCII(h) {
+			// An internationalised name is judged as the name looked up
+			// and connected to: its ASCII form (what net/http dials).
+			if h, err = idna.Lookup.ToASCII(h); err != nil {
+				return &EgressError{Host: host, Port: port, Rule: "network.allow"}
+			}
+		}
+		if checkHostName(h) != nil {
+			// Only a host name is judged (and then looked up): not an
+			// empty label (".example.com" would end like
+			// "*.example.com"), nor a character DNS names do not have.
+			return &EgressError{Host: host, Port: port, Rule: "network.allow"}
+		}
 	}
 	for _, d := range e.deny {
 		if d.matches(h, port) {
@@ -298,6 +372,29 @@ func (e *Egress) Check(host string, port int) error {
 		}
 	}
 	return &EgressError{Host: host, Port: port, Rule: "network.allow"}
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckAddr judges an address a host name resolved to (the dialer asks,
+// for every address, before it connects) against the deny entries that
+// are addresses or address ranges: a name cannot lead to an address the
+// policy denies. It returns nil or an *EgressError naming the entry.
+func (e *Egress) CheckAddr(a netip.Addr, port int) error {
+	a = a.Unmap()
+	for _, d := range e.deny {
+		if d.prefix.IsValid() && d.matches(a.String(), port) {
+			return &EgressError{Host: a.String(), Port: port, Rule: d.id}
+		}
+	}
+	return nil
 }
 
 // CheckURL judges a URL's host and port (80 for http, 443 for https when

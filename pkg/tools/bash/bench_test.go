@@ -66,10 +66,7 @@ func BenchmarkOutput(b *testing.B) {
 // the same command with bash and nothing else (no limits, no sandbox, no
 // capture bound, same user).
 func BenchmarkBaselineExec(b *testing.B) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		b.Skip("no bash")
-	}
+	bash := testenv.LookPath(b, "bash", "bash")
 	for b.Loop() {
 		if err := exec.Command(bash, "-c", "true").Run(); err != nil {
 			b.Fatal(err)

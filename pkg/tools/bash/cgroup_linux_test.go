@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // TestCallCgroupsDoNotCollide: several bash tools may live in one process
@@ -15,7 +17,8 @@ import (
 func TestCallCgroupsDoNotCollide(t *testing.T) {
 	a, reason := findCgroup()
 	if a == nil {
-		t.Skip("no cgroup this process may write:", reason)
+		testenv.Missing(t, "no cgroup hierarchy this process may write ("+reason+"): the test needs a writable cgroup v2 hierarchy "+
+			"(run it as root, or in a delegated cgroup: systemd-run --user --scope -p Delegate=yes go test ...)")
 	}
 	b, _ := findCgroup()
 	var made []*callCgroup

@@ -4,10 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/tools/bash"
@@ -58,38 +59,37 @@ func TestProcessesArePerCallBounded(t *testing.T) {
 func TestSeccompDeniesKernelAttackSurface(t *testing.T) {
 	testenv.LookPath(t, "perl", "perl-base")
 	testenv.LookPath(t, "bwrap", "bubblewrap")
-	if runtime.GOARCH != "amd64" {
-		t.Skip("the syscall numbers below are x86-64's")
-	}
 	p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: bash.ModeRequire})
-	// name nr args...; perl's syscall returns -1 and sets $! on failure.
+	// name nr args...: the machine's numbers (x/sys/unix's table for
+	// GOARCH); perl's syscall returns -1 and sets $! on failure.
+	nr := func(n int) string { return strconv.Itoa(n) }
 	calls := [][]string{
-		{"ptrace", "101", "0", "0", "0", "0"},       // PTRACE_TRACEME
-		{"keyctl", "250", "0", "-3", "0"},           // KEYCTL_GET_KEYRING_ID, session
-		{"add_key", "248", "0", "0", "0", "0", "0"}, //
-		{"request_key", "249", "0", "0", "0", "0"},  //
-		{"bpf", "321", "0", "0", "0"},               //
-		{"io_uring_setup", "425", "1", "0"},         //
-		{"perf_event_open", "298", "0", "0", "-1", "-1", "0"},
-		{"personality", "135", "4194304"},                        // READ_IMPLIES_EXEC
-		{"unshare", "272", "268435456"},                          // CLONE_NEWUSER
-		{"unshare_ns", "272", "131072"},                          // CLONE_NEWNS
-		{"setns", "308", "0", "0"},                               //
-		{"clone_newuser", "56", "268435473", "0", "0", "0", "0"}, // CLONE_NEWUSER|SIGCHLD
-		{"clone3", "435", "0", "0"},                              //
-		{"mount", "165", "0", "0", "0", "0", "0"},                //
-		{"kexec_load", "246", "0", "0", "0", "0"},                //
-		{"init_module", "175", "0", "0", "0"},                    //
-		{"userfaultfd", "323", "0"},                              //
-		{"open_by_handle_at", "304", "0", "0", "0"},              //
+		{"ptrace", nr(unix.SYS_PTRACE), "0", "0", "0", "0"}, // PTRACE_TRACEME
+		{"keyctl", nr(unix.SYS_KEYCTL), "0", "-3", "0"},     // KEYCTL_GET_KEYRING_ID, session
+		{"add_key", nr(unix.SYS_ADD_KEY), "0", "0", "0", "0", "0"},
+		{"request_key", nr(unix.SYS_REQUEST_KEY), "0", "0", "0", "0"},
+		{"bpf", nr(unix.SYS_BPF), "0", "0", "0"},
+		{"io_uring_setup", nr(unix.SYS_IO_URING_SETUP), "1", "0"},
+		{"perf_event_open", nr(unix.SYS_PERF_EVENT_OPEN), "0", "0", "-1", "-1", "0"},
+		{"personality", nr(unix.SYS_PERSONALITY), "4194304"}, // READ_IMPLIES_EXEC
+		{"unshare", nr(unix.SYS_UNSHARE), nr(unix.CLONE_NEWUSER)},
+		{"unshare_ns", nr(unix.SYS_UNSHARE), nr(unix.CLONE_NEWNS)},
+		{"setns", nr(unix.SYS_SETNS), "0", "0"},
+		{"clone_newuser", nr(unix.SYS_CLONE), nr(unix.CLONE_NEWUSER | int(unix.SIGCHLD)), "0", "0", "0", "0"}, // flags first on every architecture toolgate filters
+		{"clone3", nr(unix.SYS_CLONE3), "0", "0"},
+		{"mount", nr(unix.SYS_MOUNT), "0", "0", "0", "0", "0"},
+		{"kexec_load", nr(unix.SYS_KEXEC_LOAD), "0", "0", "0", "0"},
+		{"init_module", nr(unix.SYS_INIT_MODULE), "0", "0", "0"},
+		{"userfaultfd", nr(unix.SYS_USERFAULTFD), "0"},
+		{"open_by_handle_at", nr(unix.SYS_OPEN_BY_HANDLE_AT), "0", "0", "0"},
 	}
 	var script strings.Builder
 	script.WriteString("perl -e '")
 	for _, c := range calls {
 		script.WriteString(`$! = 0; my $r_` + c[0] + ` = syscall(` + strings.Join(c[1:], ", ") + `); print "` + c[0] + `=", ($r_` + c[0] + ` == -1 ? $!+0 : "ok"), "\n";`)
 	}
-	script.WriteString(`print "personality_query=", (syscall(135, 4294967295) == -1 ? $!+0 : "ok"), "\n";`)
-	script.WriteString(`print "getpid=", (syscall(39) > 0 ? "ok" : $!+0), "\n";'`)
+	script.WriteString(`print "personality_query=", (syscall(` + nr(unix.SYS_PERSONALITY) + `, 4294967295) == -1 ? $!+0 : "ok"), "\n";`)
+	script.WriteString(`print "getpid=", (syscall(` + nr(unix.SYS_GETPID) + `) > 0 ? "ok" : $!+0), "\n";'`)
 	script.WriteString("; unshare -U true 2>/dev/null && echo unshare-U=ok || echo unshare-U=denied")
 	script.WriteString("; unshare -rm true 2>/dev/null && echo unshare-rm=ok || echo unshare-rm=denied")
 	out := mustRun(t, p, script.String())
@@ -100,9 +100,9 @@ func TestSeccompDeniesKernelAttackSurface(t *testing.T) {
 		}
 	}
 	for _, c := range calls {
-		want := "1" // EPERM
+		want := nr(int(unix.EPERM))
 		if c[0] == "clone3" {
-			want = "38" // ENOSYS
+			want = nr(int(unix.ENOSYS))
 		}
 		if got[c[0]] != want {
 			t.Errorf("%s: got %q, want errno %s", c[0], got[c[0]], want)
@@ -156,7 +156,8 @@ func TestMemoryIsPerCallBounded(t *testing.T) {
 	const one = `perl -e '$x = "x" x (20 * 1024 * 1024); sleep 1; print "alive\n"'`
 	out := mustRun(t, p, "for i in 1 2 3 4; do "+one+" & done; wait")
 	if _, ok := out.Metadata["memory_limit"]; !ok {
-		t.Skip("the worker cannot make memory cgroups here; RLIMIT_AS bounds each process only")
+		testenv.Missing(t, "the worker cannot make memory cgroups here (RLIMIT_AS bounds each process only): the test needs a writable cgroup v2 hierarchy "+
+			"with the memory controller (run it as root, or in a delegated cgroup: systemd-run --user --scope -p Delegate=yes go test ...)")
 	}
 	if n := strings.Count(md[string](t, out, "stdout"), "alive"); n > 2 {
 		t.Errorf("%d processes of about 40 MiB each lived at once under a 96 MiB call limit", n)
@@ -197,14 +198,24 @@ func TestCommonProgramsWorkUnderTheFilter(t *testing.T) {
 // TestRootCommandsSeeTheirProgramsNotRootsSecrets: in a root-owned
 // workspace commands run as root without capabilities; /root is hidden
 // from them, except the directories of PATH entries installed there.
+// Without the machine's root the test runs as root of a user namespace
+// (testenv.AsRoot), with a tmpfs of its own over /root.
 func TestRootCommandsSeeTheirProgramsNotRootsSecrets(t *testing.T) {
 	testenv.LookPath(t, "bwrap", "bubblewrap")
-	if os.Geteuid() != 0 {
-		t.Skip("needs a root worker")
+	if !testenv.AsRoot(t) {
+		return
 	}
 	secretDir, err := os.MkdirTemp("/root", ".toolgate-secret-")
+	if err != nil && testenv.InUserNS() {
+		// The machine's root owns /root; the namespace's own mounts
+		// may cover it.
+		if err := unix.Mount("tmpfs", "/root", "tmpfs", 0, "mode=0700"); err != nil {
+			t.Fatalf("tmpfs over /root in the test's mount namespace: %v", err)
+		}
+		secretDir, err = os.MkdirTemp("/root", ".toolgate-secret-")
+	}
 	if err != nil {
-		t.Skipf("cannot write /root: %v", err)
+		testenv.Missing(t, "root cannot write /root ("+err.Error()+"): the test puts a secret there; run it where root's home is writable")
 	}
 	t.Cleanup(func() { os.RemoveAll(secretDir) })
 	if err := os.WriteFile(filepath.Join(secretDir, "key"), []byte("s3cr3t"), 0o600); err != nil {

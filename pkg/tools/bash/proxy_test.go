@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -138,4 +139,146 @@ func port(t *testing.T, raw string) string {
 		t.Fatalf("url %q: %v", raw, err)
 	}
 	return u.Port()
+}
+
+// The host's abstract unix sockets belong to its network namespace: a
+// sandboxed command, with or without the network granted, cannot reach
+// one, neither with curl nor by running the relay (the worker's own
+// executable, present in the sandbox) with arguments of its choosing.
+// The host's own connection proves the server listens; it is the only
+// request the server receives.
+func TestSandboxHostAbstractSocket(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	testenv.LookPath(t, "curl", "curl")
+	name := fmt.Sprintf("toolgate-test-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
+	l, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits atomic.Int64
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "host secret")
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	hostClient := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", "@"+name)
+	}}}
+	res, err := hostClient.Get("http://host/")
+	if err != nil {
+		t.Fatalf("the host's own request: %v", err)
+	}
+	res.Body.Close()
+
+	dns := testenv.StartDNS(t, nil)
+	pol, _, err := policy.Parse([]byte("network:\n  allow: [\"*:*\"]\n"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opened atomic.Int64
+	p := newPipeline(t, bash.Config{
+		Workspace:      newWorkspace(t, testUID),
+		Sandbox:        bash.ModeRequire,
+		NetworkAllowed: func(c *tools.Call) bool { return c.Agent == "networked" },
+		Proxy:          testProxy(t, policy.NewGate(pol), dns, &opened),
+	})
+	for _, tc := range []struct{ agent, command string }{
+		{"networked", "curl -sS --max-time 20 --abstract-unix-socket " + name + " http://host/"},
+		{"tester", "curl -sS --max-time 20 --abstract-unix-socket " + name + " http://host/"},
+		{"networked", "/tmp/.toolgate-egress/relay " + relay.ForwardArg + " 127.0.0.1:9009 @" + name + " -- curl -sS --max-time 20 --noproxy '*' http://127.0.0.1:9009/"},
+		{"networked", "/tmp/.toolgate-egress/relay " + relay.ForwardArg + " 127.0.0.1:9009 /proc/1/root/@" + name + " -- curl -sS --max-time 20 --noproxy '*' http://127.0.0.1:9009/"},
+	} {
+		out, err := run(context.Background(), t, p, map[string]any{"command": tc.command}, func(c *tools.Call) { c.Agent = tc.agent })
+		if err != nil {
+			t.Fatalf("%s: %v", tc.command, err)
+		}
+		if s := md[string](t, out, "stdout"); strings.Contains(s, "host secret") || md[int](t, out, "exit_code") == 0 {
+			t.Errorf("%s (%s): exit %v stdout %q stderr %q", tc.command, tc.agent, out.Metadata["exit_code"], s, md[string](t, out, "stderr"))
+		}
+	}
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("the host's abstract socket received %d requests, want 1 (the host's own)", n)
+	}
+}
+
+// The worker's temporary directory (TMPDIR) may lie outside /tmp, where
+// the sandbox's root binding shows it: a call that was not granted the
+// network, running as the worker's own user or as root without
+// capabilities (a root-owned workspace), must still not reach another
+// call's proxy socket there. The allowed server receives only the
+// networked call's own request.
+func TestSandboxOtherCallsProxySocket(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	testenv.LookPath(t, "curl", "curl")
+	tmp, err := os.MkdirTemp("/var/tmp", "toolgate-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	t.Setenv("TMPDIR", tmp)
+	allowed, hits := countingServer(t)
+	aPort := port(t, allowed.URL)
+	dns := testenv.StartDNS(t, map[string][]netip.Addr{"allowed.test": {netip.MustParseAddr("127.0.0.1")}})
+	pol, _, err := policy.Parse([]byte("network:\n  allow: [\"allowed.test:*\"]\n"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := policy.NewGate(pol)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan string, 1)
+	proxy := &bash.Proxy{
+		Relay: []string{exe, relay.ForwardArg},
+		Open: func(ctx context.Context, c *tools.Call) (string, func() []string, error) {
+			d := &egress.Dialer{Allow: gate.Egress(c.Agent).Check, Resolver: dns.Resolver(),
+				Permit: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+			p := &egress.Proxy{Dialer: d}
+			s, err := egress.ListenUnix(p, "") // where the worker puts it: its TMPDIR
+			if err != nil {
+				return "", nil, err
+			}
+			opened <- s.Path
+			return s.Path, func() []string { s.Close(); return p.Refused() }, nil
+		},
+	}
+	ws := newWorkspace(t, 0) // commands run as root without capabilities
+	p := newPipeline(t, bash.Config{
+		Workspace:      ws,
+		Sandbox:        bash.ModeRequire,
+		NetworkAllowed: func(c *tools.Call) bool { return c.Agent == "networked" },
+		Proxy:          proxy,
+	})
+	curl := "curl -sS --max-time 20 -o /dev/null -w '%{http_code}' "
+	type result struct {
+		out *tools.Output
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		// Holds its proxy open until the other call is done, then uses it.
+		out, err := run(context.Background(), t, p, map[string]any{"command": "while [ ! -e done ]; do sleep 0.1; done; " + curl + "http://allowed.test:" + aPort + "/"},
+			func(c *tools.Call) { c.Agent = "networked" })
+		first <- result{out, err}
+	}()
+	sock := <-opened
+	out, err := run(context.Background(), t, p, map[string]any{"command": "ls -d " + tmp + "/toolgate-egress-*; for s in " + tmp + "/toolgate-egress-*/proxy.sock; do " +
+		curl + "--unix-socket \"$s\" --request-target http://allowed.test:" + aPort + "/ http://allowed.test:" + aPort + "/; done; touch done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-first
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if got := md[string](t, r.out, "stdout"); got != "200" {
+		t.Errorf("the networked call: stdout %q, want 200; stderr %s", got, md[string](t, r.out, "stderr"))
+	}
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("the allowed server received %d requests, want 1 (the networked call's own); the other call (socket %s) printed %q, %q",
+			n, sock, md[string](t, out, "stdout"), md[string](t, out, "stderr"))
+	}
 }

@@ -2,7 +2,6 @@ package bash
 
 import (
 	"encoding/binary"
-	"runtime"
 	"testing"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
@@ -28,11 +27,10 @@ func seccompData(nr int32, archID uint32, args ...uint64) []byte {
 
 // TestSeccompProgramDecisions runs the compiled filter in a BPF VM on
 // crafted system calls: the foreign ABIs that would bypass a deny list,
-// argument checks on clone and personality, and ordinary calls.
+// argument checks on clone and personality, and ordinary calls. The
+// numbers are the machine's (x/sys/unix's table for GOARCH); the x32 ABI
+// exists on x86-64 only, so only there is its row checked.
 func TestSeccompProgramDecisions(t *testing.T) {
-	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
-		t.Skip("the system call numbers below are x86-64's")
-	}
 	pol, err := seccompPolicy()
 	if err != nil {
 		t.Fatal(err)
@@ -51,23 +49,33 @@ func TestSeccompProgramDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const (
-		auditArchI386 = 0x40000003
-		x32Bit        = 0x40000000
-	)
+	const x32Bit = 0x40000000
 	allow := uint32(seccomp.ActionAllow)
 	eperm := uint32(seccomp.ActionErrno) | uint32(unix.EPERM)
 	enosys := uint32(seccomp.ActionErrno) | uint32(unix.ENOSYS)
 	native := uint32(info.ID)
-	for _, tt := range []struct {
+	// Another ABI the kernel may run next to the machine's own (i386's
+	// int 0x80 on x86-64, 32-bit ARM on arm64).
+	foreign := arch.I386
+	switch info.ID {
+	case arch.I386.ID:
+		foreign = arch.X86_64
+	case arch.AARCH64.ID:
+		foreign = arch.ARM
+	}
+	type decision struct {
 		name string
 		data []byte
 		want uint32
-	}{
+	}
+	var foreignABI []decision
+	if info.ID == arch.X86_64.ID {
+		foreignABI = append(foreignABI, decision{"ptrace through x32", seccompData(unix.SYS_PTRACE|x32Bit, native), enosys})
+	}
+	for _, tt := range append([]decision{
 		{"getpid", seccompData(unix.SYS_GETPID, native), allow},
 		{"ptrace", seccompData(unix.SYS_PTRACE, native), eperm},
-		{"ptrace through int 0x80", seccompData(26, auditArchI386), enosys},
-		{"ptrace through x32", seccompData(unix.SYS_PTRACE|x32Bit, native), enosys},
+		{"ptrace of another ABI (" + foreign.Name + ")", seccompData(int32(foreign.SyscallNames["ptrace"]), uint32(foreign.ID)), enosys},
 		{"unshare", seccompData(unix.SYS_UNSHARE, native, unix.CLONE_NEWUSER), eperm},
 		{"clone of a thread", seccompData(unix.SYS_CLONE, native, unix.CLONE_VM|unix.CLONE_FS|unix.CLONE_FILES|unix.CLONE_SIGHAND|unix.CLONE_THREAD), allow},
 		{"clone of a process", seccompData(unix.SYS_CLONE, native, uint64(unix.SIGCHLD)), allow},
@@ -84,7 +92,7 @@ func TestSeccompProgramDecisions(t *testing.T) {
 		{"open_by_handle_at", seccompData(unix.SYS_OPEN_BY_HANDLE_AT, native), eperm},
 		{"read", seccompData(unix.SYS_READ, native), allow},
 		{"execve", seccompData(unix.SYS_EXECVE, native), allow},
-	} {
+	}, foreignABI...) {
 		got, err := vm.Run(tt.data)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)

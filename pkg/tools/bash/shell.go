@@ -157,7 +157,9 @@ type Config struct {
 	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
 	// Hide lists absolute directories the sandbox covers with an empty
 	// tmpfs, for what the run-as user could otherwise read or connect to
-	// (/home, /root, /run, ...). Ignored without a sandbox.
+	// (/home, /root, /run, ...). Ignored without a sandbox. The worker's
+	// temporary directory (per-call homes, egress proxy sockets) is
+	// hidden too whenever it lies outside /tmp.
 	Hide []string `yaml:"hide,omitempty" json:"hide,omitempty"`
 	// UID and GID are who commands run as when the worker runs as root.
 	// Zero means the owner of the workspace; in a root-owned workspace,
@@ -291,6 +293,13 @@ func New(cfg Config) (*tools.Tool, error) {
 	for _, h := range cfg.Hide {
 		b.sb.hide = append(b.sb.hide, filepath.Clean(h))
 	}
+	if t := workerTemp(); t != "" && sb.Enabled() && !slices.Contains(b.sb.hide, t) {
+		// The worker's temporary directory holds other calls' homes and
+		// egress proxy sockets; outside /tmp (a private tmpfs in the
+		// sandbox) the root binding would show it.
+		b.sb.hide = append(b.sb.hide, t)
+		b.sb.reveal = append(b.sb.reveal, revealFromPath(t, os.Getenv("PATH"))...)
+	}
 	if id.root {
 		// Commands run as root: root's own files are theirs to read
 		// unless hidden.
@@ -331,6 +340,25 @@ func New(cfg Config) (*tools.Tool, error) {
 		Annotations:     tools.Annotations{Destructive: true, OpenWorld: true},
 		Handler:         tools.HandlerFunc(b.handle),
 	}, nil
+}
+
+// workerTemp is the worker's temporary directory (os.TempDir, where
+// per-call directories and egress proxy sockets are made) when the
+// sandbox would show it: not /tmp or /dev/shm or under them, not /.
+func workerTemp() string {
+	t := filepath.Clean(os.TempDir())
+	if r, err := filepath.EvalSymlinks(t); err == nil {
+		t = r
+	}
+	if t == "/" || !filepath.IsAbs(t) {
+		return ""
+	}
+	for _, private := range []string{"/tmp", "/dev/shm"} {
+		if _, in := within(private, t); in {
+			return ""
+		}
+	}
+	return t
 }
 
 // revealFromPath lists the directories directly under hidden that hold

@@ -1,11 +1,14 @@
 package web_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -273,5 +276,183 @@ func TestFetchBoundsAndProgress(t *testing.T) {
 	}
 	if !strings.Contains(fmt.Sprint(err), "timeout of 300ms") {
 		t.Errorf("the error does not name the timeout: %v", err)
+	}
+}
+
+// Every spelling of a loopback address an agent can put in a URL, with
+// an allowlist of every host and port and the system's resolver: the
+// servers on 127.0.0.1 and ::1 never see a request.
+func TestFetchAddressSpellings(t *testing.T) {
+	var hits atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1); io.WriteString(w, "secret") })
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	port := s.Listener.Addr().(*net.TCPAddr).Port
+	if l, err := net.Listen("tcp6", fmt.Sprintf("[::1]:%d", port)); err == nil { // the same port on ::1, where IPv6 loopback exists
+		s6 := &http.Server{Handler: h}
+		go s6.Serve(l)
+		t.Cleanup(func() { s6.Close() })
+	}
+	p, _, err := policy.Parse([]byte("kinds: {network: allow}\nnetwork: {allow: [\"*:*\"]}\n"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := policy.NewGate(p)
+	tool, err := web.NewFetch(web.FetchConfig{Egress: func(c *tools.Call) web.Egress {
+		return &egress.Dialer{Allow: gate.Egress(c.Agent).Check} // the system's resolver, nothing permitted
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	if err := reg.Register(tool); err != nil {
+		t.Fatal(err)
+	}
+	pipe := tools.NewPipeline(reg, tools.WithGate(gate))
+	for _, host := range []string{
+		"127.0.0.1", "127.1", "127.0.1", "2130706433", "0x7f000001", "0x7f.0.0.1", "0177.0.0.1", "017700000001",
+		"127.0.0.1.", "localhost", "LOCALHOST.", "localhost.localdomain", "0", "0.0.0.0", "[::]", "[::1]",
+		"[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[0:0:0:0:0:ffff:127.0.0.1]", "[::127.0.0.1]", "[64:ff9b::7f00:1]",
+		"[64:ff9b:1::7f00:1]", "[2002:7f00:1::]", "[2001:0:7f00:1::]", "[fe80::1%25lo]", "[::1%25lo]", "%31%32%37.0.0.1",
+	} {
+		u := fmt.Sprintf("http://%s:%d/", host, port)
+		raw, _ := json.Marshal(map[string]any{"url": u})
+		out, err := pipe.Handle(context.Background(), &tools.Call{ID: "c1", Agent: "a", Name: "web_fetch", Arguments: raw})
+		if err == nil && !out.IsError {
+			t.Errorf("%s: fetched: %s", u, out.Content)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the loopback servers received %d requests, want 0", n)
+	}
+}
+
+// A deny entry that is an address or a range holds for every name that
+// resolves into it, not only for the address written in a URL: the
+// operator's own public addresses (here loopback, permitted like an
+// intranet the operator opened) stay out of reach under an allow-all
+// list. The server never sees a request; with no deny entry it does.
+func TestFetchDeniedAddressByName(t *testing.T) {
+	s := newSite(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "operator's own") })
+	lo := netip.MustParseAddr("127.0.0.1")
+	dns := testenv.StartDNS(t, map[string][]netip.Addr{"docs.test": {lo}, "127-0-0-1.nip.test": {lo}})
+	for _, tc := range []struct {
+		deny    string
+		reached bool
+	}{
+		{"127.0.0.1", false},
+		{"127.0.0.0/8", false},
+		{"127.0.0.1:*", false},
+		{"[::ffff:127.0.0.1]", false},
+		{"198.51.100.0/24", true}, // another range: the control
+	} {
+		p, _, err := policy.Parse([]byte("kinds: {network: allow}\nnetwork: {allow: [\"*:*\"], deny: [\""+tc.deny+"\"]}\n"), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gate := policy.NewGate(p)
+		tool, err := web.NewFetch(web.FetchConfig{Egress: func(c *tools.Call) web.Egress {
+			d := egress.PolicyDialer(func() *policy.Egress { return gate.Egress(c.Agent) })
+			d.Resolver, d.Permit = dns.Resolver(), loopback
+			return d
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := tools.NewRegistry()
+		if err := reg.Register(tool); err != nil {
+			t.Fatal(err)
+		}
+		pipe := tools.NewPipeline(reg, tools.WithGate(gate))
+		for _, host := range []string{"docs.test", "127-0-0-1.nip.test"} {
+			before := s.hits.Load()
+			raw, _ := json.Marshal(map[string]any{"url": "http://" + host + ":" + s.port() + "/"})
+			out, err := pipe.Handle(context.Background(), &tools.Call{ID: "c1", Agent: "a", Name: "web_fetch", Arguments: raw})
+			if err != nil {
+				t.Fatalf("deny %s, %s: %v", tc.deny, host, err)
+			}
+			if got := s.hits.Load() - before; got != map[bool]int64{true: 1, false: 0}[tc.reached] {
+				t.Errorf("deny %s, %s: the server received %d requests (%s)", tc.deny, host, got, out.Content)
+			}
+			if !tc.reached && !strings.Contains(out.Content, "denied by") {
+				t.Errorf("deny %s, %s: %s, want the deny entry named", tc.deny, host, out.Content)
+			}
+		}
+	}
+}
+
+// Servers built to exhaust the fetcher: a gzip bomb (64 MiB of text in
+// about 64 kB) is cut at max_bytes of decoded text; headers past the
+// bound, and a redirect loop, end the fetch with an error, the loop after
+// a bounded count of requests.
+func TestFetchHostileServers(t *testing.T) {
+	var bomb bytes.Buffer
+	zw := gzip.NewWriter(&bomb)
+	chunk := bytes.Repeat([]byte("a"), 1<<20)
+	for range 64 {
+		zw.Write(chunk)
+	}
+	zw.Close()
+	var loops atomic.Int64
+	s := newSite(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/bomb":
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Write(bomb.Bytes())
+		case "/headers":
+			for i := range 300 {
+				w.Header().Set(fmt.Sprintf("X-Pad-%d", i), strings.Repeat("x", 8<<10))
+			}
+			io.WriteString(w, "never read")
+		case "/loop":
+			loops.Add(1)
+			http.Redirect(w, r, "/loop", http.StatusFound)
+		}
+	})
+	e := newEnv(t, allowAll, loopback)
+	base := "http://docs.test:" + s.port()
+	out, err := e.fetch(t, map[string]any{"url": base + "/bomb", "max_bytes": 100_000}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Metadata["bytes"] != 100_000 || out.Metadata["truncated"] != true || len(out.Content) > 200_000 {
+		t.Errorf("gzip bomb: bytes %v truncated %v, %d characters out", out.Metadata["bytes"], out.Metadata["truncated"], len(out.Content))
+	}
+	for _, tc := range []struct{ path, want string }{
+		{"/headers", "header"},
+		{"/loop", "redirects"},
+	} {
+		out, err := e.fetch(t, map[string]any{"url": base + tc.path}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !out.IsError || !strings.Contains(out.Content, tc.want) || strings.Contains(out.Content, "never read") {
+			t.Errorf("%s: %s, want an error about %s", tc.path, out.Content, tc.want)
+		}
+	}
+	if n := loops.Load(); n != web.MaxRedirects+1 {
+		t.Errorf("the redirect loop was followed %d times, want %d", n, web.MaxRedirects+1)
+	}
+}
+
+// A deny entry written with the root's trailing dot ("docs.test.") is
+// the same name: under an allow-all list its host is never reached,
+// however the URL spells it.
+func TestFetchDeniedNameWithRootDot(t *testing.T) {
+	s := newSite(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "internal") })
+	e := newEnv(t, "kinds: {network: allow}\nnetwork: {allow: [\"*:*\"], deny: [\"docs.test.\", \"*.internal.test.\"]}\n", loopback)
+	for _, host := range []string{"docs.test", "DOCS.test.", "Docs.Test"} {
+		out, err := e.fetch(t, map[string]any{"url": "http://" + host + ":" + s.port() + "/"}, nil)
+		if err == nil && !out.IsError {
+			t.Errorf("%s: fetched: %s", host, out.Content)
+		}
+	}
+	if n := s.hits.Load(); n != 0 {
+		t.Fatalf("the denied host received %d requests, want 0", n)
+	}
+	out, err := e.fetch(t, map[string]any{"url": "http://mirror.test:" + s.port() + "/"}, nil)
+	if err != nil || out.IsError || s.hits.Load() != 1 {
+		t.Fatalf("a host not denied: %v %v, %d requests", err, out, s.hits.Load())
 	}
 }

@@ -15,11 +15,14 @@ import (
 // images as [image: alt]. Scripts, styles, forms' hidden parts and the
 // like are dropped. base resolves relative links; nil keeps them.
 func HTMLText(src string, base *url.URL) (title, text string) {
-	doc, err := html.Parse(strings.NewReader(src))
-	if err != nil { // html.Parse reports only reader errors
-		return "", src
-	}
 	w := &textWriter{base: base}
+	doc, err := html.Parse(strings.NewReader(src))
+	if err != nil {
+		// The parser refuses nesting deeper than it takes (an error, no
+		// tree): the text is read token by token instead, never the
+		// markup as it is.
+		return strings.TrimSpace(collapse(tokenTitle(src))), tokenText(src)
+	}
 	w.walk(doc)
 	return strings.TrimSpace(collapse(w.title.String())), w.finish()
 }
@@ -43,11 +46,15 @@ var blocks = map[atom.Atom]bool{
 var headings = map[atom.Atom]int{atom.H1: 1, atom.H2: 2, atom.H3: 3, atom.H4: 4, atom.H5: 5, atom.H6: 6}
 
 type textWriter struct {
-	base  *url.URL
-	out   strings.Builder
-	line  strings.Builder // the current line, whitespace collapsed when flushed
-	title strings.Builder
-	pre   int // depth inside <pre>
+	base *url.URL
+	out  strings.Builder
+	line strings.Builder // the current line, whitespace collapsed when flushed
+	// lineText: the current line holds more than whitespace (known as it
+	// is written: looking at the line again each time would make a row
+	// of many cells quadratic).
+	lineText bool
+	title    strings.Builder
+	pre      int // depth inside <pre>
 	// blank: a blank line is owed before the next text.
 	blank bool
 	// started: some text has been written.
@@ -78,7 +85,7 @@ func (w *textWriter) walk(n *html.Node) {
 	switch {
 	case headings[n.DataAtom] > 0:
 		w.paragraph()
-		w.line.WriteString(strings.Repeat("#", headings[n.DataAtom]) + " ")
+		w.write(strings.Repeat("#", headings[n.DataAtom]) + " ")
 		w.children(n)
 		w.paragraph()
 		return
@@ -87,13 +94,13 @@ func (w *textWriter) walk(n *html.Node) {
 		return
 	case n.DataAtom == atom.Li:
 		w.newline()
-		w.line.WriteString("- ")
+		w.write("- ")
 		w.children(n)
 		w.newline()
 		return
 	case n.DataAtom == atom.Td || n.DataAtom == atom.Th:
-		if strings.TrimSpace(w.line.String()) != "" {
-			w.line.WriteString(" | ")
+		if w.lineText {
+			w.write(" | ")
 		}
 		w.children(n)
 		return
@@ -106,7 +113,7 @@ func (w *textWriter) walk(n *html.Node) {
 		return
 	case n.DataAtom == atom.Img:
 		if alt := strings.TrimSpace(attr(n, "alt")); alt != "" {
-			w.line.WriteString("[image: " + collapse(alt) + "]")
+			w.write("[image: " + collapse(alt) + "]")
 		}
 		return
 	case n.DataAtom == atom.A:
@@ -122,9 +129,9 @@ func (w *textWriter) walk(n *html.Node) {
 		switch {
 		case label == "":
 		case label == href:
-			w.line.WriteString(href)
+			w.write(href)
 		default:
-			w.line.WriteString("[" + label + "](" + href + ")")
+			w.write("[" + label + "](" + href + ")")
 		}
 		return
 	case blocks[n.DataAtom]:
@@ -167,6 +174,20 @@ func (w *textWriter) children(n *html.Node) {
 	}
 }
 
+// write adds s to the current line.
+func (w *textWriter) write(s string) {
+	if !w.lineText && strings.TrimSpace(s) != "" {
+		w.lineText = true
+	}
+	w.line.WriteString(s)
+}
+
+// resetLine empties the current line.
+func (w *textWriter) resetLine() {
+	w.line.Reset()
+	w.lineText = false
+}
+
 func (w *textWriter) text(s string) {
 	if w.pre > 0 {
 		// Preformatted text goes out line by line as it is.
@@ -175,17 +196,17 @@ func (w *textWriter) text(s string) {
 			if i > 0 {
 				w.flushRaw()
 			}
-			w.line.WriteString(l)
+			w.write(l)
 		}
 		return
 	}
-	w.line.WriteString(s)
+	w.write(s)
 }
 
 // flushRaw ends a preformatted line without collapsing it.
 func (w *textWriter) flushRaw() {
 	w.emit(strings.TrimRight(w.line.String(), " \t\r"), true)
-	w.line.Reset()
+	w.resetLine()
 }
 
 // newline ends the current line.
@@ -195,7 +216,7 @@ func (w *textWriter) newline() {
 		return
 	}
 	l := collapse(w.line.String())
-	w.line.Reset()
+	w.resetLine()
 	if l == "" || l == "-" {
 		return
 	}
@@ -278,4 +299,83 @@ func hidden(n *html.Node) bool {
 // collapse folds runs of whitespace into one space and trims the ends.
 func collapse(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// tokenText is the text of a document the parser refused, read token by
+// token: the text outside skipped and hidden elements, a line per block.
+func tokenText(src string) string {
+	z := html.NewTokenizer(strings.NewReader(src))
+	var out, line strings.Builder
+	flush := func() {
+		if l := collapse(line.String()); l != "" {
+			out.WriteString(l)
+			out.WriteString("\n")
+		}
+		line.Reset()
+	}
+	// skip counts the open elements whose content is not shown.
+	skip := 0
+	var open []bool // per open element: does it skip?
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			flush()
+			return strings.TrimRight(out.String(), "\n")
+		case html.TextToken:
+			if skip == 0 {
+				line.Write(z.Text())
+			}
+		case html.StartTagToken:
+			t := z.Token()
+			a := atom.Lookup([]byte(t.Data))
+			if blocks[a] || headings[a] > 0 || a == atom.Li || a == atom.Br {
+				flush()
+			}
+			if voidElement(a) {
+				continue
+			}
+			s := skipped[a] || a == atom.Title || hidden(&html.Node{Attr: t.Attr})
+			open = append(open, s)
+			if s {
+				skip++
+			}
+		case html.EndTagToken:
+			t := z.Token()
+			a := atom.Lookup([]byte(t.Data))
+			if blocks[a] || headings[a] > 0 || a == atom.Li {
+				flush()
+			}
+			if n := len(open); n > 0 {
+				if open[n-1] {
+					skip--
+				}
+				open = open[:n-1]
+			}
+		}
+	}
+}
+
+// tokenTitle is the text of the first <title>, read token by token.
+func tokenTitle(src string) string {
+	z := html.NewTokenizer(strings.NewReader(src))
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			return ""
+		case html.StartTagToken:
+			if name, _ := z.TagName(); atom.Lookup(name) == atom.Title && z.Next() == html.TextToken {
+				return string(z.Text())
+			}
+		}
+	}
+}
+
+// voidElement reports elements that have no end tag.
+func voidElement(a atom.Atom) bool {
+	switch a {
+	case atom.Area, atom.Base, atom.Br, atom.Col, atom.Embed, atom.Hr, atom.Img, atom.Input, atom.Link,
+		atom.Meta, atom.Param, atom.Source, atom.Track, atom.Wbr:
+		return true
+	}
+	return false
 }
