@@ -34,6 +34,8 @@ func main() {
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 0, "how long running calls may finish on SIGTERM (default 30s)")
 	fs.IntVar(&o.Replicas, "replicas", 1, "stream replicas when provisioning a JetStream cluster")
 	fs.Var(&o.Sandbox, "sandbox", "bash isolation: auto (bubblewrap when installed), require (refuse to start without it), off")
+	fs.IntVar(&o.Progress.PerSecond, "progress-rate", 0, "progress messages one call may publish a second (default 10)")
+	fs.IntVar(&o.Progress.MaxBytes, "progress-max-bytes", 0, "bytes of output in one progress message (default 16384)")
 	fs.IntVar(&o.BashLimits.Processes, "bash-processes", 0, "processes one bash call may hold at once (default 512 where the worker can bound a call; negative: no limit)")
 	fs.Int64Var(&o.BashLimits.Memory, "bash-memory", 0, "bytes of memory one bash call may use, where the worker can make memory cgroups (default 8 GiB; negative: no limit)")
 	trusted := fs.String("trusted-approvers", os.Getenv("TOOLGATE_TRUSTED_APPROVERS"), "comma-separated nkey public keys (U...) of approver services whose decisions are accepted besides the approvers this install created (env TOOLGATE_TRUSTED_APPROVERS); a key merely registered on the bus never counts")

@@ -71,6 +71,9 @@ type Options struct {
 	Replicas int
 	// Sandbox is the bash tool's isolation: auto (default), require, off.
 	Sandbox bash.Mode
+	// Progress bounds the progress every call streams (messages a second,
+	// bytes a message); the zero value is tools' defaults.
+	Progress tools.ProgressLimit
 	// BashLimits are the bash tool's resource limits (bash.Limits);
 	// zero fields mean the defaults.
 	BashLimits bash.Limits
@@ -246,11 +249,6 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := parking.NewManager(ctx, js, parking.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers,
-		TrustedAccounts: o.TrustedAccounts, Logger: o.Logger})
-	if err != nil {
-		return err
-	}
 	budgets, err := budget.New(ctx, js, budget.Config{Worker: o.Name, Logger: o.Logger,
 		Budgets: func() []policy.Budget { return gate.Policy().Budgets() }})
 	if err != nil {
@@ -267,7 +265,12 @@ func Run(ctx context.Context, o Options) error {
 	}
 	fmt.Fprintf(o.Out, "toolgate: tool hooks: %s\n", hooksCfg)
 	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger),
-		tools.WithHooks(chain.Before(), chain.After()), tools.Use(budgets.Middleware()))
+		tools.WithHooks(chain.Before(), chain.After()), tools.Use(budgets.Middleware(), o.Progress.Middleware()))
+	mgr, err := parking.NewManager(ctx, js, parking.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers,
+		TrustedAccounts: o.TrustedAccounts, EditJudge: worker.JudgeEdit(pipe), Logger: o.Logger})
+	if err != nil {
+		return err
+	}
 	w, err := worker.New(nc, pipe, worker.Config{
 		Name: o.Name, Concurrency: o.Concurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
 		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr, Preview: preview(ws, roots, gate)},

@@ -232,8 +232,9 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 	timeout := fs.Duration("timeout", 0, "tool timeout (default: the tool's)")
 	wait := fs.Duration("wait", 15*time.Minute, "how long to wait for the result")
 	full := fs.Bool("result", false, "print the whole result as JSON")
+	follow := fs.Bool("follow", false, "print the call's progress (partial output) as it arrives, then the result")
 	fs.Usage = func() {
-		fmt.Fprintln(env.Stderr, "usage: toolctl call TOOL [key=value | key:=json ...] [flags]\n       toolctl call TOOL --json '{...}' [flags]\nflags may come before or after the tool; -- ends them")
+		fmt.Fprintln(env.Stderr, "usage: toolctl call TOOL [key=value | key:=json ...] [flags]\n       toolctl call TOOL --json '{...}' [flags]\n       toolctl call TOOL ... --follow (print progress as it arrives)\nflags may come before or after the tool; -- ends them")
 		fs.PrintDefaults()
 	}
 	words, err := parseFlags(fs, args)
@@ -281,6 +282,11 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 	if *timeout > 0 {
 		opts = append(opts, client.WithTimeout(*timeout))
 	}
+	var f *follower
+	if *follow {
+		f = newFollower(env.Stdout, env.Stderr) // follow.go
+		opts = append(opts, client.OnProgress(f.progress))
+	}
 	wctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
 	traced, endTrace := traceCall(ctx, env, tool)
@@ -295,10 +301,18 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 	// A denied call ran nothing: its only output is the gate's reason,
 	// said once, on stderr.
 	denied := res.Status == events.StatusDenied && res.Decision != nil && res.Decision.Reason != ""
+	if f != nil {
+		f.newline()
+	}
 	if *full {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Fprintln(env.Stdout, string(b))
+	} else if f != nil && f.complete(res) {
+		// The stream carried the whole output: it is on the screen.
 	} else if !denied {
+		if f != nil && f.lastSeq > 0 {
+			fmt.Fprintln(env.Stderr, "toolctl: the stream did not carry the whole output; the result's output:")
+		}
 		fmt.Fprint(env.Stdout, res.Output)
 		if res.Output != "" && !strings.HasSuffix(res.Output, "\n") {
 			fmt.Fprintln(env.Stdout)

@@ -122,6 +122,9 @@ func (w *Worker) publishDecision(in *events.Call, p *pendingDecision, hash strin
 func (w *Worker) auditPeople(ctx context.Context, in *events.Call, p *parking.Parked, o parking.Outcome) {
 	a := w.auditData(in, in.Tool, in.Data.SessionID, "")
 	a.Kind, a.DecidedBy, a.Approval = events.AuditDecision, o.Approvers, o.Audit()
+	if len(o.EditedArguments) > 0 {
+		a.Approval.OriginalArgsSHA256 = a.ArgsSHA256
+	}
 	if len(a.DecidedBy) == 0 && o.Status == papproval.Expired {
 		a.DecidedBy = []string{"expiry"}
 	}

@@ -135,7 +135,10 @@ func JudgeOnly() CallOption { return func(o *callOpts) { o.judgeOnly = true } }
 // waiting for the final result.
 func OnPending(fn func(events.ResultData)) CallOption { return func(o *callOpts) { o.onPending = fn } }
 
-// OnProgress receives output chunks streamed while the tool runs.
+// OnProgress receives the progress of the call while the tool runs
+// (partial output, status notes; bounded by the workers in rate and size),
+// in order, from the goroutine of Call or Wait, every chunk before the
+// result. Progress is best effort: the result is authoritative.
 func OnProgress(fn func(events.ProgressData)) CallOption {
 	return func(o *callOpts) { o.onProgress = fn }
 }
@@ -208,15 +211,23 @@ func (c *Client) Submit(ctx context.Context, tool string, args any, opts ...Call
 }
 
 // Wait waits for the final result of a call submitted earlier, including
-// one that arrived while nobody was listening.
+// one that arrived while nobody was listening; with OnProgress, it hands
+// over the progress published from then on.
 func (c *Client) Wait(ctx context.Context, id string, opts ...CallOption) (*events.ResultData, error) {
 	o := c.options(append(opts, WithID(id)))
-	ch := make(chan *nats.Msg, 64)
+	ch := make(chan *nats.Msg, 4096)
 	sub, err := c.nc.ChanSubscribe(events.ResultSubject(c.agent, id), ch)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to result: %w", err)
 	}
 	defer sub.Unsubscribe()
+	if o.onProgress != nil {
+		ps, err := c.nc.ChanSubscribe(events.ProgressSubject(c.agent, id), ch)
+		if err != nil {
+			return nil, fmt.Errorf("subscribe to progress: %w", err)
+		}
+		defer ps.Unsubscribe()
+	}
 	if r, err := c.Result(ctx, id); err == nil && r.Status.Final() {
 		return r, nil
 	}

@@ -100,7 +100,7 @@ type ResultData struct {
 type ProgressData struct {
 	CallID string `json:"call_id"`
 	Tool   string `json:"tool"`
-	Stream string `json:"stream"` // "stdout" or "stderr"
+	Stream string `json:"stream"` // "stdout", "stderr" or "status" (tools.Stream*)
 	Seq    int64  `json:"seq"`
 	Chunk  string `json:"chunk"`
 }
@@ -160,6 +160,16 @@ type ApprovalAudit struct {
 	Approvers []string  `json:"approvers,omitempty"`
 	Comment   string    `json:"comment,omitempty"`
 	DecidedAt time.Time `json:"decided_at"`
+	// OriginalArgsSHA256 is the args_sha256 of the arguments the call was
+	// parked with, set when people approved it with changes (the event's
+	// args_sha256 is then the edited arguments').
+	OriginalArgsSHA256 string `json:"original_args_sha256,omitempty"`
+	// EditedArguments are the arguments people changed the call to
+	// (approve with changes); the call ran with them.
+	EditedArguments json.RawMessage `json:"edited_arguments,omitempty"`
+	// EditedArgsSHA256 is the approval hash the approvers signed of the
+	// edited arguments (agent, tool and arguments; see APPROVALS.md).
+	EditedArgsSHA256 string `json:"edited_args_sha256,omitempty"`
 }
 
 // ToolData is the data of tool.registered / tool.unregistered events.

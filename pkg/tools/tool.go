@@ -102,7 +102,11 @@ type Call struct {
 	Arguments json.RawMessage
 	// Timeout is the caller's requested timeout; zero means the tool's.
 	Timeout time.Duration
-	// Progress, if set, receives output chunks while the tool runs.
+	// Progress, if set, receives output chunks while the tool runs:
+	// stream is StreamStdout, StreamStderr, StreamStatus (a note on how far
+	// the tool got) or a name of the tool's own. Any tool may call it, from
+	// any goroutine, as often as it likes: ProgressLimit's middleware
+	// coalesces and bounds what is sent, and it never blocks for long.
 	Progress func(stream, chunk string)
 	// Approved marks a call resumed after people approved it: an ask from
 	// the gate no longer parks it, a deny still refuses it.
