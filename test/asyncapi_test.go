@@ -38,6 +38,10 @@ var payloadTypes = map[string]reflect.Type{
 	"violation.json":          reflect.TypeFor[events.ViolationData](),
 	"policy-change.json":      reflect.TypeFor[events.PolicyChangeData](),
 	"tools-list-request.json": reflect.TypeFor[events.ToolsListRequest](),
+	"budget-exceeded.json":    reflect.TypeFor[events.BudgetExceededData](),
+	"cancel-reply.json":       reflect.TypeFor[events.CancelReply](),
+	"hook-request.json":       reflect.TypeFor[events.HookRequest](),
+	"hook-response.json":      reflect.TypeFor[events.HookResponse](),
 	"approval-request.json":   reflect.TypeFor[approval.Request](),
 	"approval-decision.json":  reflect.TypeFor[approval.Decision](),
 	"task-request.json":       reflect.TypeFor[events.TaskRequestData](),
@@ -99,7 +103,7 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 	}
 
 	// CloudEvents types: the constants of the code, read from the source.
-	consts := ceTypeConstants(t, "../pkg/events/types.go", "../pkg/events/task.go", "../pkg/approval/approval.go")
+	consts := ceTypeConstants(t, "../pkg/events/types.go", "../pkg/events/task.go", "../pkg/events/budget.go", "../pkg/approval/approval.go")
 	var documented []string
 	for _, m := range doc.Components.Messages {
 		if strings.HasPrefix(m.Name, "dev.toolgate.") {
@@ -127,13 +131,16 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 		"approvalRefused":  approval.RefusedSubject(id),
 		"approvalResolved": approval.ResolvedSubject(id),
 		"toolsList":        events.SubjectToolsList,
+		"budgetExceeded":   events.BudgetSubject(a),
+		"cancel":           events.CancelSubject(a, id),
 		"deadLetter":       "toolgate.dlq." + a + "." + tool, // moved by the worker, see internal/bus
 		"task":             events.TaskSubject(a, id),
 		"taskResult":       events.TaskResultSubject(a, id),
 		"taskProgress":     events.TaskProgressSubject(a, id),
 		"taskCancel":       events.TaskCancelSubject(a, id),
+		"hook":             events.HookSubject("stamp"),
 	}
-	params := strings.NewReplacer("{agent}", a, "{callId}", id, "{tool}", tool, "{taskId}", id)
+	params := strings.NewReplacer("{agent}", a, "{callId}", id, "{tool}", tool, "{hook}", "stamp", "{taskId}", id)
 	for name, ch := range doc.Channels {
 		want, ok := subjects[name]
 		if !ok {
@@ -159,7 +166,7 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 			t.Errorf("subject %s has no channel in docs/asyncapi.yaml", name)
 		}
 	}
-	for _, fn := range subjectFuncs(t, "../pkg/events/subjects.go", "../pkg/events/task.go", "../pkg/approval/approval.go") {
+	for _, fn := range subjectFuncs(t, "../pkg/events/subjects.go", "../pkg/events/task.go", "../pkg/events/budget.go", "../pkg/events/cancel.go", "../pkg/approval/approval.go") {
 		if !subjectFuncCovered[fn] {
 			t.Errorf("subject function %s is new: give it a channel in docs/asyncapi.yaml and a line in this test", fn)
 		}
@@ -221,6 +228,7 @@ var subjectFuncCovered = map[string]bool{
 	"ToolEventSubject": true, "ViolationSubject": true, "ApprovalRequestSubject": true,
 	"ApprovalDecisionSubject": true, "RefusedSubject": true, "ResolvedSubject": true,
 	"TaskSubject": true, "TaskResultSubject": true, "TaskProgressSubject": true, "TaskCancelSubject": true,
+	"BudgetSubject": true, "CancelSubject": true,
 }
 
 // ceTypeConstants returns the values of the string constants in files
@@ -276,10 +284,15 @@ func TestSchemasAcceptWhatTheCodeSends(t *testing.T) {
 		"tool.json":               events.ToolData{Name: "read", Parameters: json.RawMessage(`{"type":"object"}`), Worker: "w"},
 		"approval-decision.json":  approval.Decision{CallID: "c", ArgsSHA256: "x", Outcome: approval.Approve, Approver: "alice", DecidedAt: now, AlwaysAllow: &approval.Amendment{ID: "a1", Agent: "a", Tool: "bash", CommandPrefix: "git status", CreatedAt: now, Grant: &approval.Decision{CallID: "c", ArgsSHA256: "x", Outcome: approval.Approve, Approver: "alice", DecidedAt: now}}},
 		"tools-list-request.json": events.ToolsListRequest{Agent: "a"},
+		"budget-exceeded.json":    events.BudgetExceededData{CallID: "c", Agent: "a", Tool: "bash", Budget: "hourly", Scope: "agent", Limit: "max_calls", Max: 5, Used: 5, ResetsAt: &now, Message: "m", Worker: "w"},
+		"cancel-reply.json":       events.CancelReply{CallID: "c", Agent: "a", State: events.CancelFinished, Status: events.StatusOK, Message: "m"},
+		"hook-request.json":       events.HookRequest{Stage: events.HookAfter, Hook: "h", CallID: "c", Agent: "a", Tool: "read", Arguments: json.RawMessage(`{"path":"x"}`), Output: "text"},
+		"hook-response.json":      events.HookResponse{Action: events.HookModify, Arguments: json.RawMessage(`{"path":"y"}`)},
+		"result.json#hooks":       events.ResultData{CallID: "c", Agent: "a", Tool: "read", Status: events.StatusOK, Hooks: []events.HookChange{{Hook: "redact", Stage: "after", OutputSHA256: "x", Note: "replaced: jwt"}}},
 	}
 	for file, v := range samples {
 		c := jsonschemaCompiler()
-		s, err := c.Compile(filepath.Join("..", "docs", "schemas", file))
+		s, err := c.Compile(filepath.Join("..", "docs", "schemas", strings.Split(file, "#")[0]))
 		if err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}

@@ -24,6 +24,7 @@ var passwordUsers = []struct {
 	{identity.RoleApprover, "approver", "TOOLGATE_APPROVER_PASSWORD", "The approver service: reads parked calls, publishes decisions."},
 	{identity.RoleAdmin, "admin", "TOOLGATE_ADMIN_PASSWORD", "People at toolctl: policy push, amendments, events."},
 	{identity.RoleTool, "word_count", "TOOLGATE_WORD_COUNT_PASSWORD", "One block per remote tool service: word_count answers discovery and the calls to\n      # toolgate.remote.word_count, and publishes nothing but its replies."},
+	{identity.RoleHook, "no_force_push", "TOOLGATE_NO_FORCE_PUSH_PASSWORD", "One block per tool hook service: no_force_push answers the requests to\n      # toolgate.hook.no_force_push, and publishes nothing but its replies."},
 	{identity.RoleAgent, "agent-7", "TOOLGATE_AGENT7_PASSWORD", "One block per agent: agent-7 calls tools as agent-7 only, reads only its own\n      # results, and must use the inbox prefix _INBOX_agent-7 (nats.go CustomInboxPrefix)."},
 }
 

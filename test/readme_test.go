@@ -76,6 +76,7 @@ const readmeMCPConfig = `{"mcpServers": {"gate": {"command": "{{BIN}}/toolctl", 
 // gains without an entry here fails the test.
 var readmeSteps = map[string]readmeStep{
 	"go run ./cmd/toolctl audit --tool bash":                              {out: `execution\s+toolctl/bash`},
+	"go run ./cmd/toolctl budgets":                                        {out: `no budget has been used`},
 	"go run ./cmd/toolctl creds agent agent-7 > agent-7.creds":            {out: `^$`},
 	"go run ./cmd/toolctl creds approver alice --out alice.creds":         {out: `wrote approver credentials for "alice" to alice\.creds`},
 	"go run ./cmd/toolctl nats-config --out nats-auth":                    {out: `wrote nats-auth/auth\.conf`},

@@ -42,7 +42,8 @@ func approvalsUsage() string {
 	return `usage:
   approvals list    [--approver URL] [--token TOKEN] [--json]
   approvals show    ID [--approver URL] [--token TOKEN]
-  approvals approve ID [--comment TEXT] [--always-allow] [--approver URL] [--token TOKEN]
+  approvals approve ID [--comment TEXT] [--always-allow | --args JSON | --args-file FILE]
+                    [--approver URL] [--token TOKEN]
   approvals reject  ID --reason TEXT [--approver URL] [--token TOKEN]
   approvals answer  ID --answer TEXT [--approver URL] [--token TOKEN]
 
@@ -171,6 +172,8 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 	reason := fs.String("reason", "", "why the call is rejected (required for reject)")
 	answer := fs.String("answer", "", "the answer to a clarify question")
 	always := fs.Bool("always-allow", false, "approve and allow calls like this one from now on")
+	editArgs := fs.String("args", "", "approve with changes: the call's arguments as a JSON object, instead of the parked ones")
+	editFile := fs.String("args-file", "", "approve with changes: read the arguments from this file (- for standard input)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return exitFlags(err)
@@ -234,6 +237,14 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 			if *always {
 				body["always_allow"] = true
 			}
+			edited, err := readEdit(*editArgs, *editFile, os.Stdin)
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return 2
+			}
+			if edited != nil {
+				body["arguments"] = edited
+			}
 		case "reject":
 			if strings.TrimSpace(*reason) == "" {
 				fmt.Fprintln(stderr, "approvals reject needs --reason")
@@ -248,9 +259,10 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 			body["answer"], body["comment"] = *answer, *comment
 		}
 		var res struct {
-			Status     string   `json:"status"`
-			ApprovedBy []string `json:"approved_by"`
-			Amendment  *struct {
+			Status           string   `json:"status"`
+			EditedArgsSHA256 string   `json:"edited_args_sha256"`
+			ApprovedBy       []string `json:"approved_by"`
+			Amendment        *struct {
 				ID string `json:"id"`
 			} `json:"amendment"`
 		}
@@ -265,6 +277,9 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%s: approval recorded (%s); more approvals needed\n", id, strings.Join(res.ApprovedBy, ", "))
 		default:
 			fmt.Fprintf(stdout, "%s: %s\n", id, res.Status)
+		}
+		if res.EditedArgsSHA256 != "" {
+			fmt.Fprintf(stdout, "approved with changes: the call runs with the edited arguments (sha256 %s)\n", res.EditedArgsSHA256)
 		}
 		if res.Amendment != nil {
 			fmt.Fprintf(stdout, "amendment %s requested (revoke with: toolctl policy amendments revoke %s)\n", res.Amendment.ID, res.Amendment.ID)

@@ -74,7 +74,7 @@ func newStack(t *testing.T, mod func(*Config)) *stack {
 	// The install's account: the worker trusts the approvers it issued.
 	acct := trusttest.NewAccount(t)
 	mgr, err := parking.NewManager(ctx, js, parking.Options{Name: "w1", TrustedAccounts: []string{acct.Public},
-		SweepInterval: 20 * time.Millisecond, Logger: quiet()})
+		SweepInterval: 20 * time.Millisecond, EditJudge: judgeEdit, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,9 @@ type Input struct {
 	// AlwaysAllow, on approve, asks for an amendment; its ID, agent and
 	// tool are filled in, and an empty scope takes the call's default.
 	AlwaysAllow *approval.Amendment
+	// Arguments, on approve, are the arguments the person changed the call
+	// to (approve with changes, edit.go); empty approves it as parked.
+	Arguments json.RawMessage
 }
 
 // Result says what became of a decision.
@@ -60,6 +63,9 @@ type Result struct {
 	ApprovedBy []string `json:"approved_by,omitempty"`
 	// Amendment is the amendment requested, if any.
 	Amendment *approval.Amendment `json:"amendment,omitempty"`
+	// EditedArgsSHA256 is the hash of the arguments approved with
+	// changes, if any.
+	EditedArgsSHA256 string `json:"edited_args_sha256,omitempty"`
 }
 
 // Decide checks, signs and publishes identity's decision on callID, then
@@ -109,6 +115,9 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 		}
 		d.AlwaysAllow = &scope
 	}
+	if err := editDecision(p, d, in.Arguments); err != nil {
+		return Result{}, err
+	}
 	d.DecidedAt = s.now()
 	if err := d.Validate(); err != nil {
 		return Result{}, fmt.Errorf("%w: %v", ErrBadDecision, err)
@@ -154,7 +163,7 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 
 // await waits for a worker to record d, to refuse it, or for DecisionWait.
 func (s *Server) await(ctx context.Context, d *approval.Decision, refused <-chan *parking.RefusalError) (Result, error) {
-	res := Result{CallID: d.CallID, Status: "published", Amendment: d.AlwaysAllow}
+	res := Result{CallID: d.CallID, Status: "published", Amendment: d.AlwaysAllow, EditedArgsSHA256: d.EditedArgsSHA256}
 	deadline := time.NewTimer(s.cfg.DecisionWait)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)

@@ -216,6 +216,8 @@ type decideBody struct {
 	Reason      string          `json:"reason"`
 	Answer      string          `json:"answer"`
 	AlwaysAllow json.RawMessage `json:"always_allow"`
+	// Arguments approve the call with changes (approve only).
+	Arguments json.RawMessage `json:"arguments"`
 }
 
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, u who) {
@@ -238,7 +240,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, u who) {
 		jsonError(w, http.StatusBadRequest, "body: "+err.Error())
 		return
 	}
-	in.Comment, in.Reason, in.Answer = b.Comment, b.Reason, b.Answer
+	in.Comment, in.Reason, in.Answer, in.Arguments = b.Comment, b.Reason, b.Answer, b.Arguments
 	if in.Outcome == approval.Reject && strings.TrimSpace(in.Reason) == "" {
 		jsonError(w, http.StatusBadRequest, `reason: a rejection needs a reason ({"reason": "..."})`)
 		return
@@ -327,6 +329,7 @@ func (s *Server) slackActions(w http.ResponseWriter, r *http.Request) {
 			ActionID string `json:"action_id"`
 			Value    string `json:"value"`
 		} `json:"actions"`
+		State slackState `json:"state"`
 	}
 	if err := json.Unmarshal([]byte(form.Get("payload")), &p); err != nil {
 		jsonError(w, http.StatusBadRequest, "payload: "+err.Error())
@@ -351,6 +354,13 @@ func (s *Server) slackActions(w http.ResponseWriter, r *http.Request) {
 	case SlackApprove:
 	case SlackReject:
 		in = Input{Outcome: approval.Reject, Reason: "rejected in Slack by " + identity}
+	case SlackApproveEdit:
+		args, err := slackArgs(p.State)
+		if err != nil {
+			reply(fmt.Sprintf("Call %s: %v", act.Value, err))
+			return
+		}
+		in = Input{Outcome: approval.Approve, Comment: "approved with changes in Slack", Arguments: args}
 	default:
 		reply("Unknown action.")
 		return

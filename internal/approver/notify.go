@@ -217,12 +217,19 @@ func SlackMessage(req approval.Request, page string) map[string]any {
 		map[string]any{"type": "context", "elements": []any{map[string]any{"type": "mrkdwn", "text": ctx}}},
 	}
 	if req.Question == nil {
-		blocks = append(blocks, map[string]any{"type": "actions", "block_id": "toolgate_" + req.CallID, "elements": []any{
+		edit := slackArgsBlocks(req) // approve with changes (edit.go)
+		blocks = append(blocks, edit...)
+		buttons := []any{
 			map[string]any{"type": "button", "action_id": SlackApprove, "style": "primary", "value": req.CallID,
 				"text": map[string]any{"type": "plain_text", "text": "Approve"}},
 			map[string]any{"type": "button", "action_id": SlackReject, "style": "danger", "value": req.CallID,
 				"text": map[string]any{"type": "plain_text", "text": "Reject"}},
-		}})
+		}
+		if len(edit) > 0 {
+			buttons = append(buttons, map[string]any{"type": "button", "action_id": SlackApproveEdit, "value": req.CallID,
+				"text": map[string]any{"type": "plain_text", "text": "Approve with changes"}})
+		}
+		blocks = append(blocks, map[string]any{"type": "actions", "block_id": "toolgate_" + req.CallID, "elements": buttons})
 	} else if page != "" {
 		blocks = append(blocks, map[string]any{"type": "section", "text": map[string]any{"type": "mrkdwn", "text": "<" + page + "/|Answer on the approvals page>"}})
 	}

@@ -58,6 +58,10 @@ const (
 	BucketPolicy = "toolgate_policy"
 	// BucketApprovals holds parked calls keyed by call id.
 	BucketApprovals = "toolgate_approvals"
+	// BucketBudgets holds the usage of each budget counter.
+	BucketBudgets = "toolgate_budgets"
+	// BucketCancels holds the ids of cancelled calls (agent.call id).
+	BucketCancels = "toolgate_cancels"
 	// BucketTasks holds one record per delegated task, keyed
 	// <target agent>.<task id>: who delegated it, the allowed tools, and
 	// what the task's calls did.
@@ -66,6 +70,10 @@ const (
 	// workspace generations that invalidate them.
 	BucketCache = "toolgate_cache"
 )
+
+// BudgetRecordTTL is how long a budget counter untouched is kept: a
+// little longer than the longest budget window.
+const BudgetRecordTTL = 31 * 24 * time.Hour
 
 // CallHeaderAllowance is the room left in a call message for its headers
 // beyond Config.MaxPayload of data.
@@ -269,6 +277,8 @@ func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 		{Bucket: BucketCalls, Description: "call records: idempotency claim and stored result", TTL: c.CallRecordTTL, Storage: c.Storage, Replicas: c.Replicas, History: 1},
 		{Bucket: BucketPolicy, Description: "shared policy document and amendments", Storage: c.Storage, Replicas: c.Replicas, History: 10},
 		{Bucket: BucketApprovals, Description: "parked calls waiting for a decision", Storage: c.Storage, Replicas: c.Replicas, History: 5},
+		{Bucket: BucketBudgets, Description: "budget usage: calls, execution time and running calls per counter", TTL: BudgetRecordTTL, Storage: c.Storage, Replicas: c.Replicas, History: 1},
+		{Bucket: BucketCancels, Description: "cancelled call ids, checked before a call runs", TTL: c.CallRecordTTL, Storage: c.Storage, Replicas: c.Replicas, History: 1},
 		{Bucket: BucketTasks, Description: "delegated tasks: origin, allowed tools, what their calls did", TTL: c.CallRecordTTL, Storage: c.Storage, Replicas: c.Replicas, History: 1},
 		{Bucket: BucketCache, Description: "cached results of read-only tools and workspace generations", TTL: c.CacheTTL(), Storage: c.Storage, Replicas: c.Replicas, History: 1},
 	}

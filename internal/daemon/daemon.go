@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/internal/budget"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/delegate"
 	"github.com/toolgate/toolgate/internal/parking"
@@ -72,6 +73,9 @@ type Options struct {
 	Replicas int
 	// Sandbox is the bash tool's isolation: auto (default), require, off.
 	Sandbox bash.Mode
+	// Progress bounds the progress every call streams (messages a second,
+	// bytes a message); the zero value is tools' defaults.
+	Progress tools.ProgressLimit
 	// BashLimits are the bash tool's resource limits (bash.Limits);
 	// zero fields mean the defaults.
 	BashLimits bash.Limits
@@ -120,6 +124,10 @@ type Options struct {
 	// ToolsConfig is a tool overrides file (internal/tooloverride): the
 	// operator's last word on every tool, whatever its source.
 	ToolsConfig string
+	// HooksFile is a tool hooks file (pkg/hooks): before and after hooks,
+	// in-process or remote, and the built-in redaction of secrets (on
+	// without a file).
+	HooksFile string
 	// Logger receives logs; default a text logger on stderr.
 	Logger *slog.Logger
 	// Out receives the start-up banner; default stderr.
@@ -145,6 +153,10 @@ func Run(ctx context.Context, o Options) error {
 		o.Out = os.Stderr
 	}
 	ws, err := workspaceDir(o.Workspace)
+	if err != nil {
+		return err
+	}
+	hooksCfg, err := loadHooks(o)
 	if err != nil {
 		return err
 	}
@@ -245,8 +257,8 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := parking.NewManager(ctx, js, parking.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers,
-		TrustedAccounts: o.TrustedAccounts, Logger: o.Logger})
+	budgets, err := budget.New(ctx, js, budget.Config{Worker: o.Name, Logger: o.Logger,
+		Budgets: func() []policy.Budget { return gate.Policy().Budgets() }})
 	if err != nil {
 		return err
 	}
@@ -257,7 +269,9 @@ func Run(ctx context.Context, o Options) error {
 	if err := reg.Register(dlg.Tool()); err != nil {
 		return err
 	}
-	mws := []tools.Middleware{dlg.Middleware}
+	// Delegation first (it sets the budget key of a task's calls), then
+	// budgets, then progress, and the cache innermost.
+	mws := []tools.Middleware{dlg.Middleware, budgets.Middleware(), o.Progress.Middleware()}
 	if o.Cache.Enabled {
 		cache, err := resultcache.New(ctx, js, o.Cache, o.Logger, ws, roots...)
 		if err != nil {
@@ -267,13 +281,23 @@ func Run(ctx context.Context, o Options) error {
 		mws = append(mws, cache.Middleware)
 		o.Logger.Info("result cache on", "ttl", o.Cache.TTL)
 	}
-	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger),
-		tools.Use(mws...))
 	tel, stopTelemetry, err := startTelemetry(ctx, o)
 	if err != nil {
 		return err
 	}
 	defer stopTelemetry()
+	chain, err := buildHooks(hooksCfg, o, nc, creds, tel)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "toolgate: tool hooks: %s\n", hooksCfg)
+	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger),
+		tools.WithHooks(chain.Before(), chain.After()), tools.Use(mws...))
+	mgr, err := parking.NewManager(ctx, js, parking.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers,
+		TrustedAccounts: o.TrustedAccounts, EditJudge: worker.JudgeEdit(pipe), Logger: o.Logger})
+	if err != nil {
+		return err
+	}
 	w, err := worker.New(nc, pipe, worker.Config{
 		Name: o.Name, Concurrency: o.Concurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
 		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr, Preview: preview(ws, roots, gate)},
@@ -295,6 +319,7 @@ func Run(ctx context.Context, o Options) error {
 	bg, bgCancel := context.WithCancel(context.Background())
 	defer bgCancel()
 	go loader.Watch(bg)
+	go budgets.Run(bg)
 	go func() {
 		err := parking.WatchPolicyAmendments(bg, policyKV, o.Logger, mgr, gate.SetAmendments)
 		if err != nil && bg.Err() == nil {

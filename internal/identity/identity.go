@@ -37,13 +37,16 @@ const (
 	// RoleTool serves the remote tool of its name (see pkg/remote):
 	// answers discovery and the calls workers route to it, nothing else.
 	RoleTool Role = "tool"
+	// RoleHook serves the tool hook of its name (see pkg/hooks): answers
+	// the requests workers send to toolgate.hook.<name>, nothing else.
+	RoleHook Role = "hook"
 )
 
 // RoleTagPrefix starts the user JWT tag that carries the role.
 const RoleTagPrefix = "toolgate-role:"
 
 // Roles lists every role.
-var Roles = []Role{RoleWorker, RoleApprover, RoleAdmin, RoleAgent, RoleTool}
+var Roles = []Role{RoleWorker, RoleApprover, RoleAdmin, RoleAgent, RoleTool, RoleHook}
 
 // Errors callers branch on.
 var (

@@ -22,6 +22,8 @@ const (
 	bucketCalls     = "toolgate_calls"
 	bucketPolicy    = "toolgate_policy"
 	bucketApprovals = "toolgate_approvals"
+	bucketBudgets   = "toolgate_budgets"
+	bucketCancels   = "toolgate_cancels"
 )
 
 // InboxPrefix is the inbox prefix (nats.go CustomInboxPrefix) an identity
@@ -45,10 +47,12 @@ func Permissions(role Role, name string) jwt.Permissions {
 	var p jwt.Permissions
 	switch role {
 	case RoleAgent:
-		// Its own calls, the tool listing, and direct gets of its own
-		// stored results; it hears only its own results and progress.
+		// Its own calls and their cancellation, the tool listing, and
+		// direct gets of its own stored results; it hears only its own
+		// results and progress.
 		p.Pub.Allow = jwt.StringList{
 			"toolgate.call." + name + ".>",
+			"toolgate.cancel." + name + ".>",
 			"toolgate.api.tools",
 			"$JS.API.DIRECT.GET." + streamResults + ".toolgate.result." + name + ".>",
 			// Tasks delegated to it: its own task consumer only (created
@@ -93,6 +97,8 @@ func Permissions(role Role, name string) jwt.Permissions {
 			"$KV." + bucketCalls + ".>",
 			"$KV." + bucketApprovals + ".>",
 			"$KV." + bucketPolicy + ".amendments.>",
+			"$KV." + bucketBudgets + ".>",
+			"$KV." + bucketCancels + ".>",
 			// Delegation: tasks and their cancellations, the task records;
 			// the result cache.
 			"toolgate.task.>",
@@ -102,16 +108,19 @@ func Permissions(role Role, name string) jwt.Permissions {
 			// Remote tools: discovery (NATS micro) and their endpoints.
 			"$SRV.>",
 			"toolgate.remote.>",
+			// Tool hooks: requests to the hook services.
+			"toolgate.hook.>",
 		}
 		p.Sub.Allow = jwt.StringList{
 			"toolgate.api.tools",
+			"toolgate.cancel.>",
 			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + streamCalls + "." + consumerWorkers,
 			// The answers and progress of the tasks it delegated.
 			"toolgate.task_result.>",
 			"toolgate.task_progress.>",
 			inbox,
 		}
-		// Replies to the tool listing requests it answers.
+		// Replies to the tool listing and cancellation requests it answers.
 		p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
 	case RoleApprover:
 		// Decisions, and reading what a person must see to decide: the
@@ -149,6 +158,17 @@ func Permissions(role Role, name string) jwt.Permissions {
 		p.Sub.Allow = jwt.StringList{
 			"$SRV.>",
 			"toolgate.remote." + name,
+			inbox,
+		}
+		p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
+	case RoleHook:
+		// A tool hook service named after its hook: it hears the requests
+		// workers send to toolgate.hook.<name> and replies on their
+		// inboxes. It publishes nothing else and hears no other hook's
+		// requests, no calls, no results.
+		p.Pub.Deny = jwt.StringList{">"}
+		p.Sub.Allow = jwt.StringList{
+			"toolgate.hook." + name,
 			inbox,
 		}
 		p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}

@@ -68,6 +68,10 @@ func TestForbiddenOperationsAreRefused(t *testing.T) {
 	forbidden := map[identity.Role][]op{
 		identity.RoleAgent: {
 			pub("toolgate.call.bob.read"),                                     // calls as another agent
+			pub("toolgate.cancel.bob.c1"),                                     // cancels another agent's call
+			pub("$KV.toolgate_cancels.bob.c1"),                                // marks a call cancelled itself
+			pub("$KV.toolgate_budgets.hourly.alice"),                          // rewrites its budget usage
+			sub("toolgate.cancel.>"),                                          // hears cancellations
 			pub("toolgate.result.alice.c1"),                                   // forged result, even its own
 			pub("toolgate.progress.alice.c1"),                                 //
 			pub("toolgate.approval.decision.c1"),                              // approving its own call
@@ -94,6 +98,8 @@ func TestForbiddenOperationsAreRefused(t *testing.T) {
 			sub("_INBOX_bob.>"),
 			sub(">"),
 			sub("$KV.>"),
+			pub("toolgate.hook.stamp"), // asks a hook service itself
+			sub("toolgate.hook.stamp"), // poses as a hook service
 			// Delegation: only its own tasks, answers in its own space.
 			pub("toolgate.task.bob.t1"),                                                  // forging a task
 			pub("toolgate.task_result.bob.t1"),                                           // answering another's task
@@ -130,9 +136,11 @@ func TestForbiddenOperationsAreRefused(t *testing.T) {
 			sub("_INBOX_alice.>"),
 		},
 		identity.RoleWorker: {
+			sub("toolgate.hook.stamp"), // poses as a hook service
 			pub("toolgate.call.alice.read"),
 			pub("toolgate.approval.decision.c1"),
 			pub("$KV.toolgate_policy.policy"),
+			pub("toolgate.cancel.alice.c1"), // cancels are the agents' own
 			sub("_INBOX.>"),
 			sub("_INBOX_alice.>"),
 			sub("toolgate.call.>"),
@@ -154,6 +162,22 @@ func TestForbiddenOperationsAreRefused(t *testing.T) {
 			sub("_INBOX.>"),
 			sub("_INBOX_alice.>"),
 			sub(">"),
+		},
+		identity.RoleHook: {
+			pub("toolgate.call.alice.read"),   // calls a tool
+			pub("toolgate.result.alice.c1"),   // forged result
+			pub("toolgate.hook.bob"),          // asks another hook
+			pub("toolgate.progress.alice.c1"), //
+			pub("toolgate.audit.alice.read"),  // forged audit
+			pub("$KV.toolgate_policy.policy"), //
+			sub("toolgate.hook.bob"),          // hears another hook's requests
+			sub("toolgate.hook.>"),            //
+			sub("toolgate.remote.alice"),      // a remote tool's calls
+			sub("toolgate.call.>"),            //
+			sub("toolgate.result.>"),          //
+			sub("toolgate.progress.>"),        //
+			sub("_INBOX.>"),                   //
+			sub(">"),                          //
 		},
 		identity.RoleAdmin: {
 			pub("toolgate.result.alice.c1"),
@@ -365,6 +389,17 @@ func TestAllowedOperationsWork(t *testing.T) {
 	}
 	if m, err := wnc.Request("toolgate.remote.stamp", []byte(`{}`), 10*time.Second); err != nil || !strings.Contains(string(m.Data), "stamped") {
 		t.Fatalf("worker calls the tool: %v %v", m, err)
+	}
+	// Hook: answers the requests to its hook; the worker asks it.
+	hnc, _ := s.ConnectAs(t, identity.RoleHook, "stamp")
+	if _, err := hnc.Subscribe("toolgate.hook.stamp", func(m *nats.Msg) { _ = m.Respond([]byte(`{"action":"pass"}`)) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := hnc.Flush(); err != nil || hnc.LastError() != nil {
+		t.Fatalf("hook subscribes: %v %v", err, hnc.LastError())
+	}
+	if m, err := wnc.Request("toolgate.hook.stamp", []byte(`{"stage":"before"}`), 10*time.Second); err != nil || string(m.Data) != `{"action":"pass"}` {
+		t.Fatalf("worker asks the hook: %v %v", m, err)
 	}
 	for _, nc := range []*nats.Conn{wnc, anc, admin, pnc, tnc} {
 		if err := nc.LastError(); err != nil {

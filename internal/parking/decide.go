@@ -146,7 +146,11 @@ func (m *Manager) handleDecision(ctx context.Context, msg fate.Message, resume R
 		if err != nil {
 			return fate.Retry(time.Second, fmt.Errorf("load parked call %s: %w", d.CallID, err))
 		}
-		if err := m.fits(p, d, signer); err != nil {
+		err = m.fits(p, d, signer)
+		if err == nil {
+			err = m.fitsEdit(ctx, p, d) // approve with changes (edit.go)
+		}
+		if err != nil {
 			if errors.Is(err, ErrAlreadyDecided) || errors.Is(err, ErrDuplicateApprover) {
 				m.log.Info("decision changes nothing", "call_id", d.CallID, "approver", d.Approver, "reason", err)
 			}
@@ -305,6 +309,9 @@ func (m *Manager) apply(p *Parked, d *approval.Decision) bool {
 			o.Amendments[i].CreatedBy = o.Approvers
 		}
 		o.Comment = strings.Join(comments, "; ")
+		if d.Edited() {
+			o.EditedArguments, o.EditedArgsSHA256 = d.EditedArguments, d.EditedArgsSHA256
+		}
 	case approval.Rejected:
 		o.Approvers, o.Reason, o.Comment = []string{d.Approver}, d.Reason, d.Comment
 	case approval.Answered:
@@ -535,6 +542,11 @@ func (m *Manager) verifyOutcome(ctx context.Context, p *Parked) (Outcome, error)
 			return out, fmt.Errorf("%w: %d distinct signed approvals, %d needed", ErrTampered, len(who), p.Threshold())
 		}
 		out.Approvers = who
+		edited, editedHash, err := verifyEdits(p) // approve with changes (edit.go)
+		if err != nil {
+			return out, err
+		}
+		out.EditedArguments, out.EditedArgsSHA256 = edited, editedHash
 	case approval.Answered:
 		if out.DefaultAnswer && p.Final == nil {
 			// No one signed a default answer: it must be the one the

@@ -60,6 +60,9 @@ type Options struct {
 	MaxResumes int
 	// DecisionAckWait is the decisions consumer's ack wait; default 30s.
 	DecisionAckWait time.Duration
+	// EditJudge judges the arguments of an approval with changes before it
+	// counts (schema and policy, see EditJudge); nil refuses every edit.
+	EditJudge EditJudge
 	// Logger receives the manager's logs; default slog.Default().
 	Logger *slog.Logger
 }

@@ -80,6 +80,12 @@ type Outcome struct {
 	DefaultAnswer bool `json:"default_answer,omitempty"`
 	// Amendments are the "always allow" amendments stored with the approval.
 	Amendments []approval.Amendment `json:"amendments,omitempty"`
+	// EditedArguments are the arguments the approvers changed the call to
+	// (approve with changes), which it runs with; nil runs it as parked.
+	EditedArguments json.RawMessage `json:"edited_arguments,omitempty"`
+	// EditedArgsSHA256 is the approval hash (approval.ArgsHash) of
+	// EditedArguments, which the approvals signed.
+	EditedArgsSHA256 string `json:"edited_args_sha256,omitempty"`
 	// DecidedAt is when the outcome became final.
 	DecidedAt time.Time `json:"decided_at"`
 }
@@ -91,7 +97,11 @@ func (o Outcome) Audit() *events.ApprovalAudit {
 		c = strings.TrimSpace(o.Reason + "; " + c)
 		c = strings.TrimSuffix(c, ";")
 	}
-	return &events.ApprovalAudit{Outcome: string(o.Status), Approvers: o.Approvers, Comment: c, DecidedAt: o.DecidedAt}
+	a := &events.ApprovalAudit{Outcome: string(o.Status), Approvers: o.Approvers, Comment: c, DecidedAt: o.DecidedAt}
+	if len(o.EditedArguments) > 0 {
+		a.EditedArguments, a.EditedArgsSHA256 = o.EditedArguments, o.EditedArgsSHA256
+	}
+	return a
 }
 
 // Parked is a call waiting for people, as stored in the approvals bucket

@@ -2,7 +2,6 @@ package toolctl
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/toolgate/toolgate/pkg/events"
 )
-
-var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 func exec(agent, id, tool, session, parent string, at int, status events.Status) events.AuditData {
 	return events.AuditData{Kind: events.AuditExecution, Agent: agent, CallID: id, Tool: tool, SessionID: session,

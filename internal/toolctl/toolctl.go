@@ -68,10 +68,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		{"tools", "list the tools the workers offer", cmdTools},
 		{"events", "print results, domain and audit events (--follow to keep going)", cmdEvents},
 		{"audit", "print the audit trail: decisions and executions [--follow] [--agent A] [--tool T] [--since D]", cmdAudit},
+		{"cancel", "CALL_ID: cancel a call of the agent, queued, parked or running", cmdCancel},
+		{"budgets", "budget usage against the policy's limits [--agent A] [--session S]", cmdBudgets},
 		{"session", "ID: a session's calls as a tree, each task call with its sub-agent's calls [--since D] [--json]", cmdSession},
 		{"policy", "check | lint | default | push FILE | amendments: the policy gate", cmdPolicy},
 		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals},
-		{"creds", "agent|approver|admin|worker|tool NAME [--out FILE]: mint a NATS .creds file", cmdCreds},
+		{"creds", "agent|approver|admin|worker|tool|hook NAME [--out FILE]: mint a NATS .creds file", cmdCreds},
 		{"nats-config", "--out DIR: auth.conf for every nats-server node, and worker/approver/admin creds", cmdNATSConfig},
 		{"mcp", "serve the tools as an MCP server on stdio (an agent's mcpServers entry runs this)", cmdMCP},
 		{"hook", "claude | codex | serve: judge an agent's own tool calls by the policy (PreToolUse hooks)", cmdHook},
@@ -119,7 +121,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 	// path=x --nats URL`. policy check and audit have an --agent of
 	// their own (the agent judged, the agent whose calls are shown).
 	var own []string
-	if name == "policy" && fs.NArg() > 1 && fs.Arg(1) == "check" || name == "audit" {
+	if name == "policy" && fs.NArg() > 1 && fs.Arg(1) == "check" || name == "audit" || name == "budgets" {
 		own = []string{"agent"}
 	}
 	rest, err := takeGlobals(fs, fs.Args()[1:], own...)
@@ -231,8 +233,9 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 	timeout := fs.Duration("timeout", 0, "tool timeout (default: the tool's)")
 	wait := fs.Duration("wait", 15*time.Minute, "how long to wait for the result")
 	full := fs.Bool("result", false, "print the whole result as JSON")
+	follow := fs.Bool("follow", false, "print the call's progress (partial output) as it arrives, then the result")
 	fs.Usage = func() {
-		fmt.Fprintln(env.Stderr, "usage: toolctl call TOOL [key=value | key:=json ...] [flags]\n       toolctl call TOOL --json '{...}' [flags]\nflags may come before or after the tool; -- ends them")
+		fmt.Fprintln(env.Stderr, "usage: toolctl call TOOL [key=value | key:=json ...] [flags]\n       toolctl call TOOL --json '{...}' [flags]\n       toolctl call TOOL ... --follow (print progress as it arrives)\nflags may come before or after the tool; -- ends them")
 		fs.PrintDefaults()
 	}
 	words, err := parseFlags(fs, args)
@@ -280,6 +283,11 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 	if *timeout > 0 {
 		opts = append(opts, client.WithTimeout(*timeout))
 	}
+	var f *follower
+	if *follow {
+		f = newFollower(env.Stdout, env.Stderr) // follow.go
+		opts = append(opts, client.OnProgress(f.progress))
+	}
 	wctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
 	traced, endTrace := traceCall(ctx, env, tool)
@@ -294,10 +302,18 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 	// A denied call ran nothing: its only output is the gate's reason,
 	// said once, on stderr.
 	denied := res.Status == events.StatusDenied && res.Decision != nil && res.Decision.Reason != ""
+	if f != nil {
+		f.newline()
+	}
 	if *full {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Fprintln(env.Stdout, string(b))
+	} else if f != nil && f.complete(res) {
+		// The stream carried the whole output: it is on the screen.
 	} else if !denied {
+		if f != nil && f.lastSeq > 0 {
+			fmt.Fprintln(env.Stderr, "toolctl: the stream did not carry the whole output; the result's output:")
+		}
 		fmt.Fprint(env.Stdout, res.Output)
 		if res.Output != "" && !strings.HasSuffix(res.Output, "\n") {
 			fmt.Fprintln(env.Stdout)

@@ -38,13 +38,15 @@ func (w *Worker) Resume(ctx context.Context, p *parking.Parked, o parking.Outcom
 	if e, err := w.calls.Get(ctx, key); err == nil {
 		var rec record
 		if json.Unmarshal(e.Value(), &rec) == nil && rec.State == stateDone && rec.Result != nil {
-			return w.finish(in, key, *rec.Result, o.Audit(), nil) // ran; only its result is missing
+			a := o.Audit()
+			return w.finish(withEdits(in, p, o, a), key, *rec.Result, a, nil) // ran; only its result is missing
 		}
 	}
 	ctx, done := w.resumeSpan(ctx, in, p.Meta[telemetry.MetaSpan], string(o.Status), o.Approvers)
 	defer done()
 	w.auditPeople(ctx, in, p, o)
 	appr := o.Audit()
+	in = withEdits(in, p, o, appr) // approved with changes: run the edited arguments (edit.go)
 	res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID}
 	d := wireDecision(p.Decision)
 	d.Approvers = o.Approvers
@@ -70,6 +72,12 @@ func (w *Worker) Resume(ctx context.Context, p *parking.Parked, o parking.Outcom
 	case papproval.Expired:
 		res.Status, res.IsError = events.StatusExpired, true
 		res.Output = "expired: no decision before " + p.ExpiresAt.UTC().Format(time.RFC3339)
+		if o.Reason != "" {
+			res.Output += " (" + o.Reason + ")"
+		}
+	case papproval.Cancelled:
+		res.Status, res.IsError = events.StatusCancelled, true
+		res.Output = "cancelled while waiting for approval: the approval request was withdrawn"
 		if o.Reason != "" {
 			res.Output += " (" + o.Reason + ")"
 		}

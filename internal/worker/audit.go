@@ -39,6 +39,7 @@ func (w *Worker) auditExecution(in *events.Call, res events.ResultData, appr *ev
 	a.Kind, a.Status, a.IsError, a.Decision = events.AuditExecution, res.Status, res.IsError, res.Decision
 	a.DurationMS, a.OutputBytes, a.Error, a.Approval = res.DurationMS, len(res.Output), res.Error, appr
 	a.ResultSHA256 = SHA256Hex([]byte(res.Output))
+	a.Hooks = res.Hooks
 	a.Resumed, a.Cached, a.ParentCallID = appr != nil, res.Cached, res.ParentCallID
 	w.countOutcome(context.Background(), &res)
 	agent, tool := tokenOr(in.Agent, "_"), tokenOr(res.Tool, "_")
@@ -121,6 +122,9 @@ func (w *Worker) publishDecision(in *events.Call, p *pendingDecision, hash strin
 func (w *Worker) auditPeople(ctx context.Context, in *events.Call, p *parking.Parked, o parking.Outcome) {
 	a := w.auditData(in, in.Tool, in.Data.SessionID, "")
 	a.Kind, a.DecidedBy, a.Approval = events.AuditDecision, o.Approvers, o.Audit()
+	if len(o.EditedArguments) > 0 {
+		a.Approval.OriginalArgsSHA256 = a.ArgsSHA256
+	}
 	if len(a.DecidedBy) == 0 && o.Status == papproval.Expired {
 		a.DecidedBy = []string{"expiry"}
 	}

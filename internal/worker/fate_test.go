@@ -130,6 +130,21 @@ func TestFateOfEachOutcome(t *testing.T) {
 			}
 		}
 	}
+	// cancelledQueued records id as cancelled before any worker claimed
+	// it, as a cancellation does for a queued call.
+	cancelledQueued := func(id string) func(t *testing.T) {
+		return func(t *testing.T) {
+			rec, _ := json.Marshal(record{State: stateCancelled, Worker: "elsewhere", Started: time.Now(), Heartbeat: time.Now()})
+			if _, err := w.calls.Create(ctx, CallKey("fates", id), rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// cancelledSeen is the mark of a cancellation, as the worker's watch
+	// of the cancels bucket has seen it.
+	cancelledSeen := func(id string) func(t *testing.T) {
+		return func(t *testing.T) { w.cx.mark(CallKey("fates", id)) }
+	}
 
 	tests := []struct {
 		name   string
@@ -161,6 +176,12 @@ func TestFateOfEachOutcome(t *testing.T) {
 		{name: "claimed by a live worker", w: w, before: claimed("f-live", time.Now()), msg: call("f-live", "echo", `{"text":"hi"}`), kind: fate.KindLeave},
 		{name: "claimed by a worker that stopped", w: w, before: claimed("f-dead", time.Now().Add(-time.Hour)),
 			msg: call("f-dead", "echo", `{"text":"hi"}`), kind: fate.KindAck, status: events.StatusInterrupted},
+		{name: "cancelled while queued", w: w, before: cancelledQueued("f-cancel"), msg: call("f-cancel", "echo", `{"text":"hi"}`),
+			kind: fate.KindAck, status: events.StatusCancelled},
+		{name: "cancellation seen before the claim", w: w, before: cancelledSeen("f-cancel-seen"),
+			msg: call("f-cancel-seen", "echo", `{"text":"hi"}`), kind: fate.KindAck, status: events.StatusCancelled},
+		{name: "cancellation seen, would have been parked", w: w, before: cancelledSeen("f-cancel-ask"),
+			msg: call("f-cancel-ask", "echo", `{"text":"ask"}`), kind: fate.KindAck, status: events.StatusCancelled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -28,12 +29,31 @@ func outcome(c *tools.Call, out *tools.Output, err error, shuttingDown bool) eve
 	if c.Decision != nil {
 		r.Decision = wireDecision(*c.Decision)
 	}
+	for _, h := range c.Hooks {
+		r.Hooks = append(r.Hooks, events.HookChange(h))
+	}
 	var (
 		pk *tools.Parked
 		pe *tools.PolicyError
 		ae *tools.ArgumentError
 	)
+	var be interface {
+		Data(callID, worker string) events.BudgetExceededData
+	}
 	switch {
+	case errors.Is(err, tools.ErrCancelled):
+		r.Status, r.IsError = events.StatusCancelled, true
+		r.Output = appendLine(r.Output, err.Error())
+	case errors.Is(err, tools.ErrBudgetExceeded):
+		r.Status, r.IsError, r.Error = events.StatusError, true, events.CodeBudgetExceeded
+		r.Output = err.Error()
+		if errors.As(err, &be) {
+			d := be.Data(c.ID, "")
+			r.Metadata = map[string]any{"budget": d.Budget, "limit": d.Limit, "max": d.Max, "used": d.Used}
+			if d.ResetsAt != nil {
+				r.Metadata["resets_at"] = d.ResetsAt.Format(time.RFC3339)
+			}
+		}
 	case err == nil && r.IsError:
 		r.Status = events.StatusError
 	case err == nil:

@@ -56,6 +56,7 @@ func (w *Worker) park(in *events.Call, next tools.Handler) tools.Handler {
 			w.log.Error("park failed", "call_id", in.ID, "err", perr)
 			return nil, fmt.Errorf("%w: %w", errParkFailed, perr)
 		}
+		w.cx.afterPark(ctx, in) // a cancellation that came while it was parked
 		return nil, pk
 	})
 }

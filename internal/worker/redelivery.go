@@ -41,6 +41,13 @@ func (w *Worker) duplicate(msg callMsg, in *events.Call, key string) fate.Fate {
 		}
 		return fate.Ack()
 	}
+	if rec.State == stateCancelled {
+		// Cancelled before any worker claimed it (cancel.go).
+		if err := w.publish(in, w.cancelledDuplicate(in), true, nil); err != nil {
+			return fate.Leave("cancelled result not published; the next redelivery tries again")
+		}
+		return fate.Ack()
+	}
 	if rec.State == stateParked {
 		// Parked, but its pending result was never stored: say it again.
 		w.publishResult(in, events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID,

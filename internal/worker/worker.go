@@ -116,6 +116,7 @@ type Worker struct {
 	stopping atomic.Bool
 	bound    atomic.Bool // the consumer is open: ready for calls
 	obs      *observer   // spans, metrics, audit publishing (telemetry.go, audit.go)
+	cx       *canceller  // cancellation of calls (cancel.go)
 
 	execCtx    context.Context
 	execCancel context.CancelFunc
@@ -137,7 +138,9 @@ type Worker struct {
 // New returns a worker over nc running calls through p.
 func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
 	cfg = cfg.withDefaults()
-	w := &Worker{cfg: cfg, nc: nc, pipe: p, handler: p.Handler(), log: cfg.Logger.With("worker", cfg.Name)}
+	w := &Worker{cfg: cfg, nc: nc, pipe: p, log: cfg.Logger.With("worker", cfg.Name)}
+	w.cx = newCanceller(w)
+	w.handler = w.cx.wrap(p.Handler())
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(w.asyncFailed),
 		jetstream.WithPublishAsyncTimeout(cfg.publishTimeout))
 	if err != nil {
@@ -175,6 +178,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.results, err = w.js.Stream(ctx, bus.StreamResults); err != nil {
 		return fmt.Errorf("open stream %s: %w", bus.StreamResults, err)
 	}
+	stopCancels, err := w.cx.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopCancels()
 	w.announce(ctx)
 	sub, err := w.nc.QueueSubscribe(events.SubjectToolsList, "workers", w.listTools)
 	if err != nil {

@@ -60,6 +60,9 @@ const (
 	Rejected Status = "rejected"
 	Answered Status = "answered"
 	Expired  Status = "expired"
+	// Cancelled: the calling agent cancelled the call while it waited;
+	// its approval request is withdrawn.
+	Cancelled Status = "cancelled"
 )
 
 // Final reports whether no decision changes s any more.
@@ -126,6 +129,15 @@ type Decision struct {
 	// AlwaysAllow, on an approval, asks for an amendment that allows calls
 	// like this one from now on.
 	AlwaysAllow *Amendment `json:"always_allow,omitempty"`
+	// EditedArguments, on an approval, are the arguments the person
+	// changed the call to ("approve with changes"), in canonical JSON: the
+	// call runs with them instead of the parked ones. ArgsSHA256 still
+	// names the parked call the person saw.
+	EditedArguments json.RawMessage `json:"edited_arguments,omitempty"`
+	// EditedArgsSHA256 is ArgsHash(agent, tool, EditedArguments): a worker
+	// hashes the edited arguments again and refuses the decision when they
+	// do not match. Set exactly when EditedArguments is.
+	EditedArgsSHA256 string `json:"edited_args_sha256,omitempty"`
 	// DecidedAt is when the person decided.
 	DecidedAt time.Time `json:"decided_at"`
 	// PublicKey is the signer's nkey public key (U...).
@@ -152,7 +164,7 @@ func (d *Decision) Validate() error {
 	if err := events.ValidToken(d.CallID); err != nil {
 		return bad("call_id: %v", err)
 	}
-	if len(d.ArgsSHA256) != 64 || strings.Trim(d.ArgsSHA256, "0123456789abcdef") != "" {
+	if !isHash(d.ArgsSHA256) {
 		return bad("args_sha256: %q is not 64 lowercase hex digits", d.ArgsSHA256)
 	}
 	if strings.TrimSpace(d.Approver) == "" {
@@ -173,6 +185,9 @@ func (d *Decision) Validate() error {
 	}
 	if d.AlwaysAllow != nil && d.Outcome != Approve {
 		return bad("always_allow: only an approval can carry one")
+	}
+	if err := d.validateEdit(); err != nil {
+		return bad("%v", err)
 	}
 	if d.DecidedAt.IsZero() {
 		return bad("decided_at: missing")

@@ -97,6 +97,10 @@ type callOpts struct {
 	onPending  func(events.ResultData)
 	onProgress func(events.ProgressData)
 
+	// cancelOnDone: the call was published by Call, which cancels it
+	// when its ctx is cancelled.
+	cancelOnDone bool
+
 	// W3C trace context sent with the call (WithTraceContext).
 	traceparent, tracestate string
 }
@@ -137,7 +141,10 @@ func WithParent(taskID string) CallOption { return func(o *callOpts) { o.parent 
 // waiting for the final result.
 func OnPending(fn func(events.ResultData)) CallOption { return func(o *callOpts) { o.onPending = fn } }
 
-// OnProgress receives output chunks streamed while the tool runs.
+// OnProgress receives the progress of the call while the tool runs
+// (partial output, status notes; bounded by the workers in rate and size),
+// in order, from the goroutine of Call or Wait, every chunk before the
+// result. Progress is best effort: the result is authoritative.
 func OnProgress(fn func(events.ProgressData)) CallOption {
 	return func(o *callOpts) { o.onProgress = fn }
 }
@@ -145,6 +152,9 @@ func OnProgress(fn func(events.ProgressData)) CallOption {
 // Call runs tool with args and waits for the final result or ctx. It
 // subscribes to the result subject before publishing, so a fast result is
 // never missed. args may be a Go value, json.RawMessage or []byte.
+// Cancelling ctx cancels the call: the cancellation is published, the
+// call is stopped wherever it is (queued, parked, running), and Call
+// returns ctx's error. A ctx whose deadline passes only stops the waiting.
 func (c *Client) Call(ctx context.Context, tool string, args any, opts ...CallOption) (res *events.ResultData, err error) {
 	o := c.options(opts)
 	if t := c.fromTask(ctx, o); t != nil {
@@ -168,7 +178,38 @@ func (c *Client) Call(ctx context.Context, tool string, args any, opts ...CallOp
 	if err := c.publish(ctx, tool, args, o); err != nil {
 		return nil, err
 	}
+	o.cancelOnDone = true
 	return c.wait(ctx, ch, o)
+}
+
+// Cancel cancels the call id of this agent wherever it is and returns
+// where it was: queued (the worker that takes it answers it cancelled
+// without running it), parked (the approval request is withdrawn), running
+// (its worker stops it; a command's process tree is killed) or finished
+// (nothing is done; Status says how it ended). The cancelled result
+// follows on the call's result subject (Wait). An agent cancels only its
+// own calls.
+func (c *Client) Cancel(ctx context.Context, id string) (*events.CancelReply, error) {
+	if err := events.ValidToken(id); err != nil {
+		return nil, fmt.Errorf("call id: %w", err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+	}
+	m, err := c.nc.RequestWithContext(ctx, events.CancelSubject(c.agent, id), nil)
+	if err != nil {
+		return nil, fmt.Errorf("cancel %s (is a worker running?): %w", id, err)
+	}
+	var r events.CancelReply
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return nil, fmt.Errorf("decode the answer to cancel %s: %w", id, err)
+	}
+	if r.Error != "" {
+		return &r, fmt.Errorf("cancel %s: %s", id, r.Error)
+	}
+	return &r, nil
 }
 
 // Submit publishes a call and returns its id without waiting. Use Wait or
@@ -180,15 +221,23 @@ func (c *Client) Submit(ctx context.Context, tool string, args any, opts ...Call
 }
 
 // Wait waits for the final result of a call submitted earlier, including
-// one that arrived while nobody was listening.
+// one that arrived while nobody was listening; with OnProgress, it hands
+// over the progress published from then on.
 func (c *Client) Wait(ctx context.Context, id string, opts ...CallOption) (*events.ResultData, error) {
 	o := c.options(append(opts, WithID(id)))
-	ch := make(chan *nats.Msg, 64)
+	ch := make(chan *nats.Msg, 4096)
 	sub, err := c.nc.ChanSubscribe(events.ResultSubject(c.agent, id), ch)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to result: %w", err)
 	}
 	defer sub.Unsubscribe()
+	if o.onProgress != nil {
+		ps, err := c.nc.ChanSubscribe(events.ProgressSubject(c.agent, id), ch)
+		if err != nil {
+			return nil, fmt.Errorf("subscribe to progress: %w", err)
+		}
+		defer ps.Unsubscribe()
+	}
 	if r, err := c.Result(ctx, id); err == nil && r.Status.Final() {
 		return r, nil
 	}
@@ -321,6 +370,13 @@ func (c *Client) wait(ctx context.Context, ch <-chan *nats.Msg, o *callOpts) (*e
 			}
 			continue
 		case <-ctx.Done():
+			if o.cancelOnDone && errors.Is(ctx.Err(), context.Canceled) {
+				// Fire and forget: the workers stop the call; its
+				// cancelled result is stored as every result is.
+				if c.nc.Publish(events.CancelSubject(c.agent, o.id), nil) == nil {
+					_ = c.nc.FlushTimeout(2 * time.Second)
+				}
+			}
 			return nil, fmt.Errorf("waiting for result of %s: %w", o.id, ctx.Err())
 		}
 		if m.Subject == progress {

@@ -28,6 +28,7 @@ const (
 	CodeSourceMismatch   = "source_mismatch"
 	CodeInvalidSubject   = "invalid_subject"
 	CodeInternal         = "internal"
+	CodeBudgetExceeded   = "budget_exceeded"
 )
 
 // ErrorCode maps a decoding error to the code put in the error result.

@@ -101,6 +101,9 @@ type ResultData struct {
 	// Cached marks a result served from the result cache: the tool did
 	// not run again (see docs/EVENTS.md, result caching).
 	Cached bool `json:"cached,omitempty"`
+	// Hooks lists what tool hooks changed in the call, in order: its
+	// arguments (before) or its output (after).
+	Hooks []HookChange `json:"hooks,omitempty"`
 }
 
 // ProgressData is the data of a dev.toolgate.call.progress.v1 event: a chunk
@@ -109,7 +112,7 @@ type ResultData struct {
 type ProgressData struct {
 	CallID string `json:"call_id"`
 	Tool   string `json:"tool"`
-	Stream string `json:"stream"` // "stdout" or "stderr"; "task" for a delegated task's progress
+	Stream string `json:"stream"` // "stdout", "stderr", "status" (tools.Stream*) or "task" (a delegated task's progress)
 	Seq    int64  `json:"seq"`
 	Chunk  string `json:"chunk"`
 }
@@ -159,6 +162,11 @@ type AuditData struct {
 	// Cached marks a result served from the result cache (execution
 	// events only): the tool did not run again.
 	Cached bool `json:"cached,omitempty"`
+	// Hooks lists what tool hooks changed in the call, in order: which
+	// hook changed the arguments (their hashes before and after) or the
+	// output (the changed output's hash). ArgsSHA256 stays the hash of
+	// the arguments as the agent sent them.
+	Hooks []HookChange `json:"hooks,omitempty"`
 	// TraceID and SpanID name the span that recorded the event, when the
 	// call carried trace context.
 	TraceID string `json:"trace_id,omitempty"`
@@ -171,6 +179,16 @@ type ApprovalAudit struct {
 	Approvers []string  `json:"approvers,omitempty"`
 	Comment   string    `json:"comment,omitempty"`
 	DecidedAt time.Time `json:"decided_at"`
+	// OriginalArgsSHA256 is the args_sha256 of the arguments the call was
+	// parked with, set when people approved it with changes (the event's
+	// args_sha256 is then the edited arguments').
+	OriginalArgsSHA256 string `json:"original_args_sha256,omitempty"`
+	// EditedArguments are the arguments people changed the call to
+	// (approve with changes); the call ran with them.
+	EditedArguments json.RawMessage `json:"edited_arguments,omitempty"`
+	// EditedArgsSHA256 is the approval hash the approvers signed of the
+	// edited arguments (agent, tool and arguments; see APPROVALS.md).
+	EditedArgsSHA256 string `json:"edited_args_sha256,omitempty"`
 }
 
 // ToolData is the data of tool.registered / tool.unregistered events.

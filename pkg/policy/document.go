@@ -216,6 +216,7 @@ type Policy struct {
 	home     string
 	base     *layer
 	agents   []*overlay
+	budgets  []Budget
 }
 
 // Revision is a short sha256 of the document's bytes: it names the policy
@@ -498,9 +499,11 @@ func (d *decoder) top(n *yaml.Node, p *Policy) {
 			d.str(f.value, f.raw)
 		case "agents":
 			d.agents(f.value, p)
+		case "budgets":
+			d.budgets(f.value, p)
 		default:
 			if !d.layerField(f, p.base, "") {
-				d.errf(f.kn, f.raw, "unknown field (expected version, default, enabled, allow, deny, ask, exec, tools, kinds, constraints, network or agents)")
+				d.errf(f.kn, f.raw, "unknown field (expected version, default, enabled, allow, deny, ask, exec, tools, kinds, constraints, network, agents or budgets)")
 			}
 		}
 	}

@@ -142,6 +142,7 @@ func TestExamplePolicy(t *testing.T) {
 		"blacklist:", "tools:", "default:", "action:", "constraints:", "max_size:", "allowed_paths:",
 		"denied_paths:", "max_results:", "timeout:", "approvers:", "approval_timeout:", "auto_execute:",
 		"kinds:", "agents:",
+		"budgets:", "scope:", "max_calls:", "max_time:", "max_concurrent:", "per:", "per_tool:",
 		// seed 000's and seed 001's names
 		"read_file:", "run_shell:", "search_files:", "[read, write, edit, exec]", "[jq, grep]", "dangerous_tool",
 	} {

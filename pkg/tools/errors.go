@@ -26,6 +26,12 @@ var (
 	ErrDuplicate = errors.New("duplicate tool name")
 	// ErrInvalidTool: a tool definition is unusable (empty name, bad schema).
 	ErrInvalidTool = errors.New("invalid tool definition")
+	// ErrCancelled: the caller cancelled the call; a tool stopped by it
+	// returns an error wrapping it (or the context's).
+	ErrCancelled = errors.New("cancelled by the caller")
+	// ErrBudgetExceeded: a budget the call counts against is spent; the
+	// call did not run.
+	ErrBudgetExceeded = errors.New("budget exceeded")
 )
 
 // UnknownToolError names the tool asked for and the tools available.

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,21 +15,26 @@ import (
 
 // Pipeline runs calls through the fixed order of steps every call takes:
 //
-//	Recover → Resolve → Validate → Gate → Start → Timeout → Bound → tool
+//	Recover → Resolve → Validate → [before hooks → Validate again] → Gate → Start → Bound → [after hooks] → Timeout → tool
 //
 // A step ends a call early by returning an error: a *PolicyError (denied),
 // an *ArgumentError, or a *Parked (the gate asks people first; a tool such
 // as clarify may return one too), which the runner parks.
 //
-// Extra middleware (budgets, hooks) goes between Gate and Timeout through
-// Use. The zero value is not usable; use NewPipeline.
+// Extra middleware (budgets) goes between Gate and Bound through Use; tool
+// hooks go where WithHooks puts them. Bound is outside the after hooks so
+// that they (the redaction of secrets above all) see the whole output, not
+// one cut in the middle of a secret. The zero value is not usable; use
+// NewPipeline.
 type Pipeline struct {
 	reg       *Registry
 	gate      policy.Evaluator
 	workspace string
 	log       *slog.Logger
 	extra     []Middleware
-	handler   Handler // the composed chain, built once
+	before    Middleware // before hooks: may change the arguments
+	after     Middleware // after hooks: may change the output
+	handler   Handler    // the composed chain, built once
 }
 
 // PipelineOption configures a Pipeline.
@@ -43,9 +49,20 @@ func WithWorkspace(dir string) PipelineOption { return func(p *Pipeline) { p.wor
 // WithLogger sets the logger for recovered panics.
 func WithLogger(l *slog.Logger) PipelineOption { return func(p *Pipeline) { p.log = l } }
 
-// Use adds middleware that runs after the gate and before the timeout.
+// Use adds middleware that runs after the gate (and Start) and before
+// Bound, the after hooks and the timeout.
 func Use(mws ...Middleware) PipelineOption {
 	return func(p *Pipeline) { p.extra = append(p.extra, mws...) }
+}
+
+// WithHooks sets the tool hooks (pkg/hooks). before runs once the
+// arguments are validated and before the gate judges them; arguments it
+// changes (Call.Arguments) are validated again, so the gate only ever
+// judges, and the tool only ever runs, arguments that satisfy the schema
+// as they will run. after wraps the tool (inside Bound, outside Timeout):
+// it sees the tool's whole output and may change it. Either may be nil.
+func WithHooks(before, after Middleware) PipelineOption {
+	return func(p *Pipeline) { p.before, p.after = before, after }
 }
 
 // NewPipeline returns a pipeline over reg.
@@ -65,9 +82,17 @@ func (p *Pipeline) Registry() *Registry { return p.reg }
 func (p *Pipeline) Handler() Handler { return p.handler }
 
 func (p *Pipeline) compose() Handler {
-	mws := []Middleware{p.recover, p.resolve, p.validate, p.policy}
+	mws := []Middleware{p.recover, p.resolve, p.validate}
+	if p.before != nil {
+		mws = append(mws, p.before, p.revalidate)
+	}
+	mws = append(mws, p.policy)
 	mws = append(mws, p.extra...)
-	mws = append(mws, timeout, bound)
+	mws = append(mws, bound)
+	if p.after != nil {
+		mws = append(mws, p.after)
+	}
+	mws = append(mws, timeout)
 	return Chain(HandlerFunc(execute), mws...)
 }
 
@@ -109,7 +134,26 @@ func (p *Pipeline) validate(next Handler) Handler {
 		if err != nil {
 			return nil, err
 		}
-		c.Args = args
+		c.Args, c.validated = args, c.Arguments
+		return next.Handle(ctx, c)
+	})
+}
+
+// revalidate validates again arguments the before hooks changed.
+func (p *Pipeline) revalidate(next Handler) Handler {
+	return HandlerFunc(func(ctx context.Context, c *Call) (*Output, error) {
+		if bytes.Equal(c.Arguments, c.validated) {
+			return next.Handle(ctx, c)
+		}
+		e, ok := p.reg.get(c.Tool.Name)
+		if !ok {
+			return nil, &UnknownToolError{Name: c.Name, Available: p.reg.Names()}
+		}
+		args, err := validate(e, c.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("the arguments as hooks changed them: %w", err)
+		}
+		c.Args, c.validated = args, c.Arguments
 		return next.Handle(ctx, c)
 	})
 }
@@ -288,7 +332,7 @@ func Elapsed(start time.Time) int64 { return max(time.Since(start).Milliseconds(
 // IsPipelineError reports whether err is one of the pipeline's own
 // conditions (as opposed to an unexpected failure).
 func IsPipelineError(err error) bool {
-	for _, e := range []error{ErrUnknownTool, ErrInvalidArguments, ErrDenied, ErrApprovalRequired, ErrTimeout, ErrPanic} {
+	for _, e := range []error{ErrUnknownTool, ErrInvalidArguments, ErrDenied, ErrApprovalRequired, ErrTimeout, ErrPanic, ErrCancelled, ErrBudgetExceeded} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -102,7 +102,11 @@ type Call struct {
 	Arguments json.RawMessage
 	// Timeout is the caller's requested timeout; zero means the tool's.
 	Timeout time.Duration
-	// Progress, if set, receives output chunks while the tool runs.
+	// Progress, if set, receives output chunks while the tool runs:
+	// stream is StreamStdout, StreamStderr, StreamStatus (a note on how far
+	// the tool got) or a name of the tool's own. Any tool may call it, from
+	// any goroutine, as often as it likes: ProgressLimit's middleware
+	// coalesces and bounds what is sent, and it never blocks for long.
 	Progress func(stream, chunk string)
 	// Approved marks a call resumed after people approved it: an ask from
 	// the gate no longer parks it, a deny still refuses it.
@@ -140,6 +144,23 @@ type Call struct {
 	// create) and refuse the access when it returns an error. Nil means
 	// no path rules apply.
 	CheckPath func(realPath string) error
+	// Hooks records what tool hooks changed in the call, in order.
+	Hooks []HookChange
+
+	validated json.RawMessage // the arguments Args was validated from
+}
+
+// HookChange records what one tool hook changed in a call: the
+// arguments' hashes before and after (stage before) or the changed
+// output's hash (stage after). It has the fields of events.HookChange,
+// which the worker converts it to.
+type HookChange struct {
+	Hook             string
+	Stage            string
+	ArgsSHA256Before string
+	ArgsSHA256After  string
+	OutputSHA256     string
+	Note             string
 }
 
 // Output is what a tool returns.

@@ -43,8 +43,14 @@ type approvalStack struct {
 // install's approver credentials.
 func startApprovalStack(t *testing.T) *approvalStack {
 	t.Helper()
+	return startApprovalStackWith(t, askWrites)
+}
+
+// startApprovalStackWith is startApprovalStack with the policy policyDoc.
+func startApprovalStackWith(t *testing.T, policyDoc string) *approvalStack {
+	t.Helper()
 	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	writeFile(t, pol, askWrites)
+	writeFile(t, pol, policyDoc)
 	w := startProcess(t, newWorkspace(t), func(o *daemon.Options) { o.PolicyFile = pol })
 	in, err := identity.LoadInstall()
 	if err != nil {

@@ -10,6 +10,7 @@
   let offset = 0; // server time minus local time, ms
   let snapshot = { pending: [], history: [] };
   const drafts = {}; // call id → typed text, kept across re-renders
+  const edits = {}; // call id → { open, text }: the arguments editor, kept across re-renders
 
   function el(tag, attrs, ...kids) {
     const e = document.createElement(tag);
@@ -175,6 +176,81 @@
     }
   }
 
+  // sorted returns v with object keys sorted, so two versions of the
+  // arguments line up in a diff whatever order their keys came in.
+  function sorted(v) {
+    if (Array.isArray(v)) return v.map(sorted);
+    if (v === null || typeof v !== "object") return v;
+    const o = {};
+    for (const k of Object.keys(v).sort()) o[k] = sorted(v[k]);
+    return o;
+  }
+
+  function pretty(v) { return JSON.stringify(sorted(v), null, 2); }
+
+  // lineDiff is the line diff of a against b (longest common subsequence)
+  // as unified-diff lines: " " kept, "-" removed, "+" added.
+  function lineDiff(a, b) {
+    const n = a.length, m = b.length;
+    if (n * m > 4000000) return a.map(l => "-" + l).concat(b.map(l => "+" + l));
+    const L = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
+    for (let i = n - 1; i >= 0; i--)
+      for (let j = m - 1; j >= 0; j--)
+        L[i][j] = a[i] === b[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+    const out = [];
+    let i = 0, j = 0;
+    while (i < n && j < m) {
+      if (a[i] === b[j]) { out.push(" " + a[i]); i++; j++; }
+      else if (L[i + 1][j] >= L[i][j + 1]) out.push("-" + a[i++]);
+      else out.push("+" + b[j++]);
+    }
+    while (i < n) out.push("-" + a[i++]);
+    while (j < m) out.push("+" + b[j++]);
+    return out;
+  }
+
+  // checkEdit reads the editor's text: the arguments it holds, or what is
+  // wrong with it, and the diff against the parked arguments.
+  function checkEdit(v, text) {
+    let args;
+    try { args = JSON.parse(text); } catch (e) { return { error: "not valid JSON: " + e.message }; }
+    if (args === null || typeof args !== "object" || Array.isArray(args)) return { error: "the arguments must be a JSON object" };
+    const before = pretty(v.arguments), after = pretty(args);
+    if (before === after) return { error: "no change: edit the arguments, or use Approve" };
+    return { args, diff: "--- arguments as parked\n+++ arguments as approved\n" + lineDiff(before.split("\n"), after.split("\n")).join("\n") + "\n" };
+  }
+
+  // editView is the "edit arguments" box of a parked call: a JSON editor
+  // checked as one types, the diff against the parked arguments, and
+  // Approve with changes, enabled only for valid, changed arguments.
+  function editView(v, comment, msg, buttons) {
+    const st = edits[v.call_id] || (edits[v.call_id] = { open: false, text: pretty(v.arguments) });
+    const area = el("textarea", { class: "edit-args", rows: String(Math.min(16, st.text.split("\n").length + 1)), spellcheck: "false", "aria-label": "edited arguments (JSON)" });
+    area.value = st.text;
+    const status = el("div", { class: "edit-status msg" });
+    const preview = el("div", { class: "edit-diff" });
+    const go = el("button", { class: "approve", type: "button", "data-action": "approve-edit" }, "Approve with changes");
+    const update = () => {
+      st.text = area.value;
+      const r = checkEdit(v, area.value);
+      go.disabled = !!r.error;
+      status.className = "edit-status msg" + (r.error ? " err" : "");
+      status.textContent = r.error || "the call will run with these arguments, judged again by the policy:";
+      preview.replaceChildren(...(r.diff ? [diffView(r.diff)] : []));
+    };
+    area.addEventListener("input", update);
+    go.addEventListener("click", () => {
+      const r = checkEdit(v, area.value);
+      if (r.error) { update(); return; }
+      decide(v.call_id, "approve", { comment: comment.value, arguments: r.args }, msg, buttons.concat([go]));
+    });
+    update();
+    const box = el("details", { class: "edit", open: st.open },
+      el("summary", {}, "Edit arguments"), area, status, preview, el("div", { class: "actions" }, go));
+    box.addEventListener("toggle", () => { st.open = box.open; });
+    return box;
+  }
+
   function card(v) {
     const q = v.question;
     const dl = el("dl", { class: "meta" });
@@ -231,18 +307,26 @@
       dl,
       argsView(v),
       v.diff ? diffView(v.diff) : null,
+      q ? null : editView(v, text, msg, buttons),
       q && q.default_answer ? el("p", { class: "msg" }, "default answer on timeout: " + q.default_answer) : null,
       acts);
   }
 
   function render() {
-    const focused = document.activeElement && document.activeElement.closest && document.activeElement.closest(".card");
+    const active = document.activeElement;
+    const focused = active && active.closest && active.closest(".card");
     const focusID = focused ? focused.getAttribute("data-call-id") : null;
+    const focusTag = active && active.tagName === "TEXTAREA" ? "textarea" : "input";
+    const caret = active && typeof active.selectionStart === "number" ? active.selectionStart : null;
     countEl.textContent = snapshot.pending.length;
     pendingEl.replaceChildren(...(snapshot.pending.length ? snapshot.pending.map(card) : [el("p", { class: "empty" }, "Nothing waits for a decision.")]));
     if (focusID) {
-      const input = pendingEl.querySelector('[data-call-id="' + CSS.escape(focusID) + '"] input');
-      if (input) { input.focus(); input.setSelectionRange(input.value.length, input.value.length); }
+      const input = pendingEl.querySelector('[data-call-id="' + CSS.escape(focusID) + '"] ' + focusTag);
+      if (input) {
+        const at = caret === null ? input.value.length : Math.min(caret, input.value.length);
+        input.focus();
+        input.setSelectionRange(at, at);
+      }
     }
     if (!snapshot.history.length) {
       histEl.replaceChildren(el("tr", {}, el("td", { colspan: "7", class: "empty" }, "No decisions yet.")));
@@ -254,7 +338,8 @@
         el("td", {}, v.call_id), el("td", {}, v.agent), el("td", {}, v.tool),
         el("td", { class: "status" }, o.default_answer ? "answered (default)" : v.status),
         el("td", {}, (o.approvers || []).join(", ")),
-        el("td", {}, o.answer ? "answer: " + o.answer : (o.reason || o.comment || "")),
+        el("td", {}, o.answer ? "answer: " + o.answer : (o.reason || o.comment || ""),
+          o.edited_arguments ? el("div", { class: "edited" }, "with changes: ", el("code", {}, JSON.stringify(o.edited_arguments))) : null),
         el("td", { class: "when" }, o.decided_at ? timeEl(o.decided_at) : ""));
     }));
   }

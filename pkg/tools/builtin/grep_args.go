@@ -65,7 +65,14 @@ type grepOptions struct {
 	maxStored     int // bytes of content lines kept before giving up on more
 	// offset and headLimit page through the entries of the output.
 	offset, headLimit int64
+	// progress, when set, is told how far the search got (files
+	// searched, files matched) every grepProgressFiles files.
+	progress func(stream, chunk string)
 }
+
+// grepProgressFiles is how many files a search reports progress after;
+// the pipeline bounds how often it is sent.
+const grepProgressFiles = 1000
 
 type globFilter struct {
 	pattern  string
@@ -77,7 +84,8 @@ type globFilter struct {
 // the path to search; an argument that cannot be used gives the failure
 // to return instead.
 func (s *set) grepArgs(c *tools.Call) (grepOptions, string, *tools.Output) {
-	o := grepOptions{mode: modeFiles, lineNumbers: true, maxSize: s.cfg.MaxReadSize, maxLine: s.cfg.MaxLineLength, maxStored: 16 << 20}
+	o := grepOptions{mode: modeFiles, lineNumbers: true, maxSize: s.cfg.MaxReadSize, maxLine: s.cfg.MaxLineLength, maxStored: 16 << 20,
+		progress: c.Progress}
 	o.pattern, _ = argString(c.Args, "pattern")
 	base, _ := argString(c.Args, "path")
 	if base == "" {

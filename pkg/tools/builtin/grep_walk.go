@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"path"
 	"runtime"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 
+	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/workspace"
 )
 
@@ -76,7 +78,14 @@ func (s *set) search(ctx context.Context, base string, opts workspace.WalkOption
 					stored += n
 					results = append(results, r)
 				}
+				note := ""
+				if o.progress != nil && r.skipped == "" && st.searched%grepProgressFiles == 0 {
+					note = fmt.Sprintf("searched %d files, %d with matches\n", st.searched, len(results))
+				}
 				mu.Unlock()
+				if note != "" {
+					o.progress(tools.StreamStatus, note)
+				}
 			}
 		}()
 	}

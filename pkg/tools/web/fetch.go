@@ -115,7 +115,7 @@ func (f *fetcher) fetch(ctx context.Context, c *tools.Call) (*tools.Output, erro
 	}
 	progress := func(format string, args ...any) {
 		if c.Progress != nil {
-			c.Progress("stderr", fmt.Sprintf(format, args...)+"\n")
+			c.Progress(tools.StreamStatus, fmt.Sprintf(format, args...)+"\n")
 		}
 	}
 	cause := fmt.Errorf("%w: web_fetch ran past its timeout of %s", tools.ErrTimeout, timeout)

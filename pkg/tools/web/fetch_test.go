@@ -261,7 +261,7 @@ func TestFetchBoundsAndProgress(t *testing.T) {
 	mu.Lock()
 	all := strings.Join(lines, "")
 	mu.Unlock()
-	for _, w := range []string{"stderr: GET http://docs.test:", "stderr: 200 OK text/plain, ", "stderr: read 2", "stderr: read 5"} {
+	for _, w := range []string{"status: GET http://docs.test:", "status: 200 OK text/plain, ", "status: read 2", "status: read 5"} {
 		if !strings.Contains(all, w) {
 			t.Errorf("progress lacks %q: %s", w, all)
 		}

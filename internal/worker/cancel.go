@@ -1,0 +1,369 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/parking"
+	papproval "github.com/toolgate/toolgate/pkg/approval"
+	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/tools"
+)
+
+// Withdrawer is what a Parker may also do: withdraw a parked call its
+// agent cancelled. It returns approval.Cancelled when it withdrew the
+// call, the final status the call already had otherwise, and an error
+// wrapping parking.ErrNotFound when no call of agent is parked under id.
+type Withdrawer interface {
+	Withdraw(ctx context.Context, callID, agent, reason string) (papproval.Status, error)
+}
+
+// Withdraw withdraws a parked call its agent cancelled.
+func (mp ManagerParker) Withdraw(ctx context.Context, callID, agent, reason string) (papproval.Status, error) {
+	return mp.M.Withdraw(ctx, callID, agent, reason)
+}
+
+var _ Withdrawer = ManagerParker{}
+
+// cancelMark is what the cancels bucket holds under a cancelled call's
+// key.
+type cancelMark struct {
+	Agent  string    `json:"agent"`
+	CallID string    `json:"call_id"`
+	Worker string    `json:"worker"` // the worker that recorded it
+	At     time.Time `json:"at"`
+}
+
+// stateCancelled is the calls-bucket record of a call cancelled before
+// any worker claimed it: the claim of the worker that takes it fails, and
+// that worker answers it cancelled (cancelledDuplicate).
+const stateCancelled = "cancelled"
+
+// canceller stops calls their agents cancel, wherever they are. A
+// cancellation (toolgate.cancel.<agent>.<call id>, answered by one worker
+// of the queue group) records a mark under the call's key in the cancels
+// bucket, withdraws a parked call, and then creates the call's record in
+// the calls bucket with state cancelled: when that succeeds, no worker had
+// claimed the call, and the claim of the one that takes it will fail, so
+// it answers the call cancelled without running it. Every worker watches
+// the cancels bucket (all of it, then its changes) into a local set, and
+// registers every call before looking the set up: so a call claimed
+// before the cancellation either finds the mark when it is registered or
+// is registered when the mark arrives, and its context is cancelled (bash
+// kills the command's whole process tree). No call waits on the bucket:
+// the look-up is local. A worker that parks a call looks the set up after
+// parking, so a cancellation racing the park is not lost.
+type canceller struct {
+	w  *Worker
+	kv jetstream.KeyValue
+
+	mu sync.Mutex
+	// running are the calls running here by call key; a key may have more
+	// than one entry while a duplicate delivery is being turned away.
+	running map[string]map[*runningCall]bool
+	// marks are the call keys marked cancelled, as the watch has seen
+	// them, with when they were seen; entries past the bucket's TTL go.
+	marks map[string]time.Time
+	sem   chan struct{} // bounds requests handled at once
+}
+
+type runningCall struct {
+	cancel context.CancelCauseFunc
+}
+
+func newCanceller(w *Worker) *canceller {
+	return &canceller{w: w, running: map[string]map[*runningCall]bool{}, marks: map[string]time.Time{}, sem: make(chan struct{}, 64)}
+}
+
+// cancelledError is the error of a call its agent cancelled.
+func cancelledError(where string) error {
+	return fmt.Errorf("%w %s", tools.ErrCancelled, where)
+}
+
+// start opens the cancels bucket, watches it and answers cancellation
+// requests until ctx ends; stop ends the subscription.
+func (cx *canceller) start(ctx context.Context) (stop func(), err error) {
+	if cx.kv, err = cx.w.js.KeyValue(ctx, bus.BucketCancels); err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", bus.BucketCancels, err)
+	}
+	ready := make(chan struct{})
+	wctx, cancel := context.WithCancel(ctx)
+	go cx.watch(wctx, ready)
+	select {
+	case <-ready:
+	case <-ctx.Done():
+	}
+	sub, err := cx.w.nc.QueueSubscribe(events.SubjectCancels, "workers", func(m *nats.Msg) {
+		// Past the bound, requests wait in the subscription's buffer:
+		// a cancellation without a reply subject must not be dropped.
+		cx.sem <- struct{}{}
+		go func() { defer func() { <-cx.sem }(); cx.serve(m) }()
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("subscribe %s: %w", events.SubjectCancels, err)
+	}
+	return func() { _ = sub.Unsubscribe(); cancel() }, nil
+}
+
+// watch keeps the set of marked keys and cancels the calls running here
+// whose key is marked, re-opening the watch whenever it ends, until ctx
+// does. ready is closed once the first watch has delivered the marks
+// already in the bucket.
+func (cx *canceller) watch(ctx context.Context, ready chan struct{}) {
+	var once sync.Once
+	defer once.Do(func() { close(ready) })
+	for ctx.Err() == nil {
+		kw, err := cx.kv.WatchAll(ctx)
+		if err != nil {
+			cx.w.log.Debug("watch cancels", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			continue
+		}
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				break loop
+			case e, ok := <-kw.Updates():
+				if !ok {
+					break loop
+				}
+				if e == nil { // the marks already stored are all in
+					once.Do(func() { close(ready) })
+					continue
+				}
+				if e.Operation() == jetstream.KeyValuePut {
+					cx.mark(e.Key())
+					cx.stopRunning(e.Key())
+				}
+			}
+		}
+		_ = kw.Stop()
+	}
+}
+
+// stopRunning cancels the call of key if it runs here.
+func (cx *canceller) stopRunning(key string) bool {
+	cx.mu.Lock()
+	var rcs []*runningCall
+	for rc := range cx.running[key] {
+		rcs = append(rcs, rc)
+	}
+	cx.mu.Unlock()
+	if len(rcs) == 0 {
+		return false
+	}
+	cx.w.log.Info("cancelling running call", "call_key", key)
+	for _, rc := range rcs {
+		rc.cancel(cancelledError("while it ran"))
+	}
+	return true
+}
+
+// markTTL is how long a mark is kept in the local set: the cancels
+// bucket's TTL (bus.Config.CallRecordTTL's default).
+const markTTL = 24 * time.Hour
+
+// mark adds key to the set of marked keys.
+func (cx *canceller) mark(key string) {
+	now := time.Now()
+	cx.mu.Lock()
+	defer cx.mu.Unlock()
+	cx.marks[key] = now
+	if len(cx.marks)%1024 == 0 {
+		for k, t := range cx.marks {
+			if now.Sub(t) > markTTL {
+				delete(cx.marks, k)
+			}
+		}
+	}
+}
+
+// marked reports whether key is marked cancelled, as far as the watch has
+// seen.
+func (cx *canceller) marked(key string) bool {
+	cx.mu.Lock()
+	defer cx.mu.Unlock()
+	_, ok := cx.marks[key]
+	return ok
+}
+
+// wrap registers every call while it runs through h, and answers a call
+// marked cancelled before it runs: when it comes, before its claim is
+// taken (Start), and, for a call that ends before running (denied,
+// parked), when it ends.
+func (cx *canceller) wrap(h tools.Handler) tools.Handler {
+	return tools.HandlerFunc(func(ctx context.Context, c *tools.Call) (*tools.Output, error) {
+		key := CallKey(c.Agent, c.ID)
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		rc := &runningCall{cancel: cancel}
+		cx.mu.Lock()
+		if cx.running[key] == nil {
+			cx.running[key] = map[*runningCall]bool{}
+		}
+		cx.running[key][rc] = true
+		cx.mu.Unlock()
+		defer func() {
+			cx.mu.Lock()
+			delete(cx.running[key], rc)
+			if len(cx.running[key]) == 0 {
+				delete(cx.running, key)
+			}
+			cx.mu.Unlock()
+		}()
+		if cx.marked(key) {
+			return nil, cancelledError("before it ran")
+		}
+		started := c.Start == nil // a resumed call: it runs now
+		if start := c.Start; start != nil {
+			c.Start = func(sctx context.Context) error {
+				if cx.marked(key) {
+					return cancelledError("before it ran")
+				}
+				if err := start(sctx); err != nil {
+					return err
+				}
+				started = true
+				return nil
+			}
+		}
+		out, err := h.Handle(ctx, c)
+		if !started && !errors.Is(err, tools.ErrCancelled) && cx.marked(key) {
+			// Refused or parked before it ran: the cancellation wins, and
+			// nothing is parked.
+			return nil, cancelledError("before it ran")
+		}
+		if err != nil && !errors.Is(err, tools.ErrCancelled) && errors.Is(context.Cause(ctx), tools.ErrCancelled) {
+			err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+		}
+		return out, err
+	})
+}
+
+// afterPark withdraws a call just parked when its cancellation came
+// while it was being parked.
+func (cx *canceller) afterPark(ctx context.Context, in *events.Call) {
+	if !cx.marked(CallKey(in.Agent, in.ID)) {
+		return
+	}
+	if wd, ok := cx.w.cfg.Parker.(Withdrawer); ok {
+		if _, err := wd.Withdraw(ctx, in.ID, in.Agent, "cancelled by the agent while it was being parked"); err != nil {
+			cx.w.log.Warn("withdraw cancelled call", "call_id", in.ID, "err", err)
+		}
+	}
+}
+
+// serve handles one cancellation request: toolgate.cancel.<agent>.<call id>.
+func (cx *canceller) serve(m *nats.Msg) {
+	parts := strings.Split(m.Subject, ".")
+	if len(parts) != 4 || events.ValidToken(parts[2]) != nil || events.ValidToken(parts[3]) != nil {
+		cx.respond(m, events.CancelReply{Error: fmt.Sprintf("subject %q is not toolgate.cancel.<agent>.<call id>", m.Subject)})
+		return
+	}
+	agent, id := parts[2], parts[3]
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	r, err := cx.cancel(ctx, agent, id)
+	if err != nil {
+		cx.w.log.Warn("cancel", "call_id", id, "agent", agent, "err", err)
+		r.Error = err.Error()
+		if r.Message == "" {
+			r.Message = "could not cancel call " + id + ": " + err.Error()
+		}
+	}
+	r.CallID, r.Agent = id, agent
+	cx.respond(m, r)
+}
+
+// cancel records the cancellation of agent's call id and says where the
+// call was.
+func (cx *canceller) cancel(ctx context.Context, agent, id string) (events.CancelReply, error) {
+	w := cx.w
+	key := CallKey(agent, id)
+	in := &events.Call{ID: id, Agent: agent}
+	if res, ok := w.storedResult(ctx, in); ok && res.Status.Final() {
+		return events.CancelReply{State: events.CancelFinished, Status: res.Status,
+			Message: fmt.Sprintf("call %s already finished with status %s; nothing to cancel", id, res.Status)}, nil
+	}
+	val, _ := json.Marshal(cancelMark{Agent: agent, CallID: id, Worker: w.cfg.Name, At: time.Now().UTC()})
+	if _, err := cx.kv.Put(ctx, key, val); err != nil {
+		return events.CancelReply{}, fmt.Errorf("record the cancellation: %w", err)
+	}
+	w.log.Info("call cancelled by its agent", "call_id", id, "agent", agent)
+	if wd, ok := w.cfg.Parker.(Withdrawer); ok {
+		st, err := wd.Withdraw(ctx, id, agent, "cancelled by the agent")
+		switch {
+		case err == nil && st == papproval.Cancelled:
+			return events.CancelReply{State: events.CancelParked,
+				Message: fmt.Sprintf("call %s was waiting for approval: the request is withdrawn and the call answered cancelled", id)}, nil
+		case err != nil && !errors.Is(err, parking.ErrNotFound):
+			return events.CancelReply{}, fmt.Errorf("withdraw the parked call: %w", err)
+		}
+	}
+	now := time.Now().UTC()
+	rec, _ := json.Marshal(record{State: stateCancelled, Worker: w.cfg.Name, Started: now, Heartbeat: now})
+	if _, err := w.calls.Create(ctx, key, rec); err == nil {
+		return events.CancelReply{State: events.CancelQueued,
+			Message: fmt.Sprintf("call %s has not started (or agent %s made no call with this id): the worker that takes it answers it cancelled without running it", id, agent)}, nil
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return events.CancelReply{}, fmt.Errorf("record the cancellation in the call's record: %w", err)
+	}
+	e, err := w.calls.Get(ctx, key)
+	if err != nil {
+		return events.CancelReply{}, fmt.Errorf("read the call's record: %w", err)
+	}
+	var cur record
+	_ = json.Unmarshal(e.Value(), &cur)
+	switch cur.State {
+	case stateCancelled:
+		return events.CancelReply{State: events.CancelQueued,
+			Message: fmt.Sprintf("call %s was cancelled before: the worker that takes it answers it cancelled without running it", id)}, nil
+	case stateDone:
+		st := events.StatusError
+		if cur.Result != nil {
+			st = cur.Result.Status
+		}
+		return events.CancelReply{State: events.CancelFinished, Status: st,
+			Message: fmt.Sprintf("call %s already finished with status %s; nothing to cancel", id, st)}, nil
+	}
+	if cur.Worker == w.cfg.Name {
+		cx.stopRunning(key) // the watch does it too; sooner is better
+	}
+	return events.CancelReply{State: events.CancelRunning, Worker: cur.Worker,
+		Message: fmt.Sprintf("call %s is running on worker %s: it is being stopped", id, cur.Worker)}, nil
+}
+
+func (cx *canceller) respond(m *nats.Msg, r events.CancelReply) {
+	if m.Reply == "" {
+		return
+	}
+	b, _ := json.Marshal(r)
+	if err := m.Respond(b); err != nil {
+		cx.w.log.Debug("answer cancellation", "err", err)
+	}
+}
+
+// cancelledDuplicate answers a call whose claim failed because it was
+// cancelled before any worker claimed it (its record says cancelled): the
+// cancelled result, published once for all its deliveries.
+func (w *Worker) cancelledDuplicate(in *events.Call) events.ResultData {
+	res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID,
+		Status: events.StatusCancelled, IsError: true, Output: cancelledError("before it ran").Error()}
+	w.log.Info("call cancelled before it ran", "call_id", in.ID, "agent", in.Agent)
+	return res
+}
