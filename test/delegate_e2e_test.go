@@ -289,3 +289,43 @@ func ctxT(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// A sub-agent's calls for a task count against the budget of the agent
+// and session that delegated it: lead's session budget of two reads is
+// spent by helper's reads, and helper's third read is refused naming
+// lead's budget. Helper's own reads outside the task are not counted.
+func TestDelegateCountsAgainstTheParentsBudget(t *testing.T) {
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "notes.txt"), "alpha\n")
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, pol, "tools: {default: allow}\nbudgets:\n  two-reads:\n    scope: session\n    tools: [read]\n    max_calls: 2\n    per: 24h\n")
+	p := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile = pol })
+	lead, helper := p.client(t, "lead"), p.client(t, "helper")
+	reads := make(chan *events.ResultData, 3)
+	serve(t, helper, func(ctx context.Context, task *client.Task) (*client.TaskAnswer, error) {
+		for range 3 {
+			r, err := task.Call(ctx, "read", map[string]any{"path": "notes.txt"})
+			if err != nil {
+				return nil, err
+			}
+			reads <- r
+		}
+		return &client.TaskAnswer{Summary: "read three times"}, nil
+	})
+	if r, err := lead.Call(ctxT(t), "task", map[string]any{"agent": "helper", "prompt": "read"}, client.WithSession("s-lead")); err != nil || r.Status != events.StatusOK {
+		t.Fatalf("task: %v %+v", err, r)
+	}
+	for i := range 3 {
+		r := <-reads
+		if want := i < 2; (r.Status == events.StatusOK) != want {
+			t.Fatalf("helper's read %d: %s %s", i, r.Status, r.Output)
+		}
+		if i == 2 && (r.Error != events.CodeBudgetExceeded || !strings.Contains(r.Output, `session "s-lead" of agent lead`)) {
+			t.Errorf("refusal names %q", r.Output)
+		}
+	}
+	// helper's own calls are its own.
+	if r, err := helper.Call(ctxT(t), "read", map[string]any{"path": "notes.txt"}, client.WithSession("s-lead")); err != nil || r.Status != events.StatusOK {
+		t.Fatalf("helper's own read: %v %+v", err, r)
+	}
+}
