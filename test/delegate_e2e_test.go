@@ -329,3 +329,45 @@ func TestDelegateCountsAgainstTheParentsBudget(t *testing.T) {
 		t.Fatalf("helper's own read: %v %+v", err, r)
 	}
 }
+
+// Cancelling the parent's call (the Go client's context, which publishes
+// toolgate.cancel) reaches the sub-task: the helper's context ends with
+// the cancellation, and the task's later calls are refused.
+func TestDelegateClientCancellationReachesSubTask(t *testing.T) {
+	p := startDelegation(t, nil)
+	lead, helper := p.client(t, "lead"), p.client(t, "helper")
+	started := make(chan struct{})
+	ended := make(chan error, 1)
+	late := make(chan *events.ResultData, 1)
+	serve(t, helper, func(ctx context.Context, task *client.Task) (*client.TaskAnswer, error) {
+		close(started)
+		<-ctx.Done()
+		ended <- context.Cause(ctx)
+		r, err := helper.Call(context.Background(), "read", map[string]any{"path": "notes.txt"}, client.WithParent(task.TaskID))
+		if err == nil {
+			late <- r
+		}
+		return nil, ctx.Err()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	called := make(chan error, 1)
+	go func() {
+		_, err := lead.Call(ctx, "task", map[string]any{"agent": "helper", "prompt": "work long", "timeout": 3_600_000}, client.WithID("lead-cancelled"))
+		called <- err
+	}()
+	<-started
+	cancel()
+	if err := <-called; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Call: %v", err)
+	}
+	if cause := <-ended; !errors.Is(cause, client.ErrTaskCancelled) || !strings.Contains(cause.Error(), "cancelled") {
+		t.Fatalf("helper's context ended with %v", cause)
+	}
+	if r := <-late; r.Status != events.StatusDenied || r.Decision == nil || r.Decision.Rule != delegate.RuleNoTask {
+		t.Errorf("a call for the cancelled task: %s %+v", r.Status, r.Decision)
+	}
+	r, err := lead.Wait(ctxT(t), "lead-cancelled")
+	if err != nil || r.Status != events.StatusCancelled {
+		t.Errorf("task call: %v %+v, want cancelled", err, r)
+	}
+}
