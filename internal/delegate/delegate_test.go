@@ -279,7 +279,7 @@ func TestRecordBudgetKeyIsTheRoot(t *testing.T) {
 	if r, err := lead.Call(context.Background(), "task", map[string]any{"agent": "helper", "prompt": "p"}, client.WithSession("s0")); err != nil || r.Status != events.StatusOK {
 		t.Fatalf("task: %v %+v", err, r)
 	}
-	e, err := kv.Get(context.Background(), delegate.Key("deep", <-deepTask))
+	e, err := kv.Get(context.Background(), bus.AgentKey("deep", <-deepTask))
 	if err != nil {
 		t.Fatal(err)
 	}

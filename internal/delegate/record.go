@@ -2,8 +2,6 @@ package delegate
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/bus"
 )
 
 // Task record states.
@@ -47,28 +47,6 @@ type Record struct {
 // maxRecordErrors bounds the errors a record keeps.
 const maxRecordErrors = 50
 
-// Key is the tasks-bucket key of task id delegated to agent: agent and
-// id when the id is a safe key token, else a hash of it.
-func Key(agent, id string) string {
-	if safeKey(id) {
-		return agent + "." + id
-	}
-	sum := sha256.Sum256([]byte(id))
-	return agent + ".h" + hex.EncodeToString(sum[:16])
-}
-
-func safeKey(s string) bool {
-	if s == "" || len(s) > 200 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '=') {
-			return false
-		}
-	}
-	return true
-}
-
 // store reads and updates task records with compare-and-set.
 type store struct{ kv jetstream.KeyValue }
 
@@ -77,12 +55,12 @@ func (s store) create(ctx context.Context, r *Record) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.kv.Create(ctx, Key(r.Agent, r.TaskID), b)
+	_, err = s.kv.Create(ctx, bus.AgentKey(r.Agent, r.TaskID), b)
 	return err
 }
 
 func (s store) get(ctx context.Context, agent, id string) (*Record, uint64, error) {
-	e, err := s.kv.Get(ctx, Key(agent, id))
+	e, err := s.kv.Get(ctx, bus.AgentKey(agent, id))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -115,7 +93,7 @@ func (s store) update(ctx context.Context, agent, id string, fn func(*Record)) (
 		if merr != nil {
 			return nil, merr
 		}
-		if _, err = s.kv.Update(ctx, Key(agent, id), b, rev); err == nil {
+		if _, err = s.kv.Update(ctx, bus.AgentKey(agent, id), b, rev); err == nil {
 			return r, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
@@ -125,7 +103,7 @@ func (s store) update(ctx context.Context, agent, id string, fn func(*Record)) (
 			}
 		}
 	}
-	return nil, fmt.Errorf("update task record %s: %w", Key(agent, id), err)
+	return nil, fmt.Errorf("update task record %s: %w", bus.AgentKey(agent, id), err)
 }
 
 func addError(r *Record, e string) {
