@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/parking"
 )
 
@@ -29,35 +30,23 @@ func (s *Server) get(ctx context.Context, callID string) (*parking.Parked, uint6
 
 // watch mirrors the parked calls for the page's live view.
 func (s *Server) watch(ctx context.Context) {
-	for ctx.Err() == nil {
-		w, err := s.kv.Watch(ctx, "call.>")
-		if err != nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(250 * time.Millisecond):
-			}
-			continue
-		}
-		for e := range updates(ctx, w) {
-			if e == nil {
-				s.changed()
-				continue
-			}
-			s.mu.Lock()
-			if e.Operation() != jetstream.KeyValuePut {
-				delete(s.calls, e.Key())
-			} else {
-				var p parking.Parked
-				if json.Unmarshal(e.Value(), &p) == nil {
-					s.calls[e.Key()] = &p
-				}
-			}
-			s.mu.Unlock()
+	bus.WatchKV(ctx, s.kv, "call.>", s.log, func(e jetstream.KeyValueEntry) {
+		if e == nil {
 			s.changed()
+			return
 		}
-		_ = w.Stop()
-	}
+		s.mu.Lock()
+		if e.Operation() != jetstream.KeyValuePut {
+			delete(s.calls, e.Key())
+		} else {
+			var p parking.Parked
+			if json.Unmarshal(e.Value(), &p) == nil {
+				s.calls[e.Key()] = &p
+			}
+		}
+		s.mu.Unlock()
+		s.changed()
+	})
 }
 
 // resync re-reads the parked calls every 10 seconds, in case the watch
@@ -112,28 +101,4 @@ func (s *Server) subscribe() (chan struct{}, func()) {
 	s.subs[c] = true
 	s.mu.Unlock()
 	return c, func() { s.mu.Lock(); delete(s.subs, c); s.mu.Unlock() }
-}
-
-// updates is w's channel, ending also when ctx does.
-func updates(ctx context.Context, w jetstream.KeyWatcher) <-chan jetstream.KeyValueEntry {
-	out := make(chan jetstream.KeyValueEntry)
-	go func() {
-		defer close(out)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				select {
-				case out <- e:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out
 }

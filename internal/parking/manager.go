@@ -342,7 +342,10 @@ func (m *Manager) Run(ctx context.Context, resume ResumeFunc) error {
 // watchCalls keeps the index of parked calls the sweep walks, re-opening
 // the watch when it ends (server restart).
 func (m *Manager) watchCalls(ctx context.Context) {
-	watchLoop(ctx, m.kv, callKeyPrefix+">", m.log, func(e jetstream.KeyValueEntry) {
+	bus.WatchKV(ctx, m.kv, callKeyPrefix+">", m.log, func(e jetstream.KeyValueEntry) {
+		if e == nil {
+			return
+		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if e.Operation() != jetstream.KeyValuePut {
@@ -372,38 +375,6 @@ func (m *Manager) rescan(ctx context.Context) {
 	m.mu.Lock()
 	m.index = index
 	m.mu.Unlock()
-}
-
-// watchLoop runs a KV watch on filter, calling fn for every entry, and
-// re-opens it whenever it ends until ctx does.
-func watchLoop(ctx context.Context, kv jetstream.KeyValue, filter string, log *slog.Logger, fn func(jetstream.KeyValueEntry)) {
-	for ctx.Err() == nil {
-		w, err := kv.Watch(ctx, filter)
-		if err != nil {
-			log.Debug("watch", "filter", filter, "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(250 * time.Millisecond):
-			}
-			continue
-		}
-	loop:
-		for {
-			select {
-			case <-ctx.Done():
-				break loop
-			case e, ok := <-w.Updates():
-				if !ok {
-					break loop
-				}
-				if e != nil {
-					fn(e)
-				}
-			}
-		}
-		_ = w.Stop()
-	}
 }
 
 // Signer returns who signed d when it may approve: its key pinned in

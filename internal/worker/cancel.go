@@ -122,38 +122,16 @@ func (cx *canceller) start(ctx context.Context) (stop func(), err error) {
 func (cx *canceller) watch(ctx context.Context, ready chan struct{}) {
 	var once sync.Once
 	defer once.Do(func() { close(ready) })
-	for ctx.Err() == nil {
-		kw, err := cx.kv.WatchAll(ctx)
-		if err != nil {
-			cx.w.log.Debug("watch cancels", "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(250 * time.Millisecond):
-			}
-			continue
+	bus.WatchKV(ctx, cx.kv, jetstream.AllKeys, cx.w.log, func(e jetstream.KeyValueEntry) {
+		if e == nil { // the marks already stored are all in
+			once.Do(func() { close(ready) })
+			return
 		}
-	loop:
-		for {
-			select {
-			case <-ctx.Done():
-				break loop
-			case e, ok := <-kw.Updates():
-				if !ok {
-					break loop
-				}
-				if e == nil { // the marks already stored are all in
-					once.Do(func() { close(ready) })
-					continue
-				}
-				if e.Operation() == jetstream.KeyValuePut {
-					cx.mark(e.Key())
-					cx.stopRunning(e.Key())
-				}
-			}
+		if e.Operation() == jetstream.KeyValuePut {
+			cx.mark(e.Key())
+			cx.stopRunning(e.Key())
 		}
-		_ = kw.Stop()
-	}
+	})
 }
 
 // stopRunning cancels the call of key if it runs here.
