@@ -62,11 +62,6 @@ const (
 	maxListedDirs = 10000    // ls: the most entries stat'ed
 )
 
-func argString(args map[string]any, k string) string {
-	s, _ := args[k].(string)
-	return s
-}
-
 func statLine(h hash.Hash, name string, fi fs.FileInfo) {
 	fmt.Fprintf(h, "%q %s %d %d", name, fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
@@ -76,7 +71,7 @@ func statLine(h hash.Hash, name string, fi fs.FileInfo) {
 }
 
 func readPrint(ctx context.Context, ws *workspace.Workspace, c *tools.Call) (string, error) {
-	name := argString(c.Args, "path")
+	name := tools.ArgString(c.Args, "path")
 	if name == "" {
 		return "", errUncacheable
 	}
@@ -101,7 +96,7 @@ func readPrint(ctx context.Context, ws *workspace.Workspace, c *tools.Call) (str
 }
 
 func lsPrint(ctx context.Context, ws *workspace.Workspace, c *tools.Call) (string, error) {
-	name := argString(c.Args, "path")
+	name := tools.ArgString(c.Args, "path")
 	if name == "" {
 		name = "."
 	}
@@ -141,7 +136,7 @@ func lsPrint(ctx context.Context, ws *workspace.Workspace, c *tools.Call) (strin
 func globPrint(ctx context.Context, ws *workspace.Workspace, c *tools.Call) (string, error) {
 	// A pattern reaching outside the searched path is read from where
 	// the walk below does not go.
-	p := filepath.ToSlash(argString(c.Args, "pattern"))
+	p := filepath.ToSlash(tools.ArgString(c.Args, "pattern"))
 	if path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") || strings.Contains(p, "/../") {
 		return "", errUncacheable
 	}
@@ -149,7 +144,7 @@ func globPrint(ctx context.Context, ws *workspace.Workspace, c *tools.Call) (str
 }
 
 func treePrint(ctx context.Context, ws *workspace.Workspace, c *tools.Call) (string, error) {
-	name := argString(c.Args, "path")
+	name := tools.ArgString(c.Args, "path")
 	if name == "" {
 		name = "."
 	}

@@ -9,7 +9,6 @@
 package builtin
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -140,43 +139,6 @@ func Register(reg *tools.Registry, cfg Config) error {
 		}
 	}
 	return nil
-}
-
-// --- arguments ---------------------------------------------------------
-
-func argString(args map[string]any, key string) (string, bool) {
-	v, ok := args[key].(string)
-	return v, ok
-}
-
-func argInt(args map[string]any, keys ...string) (int64, bool) {
-	for _, k := range keys {
-		switch v := args[k].(type) {
-		case json.Number:
-			if n, err := v.Int64(); err == nil {
-				return n, true
-			}
-			if f, err := v.Float64(); err == nil {
-				return int64(f), true
-			}
-		case float64:
-			return int64(v), true
-		case int:
-			return int64(v), true
-		case int64:
-			return v, true
-		}
-	}
-	return 0, false
-}
-
-func argBool(args map[string]any, keys ...string) bool {
-	for _, k := range keys {
-		if v, ok := args[k].(bool); ok {
-			return v
-		}
-	}
-	return false
 }
 
 // --- outputs -----------------------------------------------------------

@@ -60,14 +60,14 @@ func (h *newestFirst) Pop() any {
 }
 
 func (s *set) glob(ctx context.Context, c *tools.Call) (*tools.Output, error) {
-	pattern, _ := argString(c.Args, "pattern")
-	base, _ := argString(c.Args, "path")
+	pattern := tools.ArgString(c.Args, "pattern")
+	base := tools.ArgString(c.Args, "path")
 	limit := int64(s.cfg.GlobLimit)
-	if n, ok := argInt(c.Args, "limit"); ok {
+	if n, ok := tools.ArgInt(c.Args, "limit"); ok {
 		limit = n
 	}
 	limit = policyMaxResults(c, limit)
-	opts := workspace.WalkOptions{Hidden: argBool(c.Args, "hidden"), NoIgnore: argBool(c.Args, "no_ignore")}
+	opts := workspace.WalkOptions{Hidden: tools.ArgBool(c.Args, "hidden"), NoIgnore: tools.ArgBool(c.Args, "no_ignore")}
 	if pattern == "" {
 		return failf("glob: pattern is empty"), nil
 	}

@@ -60,7 +60,7 @@ func (s *set) grep(ctx context.Context, c *tools.Call) (*tools.Output, error) {
 	if err != nil {
 		return failf("grep: invalid regular expression %q: %v", o.pattern, err), nil
 	}
-	opts := workspace.WalkOptions{Hidden: argBool(c.Args, "hidden"), NoIgnore: argBool(c.Args, "no_ignore")}
+	opts := workspace.WalkOptions{Hidden: tools.ArgBool(c.Args, "hidden"), NoIgnore: tools.ArgBool(c.Args, "no_ignore")}
 
 	results, top, stats, err := s.search(ctx, base, opts, c.CheckPath, m, &o)
 	if err != nil {

@@ -86,34 +86,34 @@ type globFilter struct {
 func (s *set) grepArgs(c *tools.Call) (grepOptions, string, *tools.Output) {
 	o := grepOptions{mode: modeFiles, lineNumbers: true, maxSize: s.cfg.MaxReadSize, maxLine: s.cfg.MaxLineLength, maxStored: 16 << 20,
 		progress: c.Progress}
-	o.pattern, _ = argString(c.Args, "pattern")
-	base, _ := argString(c.Args, "path")
+	o.pattern = tools.ArgString(c.Args, "pattern")
+	base := tools.ArgString(c.Args, "path")
 	if base == "" {
 		base = "."
 	}
-	o.fixed = argBool(c.Args, "fixed_string")
-	o.icase = argBool(c.Args, "case_insensitive", "-i")
-	if m, ok := argString(c.Args, "output_mode"); ok && m != "" {
+	o.fixed = tools.ArgBool(c.Args, "fixed_string")
+	o.icase = tools.ArgBool(c.Args, "case_insensitive", "-i")
+	if m := tools.ArgString(c.Args, "output_mode"); m != "" {
 		o.mode = m
 	}
-	if n, ok := argInt(c.Args, "-C", "context"); ok {
+	if n, ok := tools.ArgInt(c.Args, "-C", "context"); ok {
 		o.before, o.after = int(n), int(n)
 	}
-	if n, ok := argInt(c.Args, "-B", "context_before"); ok {
+	if n, ok := tools.ArgInt(c.Args, "-B", "context_before"); ok {
 		o.before = int(n)
 	}
-	if n, ok := argInt(c.Args, "-A", "context_after"); ok {
+	if n, ok := tools.ArgInt(c.Args, "-A", "context_after"); ok {
 		o.after = int(n)
 	}
 	if v, ok := c.Args["-n"].(bool); ok {
 		o.lineNumbers = v
 	}
-	o.offset, _ = argInt(c.Args, "offset")
-	o.headLimit, _ = argInt(c.Args, "head_limit")
+	o.offset, _ = tools.ArgInt(c.Args, "offset")
+	o.headLimit, _ = tools.ArgInt(c.Args, "head_limit")
 	if m := policyMaxResults(c, 0); m > 0 && (o.headLimit == 0 || m < o.headLimit) {
 		o.headLimit = m // the policy's max_results bounds every search
 	}
-	if g, ok := argString(c.Args, "glob"); ok && g != "" {
+	if g := tools.ArgString(c.Args, "glob"); g != "" {
 		f := globFilter{pattern: g}
 		if strings.HasPrefix(g, "!") {
 			f.negate, f.pattern = true, g[1:]
@@ -124,7 +124,7 @@ func (s *set) grepArgs(c *tools.Call) (grepOptions, string, *tools.Output) {
 		}
 		o.globs = append(o.globs, f)
 	}
-	if t, ok := argString(c.Args, "type"); ok && t != "" {
+	if t := tools.ArgString(c.Args, "type"); t != "" {
 		globs, known := fileTypes[t]
 		if !known {
 			return o, base, failf("grep: unknown type %q; known types: %s", t, strings.Join(typeNames(), ", "))

@@ -38,13 +38,13 @@ type lsEntry struct {
 }
 
 func (s *set) ls(ctx context.Context, c *tools.Call) (*tools.Output, error) {
-	path, _ := argString(c.Args, "path")
+	path := tools.ArgString(c.Args, "path")
 	if path == "" {
 		path = "."
 	}
-	hidden := argBool(c.Args, "hidden")
+	hidden := tools.ArgBool(c.Args, "hidden")
 	limit := int64(s.cfg.ListLimit)
-	if n, ok := argInt(c.Args, "limit"); ok {
+	if n, ok := tools.ArgInt(c.Args, "limit"); ok {
 		limit = n
 	}
 	d, err := s.ws.OpenDir(path, c.CheckPath)

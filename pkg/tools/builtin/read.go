@@ -34,11 +34,11 @@ func (s *set) readTool() *tools.Tool {
 }
 
 func (s *set) read(ctx context.Context, c *tools.Call) (*tools.Output, error) {
-	path, _ := argString(c.Args, "path")
-	offset, hasOffset := argInt(c.Args, "offset")
-	limit, hasLimit := argInt(c.Args, "limit")
-	startLine, hasStart := argInt(c.Args, "start_line")
-	endLine, hasEnd := argInt(c.Args, "end_line")
+	path := tools.ArgString(c.Args, "path")
+	offset, hasOffset := tools.ArgInt(c.Args, "offset")
+	limit, hasLimit := tools.ArgInt(c.Args, "limit")
+	startLine, hasStart := tools.ArgInt(c.Args, "start_line")
+	endLine, hasEnd := tools.ArgInt(c.Args, "end_line")
 	if (hasOffset || hasLimit) && (hasStart || hasEnd) {
 		return failf("read %s: use offset/limit or start_line/end_line, not both", path), nil
 	}

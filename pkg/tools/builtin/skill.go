@@ -135,7 +135,7 @@ func frontMatter(data []byte) (name, desc string) {
 }
 
 func (s *set) skill(ctx context.Context, c *tools.Call) (*tools.Output, error) {
-	want, _ := argString(c.Args, "skill")
+	want := tools.ArgString(c.Args, "skill")
 	skills, err := s.scanSkills(ctx)
 	if err != nil {
 		if ctx.Err() != nil {

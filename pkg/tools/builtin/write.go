@@ -29,8 +29,8 @@ func (s *set) writeTool() *tools.Tool {
 }
 
 func (s *set) write(ctx context.Context, c *tools.Call) (*tools.Output, error) {
-	path, _ := argString(c.Args, "path")
-	content, _ := argString(c.Args, "content")
+	path := tools.ArgString(c.Args, "path")
+	content := tools.ArgString(c.Args, "content")
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -72,10 +72,10 @@ func (s *set) editTool() *tools.Tool {
 }
 
 func (s *set) edit(ctx context.Context, c *tools.Call) (*tools.Output, error) {
-	path, _ := argString(c.Args, "path")
-	oldS, _ := argString(c.Args, "old_string")
-	newS, _ := argString(c.Args, "new_string")
-	all := argBool(c.Args, "replace_all")
+	path := tools.ArgString(c.Args, "path")
+	oldS := tools.ArgString(c.Args, "old_string")
+	newS := tools.ArgString(c.Args, "new_string")
+	all := tools.ArgBool(c.Args, "replace_all")
 	switch {
 	case oldS == newS:
 		return failf("edit %s: old_string and new_string are the same; there is nothing to change", path), nil

@@ -94,13 +94,13 @@ func (f *fetcher) fetch(ctx context.Context, c *tools.Call) (*tools.Output, erro
 	if err != nil {
 		return nil, err
 	}
-	raw := argString(a, "url")
+	raw := tools.ArgString(a, "url")
 	maxBytes := int64(DefaultMaxBytes)
-	if n, ok := argInt(a, "max_bytes"); ok && n > 0 {
+	if n, ok := tools.ArgInt(a, "max_bytes"); ok && n > 0 {
 		maxBytes = min(n, MaxMaxBytes)
 	}
 	timeout := DefaultFetchTimeout
-	if ms, ok := argInt(a, "timeout"); ok && ms > 0 {
+	if ms, ok := tools.ArgInt(a, "timeout"); ok && ms > 0 {
 		timeout = min(time.Duration(ms)*time.Millisecond, MaxFetchTimeout)
 	}
 	if _, _, err := policy.URLHostPort(raw); err != nil {

@@ -167,21 +167,21 @@ func (s *searcher) search(ctx context.Context, c *tools.Call) (*tools.Output, er
 		return nil, err
 	}
 	req := searchRequest{
-		Query:          argString(a, "query"),
-		SearchDepth:    argString(a, "search_depth"),
-		Topic:          argString(a, "topic"),
-		TimeRange:      argString(a, "time_range"),
+		Query:          tools.ArgString(a, "query"),
+		SearchDepth:    tools.ArgString(a, "search_depth"),
+		Topic:          tools.ArgString(a, "topic"),
+		TimeRange:      tools.ArgString(a, "time_range"),
 		MaxResults:     DefaultSearchResults,
-		IncludeDomains: argStrings(a, "include_domains"),
-		ExcludeDomains: argStrings(a, "exclude_domains"),
+		IncludeDomains: tools.ArgStrings(a, "include_domains"),
+		ExcludeDomains: tools.ArgStrings(a, "exclude_domains"),
 	}
 	if req.SearchDepth == "" {
 		req.SearchDepth = "basic"
 	}
-	if n, ok := argInt(a, "max_results"); ok && n > 0 {
+	if n, ok := tools.ArgInt(a, "max_results"); ok && n > 0 {
 		req.MaxResults = int(min(n, MaxSearchResults))
 	}
-	req.IncludeAnswer, _ = argBool(a, "include_answer")
+	req.IncludeAnswer = tools.ArgBool(a, "include_answer")
 	if strings.TrimSpace(req.Query) == "" {
 		return fail("web_search: the query is empty"), nil
 	}

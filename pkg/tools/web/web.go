@@ -52,46 +52,6 @@ type Config struct {
 	Search SearchConfig `yaml:"search" json:"search"`
 }
 
-func argString(args map[string]any, key string) string {
-	v, _ := args[key].(string)
-	return v
-}
-
-func argInt(args map[string]any, key string) (int64, bool) {
-	switch v := args[key].(type) {
-	case json.Number:
-		if n, err := v.Int64(); err == nil {
-			return n, true
-		}
-		if f, err := v.Float64(); err == nil {
-			return int64(f), true
-		}
-	case float64:
-		return int64(v), true
-	case int:
-		return int64(v), true
-	case int64:
-		return v, true
-	}
-	return 0, false
-}
-
-func argBool(args map[string]any, key string) (bool, bool) {
-	v, ok := args[key].(bool)
-	return v, ok
-}
-
-func argStrings(args map[string]any, key string) []string {
-	list, _ := args[key].([]any)
-	var out []string
-	for _, v := range list {
-		if s, ok := v.(string); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // args decodes the validated arguments, again when the handler is called
 // directly.
 func args(c *tools.Call) (map[string]any, error) {
