@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -27,17 +26,12 @@ type AuditLine struct {
 // cmdAudit prints the audit trail: one line per decision and per
 // execution, oldest first, filtered by agent and tool.
 func cmdAudit(ctx context.Context, env *Env, args []string) int {
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs := env.flagSet("audit", "usage: toolctl audit [--follow] [--agent A] [--tool T] [--since D] [--json]")
 	follow := fs.Bool("follow", false, "keep printing new audit events until interrupted")
 	agent := fs.String("agent", "", "only this agent's calls")
 	tool := fs.String("tool", "", "only calls of this tool (its canonical name)")
 	since := fs.Duration("since", 24*time.Hour, "start with events stored this long ago")
 	asJSON := fs.Bool("json", false, "print one JSON object per event")
-	fs.Usage = func() {
-		fmt.Fprintln(env.Stderr, "usage: toolctl audit [--follow] [--agent A] [--tool T] [--since D] [--json]")
-		fs.PrintDefaults()
-	}
 	words, err := parseFlags(fs, args)
 	if err != nil {
 		return usageCode(err)

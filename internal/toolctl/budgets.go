@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -19,15 +18,10 @@ import (
 // cmdBudgets prints the budget counters: what each agent (or session)
 // used in the current window against the limits.
 func cmdBudgets(ctx context.Context, env *Env, args []string) int {
-	fs := flag.NewFlagSet("budgets", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs := env.flagSet("budgets", "usage: toolctl budgets [--agent A] [--session S] [--json]")
 	agent := fs.String("agent", "", "only this agent's counters")
 	session := fs.String("session", "", "only this session's counters")
 	asJSON := fs.Bool("json", false, "print the counters as a JSON array")
-	fs.Usage = func() {
-		fmt.Fprintln(env.Stderr, "usage: toolctl budgets [--agent A] [--session S] [--json]")
-		fs.PrintDefaults()
-	}
 	words, err := parseFlags(fs, args)
 	if err != nil {
 		return usageCode(err)

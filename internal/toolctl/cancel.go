@@ -3,7 +3,6 @@ package toolctl
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -14,13 +13,8 @@ import (
 // cmdCancel cancels a call of the agent wherever it is, says where it
 // was, and waits for its final result.
 func cmdCancel(ctx context.Context, env *Env, args []string) int {
-	fs := flag.NewFlagSet("cancel", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs := env.flagSet("cancel", "usage: toolctl cancel CALL_ID [--agent A] [--wait D]\nan agent cancels only its own calls (--agent, or the agent its --creds name)")
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the call's final result (0: do not wait)")
-	fs.Usage = func() {
-		fmt.Fprintln(env.Stderr, "usage: toolctl cancel CALL_ID [--agent A] [--wait D]\nan agent cancels only its own calls (--agent, or the agent its --creds name)")
-		fs.PrintDefaults()
-	}
 	words, err := parseFlags(fs, args)
 	if err != nil {
 		return usageCode(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"sort"
 	"sync"
@@ -29,15 +28,10 @@ type EventLine struct {
 }
 
 func cmdEvents(ctx context.Context, env *Env, args []string) int {
-	fs := flag.NewFlagSet("events", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs := env.flagSet("events", "usage: toolctl events [--since D] [--follow] [--json]\nprints the stored events oldest first, then (with --follow) new ones as they come")
 	follow := fs.Bool("follow", false, "keep printing new events (and live progress) until interrupted")
 	since := fs.Duration("since", 15*time.Minute, "start with events stored this long ago")
 	asJSON := fs.Bool("json", false, "print one JSON object per event")
-	fs.Usage = func() {
-		fmt.Fprintln(env.Stderr, "usage: toolctl events [--since D] [--follow] [--json]\nprints the stored events oldest first, then (with --follow) new ones as they come")
-		fs.PrintDefaults()
-	}
 	words, err := parseFlags(fs, args)
 	if err != nil {
 		return usageCode(err)

@@ -3,6 +3,7 @@ package toolctl
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"strings"
 )
 
@@ -96,4 +97,16 @@ func usageCode(err error) int {
 		return ExitOK
 	}
 	return ExitUsage
+}
+
+// flagSet is the flag set of a subcommand: errors and help go to
+// env.Stderr, and -h prints usage then the flags.
+func (e *Env) flagSet(name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(e.Stderr, usage)
+		fs.PrintDefaults()
+	}
+	return fs
 }

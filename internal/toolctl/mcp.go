@@ -21,17 +21,12 @@ var mcpStdio = func() mcp.Transport { return &mcp.StdioTransport{} }
 // cmdMCP serves the fleet's tools as an MCP server on stdin/stdout, as
 // one agent: what an MCP client's mcpServers entry launches.
 func cmdMCP(ctx context.Context, env *Env, args []string) int {
-	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs := env.flagSet("mcp", "usage: toolctl [--nats URL] mcp [--agent NAME] [--creds FILE]: serve the tools as MCP on stdio")
 	agent := fs.String("agent", env.Agent, "agent id the calls are made as (env TOOLGATE_AGENT)")
 	creds := fs.String("creds", env.Creds, "the agent's NATS credentials file (env TOOLGATE_CREDS; default minted from this user's install)")
 	approver := fs.String("approver", envOr("TOOLGATE_APPROVER", mcpserver.DefaultApproverURL), "approver URL named in the messages of parked calls (env TOOLGATE_APPROVER)")
 	wait := fs.Duration("wait", mcpserver.DefaultCallWait, "how long one call may wait for its result, approvals included")
 	verbose := fs.Bool("v", false, "log to stderr at debug level")
-	fs.Usage = func() {
-		fmt.Fprintln(env.Stderr, "usage: toolctl [--nats URL] mcp [--agent NAME] [--creds FILE]: serve the tools as MCP on stdio")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return ExitOK

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -38,14 +37,9 @@ type SessionNode struct {
 // cmdSession prints a session's calls as a tree: each task call with the
 // calls its sub-agent made for it below it.
 func cmdSession(ctx context.Context, env *Env, args []string) int {
-	fs := flag.NewFlagSet("session", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs := env.flagSet("session", "usage: toolctl session [--since D] [--json] SESSION_ID")
 	since := fs.Duration("since", 24*time.Hour, "look at calls finished this long ago at most")
 	asJSON := fs.Bool("json", false, "print the tree as JSON")
-	fs.Usage = func() {
-		fmt.Fprintln(env.Stderr, "usage: toolctl session [--since D] [--json] SESSION_ID")
-		fs.PrintDefaults()
-	}
 	words, err := parseFlags(fs, args)
 	if err != nil {
 		return usageCode(err)

@@ -225,8 +225,7 @@ func (e *Env) fail(code int, format string, a ...any) int {
 }
 
 func cmdCall(ctx context.Context, env *Env, args []string) int {
-	fs := flag.NewFlagSet("call", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs := env.flagSet("call", "usage: toolctl call TOOL [key=value | key:=json ...] [flags]\n       toolctl call TOOL --json '{...}' [flags]\n       toolctl call TOOL ... --follow (print progress as it arrives)\nflags may come before or after the tool; -- ends them")
 	raw := fs.String("json", "", "arguments as one JSON object")
 	id := fs.String("id", "", "call id (default: a new unique id)")
 	session := fs.String("session", "", "session id")
@@ -234,10 +233,6 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 	wait := fs.Duration("wait", 15*time.Minute, "how long to wait for the result")
 	full := fs.Bool("result", false, "print the whole result as JSON")
 	follow := fs.Bool("follow", false, "print the call's progress (partial output) as it arrives, then the result")
-	fs.Usage = func() {
-		fmt.Fprintln(env.Stderr, "usage: toolctl call TOOL [key=value | key:=json ...] [flags]\n       toolctl call TOOL --json '{...}' [flags]\n       toolctl call TOOL ... --follow (print progress as it arrives)\nflags may come before or after the tool; -- ends them")
-		fs.PrintDefaults()
-	}
 	words, err := parseFlags(fs, args)
 	if err != nil {
 		return usageCode(err)
