@@ -32,13 +32,9 @@ func cmdAudit(ctx context.Context, env *Env, args []string) int {
 	tool := fs.String("tool", "", "only calls of this tool (its canonical name)")
 	since := fs.Duration("since", 24*time.Hour, "start with events stored this long ago")
 	asJSON := fs.Bool("json", false, "print one JSON object per event")
-	words, err := parseFlags(fs, args)
-	if err != nil {
-		return usageCode(err)
-	}
-	if len(words) > 0 {
-		fs.Usage()
-		return ExitUsage
+	_, code, ok := parseWords(fs, args, 0, 0)
+	if !ok {
+		return code
 	}
 	subject, err := auditFilter(*agent, *tool)
 	if err != nil {

@@ -22,13 +22,9 @@ func cmdBudgets(ctx context.Context, env *Env, args []string) int {
 	agent := fs.String("agent", "", "only this agent's counters")
 	session := fs.String("session", "", "only this session's counters")
 	asJSON := fs.Bool("json", false, "print the counters as a JSON array")
-	words, err := parseFlags(fs, args)
-	if err != nil {
-		return usageCode(err)
-	}
-	if len(words) > 0 {
-		fs.Usage()
-		return ExitUsage
+	_, code, ok := parseWords(fs, args, 0, 0)
+	if !ok {
+		return code
 	}
 	nc, js, code := env.jetStream()
 	if js == nil {

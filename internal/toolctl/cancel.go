@@ -15,13 +15,9 @@ import (
 func cmdCancel(ctx context.Context, env *Env, args []string) int {
 	fs := env.flagSet("cancel", "usage: toolctl cancel CALL_ID [--agent A] [--wait D]\nan agent cancels only its own calls (--agent, or the agent its --creds name)")
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the call's final result (0: do not wait)")
-	words, err := parseFlags(fs, args)
-	if err != nil {
-		return usageCode(err)
-	}
-	if len(words) != 1 {
-		fs.Usage()
-		return ExitUsage
+	words, code, ok := parseWords(fs, args, 1, 1)
+	if !ok {
+		return code
 	}
 	id := words[0]
 	if err := events.ValidToken(id); err != nil {

@@ -110,3 +110,19 @@ func (e *Env) flagSet(name, usage string) *flag.FlagSet {
 	}
 	return fs
 }
+
+// parseWords parses args into fs as parseFlags does and checks that
+// between min and max words remain (max < 0: no upper bound). When the
+// flags or the words are wrong it prints the usage and returns ok false
+// with the exit code to return: ExitOK for -h, else ExitUsage.
+func parseWords(fs *flag.FlagSet, args []string, min, max int) (words []string, code int, ok bool) {
+	words, err := parseFlags(fs, args)
+	if err != nil {
+		return nil, usageCode(err), false
+	}
+	if len(words) < min || max >= 0 && len(words) > max {
+		fs.Usage()
+		return nil, ExitUsage, false
+	}
+	return words, ExitOK, true
+}

@@ -63,13 +63,9 @@ func policyPush(ctx context.Context, env *Env, args []string) int {
 	fs.SetOutput(env.Stderr)
 	creds := fs.String("creds", env.Creds, "admin credentials (.creds) the policy is signed with (env TOOLGATE_CREDS; default minted from the state directory's keys)")
 	fs.Usage = func() { fmt.Fprintln(env.Stderr, "usage: toolctl policy push [--creds FILE] FILE") }
-	words, err := parseFlags(fs, args)
-	if err != nil {
-		return usageCode(err)
-	}
-	if len(words) != 1 {
-		fs.Usage()
-		return ExitUsage
+	words, code, ok := parseWords(fs, args, 1, 1)
+	if !ok {
+		return code
 	}
 	file := words[0]
 	data, err := os.ReadFile(file)

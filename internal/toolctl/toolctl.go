@@ -233,13 +233,9 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 	wait := fs.Duration("wait", 15*time.Minute, "how long to wait for the result")
 	full := fs.Bool("result", false, "print the whole result as JSON")
 	follow := fs.Bool("follow", false, "print the call's progress (partial output) as it arrives, then the result")
-	words, err := parseFlags(fs, args)
-	if err != nil {
-		return usageCode(err)
-	}
-	if len(words) == 0 {
-		fs.Usage()
-		return ExitUsage
+	words, code, ok := parseWords(fs, args, 1, -1)
+	if !ok {
+		return code
 	}
 	tool, kv := words[0], words[1:]
 	nc, c, code := env.client()

@@ -197,6 +197,13 @@ func TestHelpAndUsage(t *testing.T) {
 		{[]string{"approvals"}, toolctl.ExitUsage, "approvals approve ID"},
 		{[]string{"approvals", "--help"}, toolctl.ExitOK, "approvals reject  ID --reason TEXT"},
 		{[]string{"approvals", "list", "--help"}, toolctl.ExitOK, "-approver string"},
+		{[]string{"budgets", "extra"}, toolctl.ExitUsage, "usage: toolctl budgets"},
+		{[]string{"audit", "--help"}, toolctl.ExitOK, "-since duration"},
+		{[]string{"audit", "extra"}, toolctl.ExitUsage, "usage: toolctl audit"},
+		{[]string{"cancel"}, toolctl.ExitUsage, "usage: toolctl cancel CALL_ID"},
+		{[]string{"cancel", "a", "b"}, toolctl.ExitUsage, "usage: toolctl cancel CALL_ID"},
+		{[]string{"policy", "push"}, toolctl.ExitUsage, "usage: toolctl policy push"},
+		{[]string{"call"}, toolctl.ExitUsage, "usage: toolctl call TOOL"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
