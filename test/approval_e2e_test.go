@@ -4,20 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/bus"
-	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/teststack"
 	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/client"
@@ -25,13 +23,11 @@ import (
 )
 
 // askWrites is a policy under which writing a file needs a person.
-const askWrites = `tools:
-  default: allow
-  write_file:
-    action: ask
-`
+const askWrites = teststack.AskWrites
 
-const aliceToken = "alice-e2e-token-0123456789"
+// aliceToken is alice's login token at the approver services the tests
+// start.
+const aliceToken = teststack.AliceToken
 
 // approvalStack is a worker process with a policy that asks before writes,
 // and an approver service on the same bus, as a user runs them.
@@ -54,78 +50,14 @@ func startApprovalStack(t *testing.T) *approvalStack {
 // that install's approver credentials, as an install sets them up.
 func startApprovalStackWith(t *testing.T, policyDoc string) *approvalStack {
 	t.Helper()
-	ws := newWorkspace(t)
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	writeFile(t, pol, policyDoc)
-	acct := installAccount(t)
-	w := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile = pol })
-	creds := installUser(t, identity.RoleApprover, "approver")
-
-	url := startApprover(t, w.url, func(o *approver.Options) { o.Creds = trusttest.CredsFile(t, creds) })
-	return &approvalStack{worker: w, url: url, acct: acct, approver: creds}
-}
-
-// startApprover runs an approver service on the NATS server at natsURL,
-// with a login token for alice, until the test ends, and returns its base
-// URL. mod, when set, adjusts its options.
-func startApprover(t *testing.T, natsURL string, mod func(*approver.Options)) string {
-	t.Helper()
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	writeFile(t, tokens, "alice "+aliceToken+"\n")
-	ready := make(chan string, 1)
-	o := approver.Options{NATSURL: natsURL, Listen: "127.0.0.1:0", TokenFile: tokens,
-		DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard,
-		Ready: func(addr string) { ready <- addr }}
-	if mod != nil {
-		mod(&o)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- approver.Serve(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("approver: %v", err)
-		}
-	})
-	select {
-	case addr := <-ready:
-		return "http://" + addr
-	case err := <-done:
-		t.Fatalf("approver exited at start: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("approver did not start")
-	}
-	return ""
+	s := teststack.StartApprovalStack(t, policyDoc)
+	return &approvalStack{worker: asProcess(s.Worker), url: s.URL, acct: installAccount(t), approver: s.Approver}
 }
 
 // submit publishes a write call and waits for its pending result.
 func (s *approvalStack) submit(t *testing.T, c *client.Client, id, path, content string) <-chan *events.ResultData {
 	t.Helper()
-	pending := make(chan events.ResultData, 1)
-	final := make(chan *events.ResultData, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		res, err := c.Call(ctx, "write", map[string]any{"path": path, "content": content}, client.WithID(id),
-			client.OnPending(func(r events.ResultData) { pending <- r }))
-		if err != nil {
-			t.Errorf("call %s: %v", id, err)
-		}
-		final <- res
-	}()
-	select {
-	case r := <-pending:
-		if r.Status != events.StatusPending {
-			t.Fatalf("pending result status %s", r.Status)
-		}
-	case r := <-final:
-		t.Fatalf("call %s finished without parking: %+v", id, r)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("call %s: no pending result", id)
-	}
-	return final
+	return teststack.SubmitWrite(t, c, id, path, content)
 }
 
 func (s *approvalStack) api(t *testing.T, method, path, body string, out any) int {
@@ -144,20 +76,6 @@ func (s *approvalStack) api(t *testing.T, method, path, body string, out any) in
 		}
 	}
 	return resp.StatusCode
-}
-
-func wait(t *testing.T, ch <-chan *events.ResultData) *events.ResultData {
-	t.Helper()
-	select {
-	case r := <-ch:
-		if r == nil {
-			t.Fatal("no result")
-		}
-		return r
-	case <-time.After(90 * time.Second):
-		t.Fatal("no final result")
-	}
-	return nil
 }
 
 // results counts the results stored for a call (pending and final).

@@ -14,19 +14,14 @@ import (
 	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/teststack"
 	"github.com/toolgate/toolgate/internal/worker"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
 // editPolicy asks before shell commands, allows ls and denies touch.
-const editPolicy = `tools:
-  default: allow
-  run_shell:
-    action: ask
-    whitelist: ["ls", "ls *"]
-    blacklist: ["touch *"]
-`
+const editPolicy = teststack.EditPolicy
 
 // startEditStack is an approval stack under editPolicy with a directory x
 // in a workspace the sandboxed commands could write to.

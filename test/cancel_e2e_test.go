@@ -129,20 +129,6 @@ func startLong(t *testing.T, c *client.Client, id, command string) <-chan *event
 	return final
 }
 
-func waitFinal(t *testing.T, ch <-chan *events.ResultData) *events.ResultData {
-	t.Helper()
-	select {
-	case r := <-ch:
-		if r == nil {
-			t.Fatal("no result")
-		}
-		return r
-	case <-time.After(90 * time.Second):
-		t.Fatal("no final result")
-	}
-	return nil
-}
-
 func TestCancelRunningCommandKillsItsProcessTree(t *testing.T) {
 	f := startCancelFleet(t, 0)
 	c := f.first.client(t, "alice")
@@ -158,7 +144,7 @@ func TestCancelRunningCommandKillsItsProcessTree(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "is running on worker") || !strings.Contains(out, "call cancel-running: cancelled") {
 		t.Fatalf("toolctl cancel: %d\n%s%s", code, out, errOut)
 	}
-	res := waitFinal(t, final)
+	res := wait(t, final)
 	if res.Status != events.StatusCancelled || !res.IsError {
 		t.Fatalf("result %+v", res)
 	}
@@ -197,7 +183,7 @@ func TestCancelQueuedCallNeverRuns(t *testing.T) {
 		}
 	}
 	for _, ch := range busy {
-		if res := waitFinal(t, ch); res.Status != events.StatusCancelled {
+		if res := wait(t, ch); res.Status != events.StatusCancelled {
 			t.Fatalf("busy call: %+v", res)
 		}
 	}
@@ -259,7 +245,7 @@ func TestCancelParkedCallWithdrawsTheApproval(t *testing.T) {
 	if err != nil || r.State != events.CancelParked {
 		t.Fatalf("cancel parked: %+v %v", r, err)
 	}
-	res := waitFinal(t, final)
+	res := wait(t, final)
 	if res.Status != events.StatusCancelled || !strings.Contains(res.Output, "withdrawn") {
 		t.Fatalf("result %+v", res)
 	}
@@ -321,7 +307,7 @@ func TestAgentCannotCancelAnotherAgentsCall(t *testing.T) {
 		t.Fatalf("bob's own namespace: %+v %v", r, err)
 	}
 	writeFile(t, filepath.Join(f.ws, "go"), "")
-	res := waitFinal(t, final)
+	res := wait(t, final)
 	if res.Status != events.StatusOK || !strings.Contains(res.Output, "finished") {
 		b, _ := json.Marshal(res)
 		t.Fatalf("alice's call was touched: %s", b)

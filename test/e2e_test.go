@@ -7,8 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,8 +15,8 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/daemon"
-	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/teststack"
 	"github.com/toolgate/toolgate/internal/toolctl"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -32,42 +30,15 @@ type process struct {
 	stop func() error
 }
 
+// startProcess runs a worker on workspace ws until the test ends.
 func startProcess(t *testing.T, ws string, mod func(*daemon.Options)) *process {
 	t.Helper()
-	ready := make(chan string, 1)
-	out := &bytes.Buffer{}
-	o := daemon.Options{
-		Listen: "127.0.0.1:0", DataDir: t.TempDir(), Workspace: ws,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: out,
-		Ready: func(url string) { ready <- url },
-	}
-	if mod != nil {
-		mod(&o)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- daemon.Run(ctx, o) }()
-	p := &process{ws: ws, out: out}
-	select {
-	case p.url = <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("worker exited at start: %v\n%s", err, out)
-	case <-time.After(60 * time.Second):
-		cancel()
-		t.Fatal("worker did not become ready")
-	}
-	stopped := false
-	p.stop = func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		cancel()
-		return <-done
-	}
-	t.Cleanup(func() { _ = p.stop() })
-	return p
+	return asProcess(teststack.StartWorker(t, ws, mod))
+}
+
+// asProcess is w under the names the tests use.
+func asProcess(w *teststack.Worker) *process {
+	return &process{url: w.URL, ws: w.Workspace, out: w.Out, stop: w.Stop}
 }
 
 func (p *process) toolctl(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -81,27 +52,18 @@ func (p *process) toolctl(t *testing.T, args ...string) (stdout, stderr string, 
 
 func (p *process) client(t *testing.T, agent string) *client.Client {
 	t.Helper()
-	nc, _, err := identity.Dial(p.url, "", identity.RoleAgent, agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	c, err := client.New(nc, agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return teststack.Client(t, p.url, agent)
 }
 
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
+// The stack helpers the tests share with the browser tests, under the
+// names the tests use.
+var (
+	writeFile     = teststack.WriteFile
+	newWorkspace  = teststack.NewWorkspace
+	wait          = teststack.Wait
+	startApprover = teststack.StartApprover
+	submitBash    = teststack.SubmitBash
+)
 
 // TestQuickStart is the README's quick start: a worker with no
 // configuration, and `toolctl call read path=README.md` printing the file.
@@ -207,20 +169,6 @@ func TestEveryToolOverTheBus(t *testing.T) {
 	if streamed.String() != "line-1\nline-2\nline-3\n" {
 		t.Fatalf("progress carried %q", streamed.String())
 	}
-}
-
-// newWorkspace is a workspace the unprivileged user bash commands run as
-// (when the tests run as root) can enter: t.TempDir and its parent are
-// private to the test's user.
-func newWorkspace(t *testing.T) string {
-	t.Helper()
-	ws := t.TempDir()
-	for _, d := range []string{filepath.Dir(ws), ws} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ws
 }
 
 // TestWorkerOnAnExistingServer: with --nats the worker uses that server

@@ -23,7 +23,6 @@ import (
 	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/approval"
-	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
@@ -55,32 +54,6 @@ func (s *approvalStack) bus(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
 	return nc, js
-}
-
-// submitBash makes agent c run command and waits until the call is
-// parked, returning where its final result arrives.
-func submitBash(t *testing.T, c *client.Client, id, command string) <-chan *events.ResultData {
-	t.Helper()
-	pending := make(chan events.ResultData, 1)
-	final := make(chan *events.ResultData, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		res, _ := c.Call(ctx, "bash", map[string]any{"command": command}, client.WithID(id),
-			client.OnPending(func(r events.ResultData) { pending <- r }))
-		final <- res
-	}()
-	select {
-	case r := <-pending:
-		if r.Status != events.StatusPending {
-			t.Fatalf("call %s: pending result status %s", id, r.Status)
-		}
-	case r := <-final:
-		t.Fatalf("call %s finished without parking: %+v", id, r)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("call %s: no pending result", id)
-	}
-	return final
 }
 
 // tamper rewrites the parked record of id in the approvals bucket.

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/teststack"
 	"github.com/toolgate/toolgate/internal/toolctl"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -28,44 +26,17 @@ type worker struct {
 
 func startWorker(t *testing.T) *worker {
 	t.Helper()
-	ws := t.TempDir()
-	// bash commands run as an unprivileged user when the tests run as
-	// root: let it enter the workspace.
-	for _, d := range []string{filepath.Dir(ws), ws} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ws := teststack.NewWorkspace(t)
 	if err := os.WriteFile(filepath.Join(ws, "README.md"), []byte("one\ntwo\nthree\nfour\nfive\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan string, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- daemon.Run(ctx, daemon.Options{
-			Listen: "127.0.0.1:0", DataDir: t.TempDir(), Workspace: ws,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard,
-			Ready: func(url string) { ready <- url },
-		})
-	}()
-	w := &worker{ws: ws}
-	select {
-	case w.url = <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("worker exited at start: %v", err)
-	case <-time.After(60 * time.Second):
-		cancel()
-		t.Fatal("worker did not become ready")
-	}
+	w := teststack.StartWorker(t, ws, nil)
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := w.Stop(); err != nil {
 			t.Errorf("worker: %v", err)
 		}
 	})
-	return w
+	return &worker{url: w.URL, ws: ws}
 }
 
 // run runs toolctl with args exactly as given (no flags added).

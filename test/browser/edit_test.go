@@ -1,65 +1,31 @@
 package browser
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/toolgate/toolgate/internal/testenv"
-	"github.com/toolgate/toolgate/pkg/client"
+	"github.com/toolgate/toolgate/internal/teststack"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
-// editPolicy asks before shell commands, allows ls and denies touch.
-const editPolicy = `tools:
-  default: allow
-  run_shell:
-    action: ask
-    whitelist: ["ls", "ls *"]
-    blacklist: ["touch *"]
-`
-
 // startEditStack is an approval stack under editPolicy with a directory x
 // in a workspace the sandboxed commands could write to.
-func startEditStack(t *testing.T) *approvalStack {
+func startEditStack(t *testing.T) *teststack.ApprovalStack {
 	t.Helper()
 	testenv.LookPath(t, "bash", "bash")
-	s := startApprovalStackWith(t, editPolicy)
-	if err := os.Chmod(s.worker.ws, 0o777); err != nil {
+	s := teststack.StartApprovalStack(t, teststack.EditPolicy)
+	if err := os.Chmod(s.Worker.Workspace, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(s.worker.ws, "x", "inside"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(s.Worker.Workspace, "x", "inside"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// submitBash makes agent c run command and waits until the call is
-// parked, returning where its final result arrives.
-func submitBash(t *testing.T, c *client.Client, id, command string) <-chan *events.ResultData {
-	t.Helper()
-	pending := make(chan events.ResultData, 1)
-	final := make(chan *events.ResultData, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		res, _ := c.Call(ctx, "bash", map[string]any{"command": command}, client.WithID(id),
-			client.OnPending(func(r events.ResultData) { pending <- r }))
-		final <- res
-	}()
-	select {
-	case <-pending:
-	case r := <-final:
-		t.Fatalf("call %s finished without parking: %+v", id, r)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("call %s: no pending result", id)
-	}
-	return final
 }
 
 // editBox is what the page's "edit arguments" box shows, read in the browser.
@@ -78,12 +44,12 @@ type editBox struct {
 func TestApprovalPageApprovesWithChanges(t *testing.T) {
 	chromium := testenv.LookPath(t, "chromium", "chromium")
 	s := startEditStack(t)
-	c := s.worker.client(t, "agent-page-edit")
-	final := submitBash(t, c, "page-edit", "rm -rf x")
+	c := teststack.Client(t, s.Worker.URL, "agent-page-edit")
+	final := teststack.SubmitBash(t, c, "page-edit", "rm -rf x")
 
 	card := `.card[data-call-id="page-edit"]`
 	area := chromedp.CSS(card + ` textarea.edit-args`)
-	tctx := openPage(t, chromium, s.url, card)
+	tctx := openPage(t, chromium, s.URL, card)
 	read := func() editBox {
 		t.Helper()
 		v, err := chromedp.Run(tctx, chromedp.Evaluate[editBox](`(() => {
@@ -127,11 +93,11 @@ func TestApprovalPageApprovesWithChanges(t *testing.T) {
 	if err := chromedp.Do(tctx, chromedp.Click(chromedp.CSS(card+` button[data-action="approve-edit"]`))); err != nil {
 		t.Fatalf("click Approve with changes: %v", err)
 	}
-	r := wait(t, final)
+	r := teststack.Wait(t, final)
 	if r.Status != events.StatusOK || strings.TrimSpace(r.Output) != "x" {
 		t.Fatalf("result = %s %q, want ls's output", r.Status, r.Output)
 	}
-	if _, err := os.Stat(filepath.Join(s.worker.ws, "x", "inside")); err != nil {
+	if _, err := os.Stat(filepath.Join(s.Worker.Workspace, "x", "inside")); err != nil {
 		t.Fatalf("x after the edited call: %v", err)
 	}
 	row := chromedp.CSS(`#history tr[data-call-id="page-edit"]`)

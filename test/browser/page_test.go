@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/teststack"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -50,13 +51,13 @@ type cardView struct {
 // a screenshot of the page is kept as an artifact.
 func TestApprovalPageReadsWell(t *testing.T) {
 	chromium := testenv.LookPath(t, "chromium", "chromium")
-	s := startApprovalStack(t)
-	writeFile(t, filepath.Join(s.worker.ws, "config.txt"), "alpha\nbeta\ngamma\n")
-	c := s.worker.client(t, "agent-page")
-	final := s.submit(t, c, "page-1", "config.txt", "alpha\nBETA\ngamma\n")
+	s := teststack.StartApprovalStack(t, teststack.AskWrites)
+	teststack.WriteFile(t, filepath.Join(s.Worker.Workspace, "config.txt"), "alpha\nbeta\ngamma\n")
+	c := teststack.Client(t, s.Worker.URL, "agent-page")
+	final := teststack.SubmitWrite(t, c, "page-1", "config.txt", "alpha\nBETA\ngamma\n")
 
 	card := `.card[data-call-id="page-1"]`
-	tctx := openPage(t, chromium, s.url, card+` pre.diff`)
+	tctx := openPage(t, chromium, s.URL, card+` pre.diff`)
 	v, err := chromedp.Run(tctx, chromedp.Evaluate[cardView](`(() => {
 		const c = document.querySelector('`+card+`');
 		const txt = s => { const e = c.querySelector(s); return e ? e.innerText.trim() : ""; };
@@ -100,7 +101,7 @@ func TestApprovalPageReadsWell(t *testing.T) {
 	if err := chromedp.Do(tctx, chromedp.Click(chromedp.CSS(card+` button[data-action="approve"]`))); err != nil {
 		t.Fatalf("click Approve: %v", err)
 	}
-	if r := wait(t, final); r.Status != events.StatusOK {
+	if r := teststack.Wait(t, final); r.Status != events.StatusOK {
 		t.Fatalf("result after Approve = %+v", r)
 	}
 	when := `#history tr[data-call-id="page-1"] .when time`
@@ -144,7 +145,7 @@ func openPage(t *testing.T, chromium, url, sel string) context.Context {
 	t.Cleanup(tcancel)
 	if err := chromedp.Do(tctx,
 		chromedp.WaitVisible(chromedp.CSS(`#token`)),
-		chromedp.SendKeys(chromedp.CSS(`#token`), aliceToken),
+		chromedp.SendKeys(chromedp.CSS(`#token`), teststack.AliceToken),
 		chromedp.Click(chromedp.CSS(`#login-button`)),
 		chromedp.WaitVisible(chromedp.CSS(sel)),
 	); err != nil {
@@ -171,10 +172,10 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // about is shown as the command line, with why in plain words.
 func TestApprovalPageShowsACommand(t *testing.T) {
 	chromium := testenv.LookPath(t, "chromium", "chromium")
-	w := startProcess(t, newWorkspace(t), nil) // the built-in policy
-	url := startApprover(t, w.url, nil)
+	w := teststack.StartWorker(t, teststack.NewWorkspace(t), nil) // the built-in policy
+	url := teststack.StartApprover(t, w.URL, nil)
 
-	c := w.client(t, "agent-shell")
+	c := teststack.Client(t, w.URL, "agent-shell")
 	parked := make(chan struct{}, 1)
 	go func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -215,9 +216,9 @@ func TestApprovalPageShowsACommand(t *testing.T) {
 // runs; the history shows the call approved.
 func TestApprovalPageInChromium(t *testing.T) {
 	chromium := testenv.LookPath(t, "chromium", "chromium")
-	s := startApprovalStack(t)
-	c := s.worker.client(t, "agent-web")
-	final := s.submit(t, c, "web-1", "from-browser.txt", "clicked\n")
+	s := teststack.StartApprovalStack(t, teststack.AskWrites)
+	c := teststack.Client(t, s.Worker.URL, "agent-web")
+	final := teststack.SubmitWrite(t, c, "web-1", "from-browser.txt", "clicked\n")
 
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromium), chromedp.UserDataDir(t.TempDir()),
@@ -230,7 +231,7 @@ func TestApprovalPageInChromium(t *testing.T) {
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
 	// The first run starts the browser and must not carry a timeout.
-	if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(s.URL+"/")); err != nil {
 		t.Fatalf("open the page: %v", err)
 	}
 	tctx, tcancel := context.WithTimeout(ctx, 90*time.Second)
@@ -239,7 +240,7 @@ func TestApprovalPageInChromium(t *testing.T) {
 	card := chromedp.CSS(`.card[data-call-id="web-1"]`)
 	err := chromedp.Do(tctx,
 		chromedp.WaitVisible(chromedp.CSS(`#token`)),
-		chromedp.SendKeys(chromedp.CSS(`#token`), aliceToken),
+		chromedp.SendKeys(chromedp.CSS(`#token`), teststack.AliceToken),
 		chromedp.Click(chromedp.CSS(`#login-button`)),
 		chromedp.WaitVisible(card),
 	)
@@ -257,11 +258,11 @@ func TestApprovalPageInChromium(t *testing.T) {
 	if err := chromedp.Do(tctx, chromedp.Click(card+` button[data-action="approve"]`)); err != nil {
 		t.Fatalf("click Approve: %v", err)
 	}
-	r := wait(t, final)
+	r := teststack.Wait(t, final)
 	if r.Status != events.StatusOK {
 		t.Fatalf("result after clicking Approve = %+v", r)
 	}
-	if b, err := os.ReadFile(filepath.Join(s.worker.ws, "from-browser.txt")); err != nil || string(b) != "clicked\n" {
+	if b, err := os.ReadFile(filepath.Join(s.Worker.Workspace, "from-browser.txt")); err != nil || string(b) != "clicked\n" {
 		t.Fatalf("file: %q %v", b, err)
 	}
 	row := chromedp.CSS(`#history tr[data-call-id="web-1"]`)
