@@ -331,8 +331,15 @@ type Egress struct {
 // policy in force now.
 func (g *Gate) Egress(agent string) *Egress {
 	p := g.pol.Load()
-	e := &Egress{revision: p.revision}
-	for _, l := range p.layersFor(agent) {
+	return egressOf(p.revision, p.layersFor(agent))
+}
+
+// egressOf joins the network sections of layers: the one place an
+// allowlist is assembled, for the tools (Gate.Egress) and the gate's own
+// judgement of a network tool's url alike.
+func egressOf(revision string, layers []*layer) *Egress {
+	e := &Egress{revision: revision}
+	for _, l := range layers {
 		e.allow = append(e.allow, l.network.allow...)
 		e.deny = append(e.deny, l.network.deny...)
 	}
@@ -456,17 +463,12 @@ func (e *evaluation) networkTool() {
 	if !ok {
 		return
 	}
-	eg := &Egress{}
-	for _, l := range e.layers {
-		eg.allow = append(eg.allow, l.network.allow...)
-		eg.deny = append(eg.deny, l.network.deny...)
-	}
 	host, port, err := URLHostPort(raw)
 	if err != nil {
 		e.deny("builtin.network.url", "url: "+err.Error(), raw)
 		return
 	}
-	if err := eg.Check(host, port); err != nil {
+	if err := egressOf(e.p.revision, e.layers).Check(host, port); err != nil {
 		var ee *EgressError
 		errors.As(err, &ee)
 		e.deny(ee.Rule, err.Error(), raw)
