@@ -63,16 +63,21 @@ type hostPattern struct {
 // Default ports of an entry written without one.
 var webPorts = [2]int{80, 443}
 
-func (h *hostPattern) matches(host string, port int) bool {
+// matchesPort reports whether h's port (80 and 443 when none is
+// written) admits port.
+func (h *hostPattern) matchesPort(port int) bool {
 	switch {
 	case h.port == 0:
-		if port != webPorts[0] && port != webPorts[1] {
-			return false
-		}
+		return port == webPorts[0] || port == webPorts[1]
 	case h.port > 0:
-		if port != h.port {
-			return false
-		}
+		return port == h.port
+	}
+	return true
+}
+
+func (h *hostPattern) matches(host string, port int) bool {
+	if !h.matchesPort(port) {
+		return false
 	}
 	switch {
 	case h.any:
@@ -397,7 +402,7 @@ func isASCII(s string) bool {
 func (e *Egress) CheckAddr(a netip.Addr, port int) error {
 	a = a.Unmap()
 	for _, d := range e.deny {
-		if d.prefix.IsValid() && d.matches(a.String(), port) {
+		if d.prefix.IsValid() && d.matchesPort(port) && d.prefix.Contains(a) {
 			return &EgressError{Host: a.String(), Port: port, Rule: d.id}
 		}
 	}
