@@ -61,7 +61,7 @@ func (s *Server) resync(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		all, err := listParked(ctx, s.kv)
+		all, err := parking.List(ctx, s.kv)
 		if err != nil {
 			continue
 		}
