@@ -71,7 +71,7 @@ type Result struct {
 // Decide checks, signs and publishes identity's decision on callID, then
 // waits up to DecisionWait for a worker to record it.
 func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) (Result, error) {
-	p, _, err := s.get(ctx, callID)
+	p, err := s.get(ctx, callID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -180,7 +180,7 @@ func (s *Server) await(ctx context.Context, d *approval.Decision, refused <-chan
 			}
 			return res, fmt.Errorf("%w: %w", ErrRefused, why)
 		case <-tick.C:
-			p, _, err := s.get(ctx, d.CallID)
+			p, err := s.get(ctx, d.CallID)
 			if err != nil {
 				continue
 			}

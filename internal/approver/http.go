@@ -203,7 +203,7 @@ func (s *Server) history(w http.ResponseWriter, _ *http.Request, u who) {
 }
 
 func (s *Server) show(w http.ResponseWriter, r *http.Request, _ who) {
-	p, _, err := s.get(r.Context(), r.PathValue("id"))
+	p, err := s.get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, err)
 		return
