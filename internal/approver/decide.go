@@ -131,12 +131,7 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 	// Listen for a refusal of this very decision before publishing it.
 	refused := make(chan *parking.RefusalError, 4)
 	sub, err := s.nc.Subscribe(approval.RefusedSubject(callID), func(m *nats.Msg) {
-		var r struct {
-			Approver  string `json:"approver"`
-			PublicKey string `json:"public_key"`
-			Reason    string `json:"reason"`
-			Code      string `json:"code"`
-		}
+		var r parking.Refusal
 		if json.Unmarshal(m.Data, &r) == nil && r.Approver == identity && r.PublicKey == s.pub {
 			select {
 			case refused <- &parking.RefusalError{Code: r.Code, Reason: r.Reason}:
