@@ -71,7 +71,7 @@ type Result struct {
 // Decide checks, signs and publishes identity's decision on callID, then
 // waits up to DecisionWait for a worker to record it.
 func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) (Result, error) {
-	p, _, err := s.get(ctx, callID)
+	p, err := s.get(ctx, callID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -131,12 +131,7 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 	// Listen for a refusal of this very decision before publishing it.
 	refused := make(chan *parking.RefusalError, 4)
 	sub, err := s.nc.Subscribe(approval.RefusedSubject(callID), func(m *nats.Msg) {
-		var r struct {
-			Approver  string `json:"approver"`
-			PublicKey string `json:"public_key"`
-			Reason    string `json:"reason"`
-			Code      string `json:"code"`
-		}
+		var r parking.Refusal
 		if json.Unmarshal(m.Data, &r) == nil && r.Approver == identity && r.PublicKey == s.pub {
 			select {
 			case refused <- &parking.RefusalError{Code: r.Code, Reason: r.Reason}:
@@ -180,7 +175,7 @@ func (s *Server) await(ctx context.Context, d *approval.Decision, refused <-chan
 			}
 			return res, fmt.Errorf("%w: %w", ErrRefused, why)
 		case <-tick.C:
-			p, _, err := s.get(ctx, d.CallID)
+			p, err := s.get(ctx, d.CallID)
 			if err != nil {
 				continue
 			}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/parking"
 	"github.com/toolgate/toolgate/pkg/approval"
 )
 
@@ -183,7 +184,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u who) {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request, _ who) {
-	all, err := listParked(r.Context(), s.kv)
+	all, err := parking.List(r.Context(), s.kv)
 	if err != nil {
 		jsonError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -202,7 +203,7 @@ func (s *Server) history(w http.ResponseWriter, _ *http.Request, u who) {
 }
 
 func (s *Server) show(w http.ResponseWriter, r *http.Request, _ who) {
-	p, _, err := s.get(r.Context(), r.PathValue("id"))
+	p, err := s.get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, err)
 		return

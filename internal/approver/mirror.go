@@ -13,19 +13,20 @@ import (
 	"github.com/toolgate/toolgate/internal/parking"
 )
 
-func (s *Server) get(ctx context.Context, callID string) (*parking.Parked, uint64, error) {
+// get reads the parked call callID from the bucket.
+func (s *Server) get(ctx context.Context, callID string) (*parking.Parked, error) {
 	e, err := s.kv.Get(ctx, parking.CallKey(callID))
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil, 0, fmt.Errorf("%w: %s", ErrNotFound, callID)
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, callID)
 		}
-		return nil, 0, err
+		return nil, err
 	}
 	var p parking.Parked
 	if err := json.Unmarshal(e.Value(), &p); err != nil {
-		return nil, 0, fmt.Errorf("parked call %s: %w", callID, err)
+		return nil, fmt.Errorf("parked call %s: %w", callID, err)
 	}
-	return &p, e.Revision(), nil
+	return &p, nil
 }
 
 // watch mirrors the parked calls for the page's live view.
@@ -61,7 +62,7 @@ func (s *Server) resync(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		all, err := listParked(ctx, s.kv)
+		all, err := parking.List(ctx, s.kv)
 		if err != nil {
 			continue
 		}

@@ -39,7 +39,7 @@ func (s *Server) notify(ctx context.Context, msg fate.Message) fate.Fate {
 		s.log.Warn("unreadable approval request", "subject", msg.Subject(), "err", err)
 		return fate.Term("unreadable approval request")
 	}
-	if p, _, err := s.get(ctx, req.CallID); err != nil || p.Status != approval.Pending {
+	if p, err := s.get(ctx, req.CallID); err != nil || p.Status != approval.Pending {
 		return fate.Ack() // decided or gone: nobody needs telling
 	}
 	var wg sync.WaitGroup

@@ -15,7 +15,7 @@ var updateContract = flag.Bool("update-contract", false, "rewrite docs/schemas/a
 // the refused and resolved events against the types published here.
 func TestPayloadSchemasMatchDocs(t *testing.T) {
 	for file, typ := range map[string]reflect.Type{
-		"approval-refused.json":  reflect.TypeFor[refusal](),
+		"approval-refused.json":  reflect.TypeFor[Refusal](),
 		"approval-resolved.json": reflect.TypeFor[resolution](),
 	} {
 		got, err := schemagen.Payload(file, typ)

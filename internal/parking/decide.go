@@ -87,8 +87,9 @@ func (e *RefusalError) Unwrap() []error {
 	return []error{ErrRefused}
 }
 
-// refusal is the data of a dev.toolgate.approval.refused.v1 event.
-type refusal struct {
+// Refusal is the data of a dev.toolgate.approval.refused.v1 event, as
+// workers publish it and the approver service reads it.
+type Refusal struct {
 	CallID    string           `json:"call_id"`
 	Approver  string           `json:"approver,omitempty"`
 	PublicKey string           `json:"public_key,omitempty"`
@@ -354,7 +355,7 @@ func (m *Manager) refuse(ctx context.Context, d *approval.Decision, why error) {
 	}
 	id := fmt.Sprintf("approval-refused-%s-%d", d.CallID, m.now().UnixNano())
 	msg, err := events.NewMessage(approval.RefusedSubject(d.CallID), id, "toolgate://worker/"+m.opts.Name, approval.TypeApprovalRefused,
-		refusal{CallID: d.CallID, Approver: d.Approver, PublicKey: d.PublicKey, Signer: signer, Outcome: d.Outcome, Reason: why.Error(), Code: refusalCode(why),
+		Refusal{CallID: d.CallID, Approver: d.Approver, PublicKey: d.PublicKey, Signer: signer, Outcome: d.Outcome, Reason: why.Error(), Code: refusalCode(why),
 			Worker: m.opts.Name, Time: m.now().UTC()})
 	if err == nil {
 		_, err = m.js.PublishMsg(ctx, msg)

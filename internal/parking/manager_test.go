@@ -40,13 +40,13 @@ type env struct {
 
 	mu       sync.Mutex
 	resumed  map[string][]Outcome // call id → every resume call
-	refusals chan refusal
+	refusals chan Refusal
 	fail     atomic.Int32 // resumes to fail before succeeding
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, resumed: map[string][]Outcome{}, refusals: make(chan refusal, 100)}
+	e := &env{t: t, resumed: map[string][]Outcome{}, refusals: make(chan Refusal, 100)}
 	e.srv = testenv.StartNATS(t, "")
 	e.connect()
 	e.kp, _ = nkeys.CreateUser()
@@ -64,7 +64,7 @@ func (e *env) connect() {
 		e.t.Fatal(err)
 	}
 	sub, err := e.nc.Subscribe(events.Prefix+".approval.refused.>", func(m *nats.Msg) {
-		var r refusal
+		var r Refusal
 		_ = json.Unmarshal(m.Data, &r)
 		e.refusals <- r
 	})
@@ -178,7 +178,7 @@ func (e *env) publish(d *approval.Decision, kp nkeys.KeyPair) {
 	}
 }
 
-func (e *env) refusal(callID string) refusal {
+func (e *env) refusal(callID string) Refusal {
 	e.t.Helper()
 	timeout := time.After(15 * time.Second)
 	for {
