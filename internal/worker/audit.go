@@ -162,7 +162,7 @@ func setTrace(a *events.AuditData, ctx context.Context) {
 }
 
 // ArgsSHA256 is the hex SHA-256 of the canonical JSON of a call's
-// arguments (pkg/parking.Canonical: keys sorted, no whitespace); of the
+// arguments (pkg/approval.Canonical: keys sorted, no whitespace); of the
 // bytes as they came when they have no canonical form.
 func ArgsSHA256(args []byte) string {
 	if c, err := papproval.Canonical(args); err == nil {

@@ -180,6 +180,30 @@ func (cx *canceller) marked(key string) bool {
 	return ok
 }
 
+// register adds rc to the calls running under key and reports whether
+// key is marked cancelled, under one lock: a mark the watch adds later
+// finds rc registered (watch marks, then stops the running calls).
+func (cx *canceller) register(key string, rc *runningCall) (marked bool) {
+	cx.mu.Lock()
+	defer cx.mu.Unlock()
+	if cx.running[key] == nil {
+		cx.running[key] = map[*runningCall]bool{}
+	}
+	cx.running[key][rc] = true
+	_, marked = cx.marks[key]
+	return marked
+}
+
+// unregister removes rc from the calls running under key.
+func (cx *canceller) unregister(key string, rc *runningCall) {
+	cx.mu.Lock()
+	defer cx.mu.Unlock()
+	delete(cx.running[key], rc)
+	if len(cx.running[key]) == 0 {
+		delete(cx.running, key)
+	}
+}
+
 // wrap registers every call while it runs through h, and answers a call
 // marked cancelled before it runs: when it comes, before its claim is
 // taken (Start), and, for a call that ends before running (denied,
@@ -190,21 +214,9 @@ func (cx *canceller) wrap(h tools.Handler) tools.Handler {
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
 		rc := &runningCall{cancel: cancel}
-		cx.mu.Lock()
-		if cx.running[key] == nil {
-			cx.running[key] = map[*runningCall]bool{}
-		}
-		cx.running[key][rc] = true
-		cx.mu.Unlock()
-		defer func() {
-			cx.mu.Lock()
-			delete(cx.running[key], rc)
-			if len(cx.running[key]) == 0 {
-				delete(cx.running, key)
-			}
-			cx.mu.Unlock()
-		}()
-		if cx.marked(key) {
+		marked := cx.register(key, rc)
+		defer cx.unregister(key, rc)
+		if marked {
 			return nil, cancelledError("before it ran")
 		}
 		started := c.Start == nil // a resumed call: it runs now

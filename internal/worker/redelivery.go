@@ -18,14 +18,10 @@ import (
 func (w *Worker) duplicate(msg callMsg, in *events.Call, key string) fate.Fate {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	raw, err := w.results.GetLastMsgForSubject(ctx, events.ResultSubject(in.Agent, in.ID))
-	if err == nil {
-		var res events.ResultData
-		if _, derr := events.DecodeData(raw.Header, raw.Data, &res); derr == nil {
-			w.log.Info("duplicate call: republishing stored result", "call_id", in.ID, "status", res.Status)
-			w.publishResult(in, res, false)
-			return fate.Ack()
-		}
+	if res, ok := w.storedResult(ctx, in); ok {
+		w.log.Info("duplicate call: republishing stored result", "call_id", in.ID, "status", res.Status)
+		w.publishResult(in, *res, false)
+		return fate.Ack()
 	}
 	entry, err := w.calls.Get(ctx, key)
 	if err != nil {
