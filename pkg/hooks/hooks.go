@@ -378,25 +378,16 @@ func (ch *Chain) After() tools.Middleware {
 }
 
 func (ch *Chain) after(ctx context.Context, c *tools.Call, out *tools.Output) *tools.Output {
-	content := ch.redact(c, out.Content)
+	out.Content = ch.redact(c, out.Content)
 	out.Metadata = ch.redactMeta(out.Metadata)
 	changed := false
 	hc := view(c)
 	if ch.anyAfter(hc.Tool) {
 		// What the tool's output bound would keep: a hook service gets a
 		// message of bounded size.
-		limit := tools.DefaultMaxOutput
-		if c.Tool != nil && c.Tool.MaxOutput > 0 {
-			limit = c.Tool.MaxOutput
-		}
-		if s, cut := tools.Truncate(content, limit); cut > 0 {
-			content = s
-			if out.Metadata == nil {
-				out.Metadata = map[string]any{}
-			}
-			out.Metadata["truncated"], out.Metadata["truncated_chars"] = true, cut
-		}
+		c.Tool.Bound(out)
 	}
+	content := out.Content
 	// Hooks are asked even when the tool's deadline is over: each has its
 	// own timeout.
 	base := context.WithoutCancel(ctx)

@@ -289,14 +289,7 @@ func bound(next Handler) Handler {
 	return HandlerFunc(func(ctx context.Context, c *Call) (*Output, error) {
 		out, err := next.Handle(ctx, c)
 		if out != nil {
-			if s, cut := Truncate(out.Content, c.Tool.maxOutput()); cut > 0 {
-				out.Content = s
-				if out.Metadata == nil {
-					out.Metadata = map[string]any{}
-				}
-				out.Metadata["truncated"] = true
-				out.Metadata["truncated_chars"] = cut
-			}
+			c.Tool.Bound(out)
 		}
 		return out, err
 	})
