@@ -160,9 +160,9 @@ func Parse(data []byte, file string) (*Config, error) {
 		add(lineOf(&root, "before"), "before: the hooks' timeouts add up to %s (5s each when not set); at most %s: a call waits for them before it is judged", total, MaxBeforeTotal)
 	}
 	for kind, expr := range c.Redact.Patterns {
-		if _, err := regexp.Compile(expr); err != nil {
+		if re, err := regexp.Compile(expr); err != nil {
 			add(lineOf(&root, "redact"), "redact.patterns.%s: %v", kind, err)
-		} else if expr == "" || regexp.MustCompile(expr).MatchString("") {
+		} else if expr == "" || re.MatchString("") {
 			add(lineOf(&root, "redact"), "redact.patterns.%s: the pattern matches empty text", kind)
 		}
 	}

@@ -224,13 +224,18 @@ func hookDenial(name, reason string) error {
 // Before is the middleware of the before hooks (tools.WithHooks). Each
 // hook that applies to the tool runs in order on the arguments as the
 // hooks before it left them; a deny or a failure (unless fail_open) stops
-// the call before the gate.
+// the call before the gate. It is nil when no hook has a before stage,
+// so that the pipeline neither runs it nor validates the arguments again.
 func (ch *Chain) Before() tools.Middleware {
+	if ch == nil || !slices.ContainsFunc(ch.hooks, func(h Hook) bool { return h.Before != nil }) {
+		return nil
+	}
 	return func(next tools.Handler) tools.Handler {
 		return tools.HandlerFunc(func(ctx context.Context, c *tools.Call) (*tools.Output, error) {
+			tool := view(c).Tool
 			for i := range ch.hooks {
 				h := &ch.hooks[i]
-				if h.Before == nil || !h.applies(view(c).Tool) {
+				if h.Before == nil || !h.applies(tool) {
 					continue
 				}
 				if err := ch.before(ctx, h, c); err != nil {
@@ -355,7 +360,11 @@ func (ch *Chain) clean(s string) string {
 // sees a secret, and again last when a hook changed the output; progress
 // chunks are redacted as they stream. An after hook that fails (unless
 // fail_open) withholds the output: the result is an error naming it.
+// It is nil when the chain has nothing to do after a tool (Empty).
 func (ch *Chain) After() tools.Middleware {
+	if ch.Empty() {
+		return nil
+	}
 	return func(next tools.Handler) tools.Handler {
 		return tools.HandlerFunc(func(ctx context.Context, c *tools.Call) (*tools.Output, error) {
 			if ch.redactor != nil && c.Progress != nil {
@@ -378,25 +387,16 @@ func (ch *Chain) After() tools.Middleware {
 }
 
 func (ch *Chain) after(ctx context.Context, c *tools.Call, out *tools.Output) *tools.Output {
-	content := ch.redact(c, out.Content)
+	out.Content = ch.redact(c, out.Content)
 	out.Metadata = ch.redactMeta(out.Metadata)
 	changed := false
 	hc := view(c)
 	if ch.anyAfter(hc.Tool) {
 		// What the tool's output bound would keep: a hook service gets a
 		// message of bounded size.
-		limit := tools.DefaultMaxOutput
-		if c.Tool != nil && c.Tool.MaxOutput > 0 {
-			limit = c.Tool.MaxOutput
-		}
-		if s, cut := tools.Truncate(content, limit); cut > 0 {
-			content = s
-			if out.Metadata == nil {
-				out.Metadata = map[string]any{}
-			}
-			out.Metadata["truncated"], out.Metadata["truncated_chars"] = true, cut
-		}
+		c.Tool.Bound(out)
 	}
+	content := out.Content
 	// Hooks are asked even when the tool's deadline is over: each has its
 	// own timeout.
 	base := context.WithoutCancel(ctx)

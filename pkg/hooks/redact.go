@@ -107,8 +107,9 @@ func (r *Redactor) Redact(s string) (string, []string) {
 			kinds = append(kinds, "worker-credential")
 		}
 	}
+	var low folded
 	for i := range r.patterns {
-		s = r.patterns[i].redact(s, &kinds)
+		s = r.patterns[i].redact(s, &kinds, &low)
 	}
 	slices.Sort(kinds)
 	return s, slices.Compact(kinds)
@@ -116,8 +117,8 @@ func (r *Redactor) Redact(s string) (string, []string) {
 
 // redact replaces p's matches in s. The expression runs only on the lines
 // that hold a trigger (on the whole text for a multi-line pattern).
-func (p *pattern) redact(s string, kinds *[]string) string {
-	spans := p.windows(s)
+func (p *pattern) redact(s string, kinds *[]string, low *folded) string {
+	spans := p.windows(s, low)
 	if len(spans) == 0 {
 		return s
 	}
@@ -159,13 +160,14 @@ func (p *pattern) redact(s string, kinds *[]string) string {
 }
 
 // windows are the sorted, disjoint spans of s the expression must see.
-func (p *pattern) windows(s string) [][2]int {
+// low lowers s for a case-folding pattern's triggers.
+func (p *pattern) windows(s string, low *folded) [][2]int {
 	if len(p.triggers) == 0 {
 		return [][2]int{{0, len(s)}}
 	}
 	text := s
 	if p.fold {
-		text = asciiLower(s)
+		text = low.of(s)
 	}
 	var spans [][2]int
 	for _, t := range p.triggers {
@@ -197,6 +199,21 @@ func (p *pattern) windows(s string) [][2]int {
 		merged = append(merged, sp)
 	}
 	return merged
+}
+
+// folded is the ASCII-lowered copy of the text a Redact call scans, made
+// once for its case-folding patterns and again only when a pattern
+// before them changed the text.
+type folded struct {
+	src, lower string
+	ok         bool
+}
+
+func (f *folded) of(s string) string {
+	if !f.ok || f.src != s {
+		f.src, f.lower, f.ok = s, asciiLower(s), true
+	}
+	return f.lower
 }
 
 // asciiLower lowers ASCII letters only, so that offsets stay those of s.

@@ -126,15 +126,9 @@ func (p *Pipeline) resolve(next Handler) Handler {
 
 func (p *Pipeline) validate(next Handler) Handler {
 	return HandlerFunc(func(ctx context.Context, c *Call) (*Output, error) {
-		e, ok := p.reg.get(c.Tool.Name)
-		if !ok {
-			return nil, &UnknownToolError{Name: c.Name, Available: p.reg.Names()}
-		}
-		args, err := validate(e, c.Arguments)
-		if err != nil {
+		if err := p.check(c); err != nil {
 			return nil, err
 		}
-		c.Args, c.validated = args, c.Arguments
 		return next.Handle(ctx, c)
 	})
 }
@@ -142,20 +136,28 @@ func (p *Pipeline) validate(next Handler) Handler {
 // revalidate validates again arguments the before hooks changed.
 func (p *Pipeline) revalidate(next Handler) Handler {
 	return HandlerFunc(func(ctx context.Context, c *Call) (*Output, error) {
-		if bytes.Equal(c.Arguments, c.validated) {
-			return next.Handle(ctx, c)
+		if !bytes.Equal(c.Arguments, c.validated) {
+			if err := p.check(c); err != nil {
+				return nil, fmt.Errorf("the arguments as hooks changed them: %w", err)
+			}
 		}
-		e, ok := p.reg.get(c.Tool.Name)
-		if !ok {
-			return nil, &UnknownToolError{Name: c.Name, Available: p.reg.Names()}
-		}
-		args, err := validate(e, c.Arguments)
-		if err != nil {
-			return nil, fmt.Errorf("the arguments as hooks changed them: %w", err)
-		}
-		c.Args, c.validated = args, c.Arguments
 		return next.Handle(ctx, c)
 	})
+}
+
+// check validates the resolved call's arguments against its tool's
+// schema and sets Args from them.
+func (p *Pipeline) check(c *Call) error {
+	e, ok := p.reg.get(c.Tool.Name)
+	if !ok {
+		return &UnknownToolError{Name: c.Name, Available: p.reg.Names()}
+	}
+	args, err := validate(e, c.Arguments)
+	if err != nil {
+		return err
+	}
+	c.Args, c.validated = args, c.Arguments
+	return nil
 }
 
 func (p *Pipeline) policy(next Handler) Handler {
@@ -287,14 +289,7 @@ func bound(next Handler) Handler {
 	return HandlerFunc(func(ctx context.Context, c *Call) (*Output, error) {
 		out, err := next.Handle(ctx, c)
 		if out != nil {
-			if s, cut := Truncate(out.Content, c.Tool.maxOutput()); cut > 0 {
-				out.Content = s
-				if out.Metadata == nil {
-					out.Metadata = map[string]any{}
-				}
-				out.Metadata["truncated"] = true
-				out.Metadata["truncated_chars"] = cut
-			}
+			c.Tool.Bound(out)
 		}
 		return out, err
 	})

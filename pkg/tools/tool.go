@@ -75,10 +75,24 @@ func (t *Tool) maxTimeout() time.Duration {
 }
 
 func (t *Tool) maxOutput() int {
-	if t.MaxOutput > 0 {
+	if t != nil && t.MaxOutput > 0 {
 		return t.MaxOutput
 	}
 	return DefaultMaxOutput
+}
+
+// Bound cuts out's content to the tool's output bound (DefaultMaxOutput
+// for a nil tool) and marks the cut in its metadata (truncated,
+// truncated_chars), as the pipeline does to every output.
+func (t *Tool) Bound(out *Output) {
+	if s, cut := Truncate(out.Content, t.maxOutput()); cut > 0 {
+		out.Content = s
+		if out.Metadata == nil {
+			out.Metadata = map[string]any{}
+		}
+		out.Metadata["truncated"] = true
+		out.Metadata["truncated_chars"] = cut
+	}
 }
 
 // Spec is the listing of a tool for a language model.
