@@ -3,6 +3,7 @@ package delegate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -340,5 +341,43 @@ func TestTaskSurvivesTheAgentRestarting(t *testing.T) {
 	r, err := lead.Wait(context.Background(), id)
 	if err != nil || r.Status != events.StatusOK || !strings.Contains(r.Output, "done on the second start") {
 		t.Fatalf("task: %v %+v", err, r)
+	}
+}
+
+// Calls made for one task at once all count in its record: the workers
+// running them update it concurrently, and every update lands.
+func TestConcurrentTaskCallsAllCounted(t *testing.T) {
+	f := startWorker(t, 0)
+	lead, helper := f.client(t, "lead"), f.client(t, "helper")
+	const n = 8
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- helper.ServeTasks(ctx, func(ctx context.Context, task *client.Task) (*client.TaskAnswer, error) {
+			errs := make(chan error, n)
+			for range n {
+				go func() {
+					r, err := task.Call(ctx, "read", map[string]any{"path": "notes.txt"})
+					if err == nil && r.Status != events.StatusOK {
+						err = errors.New(r.Output)
+					}
+					errs <- err
+				}()
+			}
+			for range n {
+				if err := <-errs; err != nil {
+					return nil, err
+				}
+			}
+			return &client.TaskAnswer{Summary: "read"}, nil
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	r, err := lead.Call(context.Background(), "task", map[string]any{"agent": "helper", "prompt": "read it"})
+	if err != nil || r.Status != events.StatusOK {
+		t.Fatalf("task: %v %+v", err, r)
+	}
+	if want := fmt.Sprintf("tool calls: %d,", n); !strings.Contains(r.Output, want) {
+		t.Errorf("task output %q lacks %q", r.Output, want)
 	}
 }

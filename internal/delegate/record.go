@@ -96,11 +96,10 @@ func (s store) update(ctx context.Context, agent, id string, fn func(*Record)) (
 		if _, err = s.kv.Update(ctx, bus.AgentKey(agent, id), b, rev); err == nil {
 			return r, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			var api *jetstream.APIError
-			if !errors.As(err, &api) || api.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
-				return nil, err
-			}
+		// Another writer came first (the library maps both the single
+		// and the replicated stream's conflict code to this error).
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return nil, err
 		}
 	}
 	return nil, fmt.Errorf("update task record %s: %w", bus.AgentKey(agent, id), err)

@@ -45,15 +45,9 @@ func cmdAudit(ctx context.Context, env *Env, args []string) int {
 		return code
 	}
 	defer nc.Close()
-	start := time.Now().Add(-*since)
-	cons, err := js.OrderedConsumer(ctx, bus.StreamAudit, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start,
-	})
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return env.fail(ExitNoReach, "no audit stream %s yet: start a worker first", bus.StreamAudit)
-	}
-	if err != nil {
-		return env.fail(ExitNoReach, "read %s: %v", bus.StreamAudit, err)
+	cons, code := env.auditConsumer(ctx, js, subject, *since)
+	if cons == nil {
+		return code
 	}
 	print := func(subject string, h nats.Header, data []byte) {
 		var a events.AuditData
@@ -75,6 +69,23 @@ func cmdAudit(ctx context.Context, env *Env, args []string) int {
 		return env.fail(ExitNoReach, "%v", err)
 	}
 	return ExitOK
+}
+
+// auditConsumer reads the audit events on subject stored in the last
+// since, in order, then the new ones; nil and the exit code when the
+// audit stream cannot be read.
+func (e *Env) auditConsumer(ctx context.Context, js jetstream.JetStream, subject string, since time.Duration) (jetstream.Consumer, int) {
+	start := time.Now().Add(-since)
+	cons, err := js.OrderedConsumer(ctx, bus.StreamAudit, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start,
+	})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, e.fail(ExitNoReach, "no audit stream %s yet: start a worker first", bus.StreamAudit)
+	}
+	if err != nil {
+		return nil, e.fail(ExitNoReach, "read %s: %v", bus.StreamAudit, err)
+	}
+	return cons, ExitOK
 }
 
 // auditFilter is the audit subject of agent's calls of tool (empty: any).

@@ -40,11 +40,11 @@ func cmdSession(ctx context.Context, env *Env, args []string) int {
 	fs := env.flagSet("session", "usage: toolctl session [--since D] [--json] SESSION_ID")
 	since := fs.Duration("since", 24*time.Hour, "look at calls finished this long ago at most")
 	asJSON := fs.Bool("json", false, "print the tree as JSON")
-	words, err := parseFlags(fs, args)
-	if err != nil {
-		return usageCode(err)
+	words, code, ok := parseWords(fs, args, 1, 1)
+	if !ok {
+		return code
 	}
-	if len(words) != 1 || words[0] == "" {
+	if words[0] == "" {
 		fs.Usage()
 		return ExitUsage
 	}
@@ -54,15 +54,9 @@ func cmdSession(ctx context.Context, env *Env, args []string) int {
 		return code
 	}
 	defer nc.Close()
-	start := time.Now().Add(-*since)
-	cons, err := js.OrderedConsumer(ctx, bus.StreamAudit, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.SubjectAudit}, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start,
-	})
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return env.fail(ExitNoReach, "no audit stream %s yet: start a worker first", bus.StreamAudit)
-	}
-	if err != nil {
-		return env.fail(ExitNoReach, "read %s: %v", bus.StreamAudit, err)
+	cons, code := env.auditConsumer(ctx, js, events.SubjectAudit, *since)
+	if cons == nil {
+		return code
 	}
 	var execs []events.AuditData
 	keep := func(m jetstream.Msg) {

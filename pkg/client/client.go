@@ -160,21 +160,11 @@ func (c *Client) Call(ctx context.Context, tool string, args any, opts ...CallOp
 	if t := c.fromTask(ctx, o); t != nil {
 		defer func() { t.called(res) }()
 	}
-	// Results and progress share one channel, so that every progress
-	// chunk is handed over before the result that follows it.
-	ch := make(chan *nats.Msg, 4096)
-	sub, err := c.nc.ChanSubscribe(events.ResultSubject(c.agent, o.id), ch)
+	ch, unsubscribe, err := c.subscribe(o)
 	if err != nil {
-		return nil, fmt.Errorf("subscribe to result: %w", err)
+		return nil, err
 	}
-	defer sub.Unsubscribe()
-	if o.onProgress != nil {
-		ps, err := c.nc.ChanSubscribe(events.ProgressSubject(c.agent, o.id), ch)
-		if err != nil {
-			return nil, fmt.Errorf("subscribe to progress: %w", err)
-		}
-		defer ps.Unsubscribe()
-	}
+	defer unsubscribe()
 	if err := c.publish(ctx, tool, args, o); err != nil {
 		return nil, err
 	}
@@ -225,19 +215,11 @@ func (c *Client) Submit(ctx context.Context, tool string, args any, opts ...Call
 // over the progress published from then on.
 func (c *Client) Wait(ctx context.Context, id string, opts ...CallOption) (*events.ResultData, error) {
 	o := c.options(append(opts, WithID(id)))
-	ch := make(chan *nats.Msg, 4096)
-	sub, err := c.nc.ChanSubscribe(events.ResultSubject(c.agent, id), ch)
+	ch, unsubscribe, err := c.subscribe(o)
 	if err != nil {
-		return nil, fmt.Errorf("subscribe to result: %w", err)
+		return nil, err
 	}
-	defer sub.Unsubscribe()
-	if o.onProgress != nil {
-		ps, err := c.nc.ChanSubscribe(events.ProgressSubject(c.agent, id), ch)
-		if err != nil {
-			return nil, fmt.Errorf("subscribe to progress: %w", err)
-		}
-		defer ps.Unsubscribe()
-	}
+	defer unsubscribe()
 	if r, err := c.Result(ctx, id); err == nil && r.Status.Final() {
 		return r, nil
 	}
@@ -278,7 +260,13 @@ func (c *Client) Result(ctx context.Context, id string) (*events.ResultData, err
 
 // Tools asks a worker for the registry listing.
 func (c *Client) Tools(ctx context.Context) ([]events.ToolData, error) {
-	m, err := c.nc.RequestWithContext(ctx, events.SubjectToolsList, nil)
+	return c.listTools(ctx, nil)
+}
+
+// listTools sends a tools listing request with body (nil for the whole
+// registry) and decodes the answer.
+func (c *Client) listTools(ctx context.Context, body []byte) ([]events.ToolData, error) {
+	m, err := c.nc.RequestWithContext(ctx, events.SubjectToolsList, body)
 	if err != nil {
 		return nil, fmt.Errorf("list tools (is a worker running?): %w", err)
 	}
@@ -298,6 +286,26 @@ func (c *Client) options(opts []CallOption) *callOpts {
 		o.id = nuid.Next()
 	}
 	return o
+}
+
+// subscribe listens for the result of call o.id and, with OnProgress, its
+// progress. Results and progress share one channel, so that every
+// progress chunk is handed over before the result that follows it.
+func (c *Client) subscribe(o *callOpts) (<-chan *nats.Msg, func(), error) {
+	ch := make(chan *nats.Msg, 4096)
+	sub, err := c.nc.ChanSubscribe(events.ResultSubject(c.agent, o.id), ch)
+	if err != nil {
+		return nil, nil, fmt.Errorf("subscribe to result: %w", err)
+	}
+	if o.onProgress == nil {
+		return ch, func() { _ = sub.Unsubscribe() }, nil
+	}
+	ps, err := c.nc.ChanSubscribe(events.ProgressSubject(c.agent, o.id), ch)
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return nil, nil, fmt.Errorf("subscribe to progress: %w", err)
+	}
+	return ch, func() { _ = ps.Unsubscribe(); _ = sub.Unsubscribe() }, nil
 }
 
 // fromTask gives a call made under a task handler's context the task's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,12 +60,9 @@ func (t *Task) called(r *events.ResultData) {
 	if p, ok := r.Metadata["path"].(string); ok && (r.Tool == "write" || r.Tool == "edit") {
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		for _, f := range t.files {
-			if f == p {
-				return
-			}
+		if !slices.Contains(t.files, p) {
+			t.files = append(t.files, p)
 		}
-		t.files = append(t.files, p)
 	}
 }
 

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"regexp"
 
 	"github.com/toolgate/toolgate/pkg/events"
@@ -14,15 +13,7 @@ import (
 // the registry listing without the tools its policy denies outright.
 func (c *Client) AgentTools(ctx context.Context) ([]events.ToolData, error) {
 	body, _ := json.Marshal(events.ToolsListRequest{Agent: c.agent})
-	m, err := c.nc.RequestWithContext(ctx, events.SubjectToolsList, body)
-	if err != nil {
-		return nil, fmt.Errorf("list tools (is a worker running?): %w", err)
-	}
-	var out []events.ToolData
-	if err := json.Unmarshal(m.Data, &out); err != nil {
-		return nil, fmt.Errorf("decode tool listing: %w", err)
-	}
-	return out, nil
+	return c.listTools(ctx, body)
 }
 
 // ToolDefinitions returns the agent's tools as the API named by format
