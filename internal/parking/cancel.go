@@ -39,7 +39,7 @@ func (m *Manager) Withdraw(ctx context.Context, callID, agent, reason string) (a
 			return "", fmt.Errorf("withdraw %s: %w", callID, err)
 		}
 		if _, err := m.kv.Update(ctx, CallKey(callID), val, rev); err != nil {
-			if errors.Is(err, jetstream.ErrKeyExists) {
+			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 				continue // changed meanwhile: look again
 			}
 			return "", fmt.Errorf("withdraw %s: %w", callID, err)

@@ -166,7 +166,7 @@ func (m *Manager) handleDecision(ctx context.Context, msg fate.Message, resume R
 		}
 		newRev, err := m.kv.Update(ctx, CallKey(p.CallID), val, rev)
 		if err != nil {
-			if errors.Is(err, jetstream.ErrKeyExists) && attempt < 50 {
+			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) && attempt < 50 {
 				continue // someone else changed it first: judge again on the new record
 			}
 			return fate.Retry(time.Second, fmt.Errorf("record decision on call %s: %w", p.CallID, err))
@@ -474,7 +474,7 @@ func (m *Manager) finish(ctx context.Context, p *Parked, rev uint64, resume Resu
 		val, _ := json.Marshal(cur)
 		if _, err := m.kv.Update(ctx, key, val, curRev); err == nil {
 			return
-		} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		} else if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			m.log.Warn("record resume", "call_id", p.CallID, "err", err)
 			return
 		}
