@@ -47,11 +47,14 @@ func (w *Workspace) Open(name string, check Checker) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := loc.root.r.OpenFile(loc.Rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, classify("open", name, err)
+	const flags = os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_NOCTTY
+	f, real, ok := openFast(loc.root, loc.Rel, flags)
+	if !ok {
+		if f, err = loc.root.r.OpenFile(loc.Rel, flags, 0); err != nil {
+			return nil, classify("open", name, err)
+		}
 	}
-	wf, err := w.inspect(f, name, loc, check)
+	wf, err := w.inspect(f, name, loc, real, check)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -59,7 +62,10 @@ func (w *Workspace) Open(name string, check Checker) (*File, error) {
 	return wf, nil
 }
 
-func (w *Workspace) inspect(f *os.File, name string, loc Location, check Checker) (*File, error) {
+// inspect checks the file f opened for name at loc. real is its real path
+// when the open already knows it (openFast), else "" and it is read back
+// from /proc.
+func (w *Workspace) inspect(f *os.File, name string, loc Location, real string, check Checker) (*File, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: err}
@@ -70,7 +76,9 @@ func (w *Workspace) inspect(f *os.File, name string, loc Location, check Checker
 	case !fi.Mode().IsRegular():
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w (%s)", ErrNotRegular, typeName(fi.Mode()))}
 	}
-	real, err := realPath(f)
+	if real == "" {
+		real, err = realPath(f)
+	}
 	if err != nil {
 		if check != nil {
 			// Without the real path there is nothing to judge: refuse.

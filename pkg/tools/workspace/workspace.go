@@ -52,9 +52,10 @@ type Workspace struct {
 }
 
 type root struct {
-	dir  string // absolute, as configured (cleaned)
-	real string // dir with symlinks resolved
-	r    *os.Root
+	dir   string // absolute, as configured (cleaned)
+	real  string // dir with symlinks resolved
+	r     *os.Root
+	dirfd *os.File // the directory, for openFast; nil where there is none
 }
 
 // Open opens the workspace dir and the extra allowed roots. Each must be an
@@ -89,7 +90,7 @@ func Open(dir string, extra ...string) (*Workspace, error) {
 			w.Close()
 			return nil, fmt.Errorf("workspace: root %s: %w", d, err)
 		}
-		w.roots = append(w.roots, &root{dir: abs, real: real, r: r})
+		w.roots = append(w.roots, &root{dir: abs, real: real, r: r, dirfd: openDirFD(real)})
 	}
 	initEscapeErr(w.roots[0].r)
 	return w, nil
@@ -100,6 +101,9 @@ func (w *Workspace) Close() error {
 	var errs []error
 	for _, r := range w.roots {
 		errs = append(errs, r.r.Close())
+		if r.dirfd != nil {
+			errs = append(errs, r.dirfd.Close())
+		}
 	}
 	return errors.Join(errs...)
 }
