@@ -87,6 +87,11 @@ type Decision struct {
 	// MaxResults, when set, bounds the results of a search or listing
 	// (constraints.max_results).
 	MaxResults int `json:"max_results,omitempty"`
+	// Paths, on an allow that no amendment made, are the real paths the
+	// gate resolved and allowed for the call's path arguments, as
+	// CheckPath would judge them under the same revision: a file opened
+	// at one of them needs no second judgement.
+	Paths []string `json:"-"`
 }
 
 // Evaluator judges requests. *Gate implements it; AllowAll is the permissive
@@ -111,4 +116,10 @@ var AllowAll Evaluator = EvaluatorFunc(func(context.Context, Request) Decision {
 // pointing at secrets/server.pem is caught by a denied_paths glob.
 type PathChecker interface {
 	CheckPath(req Request, realPath string) Decision
+}
+
+// Revisioned is implemented by evaluators that say which revision of
+// their policy is in force, as their decisions carry it (Revision).
+type Revisioned interface {
+	Revision() string
 }

@@ -173,6 +173,9 @@ func (e *evaluation) decide() Decision {
 			}
 		}
 	}
+	if d.Action == Allow {
+		d.Paths = e.paths
+	}
 	if d.Action == Ask && e.known {
 		a, rest := e.amendment()
 		if rest != nil && rest.action == Ask {

@@ -364,6 +364,9 @@ func (e *evaluation) maxSize(p string) {
 	}
 }
 
+// Revision is the revision of the policy in force.
+func (g *Gate) Revision() string { return g.pol.Load().revision }
+
 // CheckPath judges the real path of a file a tool has opened or will
 // create, for the tool of req: denied_paths, the allowed roots, the
 // protected repository files for writes, and hard links.

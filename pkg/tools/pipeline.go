@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -182,6 +183,10 @@ func (p *Pipeline) policy(next Handler) Handler {
 		if pc, ok := p.gate.(policy.PathChecker); ok {
 			req := p.request(c)
 			c.CheckPath = func(realPath string) error {
+				if rv, ok := p.gate.(policy.Revisioned); ok && d.Action == policy.Allow &&
+					slices.Contains(d.Paths, realPath) && rv.Revision() == d.Revision {
+					return nil // the gate allowed this very path a moment ago
+				}
 				pd := pc.CheckPath(req, realPath)
 				if pd.Action == policy.Allow || (pd.Action == policy.Ask && c.Approved) {
 					return nil
