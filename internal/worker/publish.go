@@ -61,17 +61,21 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 	if err != nil {
 		return err
 	}
-	f, err := w.js.PublishMsgAsync(m)
-	w.auditAfterResult(in, res, audit, appr) // after the result: they do not delay it
-	if err == nil {
-		// The JetStream context fails an async publish not acknowledged
-		// within w.cfg.publishTimeout.
-		select {
-		case <-f.Ok():
-			return nil
-		case err = <-f.Err():
-		}
+	box := w.boxes.get()
+	reply := ""
+	err = errors.New("no reply subject")
+	if box != nil {
+		reply, err = box.publish(m)
 	}
+	w.auditAfterResult(in, res, audit, appr) // after the result: they do not delay it
+	if reply != "" {
+		_, err = box.wait(reply, w.cfg.publishTimeout)
+	}
+	w.boxes.put(box)
+	if err == nil {
+		return nil
+	}
+	m.Reply = ""
 	for attempt, wait := 1, 250*time.Millisecond; attempt < publishAttempts; attempt, wait = attempt+1, wait*2 {
 		w.log.Warn("publish result: retrying", "call_id", in.ID, "attempt", attempt, "err", err)
 		time.Sleep(wait)

@@ -112,7 +112,8 @@ type Worker struct {
 	results  jetstream.Stream
 	inflight sync.WaitGroup
 	beats    *beater
-	source   string // the CloudEvents source of what this worker publishes
+	boxes    *replyBoxes // reply subjects for claim and result acknowledgements (replies.go)
+	source   string      // the CloudEvents source of what this worker publishes
 	stopping atomic.Bool
 	bound    atomic.Bool // the consumer is open: ready for calls
 	obs      *observer   // spans, metrics, audit publishing (telemetry.go, audit.go)
@@ -149,6 +150,7 @@ func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
 	w.js = js
 	w.settler = fate.Runner{Consumer: bus.ConsumerWorkers, Logger: w.log, Count: w.countFate}
 	w.beats = newBeater(w)
+	w.boxes = newReplyBoxes(nc, cfg.Concurrency+16)
 	w.source = "toolgate://worker/" + cfg.Name
 	w.execCtx, w.execCancel = context.WithCancel(context.Background())
 	w.newObserver()
@@ -229,6 +231,7 @@ func (w *Worker) shutdown() {
 	w.execCancel()
 	w.drainAudit(w.cfg.publishTimeout)
 	w.drainEvents(10 * time.Second)
+	w.boxes.close()
 	if err := w.nc.Flush(); err != nil {
 		w.log.Warn("flush", "err", err)
 	}

@@ -1,0 +1,152 @@
+package worker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// replyBox is a private reply subject with a synchronous subscription:
+// the store acknowledgement of a claim or a result comes straight from
+// the connection's reader to the goroutine waiting for it, one wake-up,
+// where an asynchronous JetStream publish takes two (the reader hands it
+// to the publish handler's goroutine, which hands it to the waiter). A
+// call's claim acknowledgement is on its path to the agent, so the
+// wake-up saved is latency saved.
+//
+// A box serves one call at a time (boxes are taken from and returned to
+// the worker's free list); each publish gets its own reply subject (the
+// box's inbox, a dot, a number), so an acknowledgement that comes after
+// its waiter gave up is recognised and dropped by the box's next user.
+type replyBox struct {
+	nc    *nats.Conn
+	inbox string
+	sub   *nats.Subscription
+	ch    chan *nats.Msg
+	timer *time.Timer
+	seq   uint64
+}
+
+// boxDepth is a box's channel capacity: one acknowledgement awaited plus
+// room for late ones. A reply that finds it full is dropped by the client
+// (counted as a slow consumer); its waiter then times out and falls back
+// to a synchronous publish, slower but never wrong. A synchronous
+// subscription's channel would hold 64k messages: half a MiB per box.
+const boxDepth = 4
+
+// replyBoxes is the worker's free list of reply boxes.
+type replyBoxes struct {
+	nc   *nats.Conn
+	free chan *replyBox
+}
+
+func newReplyBoxes(nc *nats.Conn, keep int) *replyBoxes {
+	return &replyBoxes{nc: nc, free: make(chan *replyBox, keep)}
+}
+
+// get returns a free box, or a new one (nil when the subscription cannot
+// be made: the caller publishes asynchronously instead).
+func (rb *replyBoxes) get() *replyBox {
+	select {
+	case b := <-rb.free:
+		return b
+	default:
+	}
+	inbox := rb.nc.NewInbox()
+	ch := make(chan *nats.Msg, boxDepth)
+	sub, err := rb.nc.ChanSubscribe(inbox+".*", ch)
+	if err != nil {
+		return nil
+	}
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &replyBox{nc: rb.nc, inbox: inbox, sub: sub, ch: ch, timer: t}
+}
+
+// put returns b to the free list, or closes it when the list is full.
+func (rb *replyBoxes) put(b *replyBox) {
+	if b == nil {
+		return
+	}
+	select {
+	case rb.free <- b:
+	default:
+		_ = b.sub.Unsubscribe()
+	}
+}
+
+// close unsubscribes the free boxes.
+func (rb *replyBoxes) close() {
+	for {
+		select {
+		case b := <-rb.free:
+			_ = b.sub.Unsubscribe()
+		default:
+			return
+		}
+	}
+}
+
+// publish sends m with a reply subject of b's and returns that subject.
+func (b *replyBox) publish(m *nats.Msg) (string, error) {
+	b.seq++
+	m.Reply = b.inbox + "." + strconv.FormatUint(b.seq, 36)
+	if err := b.nc.PublishMsg(m); err != nil {
+		return "", err
+	}
+	return m.Reply, nil
+}
+
+// errNoAck is a publish whose acknowledgement did not come in time.
+var errNoAck = errors.New("no store acknowledgement in time")
+
+// wait returns the stream sequence JetStream acknowledged for the publish
+// whose reply subject is reply, or an error: the server's (its API error
+// or a no-responders status) or errNoAck after timeout.
+func (b *replyBox) wait(reply string, timeout time.Duration) (uint64, error) {
+	b.timer.Reset(timeout)
+	defer b.timer.Stop()
+	for {
+		select {
+		case m := <-b.ch:
+			if m.Subject != reply {
+				continue // an earlier publish's late acknowledgement
+			}
+			return parsePubAck(m)
+		case <-b.timer.C:
+			return 0, errNoAck
+		}
+	}
+}
+
+// pubAck is JetStream's answer to a publish: the stored message's
+// sequence, or an API error.
+type pubAck struct {
+	Seq   uint64 `json:"seq"`
+	Error *struct {
+		Code        int    `json:"code"`
+		ErrCode     int    `json:"err_code"`
+		Description string `json:"description"`
+	} `json:"error"`
+}
+
+func parsePubAck(m *nats.Msg) (uint64, error) {
+	if st := m.Header.Get("Status"); st != "" {
+		return 0, fmt.Errorf("publish answered with status %s %s", st, m.Header.Get("Description"))
+	}
+	var a pubAck
+	if err := json.Unmarshal(m.Data, &a); err != nil {
+		return 0, fmt.Errorf("publish acknowledgement: %w", err)
+	}
+	if a.Error != nil {
+		return 0, fmt.Errorf("publish refused: %s (code %d, error %d)", a.Error.Description, a.Error.Code, a.Error.ErrCode)
+	}
+	if a.Seq == 0 {
+		return 0, errors.New("publish acknowledgement without a sequence")
+	}
+	return a.Seq, nil
+}
