@@ -21,7 +21,7 @@ import (
 )
 
 // approvalRig is a worker with an approvals manager and a gate that asks
-// about echo unless denyEcho is set.
+// about echo and peek unless denyEcho is set.
 type approvalRig struct {
 	s        *testenv.Server
 	ctr      *counter
@@ -40,7 +40,7 @@ func newApprovalRig(t *testing.T) *approvalRig {
 	}
 	pub, _ := r.kp.PublicKey()
 	gate := policy.EvaluatorFunc(func(_ context.Context, req policy.Request) policy.Decision {
-		if req.Tool == "echo" {
+		if req.Tool == "echo" || req.Tool == "peek" {
 			if r.denyEcho.Load() {
 				return policy.Decision{Action: policy.Deny, Reason: "echo is now forbidden", Rule: "tools.echo.deny"}
 			}

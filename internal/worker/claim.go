@@ -41,13 +41,20 @@ const (
 // and the gate. The create is conditional on the key having no record
 // (the same as KeyValue.Create): of two deliveries of one call, one claim
 // wins and the other finds the key taken.
+//
+// A pure call's claim (a built-in tool that only reads, tools.Tool.Pure,
+// on its first delivery) is lazy: nothing is published unless the call
+// parks, because running it twice changes nothing and its result, stored
+// under the call's dedup id, is stored once (see forgo).
 type claim struct {
 	w      *Worker
 	msg    callMsg
 	key    string
 	callID string
 	rec    []byte
-	f      jetstream.PubAckFuture // nil when the publish could not start
+	lazy   bool      // created only if the call parks
+	box    *replyBox // where the create's acknowledgement comes
+	reply  string    // its reply subject; "" when the publish could not start
 
 	once sync.Once
 	rev  uint64
@@ -55,32 +62,53 @@ type claim struct {
 }
 
 // claim starts creating key's claim record for the call msg carries,
-// which started at start.
-func (w *Worker) claim(msg callMsg, key string, start time.Time, callID string) *claim {
+// which started at start; a lazy claim (pure) waits to be needed.
+func (w *Worker) claim(msg callMsg, key string, start time.Time, callID string, lazy bool) *claim {
 	rec, _ := json.Marshal(record{State: stateRunning, Worker: w.cfg.Name, Started: start, Heartbeat: start})
-	cl := &claim{w: w, msg: msg, key: key, callID: callID, rec: rec}
-	m := &nats.Msg{Subject: "$KV." + bus.BucketCalls + "." + key, Header: nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{"0"}}, Data: rec}
-	if f, err := w.js.PublishMsgAsync(m); err == nil {
-		cl.f = f
+	cl := &claim{w: w, msg: msg, key: key, callID: callID, rec: rec, lazy: lazy}
+	if !lazy {
+		cl.publish()
 	}
 	return cl
+}
+
+func (cl *claim) publish() {
+	m := &nats.Msg{Subject: "$KV." + bus.BucketCalls + "." + cl.key, Header: nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{"0"}}, Data: cl.rec}
+	if cl.box = cl.w.boxes.get(); cl.box != nil {
+		cl.reply, _ = cl.box.publish(m)
+	}
+}
+
+// forgo settles a lazy claim without a record: the pure call runs (or
+// ended without parking) unclaimed; wait then returns revision 0, which
+// the heartbeat takes as "no record to refresh". It does nothing to a
+// claim that is not lazy or already settled.
+func (cl *claim) forgo() {
+	if cl.lazy {
+		cl.once.Do(func() {})
+	}
 }
 
 // wait returns the claim's revision, or jetstream.ErrKeyExists when the
 // call was claimed before, or another error when the claim could not be
 // made. Any answer but a revision is checked again with KeyValue.Create
 // (see create), which also creates over a deleted record and says
-// ErrKeyExists for a taken key however the server words it.
+// ErrKeyExists for a taken key however the server words it. A lazy claim
+// not forgone is created now.
 func (cl *claim) wait() (uint64, error) {
 	cl.once.Do(func() {
-		if cl.f != nil {
-			select {
-			case ack := <-cl.f.Ok():
-				cl.rev = ack.Sequence
+		if cl.lazy {
+			cl.publish()
+		}
+		if cl.reply != "" {
+			rev, err := cl.box.wait(cl.reply, cl.w.cfg.publishTimeout)
+			if err == nil {
+				cl.w.boxes.put(cl.box)
+				cl.rev = rev
 				return
-			case <-cl.f.Err():
 			}
 		}
+		cl.w.boxes.put(cl.box)
 		cl.rev, cl.err = cl.create()
 	})
 	return cl.rev, cl.err

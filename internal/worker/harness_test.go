@@ -51,8 +51,8 @@ func (c *counter) total() (calls, runs int) {
 	return
 }
 
-// testRegistry returns real tools for the worker tests: echo, count, sleep
-// and fail. count and sleep record each execution in ctr.
+// testRegistry returns real tools for the worker tests: echo, sleep, peek
+// (pure) and fail; each records its executions in ctr.
 func testRegistry(t testing.TB, ctr *counter, started chan<- string) *tools.Registry {
 	t.Helper()
 	reg := tools.NewRegistry()
@@ -79,6 +79,15 @@ func testRegistry(t testing.TB, ctr *counter, started chan<- string) *tools.Regi
 			case <-ctx.Done():
 				return &tools.Output{Content: "partial"}, ctx.Err()
 			}
+		}),
+	})
+	reg.MustRegister(&tools.Tool{
+		// peek is pure, as the built-in read is: its calls run unclaimed.
+		Name: "peek", Description: "returns its text, changing nothing", Kind: policy.KindRead, Pure: true,
+		Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`),
+		Handler: tools.HandlerFunc(func(ctx context.Context, c *tools.Call) (*tools.Output, error) {
+			ctr.inc(c.ID)
+			return &tools.Output{Content: c.Args["text"].(string)}, nil
 		}),
 	})
 	reg.MustRegister(&tools.Tool{

@@ -43,7 +43,18 @@ func (w *Worker) handle(msg callMsg) fate.Fate {
 		return w.reject(msg, in, err, start)
 	}
 	key := CallKey(in.Agent, in.ID)
-	cl := w.claim(msg, key, start, in.ID)
+	pure := w.pure(in.Tool)
+	if pure && msg.NumDelivered() > 1 {
+		// A redelivered pure call may have been answered already: its
+		// stored result stands. Otherwise it is claimed as any call, so
+		// that a cancellation, a parked record or a kept result is found.
+		if res, ok := w.storedResult(ctx, in); ok && res.Status.Final() {
+			w.publishResult(in, *res, false)
+			return fate.Ack()
+		}
+		pure = false
+	}
+	cl := w.claim(msg, key, start, in.ID, pure)
 	stop := func() {}
 	res, err := w.run(ctx, in, cl, func() { // claimed: the tool is about to run
 		stop = w.heartbeat(msg, key, cl.rev, start)
@@ -76,6 +87,7 @@ func (w *Worker) handle(msg callMsg) fate.Fate {
 // Nothing runs the call before its claim cl is made: the pipeline waits
 // for it once the gate has allowed the call, then claimed is called. A
 // call that ends before (refused, denied, parked) waits for it at the end.
+// A pure call's lazy claim is made only when the call parks.
 // An error means the claim was not made and nothing ran:
 // jetstream.ErrKeyExists when the call was claimed before.
 func (w *Worker) run(ctx context.Context, in *events.Call, cl *claim, claimed func()) (events.ResultData, error) {
@@ -84,6 +96,9 @@ func (w *Worker) run(ctx context.Context, in *events.Call, cl *claim, claimed fu
 		ParentCallID: in.Data.ParentCallID}
 	c.Progress = w.progress(in, c)
 	c.Start = func(context.Context) error {
+		if c.Tool != nil && c.Tool.Pure {
+			cl.forgo() // a pure call runs unclaimed
+		}
 		if _, err := cl.wait(); err != nil {
 			return err
 		}
@@ -95,6 +110,10 @@ func (w *Worker) run(ctx context.Context, in *events.Call, cl *claim, claimed fu
 	}
 	ctx, x := w.startExecute(ctx, in, c, false)
 	out, err := w.park(in, w.handler).Handle(ctx, c)
+	var pk *tools.Parked
+	if !errors.As(err, &pk) {
+		cl.forgo() // a pure call that does not wait for people needs no record
+	}
 	if _, cerr := cl.wait(); cerr != nil {
 		// Not this delivery's call to run (claimed before) or not claimed
 		// at all: nothing ran; its span ends without an audit.
@@ -128,4 +147,13 @@ func (w *Worker) reject(msg callMsg, in *events.Call, err error, start time.Time
 		w.audit(in, res, nil)
 	}
 	return fate.Term(code)
+}
+
+// pure reports whether tool names a pure tool (tools.Tool.Pure) in the
+// registry now: its call's claim is lazy. Whether it runs unclaimed is
+// decided on the tool the pipeline resolved (run's Start), so a registry
+// change in between costs a synchronous claim, never a missing one.
+func (w *Worker) pure(tool string) bool {
+	t, ok := w.pipe.Registry().Get(tool)
+	return ok && t.Pure
 }

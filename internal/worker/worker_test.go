@@ -273,7 +273,7 @@ func TestBadInputGetsAnErrorResultAndLeavesTheWorkerRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Error != events.CodeUnknownTool || !strings.Contains(res.Output, "echo, fail, sleep") {
+	if res.Error != events.CodeUnknownTool || !strings.Contains(res.Output, "echo, fail, peek, sleep") {
 		t.Fatalf("unknown tool result = %+v", res)
 	}
 	// The worker still runs calls, and nothing is stuck in the queue.
@@ -462,7 +462,7 @@ func TestRegistryEventsAndListing(t *testing.T) {
 	evs, _ := nc.SubscribeSync(events.Prefix + ".event.tool.>")
 	startWorker(t, s.ClientURL(), reg, Config{Bus: fastBus})
 	got := map[string]string{}
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 4; i++ {
 		m, err := evs.NextMsg(5 * time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -474,7 +474,7 @@ func TestRegistryEventsAndListing(t *testing.T) {
 		}
 		got[d.Name] = ev.Type()
 	}
-	for _, n := range []string{"echo", "sleep", "fail"} {
+	for _, n := range []string{"echo", "sleep", "peek", "fail"} {
 		if got[n] != events.TypeToolRegistered {
 			t.Fatalf("registered events = %v", got)
 		}
@@ -491,7 +491,7 @@ func TestRegistryEventsAndListing(t *testing.T) {
 	}
 	c, _ := client.New(nc, "lister")
 	list, err := c.Tools(ctxT(t))
-	if err != nil || len(list) != 2 || list[0].Name != "echo" || list[1].Name != "sleep" {
+	if err != nil || len(list) != 3 || list[0].Name != "echo" || list[1].Name != "peek" || list[2].Name != "sleep" {
 		t.Fatalf("listing = %+v %v", list, err)
 	}
 }

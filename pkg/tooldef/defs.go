@@ -7,7 +7,7 @@ func minimum(n int) map[string]any { return map[string]any{"minimum": n} }
 var (
 	// Read reads a text file.
 	Read = &Def{
-		Name: "read", Aliases: []string{"read_file"}, Kind: KindRead,
+		Name: "read", Aliases: []string{"read_file"}, Kind: KindRead, Pure: true,
 		Args: []Arg{
 			{Name: "path", Type: String, Required: true, Role: Path, Access: Reads, Target: File,
 				Doc: "File to read: relative to the workspace, or absolute inside an allowed root."},
@@ -39,7 +39,7 @@ var (
 	}
 	// Ls lists a directory.
 	Ls = &Def{
-		Name: "ls", Aliases: []string{"list_files"}, Kind: KindRead,
+		Name: "ls", Aliases: []string{"list_files"}, Kind: KindRead, Pure: true,
 		Args: []Arg{
 			{Name: "path", Type: String, Role: Path, Access: Reads, Target: Dir, Default: "the workspace",
 				Doc: "Directory to list: relative to the workspace (default: the workspace), or absolute inside an allowed root."},
@@ -49,7 +49,7 @@ var (
 	}
 	// Glob finds files by name pattern.
 	Glob = &Def{
-		Name: "glob", Kind: KindSearch,
+		Name: "glob", Kind: KindSearch, Pure: true,
 		Args: []Arg{
 			{Name: "pattern", Type: String, Required: true, Role: PathPattern,
 				Doc: "Glob pattern, doublestar syntax: *, ?, [class], {a,b}, ** for any directories."},
@@ -62,7 +62,7 @@ var (
 	}
 	// Grep searches file contents.
 	Grep = &Def{
-		Name: "grep", Aliases: []string{"search_files"}, Kind: KindSearch,
+		Name: "grep", Aliases: []string{"search_files"}, Kind: KindSearch, Pure: true,
 		Args: []Arg{
 			{Name: "pattern", Type: String, Required: true, Role: Pattern, Doc: "Regular expression (RE2) to search for, or a fixed string when fixed_string is true."},
 			{Name: "path", Type: String, Role: Path, Access: Reads, Target: Tree, Default: "the workspace",

@@ -127,6 +127,10 @@ type Def struct {
 	Aliases []string
 	// Kind is its kind for policies (KindRead, ...).
 	Kind string
+	// Pure says that running it changes nothing outside its result (it
+	// only reads): a worker runs its allowed calls without a claim
+	// record (tools.Tool.Pure).
+	Pure bool
 	// Args are its arguments, in the order the docs list them.
 	Args []Arg
 }

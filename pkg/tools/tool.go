@@ -56,6 +56,14 @@ type Tool struct {
 	MaxOutput int `json:"max_output,omitempty"`
 	// Annotations are behaviour hints.
 	Annotations Annotations `json:"annotations"`
+	// Pure marks a tool whose run changes nothing outside its result:
+	// it only reads the workspace (the built-in read, ls, glob and grep).
+	// A worker runs an allowed call of a pure tool without first claiming
+	// it in the calls bucket: a redelivery may run it again, which
+	// changes nothing, and its result is stored once under the call's
+	// dedup id. Only code sets it: it is never read from an announcement
+	// or a tool server's hints, which Annotations carry.
+	Pure bool `json:"-"`
 	// Handler runs the tool.
 	Handler Handler `json:"-"`
 }

@@ -28,6 +28,7 @@ func (s *set) globTool() *tools.Tool {
 			"The pattern is matched against paths relative to path (default: the workspace). Hidden files and files ignored by .gitignore are left out unless hidden or no_ignore is set.",
 		Parameters:     tooldef.Glob.MustSchema(nil),
 		Kind:           policy.Kind(tooldef.Glob.Kind),
+		Pure:           tooldef.Glob.Pure,
 		DefaultTimeout: 60 * time.Second,
 		MaxTimeout:     300 * time.Second,
 		Annotations:    tools.Annotations{ReadOnly: true, Idempotent: true},

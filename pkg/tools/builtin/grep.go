@@ -34,6 +34,7 @@ func (s *set) grepTool() *tools.Tool {
 			"output_mode": {"enum": []string{modeContent, modeFiles, modeCount}},
 		}),
 		Kind:           policy.Kind(tooldef.Grep.Kind),
+		Pure:           tooldef.Grep.Pure,
 		DefaultTimeout: 60 * time.Second,
 		MaxTimeout:     300 * time.Second,
 		Annotations:    tools.Annotations{ReadOnly: true, Idempotent: true},

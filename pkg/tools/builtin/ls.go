@@ -24,6 +24,7 @@ func (s *set) lsTool() *tools.Tool {
 			"At most limit entries (default " + strconv.Itoa(s.cfg.ListLimit) + "); truncated says when there were more.",
 		Parameters:     tooldef.Ls.MustSchema(nil),
 		Kind:           policy.Kind(tooldef.Ls.Kind),
+		Pure:           tooldef.Ls.Pure,
 		DefaultTimeout: 30 * time.Second,
 		MaxTimeout:     120 * time.Second,
 		Annotations:    tools.Annotations{ReadOnly: true, Idempotent: true},

@@ -26,6 +26,7 @@ func (s *set) readTool() *tools.Tool {
 			strconv.FormatInt(s.cfg.MaxReadSize, 10) + " bytes are refused; lines longer than " + strconv.Itoa(s.cfg.MaxLineLength) + " characters are clipped.",
 		Parameters:     tooldef.Read.MustSchema(nil),
 		Kind:           policy.Kind(tooldef.Read.Kind),
+		Pure:           tooldef.Read.Pure,
 		DefaultTimeout: 30 * time.Second,
 		MaxTimeout:     120 * time.Second,
 		Annotations:    tools.Annotations{ReadOnly: true, Idempotent: true},

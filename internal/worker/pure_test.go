@@ -1,0 +1,154 @@
+package worker
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/testenv"
+	papproval "github.com/toolgate/toolgate/pkg/approval"
+	"github.com/toolgate/toolgate/pkg/client"
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// callsBucket opens the calls bucket and returns it with the number of
+// records its stream holds.
+func callsBucket(t *testing.T, s *testenv.Server) (jetstream.KeyValue, uint64) {
+	t.Helper()
+	_, js := s.Connect(t)
+	kv, err := js.KeyValue(ctxT(t), bus.BucketCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv, st.Values()
+}
+
+// A pure tool's allowed call runs once and stores nothing in the calls
+// bucket; a call of a tool with effects is claimed there first.
+func TestPureCallRunsWithoutAClaim(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Bus: fastBus})
+	c, _ := newClient(t, s, "p")
+	for i, id := range []string{"pure-1", "pure-2", "pure-3"} {
+		res, err := c.Call(ctxT(t), "peek", map[string]any{"text": "x"}, client.WithID(id))
+		if err != nil || res.Status != events.StatusOK || res.Output != "x" {
+			t.Fatalf("call %d: %+v %v", i, res, err)
+		}
+	}
+	kv, n := callsBucket(t, s)
+	if n != 0 {
+		t.Fatalf("the calls bucket holds %d records after three pure calls, want 0", n)
+	}
+	if _, err := kv.Get(ctxT(t), CallKey("p", "pure-1")); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("record of a pure call: %v, want none", err)
+	}
+	if res, err := c.Call(ctxT(t), "echo", map[string]any{"text": "y"}, client.WithID("effect-1")); err != nil || res.Status != events.StatusOK {
+		t.Fatalf("echo: %+v %v", res, err)
+	}
+	if _, err := kv.Get(ctxT(t), CallKey("p", "effect-1")); err != nil {
+		t.Fatalf("a call with effects left no claim: %v", err)
+	}
+	if calls, runs := ctr.total(); calls != 4 || runs != 4 {
+		t.Fatalf("%d calls ran %d times, want 4 and 4", calls, runs)
+	}
+}
+
+// A pure call's result is stored, then its worker dies before acking the
+// message: the redelivery republishes the stored result instead of
+// running the call again, and the results stream still holds one result.
+func TestPureCallRedeliveredAfterItsResultIsNotRunAgain(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	reg := testRegistry(t, &ctr, nil)
+	crashy := startWorker(t, s.ClientURL(), reg, Config{Name: "crashy", Bus: fastBus})
+	crashy.w.beforeAck = func() bool { return false }
+	c, nc := newClient(t, s, "r")
+	sub, _ := nc.SubscribeSync(events.ResultSubject("r", "pure-redeliver"))
+	if _, err := c.Submit(ctxT(t), "peek", map[string]any{"text": "x"}, client.WithID("pure-redeliver")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.NextMsg(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := crashy.stop(); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, s.ClientURL(), reg, Config{Name: "healthy", Bus: fastBus})
+	m, err := sub.NextMsg(30 * time.Second)
+	if err != nil {
+		t.Fatalf("no republished result after redelivery: %v", err)
+	}
+	var r events.ResultData
+	if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil || r.Status != events.StatusOK || r.Output != "x" {
+		t.Fatalf("republished = %+v %v", r, err)
+	}
+	waitQueueEmpty(t, s)
+	if n := ctr.get("pure-redeliver"); n != 1 {
+		t.Fatalf("executions = %d, want 1", n)
+	}
+	_, js := s.Connect(t)
+	st, err := js.Stream(ctxT(t), bus.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctxT(t), jetstream.WithSubjectFilter(events.ResultSubject("r", "pure-redeliver")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.State.Subjects[events.ResultSubject("r", "pure-redeliver")]; got != 1 {
+		t.Fatalf("results stored for the call: %d, want 1", got)
+	}
+}
+
+// A pure call the gate asks about is claimed like any call before it
+// parks (its record says parked), and runs once after the approval.
+func TestPureCallThatParksIsClaimed(t *testing.T) {
+	r := newApprovalRig(t)
+	c, _ := newClient(t, r.s, "asker")
+	final := make(chan *events.ResultData, 1)
+	pending := make(chan events.ResultData, 1)
+	go func() {
+		// An error (the test ended first) leaves res nil; waitFinal fails on it.
+		res, _ := c.Call(ctxT(t), "peek", map[string]any{"text": "look"}, client.WithID("pure-ask"),
+			client.OnPending(func(p events.ResultData) { pending <- p }))
+		final <- res
+	}()
+	select {
+	case p := <-pending:
+		if p.Status != events.StatusPending {
+			t.Fatalf("pending = %+v", p)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no pending result")
+	}
+	kv, _ := callsBucket(t, r.s)
+	e, err := kv.Get(ctxT(t), CallKey("asker", "pure-ask"))
+	if err != nil {
+		t.Fatalf("parked pure call has no record: %v", err)
+	}
+	var rec record
+	if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.State != stateParked {
+		t.Fatalf("record %s (%v), want state parked", e.Value(), err)
+	}
+	if r.ctr.get("pure-ask") != 0 {
+		t.Fatal("ran before approval")
+	}
+	args, _ := json.Marshal(map[string]any{"text": "look"})
+	r.decide(t, "pure-ask", papproval.ArgsHash(c.Agent(), "peek", args), papproval.Approve, "alice", "")
+	res := waitFinal(t, final)
+	if res.Status != events.StatusOK || res.Output != "look" {
+		t.Fatalf("final = %+v", res)
+	}
+	if n := r.ctr.get("pure-ask"); n != 1 {
+		t.Fatalf("executions = %d, want 1", n)
+	}
+}
