@@ -88,6 +88,7 @@ func main() {
 	mem := flag.Bool("mem", true, "measure the worker's memory: 1,000 parked calls, a bash call printing 1 GB")
 	gate := flag.Bool("gate", true, "measure the policy decision cost")
 	pprofAddr := flag.String("pprof", "", "serve net/http/pprof of this process (the server and the load) on this address")
+	flag.StringVar(&benchTool, "tool", "read", "the calls' tool: read (a 1 KiB file: a pure tool, run without a claim record) or write (1 KiB to one of 64 files: claimed)")
 	useAuth := flag.Bool("auth", true, "run the server in operator mode (JWT users) as the worker's embedded server does; false: no authentication")
 	flag.Parse()
 	if *pprofAddr != "" {
@@ -134,7 +135,11 @@ func main() {
 	if creds != nil {
 		authName = "on (operator mode, a user JWT per connection)"
 	}
-	fmt.Printf("call: read of a 1 KiB file, binary CloudEvents, results on one wildcard subscription; worker concurrency: %s; authentication %s\n\n", concName(*conc), authName)
+	what := "read of a 1 KiB file"
+	if benchTool == "write" {
+		what = "write of 1 KiB to one of 64 files"
+	}
+	fmt.Printf("call: %s, binary CloudEvents, results on one wildcard subscription; worker concurrency: %s; authentication %s\n\n", what, concName(*conc), authName)
 
 	raw := startRaw(url)
 	defer raw.stop()
@@ -366,7 +371,19 @@ func (g *generator) call(ctx context.Context, side, mode, tool string, args stri
 
 var readArgs = `{"path":"data.txt"}`
 
-// run makes n read calls with inflight at a time and measures them.
+// benchTool is the tool the calls use (-tool).
+var benchTool = "read"
+
+// callArgs returns the arguments of the i-th call of benchTool: read
+// always reads the 1 KiB file; write writes 1 KiB to one of 64 files.
+func callArgs(i int) string {
+	if benchTool == "write" {
+		return `{"path":"out/` + strconv.Itoa(i%64) + `.txt","content":"` + strings.Repeat("0123456789abcde\\n", 64) + `"}`
+	}
+	return readArgs
+}
+
+// run makes n calls with inflight at a time and measures them.
 func (g *generator) run(side, mode string, n, inflight int) stats {
 	lat := make([]time.Duration, n)
 	var next, errs atomic.Int64
@@ -383,7 +400,7 @@ func (g *generator) run(side, mode string, n, inflight int) stats {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				t0 := time.Now()
-				data, err := g.call(ctx, side, mode, "read", readArgs)
+				data, err := g.call(ctx, side, mode, benchTool, callArgs(i))
 				lat[i] = time.Since(t0)
 				cancel()
 				if err != nil {
