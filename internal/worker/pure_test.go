@@ -1,8 +1,10 @@
 package worker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,6 +15,8 @@ import (
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tools"
 )
 
 // callsBucket opens the calls bucket and returns it with the number of
@@ -150,5 +154,98 @@ func TestPureCallThatParksIsClaimed(t *testing.T) {
 	}
 	if n := r.ctr.get("pure-ask"); n != 1 {
 		t.Fatalf("executions = %d, want 1", n)
+	}
+}
+
+// A worker dies with pure calls running: their redeliveries run them again
+// on the other worker (nothing to interrupt: a pure call changed nothing),
+// every call is answered ok, and each has exactly one stored result.
+func TestWorkerKilledMidLoadAnswersEveryPureCallOnce(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	started := make(chan string, 1000)
+	reg := testRegistry(t, &ctr, started)
+	reg.MustRegister(&tools.Tool{
+		Name: "nap", Description: "sleeps ms milliseconds, changing nothing", Kind: policy.KindRead, Pure: true,
+		Parameters: json.RawMessage(`{"type":"object","properties":{"ms":{"type":"integer","minimum":0}},"required":["ms"]}`),
+		Handler: tools.HandlerFunc(func(ctx context.Context, c *tools.Call) (*tools.Output, error) {
+			ctr.inc(c.ID)
+			started <- c.ID
+			ms, _ := c.Args["ms"].(json.Number).Int64()
+			select {
+			case <-time.After(time.Duration(ms) * time.Millisecond):
+				return &tools.Output{Content: "napped"}, nil
+			case <-ctx.Done():
+				return &tools.Output{Content: "partial"}, ctx.Err()
+			}
+		}),
+	})
+	w1 := startWorker(t, s.ClientURL(), reg, Config{Name: "w1", Concurrency: 8, Bus: fastBus})
+	startWorker(t, s.ClientURL(), reg, Config{Name: "w2", Concurrency: 8, Bus: fastBus})
+	c, nc := newClient(t, s, "killed")
+	results, err := nc.SubscribeSync(events.ResultsOf("killed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	for i := range n {
+		if _, err := c.Submit(ctxT(t), "nap", map[string]any{"ms": 100}, client.WithID(fmt.Sprintf("k-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for w1.w.Executions() < 4 {
+		<-started
+	}
+	w1.w.nc.Close()   // the server sees the worker vanish
+	w1.w.execCancel() // and its tools stop where they are
+	status := map[string]events.Status{}
+	for len(status) < n {
+		if ctxT(t).Err() != nil {
+			t.Fatalf("%d of %d results", len(status), n)
+		}
+		m, err := results.NextMsg(time.Second)
+		if err != nil {
+			continue
+		}
+		var r events.ResultData
+		if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Final() {
+			if prev, ok := status[r.CallID]; ok && prev != r.Status {
+				t.Errorf("%s answered %s, then %s", r.CallID, prev, r.Status)
+			}
+			status[r.CallID] = r.Status
+		}
+	}
+	rerun := 0
+	for id, st := range status {
+		if st != events.StatusOK {
+			t.Errorf("%s: %s, want ok", id, st)
+		}
+		if ctr.get(id) > 1 {
+			rerun++
+		}
+	}
+	if rerun == 0 {
+		t.Fatal("no call was run again: the kill came too late to prove anything")
+	}
+	waitQueueEmpty(t, s)
+	_, js := s.Connect(t)
+	st, err := js.Stream(ctxT(t), bus.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctxT(t), jetstream.WithSubjectFilter(events.ResultsOf("killed")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.State.Subjects) != n {
+		t.Fatalf("results stored for %d calls, want %d", len(info.State.Subjects), n)
+	}
+	for subj, k := range info.State.Subjects {
+		if k != 1 {
+			t.Errorf("%s: %d results stored, want 1", subj, k)
+		}
 	}
 }
