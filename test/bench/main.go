@@ -7,7 +7,9 @@
 // test is the real cmd/worker binary, at its defaults (the built-in policy,
 // the built-in tools), connected to that server; the raw pattern's worker is
 // this program run again as a second process. The load generator is the
-// same for both sides: binary CloudEvents calls of `read` on a 1 KiB file,
+// same for both sides: binary CloudEvents calls of `read` on a 1 KiB file
+// (a pure tool: run without a claim record; -tool write writes 1 KiB to
+// one of 64 files instead, a call with effects, claimed first),
 // published either plainly (core NATS publish, the stream stores them) or
 // with a JetStream publish awaiting its ack, and every result received on
 // ONE wildcard subscription. Latency is from the publish to the result.
