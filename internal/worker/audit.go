@@ -5,12 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/internal/parking"
@@ -177,25 +176,36 @@ func SHA256Hex(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// auditQueue awaits the acks of audit publishes.
+// auditQueue collects the store acknowledgements of audit publishes
+// without a goroutine or a future per publish: each is published with a
+// reply subject of its own under one inbox, whose subscription's handler
+// matches the acknowledgement to the publish; a failure is retried (see
+// retryAudit), and so is a publish not acknowledged within the publish
+// timeout, which the sweeper finds.
 type auditQueue struct {
 	once        sync.Once
-	pending     chan pendingAudit
-	collecting  atomic.Bool // a collector runs; it stops when the queue is empty
+	inbox       string
+	sub         *nats.Subscription // nil when the inbox could not be subscribed
+	mu          sync.Mutex
+	pending     map[string]pendingAudit // by reply token
+	seq         uint64
+	stopped     bool          // the inbox is gone: publishes are synchronous
+	sweeping    bool          // a sweeper runs
+	quit        chan struct{} // ends the sweeper
 	outstanding sync.WaitGroup
 }
 
 type pendingAudit struct {
 	m      *nats.Msg
-	f      jetstream.PubAckFuture
 	callID string
+	sent   time.Time
 }
 
 // auditAttempts bounds the publishes of one audit event.
 const auditAttempts = 8
 
-// publishAudit publishes an audit event and hands its ack to the
-// collector, which retries a failure.
+// publishAudit publishes an audit event; its acknowledgement is handled
+// by auditAck, a failure retried.
 func (w *Worker) publishAudit(subject, id, typ string, data events.AuditData) {
 	m, err := events.NewMessage(subject, id, "toolgate://worker/"+w.cfg.Name, typ, data)
 	if err != nil {
@@ -204,69 +214,140 @@ func (w *Worker) publishAudit(subject, id, typ string, data events.AuditData) {
 		return
 	}
 	q := &w.obs.auditQueue
-	q.once.Do(func() { q.pending = make(chan pendingAudit, 1024) })
+	q.once.Do(w.startAuditAcks)
 	q.outstanding.Add(1)
-	f, err := w.js.PublishMsgAsync(m)
-	if err != nil {
-		go w.retryAudit(m, data.CallID, err)
+	if q.sub == nil {
+		go w.retryAudit(m, data.CallID, nil) // no inbox for acknowledgements
 		return
 	}
-	q.pending <- pendingAudit{m: m, f: f, callID: data.CallID}
-	if q.collecting.CompareAndSwap(false, true) {
-		go w.collectAudit()
+	q.mu.Lock()
+	if q.stopped {
+		q.mu.Unlock()
+		go w.retryAudit(m, data.CallID, nil) // the inbox is gone
+		return
+	}
+	q.seq++
+	token := strconv.FormatUint(q.seq, 36)
+	m.Reply = q.inbox + "." + token
+	q.pending[token] = pendingAudit{m: m, callID: data.CallID, sent: time.Now()}
+	if !q.sweeping {
+		q.sweeping = true
+		go w.sweepAudit(q.quit)
+	}
+	q.mu.Unlock()
+	if err := w.nc.PublishMsg(m); err != nil {
+		if p, ok := q.take(token); ok {
+			go w.retryAudit(p.m, p.callID, err)
+		}
 	}
 }
 
-// collectAudit waits for each queued audit publish's ack in turn, and
-// returns once the queue is empty.
-func (w *Worker) collectAudit() {
+// startAuditAcks subscribes the audit acknowledgements' inbox;
+// stopAuditAcks unsubscribes it and ends the sweeper.
+func (w *Worker) startAuditAcks() {
 	q := &w.obs.auditQueue
-	t := time.NewTimer(time.Hour)
+	q.inbox = w.nc.NewInbox()
+	q.pending = map[string]pendingAudit{}
+	sub, err := w.nc.Subscribe(q.inbox+".*", w.auditAck)
+	if err != nil {
+		w.log.Warn("audit acknowledgements: cannot subscribe; every audit publish is synchronous", "err", err)
+		return
+	}
+	_ = sub.SetPendingLimits(-1, -1) // acks are small and none may be dropped
+	q.sub, q.quit = sub, make(chan struct{})
+}
+
+func (w *Worker) stopAuditAcks() {
+	q := &w.obs.auditQueue
+	q.once.Do(func() {}) // none starts later
+	if q.sub == nil {
+		return
+	}
+	q.mu.Lock()
+	q.stopped = true
+	q.mu.Unlock()
+	_ = q.sub.Unsubscribe()
+	close(q.quit)
+}
+
+// take removes the publish of reply token token from the pending ones.
+func (q *auditQueue) take(token string) (pendingAudit, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p, ok := q.pending[token]
+	delete(q.pending, token)
+	return p, ok
+}
+
+// auditAck handles the acknowledgement of an audit publish.
+func (w *Worker) auditAck(ack *nats.Msg) {
+	q := &w.obs.auditQueue
+	p, ok := q.take(ack.Subject[min(len(ack.Subject), len(q.inbox)+1):])
+	if !ok {
+		return // given up on already: its retry runs
+	}
+	if _, err := parsePubAck(ack); err != nil {
+		go w.retryAudit(p.m, p.callID, err)
+		return
+	}
+	q.outstanding.Done()
+}
+
+// sweepAudit retries, every second, the audit publishes not acknowledged
+// within the publish timeout. It runs while publishes are pending and
+// ends after two seconds with none (publishAudit starts it again).
+func (w *Worker) sweepAudit(quit chan struct{}) {
+	q := &w.obs.auditQueue
+	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	idle := 0
 	for {
-		var p pendingAudit
 		select {
-		case p = <-q.pending:
-		default:
-			q.collecting.Store(false)
-			if len(q.pending) == 0 || !q.collecting.CompareAndSwap(false, true) {
+		case <-quit:
+			return
+		case now := <-t.C:
+			var late []pendingAudit
+			q.mu.Lock()
+			for token, p := range q.pending {
+				if now.Sub(p.sent) >= w.cfg.publishTimeout {
+					late = append(late, p)
+					delete(q.pending, token)
+				}
+			}
+			if idle++; len(q.pending) > 0 {
+				idle = 0
+			}
+			done := idle >= 2
+			if done {
+				q.sweeping = false
+			}
+			q.mu.Unlock()
+			for _, p := range late {
+				go w.retryAudit(p.m, p.callID, fmt.Errorf("no ack from JetStream within %s", w.cfg.publishTimeout))
+			}
+			if done {
 				return
 			}
-			continue
 		}
-		t.Reset(w.cfg.publishTimeout)
-		var err error
-		select {
-		case <-p.f.Ok():
-		case err = <-p.f.Err():
-		case <-t.C:
-			err = fmt.Errorf("no ack from JetStream within %s", w.cfg.publishTimeout)
-		}
-		if !t.Stop() {
-			select {
-			case <-t.C:
-			default:
-			}
-		}
-		if err != nil {
-			go w.retryAudit(p.m, p.callID, err)
-			continue
-		}
-		q.outstanding.Done()
 	}
 }
 
-// retryAudit publishes m again, waiting for each ack, with backoff; the
-// dedup id makes a retry of a publish that was stored after all harmless.
+// retryAudit publishes m again after err, waiting for each ack, with
+// backoff; the dedup id makes a retry of a publish that was stored after
+// all harmless. With a nil err it publishes m synchronously at once (no
+// inbox for acknowledgements), counting only failures.
 func (w *Worker) retryAudit(m *nats.Msg, callID string, err error) {
 	defer w.obs.outstanding.Done()
+	m.Reply = "" // the synchronous publish has its own
 	id := m.Header.Get(nats.MsgIdHdr)
 	wait := 250 * time.Millisecond
 	for attempt := 1; attempt < auditAttempts; attempt++ {
-		w.obs.m.AuditFailures.Add(context.Background(), 1)
-		w.log.Warn("audit publish failed; retrying", "call_id", callID, "event", id, "attempt", attempt, "err", err)
-		time.Sleep(wait)
-		wait = min(wait*2, 10*time.Second)
+		if err != nil {
+			w.obs.m.AuditFailures.Add(context.Background(), 1)
+			w.log.Warn("audit publish failed; retrying", "call_id", callID, "event", id, "attempt", attempt, "err", err)
+			time.Sleep(wait)
+			wait = min(wait*2, 10*time.Second)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.publishTimeout)
 		_, err = w.js.PublishMsg(ctx, m)
 		cancel()

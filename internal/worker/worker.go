@@ -230,6 +230,7 @@ func (w *Worker) shutdown() {
 	}
 	w.execCancel()
 	w.drainAudit(w.cfg.publishTimeout)
+	w.stopAuditAcks()
 	w.drainEvents(10 * time.Second)
 	w.boxes.close()
 	if err := w.nc.Flush(); err != nil {

@@ -1,0 +1,48 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/tools"
+)
+
+// BenchmarkAuditAfterResult measures a call's two audit events, the
+// gate's decision and the execution, from encoding to their store
+// acknowledgements, against a real server: what the worker spends per
+// call on its audit trail.
+func BenchmarkAuditAfterResult(b *testing.B) {
+	s := testenv.StartNATS(b, "")
+	nc, js := s.Connect(b)
+	if err := bus.Provision(context.Background(), js, bus.Config{}); err != nil {
+		b.Fatal(err)
+	}
+	var ctr counter
+	w, err := New(nc, tools.NewPipeline(testRegistry(b, &ctr, nil)), Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := &events.Call{ID: "bench-1", Agent: "bench", Tool: "read", Data: events.CallData{Arguments: json.RawMessage(`{"path":"data.txt"}`), SessionID: "s-1"}}
+	res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: "read", Status: events.StatusOK, Output: strings.Repeat("0123456789abcde\n", 64)}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		in.ID = "bench-" + strconv.Itoa(i) // a new dedup id each time: every event is stored
+		w.auditExecution(in, res, nil, "")
+		w.publishAudit(events.AuditSubject("bench", "read"), CallKey(in.Agent, in.ID)+":decision", events.TypeDecisionAudited, events.AuditData{CallID: in.ID, Agent: in.Agent, Tool: "read", Kind: events.AuditDecision})
+	}
+	w.drainAudit(defaultPublishTimeout)
+	b.StopTimer()
+	if st := w.EventStats(); st.Lost != 0 {
+		b.Fatalf("%d events lost", st.Lost)
+	}
+}
