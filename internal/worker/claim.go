@@ -51,7 +51,8 @@ type claim struct {
 	msg    callMsg
 	key    string
 	callID string
-	rec    []byte
+	start  time.Time
+	rec    []byte    // the record, made when the create is published
 	lazy   bool      // created only if the call parks
 	box    *replyBox // where the create's acknowledgement comes
 	reply  string    // its reply subject; "" when the publish could not start
@@ -64,8 +65,7 @@ type claim struct {
 // claim starts creating key's claim record for the call msg carries,
 // which started at start; a lazy claim (pure) waits to be needed.
 func (w *Worker) claim(msg callMsg, key string, start time.Time, callID string, lazy bool) *claim {
-	rec, _ := json.Marshal(record{State: stateRunning, Worker: w.cfg.Name, Started: start, Heartbeat: start})
-	cl := &claim{w: w, msg: msg, key: key, callID: callID, rec: rec, lazy: lazy}
+	cl := &claim{w: w, msg: msg, key: key, callID: callID, start: start, lazy: lazy}
 	if !lazy {
 		cl.publish()
 	}
@@ -73,6 +73,7 @@ func (w *Worker) claim(msg callMsg, key string, start time.Time, callID string, 
 }
 
 func (cl *claim) publish() {
+	cl.rec, _ = json.Marshal(record{State: stateRunning, Worker: cl.w.cfg.Name, Started: cl.start, Heartbeat: cl.start})
 	m := &nats.Msg{Subject: "$KV." + bus.BucketCalls + "." + cl.key, Header: nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{"0"}}, Data: cl.rec}
 	if cl.box = cl.w.boxes.get(); cl.box != nil {
 		cl.reply, _ = cl.box.publish(m)
