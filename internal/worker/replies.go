@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -138,6 +139,9 @@ func parsePubAck(m *nats.Msg) (uint64, error) {
 	if st := m.Header.Get("Status"); st != "" {
 		return 0, fmt.Errorf("publish answered with status %s %s", st, m.Header.Get("Description"))
 	}
+	if seq, ok := ackSeq(m.Data); ok {
+		return seq, nil
+	}
 	var a pubAck
 	if err := json.Unmarshal(m.Data, &a); err != nil {
 		return 0, fmt.Errorf("publish acknowledgement: %w", err)
@@ -149,4 +153,37 @@ func parsePubAck(m *nats.Msg) (uint64, error) {
 		return 0, errors.New("publish acknowledgement without a sequence")
 	}
 	return a.Seq, nil
+}
+
+// ackSeq reads the sequence of a plain acknowledgement,
+// {"stream":"NAME","seq":N} or the same with "duplicate":true after it,
+// without decoding it: ok is false for anything else (an error, a domain,
+// another order), which parsePubAck decodes.
+func ackSeq(b []byte) (uint64, bool) {
+	rest, ok := bytes.CutPrefix(b, []byte(`{"stream":"`))
+	if !ok {
+		return 0, false
+	}
+	end := bytes.IndexByte(rest, '"')
+	if end <= 0 || bytes.ContainsFunc(rest[:end], func(r rune) bool { return r == '\\' || r < ' ' }) {
+		return 0, false
+	}
+	if rest, ok = bytes.CutPrefix(rest[end:], []byte(`","seq":`)); !ok {
+		return 0, false
+	}
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 || (rest[0] == '0' && n > 1) {
+		return 0, false
+	}
+	if tail := string(rest[n:]); tail != "}" && tail != `,"duplicate":true}` {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(string(rest[:n]), 10, 64)
+	if err != nil || seq == 0 {
+		return 0, false
+	}
+	return seq, true
 }
