@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// replyBox is a private reply subject with a synchronous subscription:
-// the store acknowledgement of a claim or a result comes straight from
-// the connection's reader to the goroutine waiting for it, one wake-up,
+// replyBox is a private reply subject with a channel subscription: the
+// store acknowledgement of a claim or a result comes straight from the
+// connection's reader to the goroutine waiting for it, one wake-up,
 // where an asynchronous JetStream publish takes two (the reader hands it
 // to the publish handler's goroutine, which hands it to the waiter). A
 // call's claim acknowledgement is on its path to the agent, so the
@@ -50,7 +50,7 @@ func newReplyBoxes(nc *nats.Conn, keep int) *replyBoxes {
 }
 
 // get returns a free box, or a new one (nil when the subscription cannot
-// be made: the caller publishes asynchronously instead).
+// be made: the caller then publishes synchronously, as after a timeout).
 func (rb *replyBoxes) get() *replyBox {
 	select {
 	case b := <-rb.free:
