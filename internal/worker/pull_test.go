@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/tools"
 )
 
 // TestWorkerHoldsNoMoreCallsThanItsSlots proves that no call waits in the
@@ -216,10 +217,41 @@ func TestServerRestartUnderLoadLosesNoneAndRunsNoneTwice(t *testing.T) {
 // short. Every call still gets a final result (ok, or interrupted for a
 // call the dead worker had started) and no call runs twice.
 func TestWorkerKilledMidLoadLosesNoneAndRunsNoneTwice(t *testing.T) {
-	s := testenv.StartNATS(t, "")
 	var ctr counter
 	started := make(chan string, 1000)
 	reg := testRegistry(t, &ctr, started)
+	const n = 80
+	status := killOneOfTwo(t, reg, started, "sleep", n)
+	interrupted := 0
+	for id, st := range status {
+		runs := ctr.get(id)
+		switch st {
+		case events.StatusOK:
+			if runs != 1 {
+				t.Errorf("%s: ok after %d runs", id, runs)
+			}
+		case events.StatusInterrupted:
+			interrupted++
+			if runs > 1 {
+				t.Errorf("%s: interrupted after %d runs", id, runs)
+			}
+		default:
+			t.Errorf("%s: %s", id, st)
+		}
+	}
+	if interrupted == 0 {
+		t.Fatal("no call was interrupted: the kill came too late to prove anything")
+	}
+}
+
+// killOneOfTwo submits n calls of tool (each sleeping 100 ms; started
+// hears each execution) to two workers, cuts the first worker off the
+// server once it runs four of them, and returns each call's final status
+// (a call answered two different final statuses fails the test) once
+// the queue is empty.
+func killOneOfTwo(t *testing.T, reg *tools.Registry, started <-chan string, tool string, n int) map[string]events.Status {
+	t.Helper()
+	s := testenv.StartNATS(t, "")
 	w1 := startWorker(t, s.ClientURL(), reg, Config{Name: "w1", Concurrency: 8, Bus: fastBus})
 	startWorker(t, s.ClientURL(), reg, Config{Name: "w2", Concurrency: 8, Bus: fastBus})
 	c, nc := newClient(t, s, "killed")
@@ -227,9 +259,8 @@ func TestWorkerKilledMidLoadLosesNoneAndRunsNoneTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 80
 	for i := range n {
-		if _, err := c.Submit(ctxT(t), "sleep", map[string]any{"ms": 100}, client.WithID(fmt.Sprintf("k-%d", i))); err != nil {
+		if _, err := c.Submit(ctxT(t), tool, map[string]any{"ms": 100}, client.WithID(fmt.Sprintf("k-%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -251,31 +282,40 @@ func TestWorkerKilledMidLoadLosesNoneAndRunsNoneTwice(t *testing.T) {
 		if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil {
 			t.Fatal(err)
 		}
-		if r.Status.Final() {
-			status[r.CallID] = r.Status
+		if !r.Status.Final() {
+			continue
 		}
-	}
-	interrupted := 0
-	for id, st := range status {
-		runs := ctr.get(id)
-		switch st {
-		case events.StatusOK:
-			if runs != 1 {
-				t.Errorf("%s: ok after %d runs", id, runs)
-			}
-		case events.StatusInterrupted:
-			interrupted++
-			if runs > 1 {
-				t.Errorf("%s: interrupted after %d runs", id, runs)
-			}
-		default:
-			t.Errorf("%s: %s", id, st)
+		if prev, ok := status[r.CallID]; ok && prev != r.Status {
+			t.Errorf("%s answered %s, then %s", r.CallID, prev, r.Status)
 		}
-	}
-	if interrupted == 0 {
-		t.Fatal("no call was interrupted: the kill came too late to prove anything")
+		status[r.CallID] = r.Status
 	}
 	waitQueueEmpty(t, s)
+	storedOnce(t, s, "killed", n)
+	return status
+}
+
+// storedOnce checks that the results stream holds exactly one result for
+// each of n calls of agent.
+func storedOnce(t *testing.T, s *testenv.Server, agent string, n int) {
+	t.Helper()
+	_, js := s.Connect(t)
+	st, err := js.Stream(ctxT(t), bus.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctxT(t), jetstream.WithSubjectFilter(events.ResultsOf(agent)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.State.Subjects) != n {
+		t.Fatalf("results stored for %d calls, want %d", len(info.State.Subjects), n)
+	}
+	for subj, k := range info.State.Subjects {
+		if k != 1 {
+			t.Errorf("%s: %d results stored, want 1", subj, k)
+		}
+	}
 }
 
 // TestWorkerComesBackWhenItsConsumerReturns deletes the shared consumer

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -70,46 +69,13 @@ func TestPureCallRunsWithoutAClaim(t *testing.T) {
 // message: the redelivery republishes the stored result instead of
 // running the call again, and the results stream still holds one result.
 func TestPureCallRedeliveredAfterItsResultIsNotRunAgain(t *testing.T) {
-	s := testenv.StartNATS(t, "")
 	var ctr counter
-	reg := testRegistry(t, &ctr, nil)
-	crashy := startWorker(t, s.ClientURL(), reg, Config{Name: "crashy", Bus: fastBus})
-	crashy.w.beforeAck = func() bool { return false }
-	c, nc := newClient(t, s, "r")
-	sub, _ := nc.SubscribeSync(events.ResultSubject("r", "pure-redeliver"))
-	if _, err := c.Submit(ctxT(t), "peek", map[string]any{"text": "x"}, client.WithID("pure-redeliver")); err != nil {
-		t.Fatal(err)
+	r := resultAfterCrashBeforeAck(t, testRegistry(t, &ctr, nil), "peek", "pure-redeliver")
+	if r.Status != events.StatusOK || r.Output != "x" {
+		t.Fatalf("republished = %+v", r)
 	}
-	if _, err := sub.NextMsg(10 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := crashy.stop(); err != nil {
-		t.Fatal(err)
-	}
-	startWorker(t, s.ClientURL(), reg, Config{Name: "healthy", Bus: fastBus})
-	m, err := sub.NextMsg(30 * time.Second)
-	if err != nil {
-		t.Fatalf("no republished result after redelivery: %v", err)
-	}
-	var r events.ResultData
-	if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil || r.Status != events.StatusOK || r.Output != "x" {
-		t.Fatalf("republished = %+v %v", r, err)
-	}
-	waitQueueEmpty(t, s)
 	if n := ctr.get("pure-redeliver"); n != 1 {
 		t.Fatalf("executions = %d, want 1", n)
-	}
-	_, js := s.Connect(t)
-	st, err := js.Stream(ctxT(t), bus.StreamResults)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctxT(t), jetstream.WithSubjectFilter(events.ResultSubject("r", "pure-redeliver")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := info.State.Subjects[events.ResultSubject("r", "pure-redeliver")]; got != 1 {
-		t.Fatalf("results stored for the call: %d, want 1", got)
 	}
 }
 
@@ -161,7 +127,6 @@ func TestPureCallThatParksIsClaimed(t *testing.T) {
 // on the other worker (nothing to interrupt: a pure call changed nothing),
 // every call is answered ok, and each has exactly one stored result.
 func TestWorkerKilledMidLoadAnswersEveryPureCallOnce(t *testing.T) {
-	s := testenv.StartNATS(t, "")
 	var ctr counter
 	started := make(chan string, 1000)
 	reg := testRegistry(t, &ctr, started)
@@ -180,46 +145,8 @@ func TestWorkerKilledMidLoadAnswersEveryPureCallOnce(t *testing.T) {
 			}
 		}),
 	})
-	w1 := startWorker(t, s.ClientURL(), reg, Config{Name: "w1", Concurrency: 8, Bus: fastBus})
-	startWorker(t, s.ClientURL(), reg, Config{Name: "w2", Concurrency: 8, Bus: fastBus})
-	c, nc := newClient(t, s, "killed")
-	results, err := nc.SubscribeSync(events.ResultsOf("killed"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const n = 60
-	for i := range n {
-		if _, err := c.Submit(ctxT(t), "nap", map[string]any{"ms": 100}, client.WithID(fmt.Sprintf("k-%d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for w1.w.Executions() < 4 {
-		<-started
-	}
-	w1.w.nc.Close()   // the server sees the worker vanish
-	w1.w.execCancel() // and its tools stop where they are
-	status := map[string]events.Status{}
-	for len(status) < n {
-		if ctxT(t).Err() != nil {
-			t.Fatalf("%d of %d results", len(status), n)
-		}
-		m, err := results.NextMsg(time.Second)
-		if err != nil {
-			continue
-		}
-		var r events.ResultData
-		if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil {
-			t.Fatal(err)
-		}
-		if r.Status.Final() {
-			if prev, ok := status[r.CallID]; ok && prev != r.Status {
-				t.Errorf("%s answered %s, then %s", r.CallID, prev, r.Status)
-			}
-			status[r.CallID] = r.Status
-		}
-	}
 	rerun := 0
-	for id, st := range status {
+	for id, st := range killOneOfTwo(t, reg, started, "nap", 60) {
 		if st != events.StatusOK {
 			t.Errorf("%s: %s, want ok", id, st)
 		}
@@ -229,23 +156,5 @@ func TestWorkerKilledMidLoadAnswersEveryPureCallOnce(t *testing.T) {
 	}
 	if rerun == 0 {
 		t.Fatal("no call was run again: the kill came too late to prove anything")
-	}
-	waitQueueEmpty(t, s)
-	_, js := s.Connect(t)
-	st, err := js.Stream(ctxT(t), bus.StreamResults)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctxT(t), jetstream.WithSubjectFilter(events.ResultsOf("killed")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(info.State.Subjects) != n {
-		t.Fatalf("results stored for %d calls, want %d", len(info.State.Subjects), n)
-	}
-	for subj, k := range info.State.Subjects {
-		if k != 1 {
-			t.Errorf("%s: %d results stored, want 1", subj, k)
-		}
 	}
 }

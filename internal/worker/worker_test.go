@@ -142,16 +142,29 @@ func TestDuplicatePublishRepublishesWithoutRunningAgain(t *testing.T) {
 }
 
 func TestRedeliveryAfterResultDoesNotRunAgain(t *testing.T) {
-	s := testenv.StartNATS(t, "")
 	var ctr counter
-	reg := testRegistry(t, &ctr, nil)
-	// The first worker publishes the result and then "crashes" before it
-	// acks: the message is redelivered after the ack wait.
+	r := resultAfterCrashBeforeAck(t, testRegistry(t, &ctr, nil), "echo", "redeliver-1")
+	if r.Status != events.StatusOK || r.Output != "x" {
+		t.Fatalf("republished = %+v", r)
+	}
+	if n := ctr.get("redeliver-1"); n != 1 {
+		t.Fatalf("executions = %d, want 1", n)
+	}
+}
+
+// resultAfterCrashBeforeAck makes the call id of tool with text "x" on a
+// worker that publishes its result and then "crashes" before it acks, so
+// that the message is redelivered after the ack wait to a second worker,
+// and returns the result that redelivery publishes; by then the queue is
+// empty and the results stream holds one result for the call.
+func resultAfterCrashBeforeAck(t *testing.T, reg *tools.Registry, tool, id string) events.ResultData {
+	t.Helper()
+	s := testenv.StartNATS(t, "")
 	crashy := startWorker(t, s.ClientURL(), reg, Config{Name: "crashy", Bus: fastBus})
 	crashy.w.beforeAck = func() bool { return false }
 	c, nc := newClient(t, s, "r")
-	sub, _ := nc.SubscribeSync(events.ResultSubject("r", "redeliver-1"))
-	if _, err := c.Submit(ctxT(t), "echo", map[string]any{"text": "x"}, client.WithID("redeliver-1")); err != nil {
+	sub, _ := nc.SubscribeSync(events.ResultSubject("r", id))
+	if _, err := c.Submit(ctxT(t), tool, map[string]any{"text": "x"}, client.WithID(id)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := sub.NextMsg(10 * time.Second); err != nil {
@@ -161,19 +174,17 @@ func TestRedeliveryAfterResultDoesNotRunAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	startWorker(t, s.ClientURL(), reg, Config{Name: "healthy", Bus: fastBus})
-	// The redelivery republishes the stored result.
 	m, err := sub.NextMsg(30 * time.Second)
 	if err != nil {
 		t.Fatalf("no republished result after redelivery: %v", err)
 	}
 	var r events.ResultData
-	if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil || r.Status != events.StatusOK {
-		t.Fatalf("republished = %+v %v", r, err)
-	}
-	if n := ctr.get("redeliver-1"); n != 1 {
-		t.Fatalf("executions = %d, want 1", n)
+	if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil {
+		t.Fatal(err)
 	}
 	waitQueueEmpty(t, s)
+	storedOnce(t, s, "r", 1)
+	return r
 }
 
 // waitQueueEmpty waits until the calls stream holds nothing: every call was
