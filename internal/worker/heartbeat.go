@@ -12,8 +12,10 @@ import (
 // every (a third of the ack wait) at most, and every half of that at
 // least, each call registered for at least every gets its message marked
 // in progress and its claim's heartbeat refreshed: no call goes longer
-// than half its ack wait without a beat. The goroutine runs only while a
-// call is registered.
+// than half its ack wait without a beat. The goroutine starts with the
+// first call registered and ends at the first tick that finds none (or
+// when the worker stops), so that one call after another, as at one call
+// in flight, does not start a goroutine and a ticker each.
 type beater struct {
 	w     *Worker
 	every time.Duration
@@ -52,11 +54,17 @@ func (w *Worker) heartbeat(msg callMsg, key string, rev uint64, start time.Time)
 	return func() {
 		h.mu.Lock()
 		delete(h.calls, b)
-		if len(h.calls) == 0 && h.quit != nil {
-			close(h.quit)
-			h.quit = nil
-		}
 		h.mu.Unlock()
+	}
+}
+
+// stop ends the beating goroutine (the worker stops).
+func (h *beater) stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.quit != nil {
+		close(h.quit)
+		h.quit = nil
 	}
 }
 
@@ -72,7 +80,11 @@ func (h *beater) loop(quit chan struct{}) {
 			due = due[:0]
 			h.mu.Lock()
 			if h.quit != quit {
-				// Every call left (a later loop may serve new ones).
+				h.mu.Unlock()
+				return // stopped (a later loop may serve new calls)
+			}
+			if len(h.calls) == 0 {
+				h.quit = nil // the next call starts a new loop
 				h.mu.Unlock()
 				return
 			}

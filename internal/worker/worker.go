@@ -231,6 +231,7 @@ func (w *Worker) shutdown() {
 	w.execCancel()
 	w.drainAudit(w.cfg.publishTimeout)
 	w.stopAuditAcks()
+	w.beats.stop()
 	w.drainEvents(10 * time.Second)
 	w.boxes.close()
 	if err := w.nc.Flush(); err != nil {
