@@ -88,6 +88,7 @@ func TestForbiddenOperationsAreRefused(t *testing.T) {
 			pub("$JS.API.CONSUMER.CREATE.TOOLGATE_RESULTS"),
 			pub("$JS.API.STREAM.MSG.GET.TOOLGATE_RESULTS"),
 			pub("$JS.ACK.TOOLGATE_CALLS.workers.1.1.1.1.1"),
+			pub("_INBOX.worker.worker.box.1"), // a forged store acknowledgement of a claim, a result or an audit event
 			sub("toolgate.result.bob.>"),
 			sub("toolgate.result.>"),
 			sub("toolgate.progress.bob.c1"),
