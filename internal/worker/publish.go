@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,11 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 	if box != nil {
 		reply, err = box.publish(m)
 	}
+	// The client's flusher goroutine writes the result; it is queued to
+	// run on this thread next. Yield to it before the audit events' work,
+	// which would otherwise hold the result in the buffer until this
+	// goroutine blocks or an idle thread wakes to steal it.
+	runtime.Gosched()
 	w.auditAfterResult(in, res, audit, appr) // after the result: they do not delay it
 	if reply != "" {
 		_, err = box.wait(reply, w.cfg.publishTimeout)
