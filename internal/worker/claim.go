@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"runtime"
 	"sync"
 	"time"
 
@@ -69,10 +68,6 @@ func (w *Worker) claim(msg callMsg, key string, start time.Time, callID string, 
 	cl := &claim{w: w, msg: msg, key: key, callID: callID, start: start, lazy: lazy}
 	if !lazy {
 		cl.publish()
-		// Let the client's flusher write the create now, so that its
-		// round trip overlaps validation and the gate rather than
-		// starting when this goroutine first blocks (publish.go).
-		runtime.Gosched()
 	}
 	return cl
 }

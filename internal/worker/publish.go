@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -64,15 +63,10 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 	}
 	box := w.boxes.get()
 	reply := ""
-	err = errors.New("no reply subject")
+	err = errNoBox
 	if box != nil {
-		reply, err = box.publish(m)
+		reply, err = box.publish(m) // written before the audit events' work (replyBox.publish)
 	}
-	// The client's flusher goroutine writes the result; it is queued to
-	// run on this thread next. Yield to it before the audit events' work,
-	// which would otherwise hold the result in the buffer until this
-	// goroutine blocks or an idle thread wakes to steal it.
-	runtime.Gosched()
 	w.auditAfterResult(in, res, audit, appr) // after the result: they do not delay it
 	if reply != "" {
 		_, err = box.wait(reply, w.cfg.publishTimeout)
@@ -94,6 +88,10 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 	}
 	return fmt.Errorf("publish result of %s: %w", in.ID, err)
 }
+
+// errNoBox: no reply box could be made for a result's acknowledgement
+// (the synchronous publish with retries follows).
+var errNoBox = errors.New("no reply subject for the acknowledgement")
 
 // Publishing a result: attempts, and how long each waits for its ack.
 const publishAttempts = 5

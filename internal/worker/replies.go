@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // replyBox is a private reply subject with a channel subscription: the
@@ -93,12 +95,18 @@ func (rb *replyBoxes) close() {
 }
 
 // publish sends m with a reply subject of b's and returns that subject.
+// A publish only buffers m and wakes the client's flusher goroutine,
+// queued to run on this thread next; publish yields to it, so that m is
+// written now rather than when the caller first blocks (for a claim:
+// after validation and the gate, which its round trip is meant to
+// overlap; for a result: after the audit events' encoding).
 func (b *replyBox) publish(m *nats.Msg) (string, error) {
 	b.seq++
 	m.Reply = b.inbox + "." + strconv.FormatUint(b.seq, 36)
 	if err := b.nc.PublishMsg(m); err != nil {
 		return "", err
 	}
+	runtime.Gosched()
 	return m.Reply, nil
 }
 
@@ -125,14 +133,11 @@ func (b *replyBox) wait(reply string, timeout time.Duration) (uint64, error) {
 }
 
 // pubAck is JetStream's answer to a publish: the stored message's
-// sequence, or an API error.
+// sequence, or an API error (the library's own types, as its publish
+// decodes them).
 type pubAck struct {
-	Seq   uint64 `json:"seq"`
-	Error *struct {
-		Code        int    `json:"code"`
-		ErrCode     int    `json:"err_code"`
-		Description string `json:"description"`
-	} `json:"error"`
+	jetstream.PubAck
+	Error *jetstream.APIError `json:"error,omitempty"`
 }
 
 func parsePubAck(m *nats.Msg) (uint64, error) {
@@ -147,12 +152,12 @@ func parsePubAck(m *nats.Msg) (uint64, error) {
 		return 0, fmt.Errorf("publish acknowledgement: %w", err)
 	}
 	if a.Error != nil {
-		return 0, fmt.Errorf("publish refused: %s (code %d, error %d)", a.Error.Description, a.Error.Code, a.Error.ErrCode)
+		return 0, fmt.Errorf("publish refused: %w", a.Error)
 	}
-	if a.Seq == 0 {
+	if a.Sequence == 0 {
 		return 0, errors.New("publish acknowledgement without a sequence")
 	}
-	return a.Seq, nil
+	return a.Sequence, nil
 }
 
 // ackSeq reads the sequence of a plain acknowledgement,

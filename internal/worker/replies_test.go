@@ -2,9 +2,11 @@ package worker
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestParsePubAck(t *testing.T) {
@@ -35,6 +37,9 @@ func TestParsePubAck(t *testing.T) {
 				if err == nil {
 					t.Fatalf("seq %d, want an error", seq)
 				}
+				if tt.name == "wrong last sequence" && !errors.Is(err, jetstream.ErrKeyExists) {
+					t.Fatalf("err %v: the server's refusal is not recognised as a taken key", err)
+				}
 				return
 			}
 			if err != nil || seq != tt.seq {
@@ -61,8 +66,8 @@ func FuzzAckSeq(f *testing.F) {
 		if err := json.Unmarshal(b, &a); err != nil {
 			t.Fatalf("shortcut read %d from invalid JSON %q", seq, b)
 		}
-		if a.Error != nil || a.Seq != seq {
-			t.Fatalf("shortcut read %d from %q; JSON says seq %d, error %v", seq, b, a.Seq, a.Error)
+		if a.Error != nil || a.Sequence != seq {
+			t.Fatalf("shortcut read %d from %q; JSON says seq %d, error %v", seq, b, a.Sequence, a.Error)
 		}
 	})
 }
