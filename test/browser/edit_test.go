@@ -104,7 +104,7 @@ func TestApprovalPageApprovesWithChanges(t *testing.T) {
 	if err := chromedp.Do(tctx, chromedp.WaitVisible(row+` .edited`)); err != nil {
 		t.Fatalf("history row with the changes: %v", err)
 	}
-	edited, err := chromedp.Run(tctx, chromedp.Text(row+` .edited`))
+	edited, err := textWhen(tctx, row+` .edited`, func(s string) bool { return strings.Contains(s, `{"command":"ls"}`) })
 	if err != nil || !strings.Contains(edited, `{"command":"ls"}`) {
 		t.Fatalf("history shows %q: %v", edited, err)
 	}

@@ -109,16 +109,23 @@ func TestApprovalPageReadsWell(t *testing.T) {
 		t.Fatalf("history row: %v", err)
 	}
 	// The row may be drawn before its time is filled in: wait for it.
-	var decided string
-	for end := time.Now().Add(30 * time.Second); ; {
-		decided, err = chromedp.Run(tctx, chromedp.Text(chromedp.CSS(when)))
-		if err == nil && dateFormat.MatchString(strings.TrimSpace(decided)) || time.Now().After(end) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	decided, err := textWhen(tctx, chromedp.CSS(when), func(s string) bool { return dateFormat.MatchString(strings.TrimSpace(s)) })
 	if err != nil || !dateFormat.MatchString(strings.TrimSpace(decided)) {
 		t.Errorf("history shows the decision time as %q (%v), not in the page's one format", decided, err)
+	}
+}
+
+// textWhen reads the text of sel until ok accepts it, for up to 30
+// seconds: the page redraws its tables as the bus changes, so a read may
+// meet a row not yet filled in, or one replaced under it ("No node with
+// given id found"). It returns the last text read and its error.
+func textWhen(ctx context.Context, sel chromedp.CSS, ok func(string) bool) (string, error) {
+	for end := time.Now().Add(30 * time.Second); ; {
+		text, err := chromedp.Run(ctx, chromedp.Text(sel))
+		if err == nil && ok(text) || time.Now().After(end) {
+			return text, err
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
