@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -57,12 +56,11 @@ type puller struct {
 	quit  chan struct{}     // closed when the worker stops taking calls
 	slots sync.WaitGroup
 
-	running atomic.Int64 // calls being handled
-	asked   int          // calls asked for and not yet delivered
-	reqs    map[string]*pullReq
-	order   []string // request ids, oldest first
-	seq     uint64
-	hold    time.Time // no request before this (the server refused one)
+	asked int // calls asked for and not yet delivered
+	reqs  map[string]*pullReq
+	order []string // request ids, oldest first
+	seq   uint64
+	hold  time.Time // no request before this (the server refused one)
 }
 
 type pullReq struct {
@@ -132,7 +130,7 @@ func (p *puller) run(ctx context.Context) error {
 // per call.
 func (p *puller) ask() {
 	c := p.w.cfg.Concurrency
-	free := c - int(p.running.Load()) - p.asked
+	free := c - int(p.w.running.Load()) - p.asked
 	if free <= 0 || (p.asked > 0 && free < max(1, c/8)) || time.Now().Before(p.hold) {
 		return
 	}
@@ -219,7 +217,7 @@ func (p *puller) end(id, pending string) {
 
 // dispatch hands a call to an idle slot or starts a slot for it.
 func (p *puller) dispatch(m deliveredMsg) {
-	p.running.Add(1)
+	p.w.running.Add(1)
 	p.w.inflight.Add(1)
 	select {
 	case p.work <- m:
@@ -234,7 +232,7 @@ func (p *puller) slot(m deliveredMsg) {
 	defer p.slots.Done()
 	for {
 		p.w.settle(m, p.w.handle(m))
-		p.running.Add(-1)
+		p.w.running.Add(-1)
 		p.w.inflight.Done()
 		select {
 		case p.wake <- struct{}{}:

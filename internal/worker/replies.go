@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -32,6 +33,8 @@ type replyBox struct {
 	ch    chan *nats.Msg
 	timer *time.Timer
 	seq   uint64
+	load  *atomic.Int64 // the worker's running calls (nil: unknown)
+	idle  int64         // at most this many running: the worker is not busy
 }
 
 // boxDepth is a box's channel capacity: one acknowledgement awaited plus
@@ -45,10 +48,13 @@ const boxDepth = 4
 type replyBoxes struct {
 	nc   *nats.Conn
 	free chan *replyBox
+	// load counts the worker's running calls; publish yields to the
+	// client's flusher only while it is at most GOMAXPROCS (see publish).
+	load *atomic.Int64
 }
 
-func newReplyBoxes(nc *nats.Conn, keep int) *replyBoxes {
-	return &replyBoxes{nc: nc, free: make(chan *replyBox, keep)}
+func newReplyBoxes(nc *nats.Conn, keep int, load *atomic.Int64) *replyBoxes {
+	return &replyBoxes{nc: nc, free: make(chan *replyBox, keep), load: load}
 }
 
 // get returns a free box, or a new one (nil when the subscription cannot
@@ -67,7 +73,7 @@ func (rb *replyBoxes) get() *replyBox {
 	}
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &replyBox{nc: rb.nc, inbox: inbox, sub: sub, ch: ch, timer: t}
+	return &replyBox{nc: rb.nc, inbox: inbox, sub: sub, ch: ch, timer: t, load: rb.load, idle: int64(runtime.GOMAXPROCS(0))}
 }
 
 // put returns b to the free list, or closes it when the list is full.
@@ -96,17 +102,22 @@ func (rb *replyBoxes) close() {
 
 // publish sends m with a reply subject of b's and returns that subject.
 // A publish only buffers m and wakes the client's flusher goroutine,
-// queued to run on this thread next; publish yields to it, so that m is
-// written now rather than when the caller first blocks (for a claim:
-// after validation and the gate, which its round trip is meant to
-// overlap; for a result: after the audit events' encoding).
+// queued to run on this thread next. When the worker has few calls
+// running, publish yields to it, so that m is written now rather than
+// when the caller first blocks (for a claim: after validation and the
+// gate, which its round trip is meant to overlap; for a result: after the
+// audit events' encoding). A busy worker does not: other calls block soon
+// enough, and the flusher then writes many messages in one system call
+// instead of one each.
 func (b *replyBox) publish(m *nats.Msg) (string, error) {
 	b.seq++
 	m.Reply = b.inbox + "." + strconv.FormatUint(b.seq, 36)
 	if err := b.nc.PublishMsg(m); err != nil {
 		return "", err
 	}
-	runtime.Gosched()
+	if b.load == nil || b.load.Load() <= b.idle {
+		runtime.Gosched()
+	}
 	return m.Reply, nil
 }
 

@@ -111,6 +111,7 @@ type Worker struct {
 	calls    jetstream.KeyValue
 	results  jetstream.Stream
 	inflight sync.WaitGroup
+	running  atomic.Int64 // calls the puller's slots are handling
 	beats    *beater
 	boxes    *replyBoxes // reply subjects for claim and result acknowledgements (replies.go)
 	source   string      // the CloudEvents source of what this worker publishes
@@ -150,7 +151,7 @@ func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
 	w.js = js
 	w.settler = fate.Runner{Consumer: bus.ConsumerWorkers, Logger: w.log, Count: w.countFate}
 	w.beats = newBeater(w)
-	w.boxes = newReplyBoxes(nc, cfg.Concurrency+16)
+	w.boxes = newReplyBoxes(nc, cfg.Concurrency+16, &w.running)
 	w.source = "toolgate://worker/" + cfg.Name
 	w.execCtx, w.execCancel = context.WithCancel(context.Background())
 	w.newObserver()
