@@ -217,14 +217,27 @@ func (f *folded) of(s string) string {
 }
 
 // asciiLower lowers ASCII letters only, so that offsets stay those of s.
+// s itself is returned when it has no upper-case ASCII letter (most tool
+// output is mostly lower case, and the copy of a large output is what the
+// redaction of a clean one would cost).
 func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; 'A' <= c && c <= 'Z' {
+			if last == 0 {
+				b.Grow(len(s))
+			}
+			b.WriteString(s[last:i])
+			b.WriteByte(c + 'a' - 'A')
+			last = i + 1
 		}
 	}
-	return string(b)
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }
 
 // Stream redacts a stream of chunks (a running tool's progress) and hands

@@ -237,3 +237,23 @@ func FuzzStreamChunking(f *testing.F) {
 		}
 	})
 }
+
+// FuzzASCIILower checks the copy-free lowering against the byte-by-byte
+// definition: same length (offsets are shared with the original), ASCII
+// letters lowered, every other byte (UTF-8 or not) unchanged.
+func FuzzASCIILower(f *testing.F) {
+	for _, s := range []string{"", "abc", "ABC", "Password=Hunter2", "ÄÖÜ AKIA", "\xff\xfeX", "x-API-KEY: Z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := []byte(s)
+		for i, c := range want {
+			if 'A' <= c && c <= 'Z' {
+				want[i] = c + 'a' - 'A'
+			}
+		}
+		if got := asciiLower(s); got != string(want) {
+			t.Fatalf("asciiLower(%q) = %q, want %q", s, got, want)
+		}
+	})
+}
