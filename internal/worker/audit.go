@@ -37,7 +37,7 @@ func (w *Worker) auditExecution(in *events.Call, res events.ResultData, appr *ev
 	a := w.auditData(in, res.Tool, in.Data.SessionID, argsHash)
 	a.Kind, a.Status, a.IsError, a.Decision = events.AuditExecution, res.Status, res.IsError, res.Decision
 	a.DurationMS, a.OutputBytes, a.Error, a.Approval = res.DurationMS, len(res.Output), res.Error, appr
-	a.ResultSHA256 = SHA256Hex([]byte(res.Output))
+	a.ResultSHA256 = stringSHA256Hex(res.Output)
 	a.Hooks = res.Hooks
 	a.Resumed, a.Cached, a.ParentCallID = appr != nil, res.Cached, res.ParentCallID
 	w.countOutcome(context.Background(), &res)
@@ -174,6 +174,22 @@ func ArgsSHA256(args []byte) string {
 func SHA256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// stringSHA256Hex is SHA256Hex of s's bytes without copying s whole (an
+// output can be megabytes): it is hashed through a small buffer.
+func stringSHA256Hex(s string) string {
+	if len(s) <= 64 {
+		return SHA256Hex([]byte(s))
+	}
+	h := sha256.New()
+	var buf [512]byte
+	for len(s) > 0 {
+		n := copy(buf[:], s)
+		h.Write(buf[:n])
+		s = s[n:]
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // auditQueue collects the store acknowledgements of audit publishes

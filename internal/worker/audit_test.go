@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -244,5 +245,16 @@ func TestEveryDecisionAuditedWhateverTheFate(t *testing.T) {
 	rw.w.decisions.Range(func(any, any) bool { left++; return true })
 	if left != 0 {
 		t.Errorf("%d decision audit events still waiting in the worker", left)
+	}
+}
+
+// TestStringSHA256HexIsSHA256Hex: the buffered hash of an output equals
+// the hash of its bytes at every length around the buffer's edges.
+func TestStringSHA256HexIsSHA256Hex(t *testing.T) {
+	for _, n := range []int{0, 1, 63, 64, 65, 511, 512, 513, 1024, 1025, 100_000} {
+		s := strings.Repeat("0123456789abcdef", n/16+1)[:n]
+		if got, want := stringSHA256Hex(s), SHA256Hex([]byte(s)); got != want {
+			t.Errorf("length %d: %s, want %s", n, got, want)
+		}
 	}
 }
