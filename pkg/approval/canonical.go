@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrNotCanonicalizable reports JSON that has no single canonical form: it
@@ -28,6 +30,16 @@ func Canonical(raw []byte) ([]byte, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return []byte("{}"), nil
 	}
+	if out, ok := canonicalPlain(raw); ok {
+		return out, nil
+	}
+	return canonicalDecoded(raw)
+}
+
+// canonicalDecoded is Canonical through encoding/json's tokenizer: any
+// JSON, and the error that says where JSON without a canonical form goes
+// wrong.
+func canonicalDecoded(raw []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var b bytes.Buffer
@@ -131,7 +143,270 @@ func canonObject(dec *json.Decoder, b *bytes.Buffer, at string, depth int) error
 	return nil
 }
 
+// canonicalPlain is Canonical in one pass over raw, for JSON whose strings
+// need no re-escaping (no backslash, no control character, valid UTF-8,
+// neither U+2028 nor U+2029: their bytes are their canonical form) and
+// whose objects repeat no key; ok is false for anything else, valid or
+// not, which canonicalDecoded then handles. Arguments almost always are
+// such JSON, and this is several times faster than the tokenizer.
+func canonicalPlain(raw []byte) (out []byte, ok bool) {
+	p := plainScan{in: raw, out: make([]byte, 0, len(raw))}
+	p.space()
+	if !p.value(0) {
+		return nil, false
+	}
+	p.space()
+	if p.i != len(p.in) {
+		return nil, false
+	}
+	return p.out, true
+}
+
+// plainScan is canonicalPlain's state: the input, the read offset, the
+// canonical output so far.
+type plainScan struct {
+	in  []byte
+	i   int
+	out []byte
+}
+
+func (p *plainScan) space() {
+	for p.i < len(p.in) {
+		switch p.in[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *plainScan) value(depth int) bool {
+	if depth > maxDepth || p.i >= len(p.in) {
+		return false
+	}
+	switch c := p.in[p.i]; {
+	case c == '{':
+		return p.object(depth)
+	case c == '[':
+		return p.array(depth)
+	case c == '"':
+		s, ok := p.str()
+		if ok {
+			p.out = append(append(append(p.out, '"'), s...), '"')
+		}
+		return ok
+	case c == 't':
+		return p.literal("true")
+	case c == 'f':
+		return p.literal("false")
+	case c == 'n':
+		return p.literal("null")
+	case c == '-' || ('0' <= c && c <= '9'):
+		return p.number()
+	}
+	return false
+}
+
+func (p *plainScan) literal(word string) bool {
+	if !bytes.HasPrefix(p.in[p.i:], []byte(word)) {
+		return false
+	}
+	p.i += len(word)
+	p.out = append(p.out, word...)
+	return true
+}
+
+// str reads a string that needs no re-escaping and returns its contents.
+func (p *plainScan) str() ([]byte, bool) {
+	start := p.i + 1
+	for j := start; j < len(p.in); {
+		c := p.in[j]
+		switch {
+		case c == '"':
+			p.i = j + 1
+			return p.in[start:j], true
+		case c == '\\' || c < 0x20:
+			return nil, false
+		case c < utf8.RuneSelf:
+			j++
+		default:
+			r, size := utf8.DecodeRune(p.in[j:])
+			if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+				return nil, false
+			}
+			j += size
+		}
+	}
+	return nil, false
+}
+
+// number reads a number by JSON's grammar; its canonical form is the
+// number as written.
+func (p *plainScan) number() bool {
+	in, j := p.in, p.i
+	digits := func() int {
+		k := j
+		for j < len(in) && '0' <= in[j] && in[j] <= '9' {
+			j++
+		}
+		return j - k
+	}
+	if in[j] == '-' {
+		j++
+	}
+	switch {
+	case j < len(in) && in[j] == '0':
+		j++
+	case digits() == 0:
+		return false
+	}
+	if j < len(in) && in[j] == '.' {
+		j++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if j < len(in) && (in[j] == 'e' || in[j] == 'E') {
+		j++
+		if j < len(in) && (in[j] == '+' || in[j] == '-') {
+			j++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	p.out = append(p.out, in[p.i:j]...)
+	p.i = j
+	return true
+}
+
+func (p *plainScan) array(depth int) bool {
+	p.i++
+	p.out = append(p.out, '[')
+	p.space()
+	if p.i < len(p.in) && p.in[p.i] == ']' {
+		p.i++
+		p.out = append(p.out, ']')
+		return true
+	}
+	for {
+		if !p.value(depth + 1) {
+			return false
+		}
+		p.space()
+		if p.i >= len(p.in) {
+			return false
+		}
+		c := p.in[p.i]
+		p.i++
+		if c == ']' {
+			p.out = append(p.out, ']')
+			return true
+		}
+		if c != ',' {
+			return false
+		}
+		p.out = append(p.out, ',')
+		p.space()
+	}
+}
+
+// plainString reports whether s is written in JSON as it is, between
+// quotes (what str accepts).
+func plainString(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == '"' || r == '\\' || r == utf8.RuneError || r == '\u2028' || r == '\u2029' {
+			return false
+		}
+	}
+	return true
+}
+
+// plainMember is an object member written to the output: its key and
+// where `"key":value` is in the output.
+type plainMember struct {
+	key      []byte
+	from, to int
+}
+
+func (p *plainScan) object(depth int) bool {
+	p.i++
+	p.out = append(p.out, '{')
+	start := len(p.out)
+	p.space()
+	if p.i < len(p.in) && p.in[p.i] == '}' {
+		p.i++
+		p.out = append(p.out, '}')
+		return true
+	}
+	var buf [8]plainMember
+	members, sorted := buf[:0], true
+	for {
+		if p.i >= len(p.in) || p.in[p.i] != '"' {
+			return false
+		}
+		key, ok := p.str()
+		if !ok {
+			return false
+		}
+		p.space()
+		if p.i >= len(p.in) || p.in[p.i] != ':' {
+			return false
+		}
+		p.i++
+		p.space()
+		from := len(p.out)
+		p.out = append(append(append(p.out, '"'), key...), '"', ':')
+		if !p.value(depth + 1) {
+			return false
+		}
+		if n := len(members); n > 0 && bytes.Compare(members[n-1].key, key) >= 0 {
+			sorted = false
+		}
+		members = append(members, plainMember{key, from, len(p.out)})
+		p.space()
+		if p.i >= len(p.in) {
+			return false
+		}
+		c := p.in[p.i]
+		p.i++
+		if c == '}' {
+			break
+		}
+		if c != ',' {
+			return false
+		}
+		p.out = append(p.out, ',')
+		p.space()
+	}
+	if !sorted {
+		slices.SortFunc(members, func(a, b plainMember) int { return bytes.Compare(a.key, b.key) })
+		for k := 1; k < len(members); k++ {
+			if bytes.Equal(members[k-1].key, members[k].key) {
+				return false // a repeated key: canonicalDecoded says where
+			}
+		}
+		written := slices.Clone(p.out[start:])
+		p.out = p.out[:start]
+		for k, m := range members {
+			if k > 0 {
+				p.out = append(p.out, ',')
+			}
+			p.out = append(p.out, written[m.from-start:m.to-start]...)
+		}
+	}
+	p.out = append(p.out, '}')
+	return true
+}
+
 func writeString(b *bytes.Buffer, s string) {
+	if plainString(s) {
+		b.WriteByte('"')
+		b.WriteString(s)
+		b.WriteByte('"')
+		return
+	}
 	var sb strings.Builder
 	enc := json.NewEncoder(&sb)
 	enc.SetEscapeHTML(false)

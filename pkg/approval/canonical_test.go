@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -121,6 +122,81 @@ func FuzzCanonical(f *testing.F) {
 		again, err := Canonical(out)
 		if err != nil || string(again) != string(out) {
 			t.Fatalf("not a fixed point: %q -> %q (%v)", out, again, err)
+		}
+	})
+}
+
+// TestCanonicalPlainTakesTheUsualArguments: the one-pass path serves
+// arguments as agents send them (any spacing, any key order) and leaves
+// what needs re-escaping or has no canonical form to the tokenizer.
+func TestCanonicalPlainTakesTheUsualArguments(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string // "" when the one-pass path must decline
+	}{
+		{`{"path":"notes.txt"}`, `{"path":"notes.txt"}`},
+		{`{"path": "a.go", "offset": 10, "limit": 2e3}`, `{"limit":2e3,"offset":10,"path":"a.go"}`},
+		{"{\n  \"command\": \"ls -la\",\n  \"timeout_ms\": 1000\n}", `{"command":"ls -la","timeout_ms":1000}`},
+		{`{"b":[{"d":null,"c":true}],"a":{"z":-0.5,"y":"é😀<&>"}}`, `{"a":{"y":"é😀<&>","z":-0.5},"b":[{"c":true,"d":null}]}`},
+		{`{"k":1,"j":2,"i":3,"h":4,"g":5,"f":6,"e":7,"d":8,"c":9,"b":10,"a":11}`, `{"a":11,"b":10,"c":9,"d":8,"e":7,"f":6,"g":5,"h":4,"i":3,"j":2,"k":1}`},
+		{`[]`, `[]`},
+		{`{"a":"x\ny"}`, ""},             // an escape
+		{`{"a":"` + "\u2028" + `"}`, ""}, // written escaped
+		{"{\"a\":\"\xff\"}", ""},         // invalid UTF-8
+		{`{"a":1,"a":1}`, ""},            // repeated key
+		{`{"a":01}`, ""},
+		{`{"a":1.}`, ""},
+		{`{"a":-}`, ""},
+		{`[1,]`, ""},
+		{`{"a":1,}`, ""},
+		{`{"a" 1}`, ""},
+		{`tru`, ""},
+		{`{} x`, ""},
+	}
+	for _, tt := range tests {
+		got, ok := canonicalPlain([]byte(tt.in))
+		if ok != (tt.want != "") || string(got) != tt.want {
+			t.Errorf("canonicalPlain(%q) = %q, %v; want %q", tt.in, got, ok, tt.want)
+		}
+	}
+}
+
+// FuzzCanonicalPlain: whatever the one-pass path accepts, the tokenizer
+// accepts too, with the same canonical form.
+func FuzzCanonicalPlain(f *testing.F) {
+	for _, s := range []string{`{"path":"notes.txt"}`, `{"b":1, "a":[2,{"d":3,"c":4}]}`, `{"a":1,"a":2}`, `{"a":-0.0e+1}`, `[1,2`, `{"é":"ü","e":""}`, `0`, `-`, `"\u2028"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		plain, ok := canonicalPlain(in)
+		if !ok {
+			return
+		}
+		decoded, err := canonicalDecoded(in)
+		if err != nil {
+			t.Fatalf("one-pass accepts %q as %q; the tokenizer refuses it: %v", in, plain, err)
+		}
+		if string(plain) != string(decoded) {
+			t.Fatalf("canonical form of %q: one-pass %q, tokenizer %q", in, plain, decoded)
+		}
+	})
+}
+
+// FuzzWriteString: a string is written as encoding/json writes it without
+// HTML escaping, whether or not it takes the plain path.
+func FuzzWriteString(f *testing.F) {
+	for _, s := range []string{"", "agent-1", "a\"b", "\\", "\u2028", "é\xff", "\ufffd", "<&>", "\x7f\x01"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var b bytes.Buffer
+		writeString(&b, s)
+		var want strings.Builder
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(s)
+		if b.String() != strings.TrimSuffix(want.String(), "\n") {
+			t.Fatalf("writeString(%q) = %s, want %s", s, b.String(), want.String())
 		}
 	})
 }
