@@ -217,9 +217,9 @@ func (f *folded) of(s string) string {
 }
 
 // asciiLower lowers ASCII letters only, so that offsets stay those of s.
-// s itself is returned when it has no upper-case ASCII letter (most tool
-// output is mostly lower case, and the copy of a large output is what the
-// redaction of a clean one would cost).
+// It returns s itself when s has no upper-case ASCII letter and makes one
+// copy otherwise: for a clean output, that copy was most of what its
+// redaction cost.
 func asciiLower(s string) string {
 	var b strings.Builder
 	last := 0
