@@ -44,20 +44,27 @@ func EncodeData(subject string, a Attrs, data any, mode Mode) (*nats.Msg, error)
 	if err != nil {
 		return nil, fmt.Errorf("marshal %s data: %w", a.Type, err)
 	}
+	// One backing array for the header's values: a slice literal per
+	// header would be an allocation each.
+	vals := make([]string, 0, 9)
 	h := make(nats.Header, 9)
-	h[headerPrefix+"specversion"] = []string{SpecVersion}
-	h[headerPrefix+"id"] = []string{a.ID}
-	h[headerPrefix+"source"] = []string{a.Source}
-	h[headerPrefix+"type"] = []string{a.Type}
+	set := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	set(headerPrefix+"specversion", SpecVersion)
+	set(headerPrefix+"id", a.ID)
+	set(headerPrefix+"source", a.Source)
+	set(headerPrefix+"type", a.Type)
 	if a.Subject != "" {
-		h[headerPrefix+"subject"] = []string{a.Subject}
+		set(headerPrefix+"subject", a.Subject)
 	}
-	h[headerPrefix+"time"] = []string{time.Now().UTC().Format(time.RFC3339Nano)}
+	set(headerPrefix+"time", time.Now().UTC().Format(time.RFC3339Nano))
 	if a.TraceParent != "" {
-		h[headerPrefix+"traceparent"] = []string{a.TraceParent}
+		set(headerPrefix+"traceparent", a.TraceParent)
 	}
-	h[HeaderContentType] = []string{ContentTypeJSON}
-	h[HeaderMsgID] = []string{a.ID}
+	set(HeaderContentType, ContentTypeJSON)
+	set(HeaderMsgID, a.ID)
 	return &nats.Msg{Subject: subject, Header: h, Data: b}, nil
 }
 
