@@ -181,6 +181,18 @@ func (p *plainScan) space() {
 	}
 }
 
+// next skips whitespace and reads the byte after it (a separator or a
+// closing bracket); ok is false at the end of the input.
+func (p *plainScan) next() (c byte, ok bool) {
+	p.space()
+	if p.i >= len(p.in) {
+		return 0, false
+	}
+	c = p.in[p.i]
+	p.i++
+	return c, true
+}
+
 func (p *plainScan) value(depth int) bool {
 	if depth > maxDepth || p.i >= len(p.in) {
 		return false
@@ -294,12 +306,10 @@ func (p *plainScan) array(depth int) bool {
 		if !p.value(depth + 1) {
 			return false
 		}
-		p.space()
-		if p.i >= len(p.in) {
+		c, ok := p.next()
+		if !ok {
 			return false
 		}
-		c := p.in[p.i]
-		p.i++
 		if c == ']' {
 			p.out = append(p.out, ']')
 			return true
@@ -365,12 +375,10 @@ func (p *plainScan) object(depth int) bool {
 			sorted = false
 		}
 		members = append(members, plainMember{key, from, len(p.out)})
-		p.space()
-		if p.i >= len(p.in) {
+		c, ok := p.next()
+		if !ok {
 			return false
 		}
-		c := p.in[p.i]
-		p.i++
 		if c == '}' {
 			break
 		}
