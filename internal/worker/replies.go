@@ -27,14 +27,12 @@ import (
 // box's inbox, a dot, a number), so an acknowledgement that comes after
 // its waiter gave up is recognised and dropped by the box's next user.
 type replyBox struct {
-	nc    *nats.Conn
+	owner *replyBoxes
 	inbox string
 	sub   *nats.Subscription
 	ch    chan *nats.Msg
 	timer *time.Timer
 	seq   uint64
-	load  *atomic.Int64 // the worker's running calls (nil: unknown)
-	idle  int64         // at most this many running: the worker is not busy
 }
 
 // boxDepth is a box's channel capacity: one acknowledgement awaited plus
@@ -48,14 +46,20 @@ const boxDepth = 4
 type replyBoxes struct {
 	nc   *nats.Conn
 	free chan *replyBox
-	// load counts the worker's running calls; publish yields to the
-	// client's flusher only while it is at most GOMAXPROCS (see publish).
+	// load counts the worker's running calls; a box's publish yields to
+	// the client's flusher only while it is at most idle, GOMAXPROCS
+	// when the boxes were made (see publish).
 	load *atomic.Int64
+	idle int64
 }
 
 func newReplyBoxes(nc *nats.Conn, keep int, load *atomic.Int64) *replyBoxes {
-	return &replyBoxes{nc: nc, free: make(chan *replyBox, keep), load: load}
+	return &replyBoxes{nc: nc, free: make(chan *replyBox, keep), load: load, idle: int64(runtime.GOMAXPROCS(0))}
 }
+
+// busy reports whether the worker runs more calls than it has threads to
+// run them on.
+func (rb *replyBoxes) busy() bool { return rb.load.Load() > rb.idle }
 
 // get returns a free box, or a new one (nil when the subscription cannot
 // be made: the caller then publishes synchronously, as after a timeout).
@@ -73,7 +77,7 @@ func (rb *replyBoxes) get() *replyBox {
 	}
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &replyBox{nc: rb.nc, inbox: inbox, sub: sub, ch: ch, timer: t, load: rb.load, idle: int64(runtime.GOMAXPROCS(0))}
+	return &replyBox{owner: rb, inbox: inbox, sub: sub, ch: ch, timer: t}
 }
 
 // put returns b to the free list, or closes it when the list is full.
@@ -112,10 +116,10 @@ func (rb *replyBoxes) close() {
 func (b *replyBox) publish(m *nats.Msg) (string, error) {
 	b.seq++
 	m.Reply = b.inbox + "." + strconv.FormatUint(b.seq, 36)
-	if err := b.nc.PublishMsg(m); err != nil {
+	if err := b.owner.nc.PublishMsg(m); err != nil {
 		return "", err
 	}
-	if b.load == nil || b.load.Load() <= b.idle {
+	if !b.owner.busy() {
 		runtime.Gosched()
 	}
 	return m.Reply, nil
