@@ -101,15 +101,15 @@ func (cl *claim) wait() (uint64, error) {
 		if cl.lazy {
 			cl.publish()
 		}
+		rev, err := uint64(0), errNoBox
 		if cl.reply != "" {
-			rev, err := cl.box.wait(cl.reply, cl.w.cfg.publishTimeout)
-			if err == nil {
-				cl.w.boxes.put(cl.box)
-				cl.rev = rev
-				return
-			}
+			rev, err = cl.box.wait(cl.reply, cl.w.cfg.publishTimeout)
 		}
 		cl.w.boxes.put(cl.box)
+		if err == nil {
+			cl.rev = rev
+			return
+		}
 		cl.rev, cl.err = cl.create()
 	})
 	return cl.rev, cl.err

@@ -89,8 +89,9 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 	return fmt.Errorf("publish result of %s: %w", in.ID, err)
 }
 
-// errNoBox: no reply box could be made for a result's acknowledgement
-// (the synchronous publish with retries follows).
+// errNoBox: no reply box could be made for an acknowledgement (a
+// synchronous publish follows: the result's with retries, the claim's
+// KeyValue.Create).
 var errNoBox = errors.New("no reply subject for the acknowledgement")
 
 // Publishing a result: attempts, and how long each waits for its ack.
