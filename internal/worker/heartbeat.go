@@ -110,9 +110,9 @@ func (h *beater) loop(quit chan struct{}) {
 	}
 }
 
-// claim refreshes a call's claim record (none for a pure call). A call that ended meanwhile has
-// moved its record on (parked, done): the stale revision makes the update
-// fail, which is right.
+// claim refreshes a call's claim record (a pure call has none). A call
+// that ended meanwhile has moved its record on (parked, done): the stale
+// revision makes the update fail, which is right.
 func (h *beater) claim(b *beat, now time.Time) {
 	if b.rev == 0 {
 		return // a pure call, running without a record

@@ -182,9 +182,9 @@ func (p *Pipeline) policy(next Handler) Handler {
 		}
 		if pc, ok := p.gate.(policy.PathChecker); ok {
 			req := p.request(c)
+			rv, revisioned := p.gate.(policy.Revisioned)
 			c.CheckPath = func(realPath string) error {
-				if rv, ok := p.gate.(policy.Revisioned); ok && d.Action == policy.Allow &&
-					slices.Contains(d.Paths, realPath) && rv.Revision() == d.Revision {
+				if revisioned && d.Action == policy.Allow && slices.Contains(d.Paths, realPath) && rv.Revision() == d.Revision {
 					return nil // the gate allowed this very path a moment ago
 				}
 				pd := pc.CheckPath(req, realPath)
