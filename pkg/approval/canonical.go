@@ -233,25 +233,41 @@ func (p *plainScan) literal(word string) bool {
 func (p *plainScan) str() ([]byte, bool) {
 	start := p.i + 1
 	for j := start; j < len(p.in); {
-		c := p.in[j]
-		switch {
-		case c == '"':
+		if p.in[j] == '"' {
 			p.i = j + 1
 			return p.in[start:j], true
-		case c == '\\' || c < 0x20:
-			return nil, false
-		case c < utf8.RuneSelf:
-			j++
-		default:
-			r, size := utf8.DecodeRune(p.in[j:])
-			if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+		}
+		if c := p.in[j]; c < utf8.RuneSelf {
+			if !plainASCII[c] {
 				return nil, false
 			}
-			j += size
+			j++
+			continue
 		}
+		r, size := utf8.DecodeRune(p.in[j:])
+		if !plainRune(r, size) {
+			return nil, false
+		}
+		j += size
 	}
 	return nil, false
 }
+
+// plainRune reports whether encoding/json writes the rune r, of size bytes
+// in the input, as it is inside a string (without HTML escaping): not a
+// quote, a backslash or a control character, not an invalid byte, neither
+// U+2028 nor U+2029.
+func plainRune(r rune, size int) bool {
+	return r >= 0x20 && r != '"' && r != '\\' && !(r == utf8.RuneError && size == 1) && r != '\u2028' && r != '\u2029'
+}
+
+// plainASCII is plainRune of each ASCII byte, looked up in str's loop.
+var plainASCII = func() (t [utf8.RuneSelf]bool) {
+	for c := range t {
+		t[c] = plainRune(rune(c), 1)
+	}
+	return t
+}()
 
 // number reads a number by JSON's grammar; its canonical form is the
 // number as written.
@@ -323,12 +339,14 @@ func (p *plainScan) array(depth int) bool {
 }
 
 // plainString reports whether s is written in JSON as it is, between
-// quotes (what str accepts).
+// quotes.
 func plainString(s string) bool {
-	for _, r := range s {
-		if r < 0x20 || r == '"' || r == '\\' || r == utf8.RuneError || r == '\u2028' || r == '\u2029' {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if !plainRune(r, size) {
 			return false
 		}
+		i += size
 	}
 	return true
 }
