@@ -65,20 +65,6 @@ func TestPureCallRunsWithoutAClaim(t *testing.T) {
 	}
 }
 
-// A pure call's result is stored, then its worker dies before acking the
-// message: the redelivery republishes the stored result instead of
-// running the call again, and the results stream still holds one result.
-func TestPureCallRedeliveredAfterItsResultIsNotRunAgain(t *testing.T) {
-	var ctr counter
-	r := resultAfterCrashBeforeAck(t, testRegistry(t, &ctr, nil), "peek", "pure-redeliver")
-	if r.Status != events.StatusOK || r.Output != "x" {
-		t.Fatalf("republished = %+v", r)
-	}
-	if n := ctr.get("pure-redeliver"); n != 1 {
-		t.Fatalf("executions = %d, want 1", n)
-	}
-}
-
 // A pure call the gate asks about is claimed like any call before it
 // parks (its record says parked), and runs once after the approval.
 func TestPureCallThatParksIsClaimed(t *testing.T) {

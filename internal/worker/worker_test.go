@@ -141,14 +141,23 @@ func TestDuplicatePublishRepublishesWithoutRunningAgain(t *testing.T) {
 	}
 }
 
+// A call's result is stored, then its worker dies before acking the
+// message: the redelivery republishes the stored result instead of
+// running the call again, whether the call was claimed (echo) or ran
+// unclaimed (peek, a pure tool), and the results stream holds one result.
 func TestRedeliveryAfterResultDoesNotRunAgain(t *testing.T) {
-	var ctr counter
-	r := resultAfterCrashBeforeAck(t, testRegistry(t, &ctr, nil), "echo", "redeliver-1")
-	if r.Status != events.StatusOK || r.Output != "x" {
-		t.Fatalf("republished = %+v", r)
-	}
-	if n := ctr.get("redeliver-1"); n != 1 {
-		t.Fatalf("executions = %d, want 1", n)
+	for _, tool := range []string{"echo", "peek"} {
+		t.Run(tool, func(t *testing.T) {
+			var ctr counter
+			id := "redeliver-" + tool
+			r := resultAfterCrashBeforeAck(t, testRegistry(t, &ctr, nil), tool, id)
+			if r.Status != events.StatusOK || r.Output != "x" {
+				t.Fatalf("republished = %+v", r)
+			}
+			if n := ctr.get(id); n != 1 {
+				t.Fatalf("executions = %d, want 1", n)
+			}
+		})
 	}
 }
 
