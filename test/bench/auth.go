@@ -48,6 +48,8 @@ func (a *auth) generator() string {
 	p := identity.Permissions(identity.RoleAgent, agent)
 	p.Pub.Allow.Add("bench.call." + agent + ".>")
 	p.Sub.Allow.Add("bench.result." + agent + ".>")
+	p.Pub.Allow.Add(busCalls + agent + ".>")
+	p.Sub.Allow.Add(busResult + agent + ".>")
 	return a.user("bench-load", p)
 }
 
@@ -60,6 +62,14 @@ func (a *auth) raw() string {
 	p.Pub.Allow = jwt.StringList{"$JS.API.>", "$JS.ACK.BENCH_CALLS.>", "$KV.bench_claims.>", "bench.result.>"}
 	p.Sub.Allow = jwt.StringList{rawInbox + ".>"}
 	return a.user("bench-raw", p)
+}
+
+// bus writes the bus side's worker's credentials.
+func (a *auth) bus() string {
+	var p jwt.Permissions
+	p.Pub.Allow = jwt.StringList{"$JS.API.>", "$JS.ACK.BUS_CALLS.>", "$KV.bench_bus_claims.>", busResult + ">", busAudit + ">"}
+	p.Sub.Allow = jwt.StringList{busInbox + ".>"}
+	return a.user("bench-bus", p)
 }
 
 // user issues a user JWT with permissions p, signed by the account key.

@@ -29,8 +29,15 @@
 // the load generator) spent per call, which moves less than rates when
 // the machine is shared.
 //
-// The sides alternate within every round (raw first in odd rounds, toolgate
-// first in even ones) so that other load on a shared machine falls on both.
+// A third side, bus (-bus, on by default), is the raw pattern carrying
+// toolgate's messages: toolgate's result event and its two audit events
+// per call, and no tool work (see bus.go). Its calls/s bound what toolgate
+// can reach with its message pattern: toolgate/bus is what toolgate's own
+// handling of a call costs, bus/raw what its messages cost.
+//
+// The sides take turns going first within every round so that other load
+// on a shared machine falls on all of them.
+//
 // Then: calls/s with 1, 2 and 4 workers on the one server; the worker's
 // resident memory with 1,000 parked calls; its resident memory across a
 // bash call printing 1 GB; and the policy gate's decision cost.
@@ -65,7 +72,8 @@ import (
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
-// roleEnv, when set to "raw", makes this program the raw pattern's worker.
+// roleEnv, when set to "raw" or "bus", makes this program the raw
+// pattern's worker or the bus side's.
 const roleEnv = "TOOLGATE_BENCH_ROLE"
 
 const agent = "bench"
@@ -76,16 +84,21 @@ var workerEnv string
 var creds *auth
 
 func main() {
-	if os.Getenv(roleEnv) == "raw" {
+	switch os.Getenv(roleEnv) {
+	case "raw":
 		rawWorker(os.Args[1], os.Args[2:])
+		return
+	case "bus":
+		busWorker(os.Args[1], os.Args[2:])
 		return
 	}
 	n := flag.Int("n", 3000, "calls per measurement")
-	rounds := flag.Int("rounds", 3, "rounds; each measures both sides at every in-flight count and publish mode")
+	rounds := flag.Int("rounds", 3, "rounds; each measures every side at every in-flight count and publish mode")
 	inflightList := flag.String("inflight", "1,64", "comma-separated calls in flight")
 	workerBin := flag.String("worker", "", "worker binary (default: go build ./cmd/worker)")
 	conc := flag.Int("concurrency", 0, "worker --concurrency (0: the worker's default)")
 	flag.StringVar(&workerEnv, "worker-env", "", "comma-separated NAME=value set for the workers only (e.g. GOGC=200)")
+	withBus := flag.Bool("bus", true, "also measure the bus side: the raw pattern carrying toolgate's messages (a result event, two audit events) with no tool work")
 	scale := flag.Bool("scale", true, "measure 1, 2 and 4 workers")
 	mem := flag.Bool("mem", true, "measure the worker's memory: 1,000 parked calls, a bash call printing 1 GB")
 	gate := flag.Bool("gate", true, "measure the policy decision cost")
@@ -145,6 +158,14 @@ func main() {
 
 	raw := startRaw(url)
 	defer raw.stop()
+	all := []string{"raw", "toolgate"}
+	procs := map[string]*proc{"raw": raw}
+	if *withBus {
+		bus := startBus(url)
+		defer bus.stop()
+		all = []string{"raw", "bus", "toolgate"}
+		procs["bus"] = bus
+	}
 	w1 := startWorker(bin, url, ws, dir, "w1", *conc)
 	defer w1.stop()
 
@@ -158,14 +179,12 @@ func main() {
 	for r := 0; r < *rounds; r++ {
 		for _, f := range flights {
 			for _, mode := range []string{"js", "core"} {
-				sides := []string{"raw", "toolgate"}
-				if r%2 == 1 {
-					sides = []string{"toolgate", "raw"}
-				}
+				// Each side goes first in turn.
+				sides := append(slices.Clone(all[r%len(all):]), all[:r%len(all)]...)
 				for _, side := range sides {
 					wk := w1
-					if side == "raw" {
-						wk = raw
+					if p, ok := procs[side]; ok {
+						wk = p
 					}
 					w0, s0 := cpuOf(wk.cmd.Process.Pid), cpuSelf()
 					st := gen.run(side, mode, *n, f)
@@ -178,7 +197,7 @@ func main() {
 	fmt.Printf("%-9s %-5s %9s  %-24s %-26s %-26s\n", "side", "pub", "in flight", "calls/s (per round)", "p50", "p99")
 	for _, f := range flights {
 		for _, mode := range []string{"js", "core"} {
-			for _, side := range []string{"raw", "toolgate"} {
+			for _, side := range all {
 				sts := res[key{side, mode, f}]
 				fmt.Printf("%-9s %-5s %9d  %-24s %-26s %-26s\n", side, mode, f, joinRates(sts), joinDur(sts, 0.5), joinDur(sts, 0.99))
 			}
@@ -189,7 +208,15 @@ func main() {
 				p50 = append(p50, fmt.Sprintf("%.2f", float64(ts[i].pct(0.5))/float64(rs[i].pct(0.5))))
 			}
 			fmt.Printf("%-9s %-5s %9d  calls/s toolgate/raw %s; p50 toolgate/raw %s\n", "ratio", mode, f, strings.Join(thr, " "), strings.Join(p50, " "))
-			for _, side := range []string{"raw", "toolgate"} {
+			if bs := res[key{"bus", mode, f}]; len(bs) > 0 {
+				var busRaw, tgBus []string
+				for i := range rs {
+					busRaw = append(busRaw, fmt.Sprintf("%.2f", bs[i].rate()/rs[i].rate()))
+					tgBus = append(tgBus, fmt.Sprintf("%.2f", ts[i].rate()/bs[i].rate()))
+				}
+				fmt.Printf("%-9s %-5s %9d  calls/s bus/raw %s; toolgate/bus %s\n", "ratio", mode, f, strings.Join(busRaw, " "), strings.Join(tgBus, " "))
+			}
+			for _, side := range all {
 				var wc, sc []string
 				for _, s := range res[key{side, mode, f}] {
 					wc = append(wc, strconv.Itoa(int(s.cpuWorker.Microseconds())/s.calls))
@@ -300,7 +327,7 @@ func newGenerator(url string) *generator {
 	js, err := jetstream.New(nc)
 	must(err)
 	g := &generator{nc: nc, js: js}
-	for _, subj := range []string{events.ResultsOf(agent), "bench.result." + agent + ".*"} {
+	for _, subj := range []string{events.ResultsOf(agent), "bench.result." + agent + ".*", busResult + agent + ".*"} {
 		sub, err := nc.Subscribe(subj, g.result)
 		must(err)
 		must(sub.SetPendingLimits(-1, -1))
@@ -328,7 +355,7 @@ func (g *generator) result(m *nats.Msg) {
 }
 
 // call publishes one call of tool with args and returns its result data.
-// side "raw" publishes the same message to the raw pattern's stream.
+// Sides "raw" and "bus" publish the same message to their own streams.
 func (g *generator) call(ctx context.Context, side, mode, tool string, args string) ([]byte, error) {
 	id := nuid.Next()
 	cd := events.CallData{Arguments: []byte(args)}
@@ -340,8 +367,11 @@ func (g *generator) call(ctx context.Context, side, mode, tool string, args stri
 		return nil, err
 	}
 	subject := events.CallSubject(agent, tool)
-	if side == "raw" {
+	switch side {
+	case "raw":
 		subject = "bench.call." + agent + "." + tool
+	case "bus":
+		subject = busCalls + agent + "." + tool
 	}
 	m, err := events.Encode(subject, ev, events.Binary)
 	if err != nil {

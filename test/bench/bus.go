@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// The bus side: the raw pattern carrying toolgate's messages. Its worker
+// does no tool work (no decode of the call's data, no schema, no gate, no
+// file read, no redaction); per call it publishes what toolgate's worker
+// publishes: the result as a binary CloudEvent with toolgate's result data
+// (the numbered lines `read` returns), its ack awaited; then the two audit
+// events (the decision and the execution, CloudEvents with their data),
+// their acks counted in the background, not awaited; and it acks the call.
+// Like toolgate it claims (a KV create, awaited) only a call with effects
+// (-tool write), never a read. Its calls/s are how close toolgate could
+// come to the raw pattern with its message pattern if its own handling of
+// a call cost nothing.
+const (
+	busInbox  = "_INBOX.bus"
+	busCalls  = "bench.bus.call."
+	busResult = "bench.bus.result."
+	busAudit  = "bench.bus.audit."
+)
+
+// startBus runs this program again as the bus side's worker.
+func startBus(url string) *proc {
+	self, err := os.Executable()
+	must(err)
+	args := []string{url}
+	if creds != nil {
+		args = append(args, creds.bus())
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), roleEnv+"=bus")
+	return start("bus", cmd, "bus worker ready")
+}
+
+// numbered is the output `read` gives for content: each line numbered.
+func numbered(content []byte) string {
+	var b strings.Builder
+	for i, line := range bytes.SplitAfter(bytes.TrimSuffix(content, []byte("\n")), []byte("\n")) {
+		fmt.Fprintf(&b, "%6d\t%s", i+1, bytes.TrimSuffix(line, []byte("\n")))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// busWorker is the bus side's worker process.
+func busWorker(url string, credsFile []string) {
+	ctx := context.Background()
+	opts := []nats.Option{nats.Name("bench-bus"), nats.CustomInboxPrefix(busInbox)}
+	if len(credsFile) > 0 {
+		opts = append(opts, nats.UserCredentials(credsFile[0]))
+	}
+	nc, err := nats.Connect(url, opts...)
+	must(err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	must(err)
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "BUS_CALLS", Subjects: []string{busCalls + ">"}, Retention: jetstream.WorkQueuePolicy, Duplicates: 2 * time.Minute})
+	must(err)
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "BUS_RESULTS", Subjects: []string{busResult + ">"}, Duplicates: 2 * time.Minute})
+	must(err)
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "BUS_AUDIT", Subjects: []string{busAudit + ">"}, Duplicates: 2 * time.Minute})
+	must(err)
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "bench_bus_claims", History: 1})
+	must(err)
+	cons, err := js.CreateOrUpdateConsumer(ctx, "BUS_CALLS", jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 5, AckWait: 30 * time.Second})
+	must(err)
+
+	// Audit acks come back on one subject and are only counted: the
+	// cheapest way to keep them off the call's path.
+	var acked, refused atomic.Int64
+	ackSubj := busInbox + ".audit"
+	sub, err := nc.Subscribe(ackSubj, func(m *nats.Msg) {
+		if bytes.Contains(m.Data, []byte(`"error"`)) {
+			refused.Add(1)
+			return
+		}
+		acked.Add(1)
+	})
+	must(err)
+	must(sub.SetPendingLimits(-1, -1))
+
+	output := numbered(bytes.Repeat([]byte("0123456789abcde\n"), 64))
+	const source = "toolgate://worker/bus"
+	const hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	decision := &events.Decision{Action: "allow", Rule: "tools.read.allow", Revision: "fa44dea771e5"}
+	sem := make(chan struct{}, 64)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			start := time.Now()
+			id := m.Headers().Get(nats.MsgIdHdr)
+			agent, tool, _ := strings.Cut(strings.TrimPrefix(m.Subject(), busCalls), ".")
+			if tool != "read" {
+				if _, err := kv.Create(ctx, agent+"."+id, []byte(`{"state":"running"}`)); err != nil {
+					_ = m.Ack() // a duplicate
+					return
+				}
+			}
+			res, err := events.EncodeData(busResult+agent+"."+id, events.Attrs{ID: agent + "." + id + ":result", Source: source, Type: events.TypeCallCompleted, Subject: id},
+				events.ResultData{CallID: id, Agent: agent, Tool: tool, Status: events.StatusOK, Output: output, Metadata: map[string]any{"total_lines": 64}, Decision: decision, DurationMS: time.Since(start).Milliseconds()}, events.Binary)
+			must(err)
+			if _, err := js.PublishMsg(ctx, res); err != nil {
+				return
+			}
+			for _, kind := range []string{events.AuditDecision, events.AuditExecution} {
+				a := events.AuditData{Kind: kind, CallID: id, Agent: agent, Tool: tool, Status: events.StatusOK, Decision: decision,
+					DurationMS: time.Since(start).Milliseconds(), ArgsSHA256: hash, Worker: "bus", Time: start.UTC()}
+				typ := events.TypeDecisionAudited
+				if kind == events.AuditExecution {
+					typ, a.OutputBytes, a.ResultSHA256 = events.TypeCallAudited, len(output), hash
+				} else {
+					a.DecidedBy = []string{"policy"}
+				}
+				am, err := events.EncodeData(busAudit+agent+"."+tool, events.Attrs{ID: agent + "." + id + ":" + kind, Source: source, Type: typ, Subject: id}, a, events.Binary)
+				must(err)
+				am.Reply = ackSubj
+				_ = nc.PublishMsg(am)
+			}
+			_ = m.Ack()
+		}()
+	}, jetstream.PullMaxMessages(64))
+	must(err)
+	fmt.Fprintln(os.Stderr, "bus worker ready")
+	sig := make(chan os.Signal, 1)
+	notify(sig)
+	<-sig
+	cc.Stop()
+	for range cap(sem) {
+		sem <- struct{}{}
+	}
+	if n := refused.Load(); n > 0 {
+		fmt.Fprintf(os.Stderr, "bus worker: %d audit events refused by the server (%d stored)\n", n, acked.Load())
+	}
+}
