@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -20,7 +19,7 @@ import (
 // does no tool work (no decode of the call's data, no schema, no gate, no
 // file read, no redaction); per call it publishes what toolgate's worker
 // publishes: the result as a binary CloudEvent with toolgate's result data
-// (the numbered lines `read` returns), its ack awaited; then the two audit
+// (for a read, the numbered lines `read` returns), its ack awaited; then the two audit
 // events (the decision and the execution, CloudEvents with their data),
 // their acks counted in the background, not awaited; and it acks the call.
 // Like toolgate it claims (a KV create, awaited) only a call with effects
@@ -33,19 +32,6 @@ const (
 	busResult = "bench.bus.result."
 	busAudit  = "bench.bus.audit."
 )
-
-// startBus runs this program again as the bus side's worker.
-func startBus(url string) *proc {
-	self, err := os.Executable()
-	must(err)
-	args := []string{url}
-	if creds != nil {
-		args = append(args, creds.bus())
-	}
-	cmd := exec.Command(self, args...)
-	cmd.Env = append(os.Environ(), roleEnv+"=bus")
-	return start("bus", cmd, "bus worker ready")
-}
 
 // numbered is the output `read` gives for content: each line numbered.
 func numbered(content []byte) string {
@@ -94,56 +80,44 @@ func busWorker(url string, credsFile []string) {
 	must(err)
 	must(sub.SetPendingLimits(-1, -1))
 
-	output := numbered(bytes.Repeat([]byte("0123456789abcde\n"), 64))
+	readOutput := numbered(bytes.Repeat([]byte("0123456789abcde\n"), 64))
 	const source = "toolgate://worker/bus"
 	const hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 	decision := &events.Decision{Action: "allow", Rule: "tools.read.allow", Revision: "fa44dea771e5"}
-	sem := make(chan struct{}, 64)
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem }()
-			start := time.Now()
-			id := m.Headers().Get(nats.MsgIdHdr)
-			agent, tool, _ := strings.Cut(strings.TrimPrefix(m.Subject(), busCalls), ".")
-			if tool != "read" {
-				if _, err := kv.Create(ctx, agent+"."+id, []byte(`{"state":"running"}`)); err != nil {
-					_ = m.Ack() // a duplicate
-					return
-				}
-			}
-			res, err := events.EncodeData(busResult+agent+"."+id, events.Attrs{ID: agent + "." + id + ":result", Source: source, Type: events.TypeCallCompleted, Subject: id},
-				events.ResultData{CallID: id, Agent: agent, Tool: tool, Status: events.StatusOK, Output: output, Metadata: map[string]any{"total_lines": 64}, Decision: decision, DurationMS: time.Since(start).Milliseconds()}, events.Binary)
-			must(err)
-			if _, err := js.PublishMsg(ctx, res); err != nil {
+	serve("bus", cons, func(m jetstream.Msg) {
+		start := time.Now()
+		id := m.Headers().Get(nats.MsgIdHdr)
+		agent, tool, _ := strings.Cut(strings.TrimPrefix(m.Subject(), busCalls), ".")
+		output := readOutput
+		if tool != "read" {
+			output = "wrote 1024 bytes"
+			if _, err := kv.Create(ctx, agent+"."+id, []byte(`{"state":"running"}`)); err != nil {
+				_ = m.Ack() // a duplicate
 				return
 			}
-			for _, kind := range []string{events.AuditDecision, events.AuditExecution} {
-				a := events.AuditData{Kind: kind, CallID: id, Agent: agent, Tool: tool, Status: events.StatusOK, Decision: decision,
-					DurationMS: time.Since(start).Milliseconds(), ArgsSHA256: hash, Worker: "bus", Time: start.UTC()}
-				typ := events.TypeDecisionAudited
-				if kind == events.AuditExecution {
-					typ, a.OutputBytes, a.ResultSHA256 = events.TypeCallAudited, len(output), hash
-				} else {
-					a.DecidedBy = []string{"policy"}
-				}
-				am, err := events.EncodeData(busAudit+agent+"."+tool, events.Attrs{ID: agent + "." + id + ":" + kind, Source: source, Type: typ, Subject: id}, a, events.Binary)
-				must(err)
-				am.Reply = ackSubj
-				_ = nc.PublishMsg(am)
+		}
+		res, err := events.EncodeData(busResult+agent+"."+id, events.Attrs{ID: agent + "." + id + ":result", Source: source, Type: events.TypeCallCompleted, Subject: id},
+			events.ResultData{CallID: id, Agent: agent, Tool: tool, Status: events.StatusOK, Output: output, Metadata: map[string]any{"total_lines": 64}, Decision: decision, DurationMS: time.Since(start).Milliseconds()}, events.Binary)
+		must(err)
+		if _, err := js.PublishMsg(ctx, res); err != nil {
+			return
+		}
+		for _, kind := range []string{events.AuditDecision, events.AuditExecution} {
+			a := events.AuditData{Kind: kind, CallID: id, Agent: agent, Tool: tool, Status: events.StatusOK, Decision: decision,
+				DurationMS: time.Since(start).Milliseconds(), ArgsSHA256: hash, Worker: "bus", Time: start.UTC()}
+			typ := events.TypeDecisionAudited
+			if kind == events.AuditExecution {
+				typ, a.OutputBytes, a.ResultSHA256 = events.TypeCallAudited, len(output), hash
+			} else {
+				a.DecidedBy = []string{"policy"}
 			}
-			_ = m.Ack()
-		}()
-	}, jetstream.PullMaxMessages(64))
-	must(err)
-	fmt.Fprintln(os.Stderr, "bus worker ready")
-	sig := make(chan os.Signal, 1)
-	notify(sig)
-	<-sig
-	cc.Stop()
-	for range cap(sem) {
-		sem <- struct{}{}
-	}
+			am, err := events.EncodeData(busAudit+agent+"."+tool, events.Attrs{ID: agent + "." + id + ":" + kind, Source: source, Type: typ, Subject: id}, a, events.Binary)
+			must(err)
+			am.Reply = ackSubj
+			_ = nc.PublishMsg(am)
+		}
+		_ = m.Ack()
+	})
 	if n := refused.Load(); n > 0 {
 		fmt.Fprintf(os.Stderr, "bus worker: %d audit events refused by the server (%d stored)\n", n, acked.Load())
 	}

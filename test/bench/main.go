@@ -156,12 +156,12 @@ func main() {
 	}
 	fmt.Printf("call: %s, binary CloudEvents, results on one wildcard subscription; worker concurrency: %s; authentication %s\n\n", what, concName(*conc), authName)
 
-	raw := startRaw(url)
+	raw := startSelf("raw", url, func() string { return creds.raw() })
 	defer raw.stop()
 	all := []string{"raw", "toolgate"}
 	procs := map[string]*proc{"raw": raw}
 	if *withBus {
-		bus := startBus(url)
+		bus := startSelf("bus", url, func() string { return creds.bus() })
 		defer bus.stop()
 		all = []string{"raw", "bus", "toolgate"}
 		procs["bus"] = bus
@@ -547,16 +547,41 @@ func startWorker(bin, url, ws, dir, name string, conc int) *proc {
 	return start(name, cmd, "worker taking calls")
 }
 
-func startRaw(url string) *proc {
+// startSelf runs this program again as the worker of role ("raw" or
+// "bus"), connecting to url with credentials credsFile (if any).
+func startSelf(role, url string, credsFile func() string) *proc {
 	self, err := os.Executable()
 	must(err)
 	args := []string{url}
 	if creds != nil {
-		args = append(args, creds.raw())
+		args = append(args, credsFile())
 	}
 	cmd := exec.Command(self, args...)
-	cmd.Env = append(os.Environ(), roleEnv+"=raw")
-	return start("raw", cmd, "raw worker ready")
+	cmd.Env = append(os.Environ(), roleEnv+"="+role)
+	return start(role, cmd, role+" worker ready")
+}
+
+// serve hands the calls of cons to a pool of 64 running handle, says
+// that the role's worker is ready, and returns when the process is told
+// to stop and the pool is idle.
+func serve(role string, cons jetstream.Consumer, handle func(jetstream.Msg)) {
+	sem := make(chan struct{}, 64)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			handle(m)
+		}()
+	}, jetstream.PullMaxMessages(64))
+	must(err)
+	fmt.Fprintln(os.Stderr, role+" worker ready")
+	sig := make(chan os.Signal, 1)
+	notify(sig)
+	<-sig
+	cc.Stop()
+	for range cap(sem) {
+		sem <- struct{}{}
+	}
 }
 
 // rawWorker is the raw pattern's worker process.
@@ -580,35 +605,21 @@ func rawWorker(url string, credsFile []string) {
 	cons, err := js.CreateOrUpdateConsumer(ctx, "BENCH_CALLS", jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 5, AckWait: 30 * time.Second})
 	must(err)
 	result := bytes.Repeat([]byte("0123456789abcde\n"), 64)
-	sem := make(chan struct{}, 64)
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem }()
-			id := m.Headers().Get(nats.MsgIdHdr)
-			agent, _, _ := strings.Cut(strings.TrimPrefix(m.Subject(), "bench.call."), ".")
-			if _, err := kv.Create(ctx, agent+"."+id, []byte(`{"state":"running"}`)); err != nil {
-				_ = m.Ack() // a duplicate
-				return
-			}
-			res := nats.NewMsg("bench.result." + agent + "." + id)
-			res.Header.Set(nats.MsgIdHdr, id+":result")
-			res.Data = result
-			if _, err := js.PublishMsg(ctx, res); err != nil {
-				return
-			}
-			_ = m.Ack()
-		}()
-	}, jetstream.PullMaxMessages(64))
-	must(err)
-	fmt.Fprintln(os.Stderr, "raw worker ready")
-	sig := make(chan os.Signal, 1)
-	notify(sig)
-	<-sig
-	cc.Stop()
-	for range cap(sem) {
-		sem <- struct{}{}
-	}
+	serve("raw", cons, func(m jetstream.Msg) {
+		id := m.Headers().Get(nats.MsgIdHdr)
+		agent, _, _ := strings.Cut(strings.TrimPrefix(m.Subject(), "bench.call."), ".")
+		if _, err := kv.Create(ctx, agent+"."+id, []byte(`{"state":"running"}`)); err != nil {
+			_ = m.Ack() // a duplicate
+			return
+		}
+		res := nats.NewMsg("bench.result." + agent + "." + id)
+		res.Header.Set(nats.MsgIdHdr, id+":result")
+		res.Data = result
+		if _, err := js.PublishMsg(ctx, res); err != nil {
+			return
+		}
+		_ = m.Ack()
+	})
 }
 
 func must(err error) {
