@@ -52,12 +52,18 @@ func isWriteTool(canonical string) bool {
 // pathFamily returns the file tools whose path has the same access as
 // tool's: they share their denied paths (a path denied to read is denied
 // to grep, glob and ls too; one denied to write is denied to edit).
-func pathFamily(tool string) []string {
-	a := pathArg(tool)
-	if a == nil {
-		return nil
+func pathFamily(tool string) []string { return families[tool] }
+
+// families holds pathFamily's answers: the built-in tools are fixed when
+// the program is built, and the gate asks on every file tool's call.
+var families = func() map[string][]string {
+	m := map[string][]string{}
+	for _, d := range tooldef.All() {
+		if a := pathArg(d.Name); a != nil {
+			m[d.Name] = tooldef.WithPath(a.Access, "")
+		}
 	}
-	return tooldef.WithPath(a.Access, "")
-}
+	return m
+}()
 
 var validKinds = map[Kind]bool{KindRead: true, KindWrite: true, KindExecute: true, KindSearch: true, KindNetwork: true, KindOther: true}
