@@ -15,7 +15,7 @@ import (
 type Gate struct {
 	pol   atomic.Pointer[Policy]
 	amend atomic.Pointer[[]compiledAmendment]
-	roots sync.Map // absolute path → resolved real path
+	roots sync.Map // absolute path → resolvedRoot
 	bins  sync.Map // program name → real path of the system binary ("" if none)
 }
 
@@ -99,9 +99,8 @@ func (g *Gate) begin(p *Policy, req Request) *evaluation {
 	}
 	e.layers = p.layersFor(req.Agent)
 	if req.Workspace != "" {
-		if ws, err := g.root(req.Workspace); err == nil {
-			e.ws = ws
-			e.wsSegs = splitFolded(ws)
+		if ws, err := g.rootOf(req.Workspace); err == nil {
+			e.ws, e.wsSegs = ws.real, ws.segs
 		}
 	}
 	return e

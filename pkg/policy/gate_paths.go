@@ -22,18 +22,33 @@ func (e *evaluation) resolve(abs string) (string, error) {
 
 // root resolves an absolute directory, caching the result.
 func (g *Gate) root(p string) (string, error) {
+	r, err := g.rootOf(p)
+	return r.real, err
+}
+
+// resolvedRoot is a root's real path and its folded segments, which the
+// globs match against; both are shared and never changed.
+type resolvedRoot struct {
+	real string
+	segs []string
+}
+
+// rootOf resolves an absolute directory once; later calls share the
+// result.
+func (g *Gate) rootOf(p string) (resolvedRoot, error) {
 	if !filepath.IsAbs(p) {
-		return "", fmt.Errorf("workspace %q is not absolute", p)
+		return resolvedRoot{}, fmt.Errorf("workspace %q is not absolute", p)
 	}
 	if v, ok := g.roots.Load(p); ok {
-		return v.(string), nil
+		return v.(resolvedRoot), nil
 	}
 	r, err := resolvePath(p)
 	if err != nil {
-		return "", err
+		return resolvedRoot{}, err
 	}
-	g.roots.Store(p, r)
-	return r, nil
+	rr := resolvedRoot{real: r, segs: splitFolded(r)}
+	g.roots.Store(p, rr)
+	return rr, nil
 }
 
 // expandRoot turns an allowed_paths entry into an absolute path: ./ and
