@@ -68,7 +68,7 @@ func busWorker(url string, credsFile []string) {
 
 	// Audit acks come back on one subject and are only counted: the
 	// cheapest way to keep them off the call's path.
-	var acked, refused atomic.Int64
+	var published, acked, refused atomic.Int64
 	ackSubj := busInbox + ".audit"
 	sub, err := nc.Subscribe(ackSubj, func(m *nats.Msg) {
 		if bytes.Contains(m.Data, []byte(`"error"`)) {
@@ -114,11 +114,15 @@ func busWorker(url string, credsFile []string) {
 			am, err := events.EncodeData(busAudit+agent+"."+tool, events.Attrs{ID: agent + "." + id + ":" + kind, Source: source, Type: typ, Subject: id}, a, events.Binary)
 			must(err)
 			am.Reply = ackSubj
-			_ = nc.PublishMsg(am)
+			if nc.PublishMsg(am) == nil {
+				published.Add(1)
+			}
 		}
 		_ = m.Ack()
 	})
-	if n := refused.Load(); n > 0 {
-		fmt.Fprintf(os.Stderr, "bus worker: %d audit events refused by the server (%d stored)\n", n, acked.Load())
+	// The last acks may still be on their way.
+	for deadline := time.Now().Add(5 * time.Second); acked.Load()+refused.Load() < published.Load() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
 	}
+	fmt.Fprintf(os.Stderr, "bus worker: %d audit events published, %d stored, %d refused\n", published.Load(), acked.Load(), refused.Load())
 }

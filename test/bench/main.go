@@ -512,7 +512,8 @@ func start(name string, cmd *exec.Cmd, ready string) *proc {
 				seen = true
 				close(up)
 			}
-			if os.Getenv("BENCH_VERBOSE") != "" {
+			// The bench's own workers report on lines of their own.
+			if os.Getenv("BENCH_VERBOSE") != "" || strings.HasPrefix(sc.Text(), name+" worker: ") {
 				fmt.Fprintf(os.Stderr, "[%s] %s\n", name, sc.Text())
 			}
 		}
