@@ -18,14 +18,14 @@ import (
 // The bus side: the raw pattern carrying toolgate's messages. Its worker
 // does no tool work (no decode of the call's data, no schema, no gate, no
 // file read, no redaction); per call it publishes what toolgate's worker
-// publishes: the result as a binary CloudEvent with toolgate's result data
-// (for a read, the numbered lines `read` returns), its ack awaited; then the two audit
-// events (the decision and the execution, CloudEvents with their data),
-// their acks counted in the background, not awaited; and it acks the call.
-// Like toolgate it claims (a KV create, awaited) only a call with effects
-// (-tool write), never a read. Its calls/s are how close toolgate could
-// come to the raw pattern with its message pattern if its own handling of
-// a call cost nothing.
+// publishes: the result as a binary CloudEvent with toolgate's result
+// data (for a read, the numbered lines `read` returns), its ack awaited;
+// then the two audit events (the decision and the execution, CloudEvents
+// with their data), their acks counted in the background, not awaited;
+// and it acks the call. Like toolgate it claims (a KV create, awaited)
+// only a call with effects (-tool write), never a read. Its calls/s are
+// how close toolgate could come to the raw pattern with its message
+// pattern if its own handling of a call cost nothing.
 const (
 	busInbox  = "_INBOX.bus"
 	busCalls  = "bench.bus.call."
@@ -88,16 +88,16 @@ func busWorker(url string, credsFile []string) {
 		start := time.Now()
 		id := m.Headers().Get(nats.MsgIdHdr)
 		agent, tool, _ := strings.Cut(strings.TrimPrefix(m.Subject(), busCalls), ".")
-		output := readOutput
+		output, meta := readOutput, map[string]any{"total_lines": 64}
 		if tool != "read" {
-			output = "wrote 1024 bytes"
+			output, meta = "wrote 1024 bytes", nil
 			if _, err := kv.Create(ctx, agent+"."+id, []byte(`{"state":"running"}`)); err != nil {
 				_ = m.Ack() // a duplicate
 				return
 			}
 		}
 		res, err := events.EncodeData(busResult+agent+"."+id, events.Attrs{ID: agent + "." + id + ":result", Source: source, Type: events.TypeCallCompleted, Subject: id},
-			events.ResultData{CallID: id, Agent: agent, Tool: tool, Status: events.StatusOK, Output: output, Metadata: map[string]any{"total_lines": 64}, Decision: decision, DurationMS: time.Since(start).Milliseconds()}, events.Binary)
+			events.ResultData{CallID: id, Agent: agent, Tool: tool, Status: events.StatusOK, Output: output, Metadata: meta, Decision: decision, DurationMS: time.Since(start).Milliseconds()}, events.Binary)
 		must(err)
 		if _, err := js.PublishMsg(ctx, res); err != nil {
 			return
