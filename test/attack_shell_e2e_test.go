@@ -1,6 +1,9 @@
 package test
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"os"
 	"os/exec"
@@ -252,4 +255,59 @@ func TestAttackForbiddenAnywhere(t *testing.T) {
 		{name: "in a subscript", command: `printf -v 'a[$(rm -r --no-preserve-root keep)]' v`, canary: "keep/canary.txt", deny: true, setup: canary},
 		{name: "in a function", command: `f() { rm -r --no-preserve-root keep; }; f`, canary: "keep/canary.txt", deny: true, setup: canary},
 	})
+}
+
+// Programs that write without naming what they write: an extraction into
+// the working directory, which holds package-manager configuration it can
+// replace, and a decompression whose output is such configuration. Under
+// a policy that runs every command and allows writes, they ask like
+// `tar -xf a.tar -C .` does.
+func TestAttackImplicitWrites(t *testing.T) {
+	testenv.LookPath(t, "tar", "tar")
+	testenv.LookPath(t, "gzip", "gzip")
+	archive := func(t *testing.T, dir string) {
+		writeFile(t, filepath.Join(dir, ".npmrc"), "fund=false\n")
+		writeArchive(t, filepath.Join(dir, "x.tar"), ".gitmodules", "[submodule \"m\"]\n\tpath = m\n\turl = ./evil\n")
+		writeGzip(t, filepath.Join(dir, ".gitattributes.gz"), "* filter=evil\n")
+	}
+	doc := "tools:\n  write: allow\n  edit: allow\nexec:\n  security: full\n"
+	runAttacks(t, doc, []attack{
+		{name: "tar -xf", command: `tar -xf x.tar`, marker: ".gitmodules", setup: archive},
+		{name: "tar xf old style", command: `tar xf x.tar`, marker: ".gitmodules", setup: archive},
+		{name: "tar --extract", command: `tar --extract --file=x.tar`, marker: ".gitmodules", setup: archive},
+		{name: "tar from stdin", command: `tar -xf - < x.tar`, marker: ".gitmodules", setup: archive},
+		{name: "gunzip", command: `gunzip -k .gitattributes.gz`, marker: ".gitattributes", setup: archive},
+		{name: "gzip -d", command: `gzip -dk .gitattributes.gz`, marker: ".gitattributes", setup: archive},
+	})
+}
+
+// writeArchive writes a tar archive at path holding one file.
+func writeArchive(t *testing.T, path, name, content string) {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write([]byte(content)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, b.String())
+}
+
+// writeGzip writes content gzipped at path.
+func writeGzip(t *testing.T, path, content string) {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if _, err := zw.Write([]byte(content)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, b.String())
 }

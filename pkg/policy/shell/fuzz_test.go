@@ -7,7 +7,8 @@ import (
 
 // FuzzParse: the analyser never panics, and every error wraps ErrSyntax.
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"ls -la | wc", "sh -c 'a; b'", "find . -exec rm {} +", "sed 's/a/b/e'", "x=$((a[$(id)]))", "env A=1 sudo -u x ls"} {
+	for _, s := range []string{"ls -la | wc", "sh -c 'a; b'", "find . -exec rm {} +", "sed 's/a/b/e'", "x=$((a[$(id)]))", "env A=1 sudo -u x ls",
+		"tar xf a.tar", "gzip -dS", "xz -S rc -d .npmrc", "patch -p 1 -i", "ar x", "7z x a -o", "unzip -d"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src string) {

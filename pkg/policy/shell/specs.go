@@ -398,12 +398,18 @@ func (w *walker) specified(cmd *Command, base string, s *optSpec) {
 		}
 		ops = rest
 	case tarSpec:
+		q := p
 		if len(cmd.Args) > 1 && cmd.Args[1].Literal && !strings.HasPrefix(cmd.Args[1].Value, "-") {
 			// Old-style letters without a dash (tar xf a.tar): read
 			// as a cluster.
 			old := Word{Value: "-" + cmd.Args[1].Value, Literal: true}
-			p2 := w.judgeOptions(cmd, s, append([]Word{old}, cmd.Args[2:]...))
-			ops = p2.operands
+			q = w.judgeOptions(cmd, s, append([]Word{old}, cmd.Args[2:]...))
+			ops = q.operands
+		}
+		if q.unsure || (q.has("x") && !q.has("C") && !q.has("O")) {
+			// An extraction writes into the working directory unless
+			// told another (-C) or the standard output (-O).
+			cmd.Paths = append(cmd.Paths, PathArg{Path: ".", Write: true})
 		}
 	}
 	if p.unsure {
