@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -13,16 +15,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/tools"
+	"github.com/toolgate/toolgate/pkg/tools/builtin"
 )
 
 // The bus side: the raw pattern carrying toolgate's messages. Its worker
 // does no tool work (no decode of the call's data, no schema, no gate, no
 // file read, no redaction); per call it publishes what toolgate's worker
 // publishes: the result as a binary CloudEvent with toolgate's result
-// data (for a read, the numbered lines `read` returns), its ack awaited;
-// then the two audit events (the decision and the execution, CloudEvents
-// with their data), their acks counted in the background, not awaited;
-// and it acks the call. Like toolgate it claims (a KV create, awaited)
+// data (the output the built-in tool gives, see toolOutputs), its ack
+// awaited; then the two audit events (the decision and the execution,
+// CloudEvents with their data), their acks counted in the background, not
+// awaited; and it acks the call. Like toolgate it claims (a KV create, awaited)
 // only a call with effects (-tool write), never a read. Its calls/s are
 // how close toolgate could come to the raw pattern with its message
 // pattern if its own handling of a call cost nothing.
@@ -33,14 +37,27 @@ const (
 	busAudit  = "bench.bus.audit."
 )
 
-// numbered is the output `read` gives for content: each line numbered.
-func numbered(content []byte) string {
-	var b strings.Builder
-	for i, line := range bytes.SplitAfter(bytes.TrimSuffix(content, []byte("\n")), []byte("\n")) {
-		fmt.Fprintf(&b, "%6d\t%s", i+1, bytes.TrimSuffix(line, []byte("\n")))
-		b.WriteByte('\n')
+// toolOutputs are what the built-in read and write tools give back for the
+// bench's calls, run once each in a workspace of their own: the bus side
+// publishes those outputs, as toolgate's worker would.
+func toolOutputs() map[string]*tools.Output {
+	ws, err := os.MkdirTemp("", "toolgate-bench-bus-")
+	must(err)
+	defer os.RemoveAll(ws)
+	must(os.WriteFile(filepath.Join(ws, "data.txt"), data1KiB, 0o644))
+	reg := tools.NewRegistry()
+	must(builtin.Register(reg, builtin.Config{Workspace: ws}))
+	p := tools.NewPipeline(reg)
+	out := map[string]*tools.Output{}
+	for _, tool := range []string{"read", "write"} {
+		o, err := p.Handle(context.Background(), &tools.Call{ID: "bus-" + tool, Agent: agent, Name: tool, Arguments: json.RawMessage(benchArgs(tool, 0))})
+		must(err)
+		if o.IsError {
+			panic(tool + ": " + o.Content)
+		}
+		out[tool] = o
 	}
-	return b.String()
+	return out
 }
 
 // busWorker is the bus side's worker process.
@@ -80,7 +97,7 @@ func busWorker(url string, credsFile []string) {
 	must(err)
 	must(sub.SetPendingLimits(-1, -1))
 
-	readOutput := numbered(bytes.Repeat([]byte("0123456789abcde\n"), 64))
+	outputs := toolOutputs()
 	const source = "toolgate://worker/bus"
 	const hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 	decision := &events.Decision{Action: "allow", Rule: "tools.read.allow", Revision: "fa44dea771e5"}
@@ -88,16 +105,15 @@ func busWorker(url string, credsFile []string) {
 		start := time.Now()
 		id := m.Headers().Get(nats.MsgIdHdr)
 		agent, tool, _ := strings.Cut(strings.TrimPrefix(m.Subject(), busCalls), ".")
-		output, meta := readOutput, map[string]any{"total_lines": 64}
+		o := outputs[tool]
 		if tool != "read" {
-			output, meta = "wrote 1024 bytes", nil
 			if _, err := kv.Create(ctx, agent+"."+id, []byte(`{"state":"running"}`)); err != nil {
 				_ = m.Ack() // a duplicate
 				return
 			}
 		}
 		res, err := events.EncodeData(busResult+agent+"."+id, events.Attrs{ID: agent + "." + id + ":result", Source: source, Type: events.TypeCallCompleted, Subject: id},
-			events.ResultData{CallID: id, Agent: agent, Tool: tool, Status: events.StatusOK, Output: output, Metadata: meta, Decision: decision, DurationMS: time.Since(start).Milliseconds()}, events.Binary)
+			events.ResultData{CallID: id, Agent: agent, Tool: tool, Status: events.StatusOK, Output: o.Content, Metadata: o.Metadata, Decision: decision, DurationMS: time.Since(start).Milliseconds()}, events.Binary)
 		must(err)
 		if _, err := js.PublishMsg(ctx, res); err != nil {
 			return
@@ -107,7 +123,7 @@ func busWorker(url string, credsFile []string) {
 				DurationMS: time.Since(start).Milliseconds(), ArgsSHA256: hash, Worker: "bus", Time: start.UTC()}
 			typ := events.TypeDecisionAudited
 			if kind == events.AuditExecution {
-				typ, a.OutputBytes, a.ResultSHA256 = events.TypeCallAudited, len(output), hash
+				typ, a.OutputBytes, a.ResultSHA256 = events.TypeCallAudited, len(o.Content), hash
 			} else {
 				a.DecidedBy = []string{"policy"}
 			}

@@ -47,6 +47,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -136,7 +137,7 @@ func main() {
 
 	ws := filepath.Join(dir, "ws")
 	must(os.MkdirAll(ws, 0o755))
-	must(os.WriteFile(filepath.Join(ws, "data.txt"), bytes.Repeat([]byte("0123456789abcde\n"), 64), 0o644)) // 1 KiB
+	must(os.WriteFile(filepath.Join(ws, "data.txt"), data1KiB, 0o644))
 
 	var flights []int
 	for _, f := range strings.Split(*inflightList, ",") {
@@ -403,14 +404,24 @@ func (g *generator) call(ctx context.Context, side, mode, tool string, args stri
 
 var readArgs = `{"path":"data.txt"}`
 
+// data1KiB is the file every read reads and every write writes.
+var data1KiB = bytes.Repeat([]byte("0123456789abcde\n"), 64)
+
+// data1KiBJSON is data1KiB as a JSON string.
+var data1KiBJSON = func() string {
+	b, err := json.Marshal(string(data1KiB))
+	must(err)
+	return string(b)
+}()
+
 // benchTool is the tool the calls use (-tool).
 var benchTool = "read"
 
-// callArgs returns the arguments of the i-th call of benchTool: read
-// always reads the 1 KiB file; write writes 1 KiB to one of 64 files.
-func callArgs(i int) string {
-	if benchTool == "write" {
-		return `{"path":"out/` + strconv.Itoa(i%64) + `.txt","content":"` + strings.Repeat("0123456789abcde\\n", 64) + `"}`
+// benchArgs returns the arguments of the i-th call of tool: read always
+// reads the 1 KiB file; write writes it to one of 64 files.
+func benchArgs(tool string, i int) string {
+	if tool == "write" {
+		return `{"path":"out/` + strconv.Itoa(i%64) + `.txt","content":` + data1KiBJSON + `}`
 	}
 	return readArgs
 }
@@ -432,7 +443,7 @@ func (g *generator) run(side, mode string, n, inflight int) stats {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				t0 := time.Now()
-				data, err := g.call(ctx, side, mode, benchTool, callArgs(i))
+				data, err := g.call(ctx, side, mode, benchTool, benchArgs(benchTool, i))
 				lat[i] = time.Since(t0)
 				cancel()
 				if err != nil {
@@ -605,7 +616,7 @@ func rawWorker(url string, credsFile []string) {
 	must(err)
 	cons, err := js.CreateOrUpdateConsumer(ctx, "BENCH_CALLS", jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 5, AckWait: 30 * time.Second})
 	must(err)
-	result := bytes.Repeat([]byte("0123456789abcde\n"), 64)
+	result := data1KiB
 	serve("raw", cons, func(m jetstream.Msg) {
 		id := m.Headers().Get(nats.MsgIdHdr)
 		agent, _, _ := strings.Cut(strings.TrimPrefix(m.Subject(), "bench.call."), ".")
