@@ -1,18 +1,13 @@
 package worker
 
 import (
-	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/events"
-	"github.com/toolgate/toolgate/pkg/tools"
 )
 
 // BenchmarkAuditAfterResult measures a call's two audit events, the
@@ -20,16 +15,7 @@ import (
 // acknowledgements, against a real server: what the worker spends per
 // call on its audit trail.
 func BenchmarkAuditAfterResult(b *testing.B) {
-	s := testenv.StartNATS(b, "")
-	nc, js := s.Connect(b)
-	if err := bus.Provision(context.Background(), js, bus.Config{}); err != nil {
-		b.Fatal(err)
-	}
-	var ctr counter
-	w, err := New(nc, tools.NewPipeline(testRegistry(b, &ctr, nil)), Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
+	w := openWorker(b, testenv.StartNATS(b, ""), Config{})
 	in := &events.Call{ID: "bench-1", Agent: "bench", Tool: "read", Data: events.CallData{Arguments: json.RawMessage(`{"path":"data.txt"}`), SessionID: "s-1"}}
 	res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: "read", Status: events.StatusOK, Output: strings.Repeat("0123456789abcde\n", 64)}
 	b.ReportAllocs()

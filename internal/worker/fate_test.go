@@ -55,7 +55,7 @@ func (p *parkRecorder) get(id string) *tools.Parked {
 // openWorker returns a worker with the bus provisioned and its buckets
 // open, as Run leaves them, but taking no calls: the test fetches them
 // from the workers consumer and hands them to handle and settle.
-func openWorker(t *testing.T, s *testenv.Server, cfg Config, opts ...tools.PipelineOption) *Worker {
+func openWorker(t testing.TB, s *testenv.Server, cfg Config, opts ...tools.PipelineOption) *Worker {
 	t.Helper()
 	nc, _ := s.Connect(t)
 	reg := testRegistry(t, &counter{}, nil)
