@@ -269,6 +269,7 @@ func TestAttackImplicitWrites(t *testing.T) {
 		writeFile(t, filepath.Join(dir, ".npmrc"), "fund=false\n")
 		writeArchive(t, filepath.Join(dir, "x.tar"), ".gitmodules", "[submodule \"m\"]\n\tpath = m\n\turl = ./evil\n")
 		writeGzip(t, filepath.Join(dir, ".gitattributes.gz"), "* filter=evil\n")
+		writeFile(t, filepath.Join(dir, "sub", ".npm"), "script-shell=./evil.sh\n")
 	}
 	doc := "tools:\n  write: allow\n  edit: allow\nexec:\n  security: full\n"
 	runAttacks(t, doc, []attack{
@@ -278,6 +279,8 @@ func TestAttackImplicitWrites(t *testing.T) {
 		{name: "tar from stdin", command: `tar -xf - < x.tar`, marker: ".gitmodules", setup: archive},
 		{name: "gunzip", command: `gunzip -k .gitattributes.gz`, marker: ".gitattributes", setup: archive},
 		{name: "gzip -d", command: `gzip -dk .gitattributes.gz`, marker: ".gitattributes", setup: archive},
+		// The suffix, attached, names the file: sub/.npm becomes sub/.npmrc.
+		{name: "gzip -S attached", command: `gzip -kSrc sub/.npm`, marker: "sub/.npmrc", setup: archive},
 	})
 }
 

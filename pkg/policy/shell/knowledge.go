@@ -445,7 +445,7 @@ func (w *walker) knowledge(cmd *Command, base string) {
 		}
 	}
 	cmd.Paths = append(cmd.Paths, pathArgs(args[1:], writers[base])...)
-	cmd.Paths = append(cmd.Paths, implicitWrites(base, args[1:])...)
+	cmd.Paths = append(cmd.Paths, archiverWrites(base, args[1:])...)
 	if base == "dd" {
 		for i := range cmd.Paths {
 			if strings.HasPrefix(cmd.Paths[i].Path, "of=") {

@@ -342,6 +342,13 @@ var optionSpecs = map[string]*optSpec{
 	"zgrep": grepSpec, "rg": rgSpec, "fd": fdSpec, "fdfind": fdSpec, "tree": treeSpec, "less": lessSpec,
 	"date": dateSpec, "hostname": hostnameSpec, "man": manSpec, "awk": awkSpec, "gawk": awkSpec,
 	"uniq": uniqSpec, "tar": tarSpec, "bsdtar": tarSpec, "make": makeSpec, "gmake": makeSpec,
+	"unzip": unzipSpec, "cpio": cpioSpec, "patch": patchSpec,
+}
+
+func init() {
+	for name, s := range compressors {
+		optionSpecs[name] = s
+	}
 }
 
 // specified judges a program with an option table: its options, then
@@ -398,20 +405,15 @@ func (w *walker) specified(cmd *Command, base string, s *optSpec) {
 		}
 		ops = rest
 	case tarSpec:
-		q := p
 		if len(cmd.Args) > 1 && cmd.Args[1].Literal && !strings.HasPrefix(cmd.Args[1].Value, "-") {
 			// Old-style letters without a dash (tar xf a.tar): read
 			// as a cluster.
 			old := Word{Value: "-" + cmd.Args[1].Value, Literal: true}
-			q = w.judgeOptions(cmd, s, append([]Word{old}, cmd.Args[2:]...))
-			ops = q.operands
-		}
-		if q.unsure || (q.has("x") && !q.has("C") && !q.has("O")) {
-			// An extraction writes into the working directory unless
-			// told another (-C) or the standard output (-O).
-			cmd.Paths = append(cmd.Paths, PathArg{Path: ".", Write: true})
+			p = w.judgeOptions(cmd, s, append([]Word{old}, cmd.Args[2:]...))
+			ops = p.operands
 		}
 	}
+	cmd.Paths = append(cmd.Paths, implicitWrites(base, p)...)
 	if p.unsure {
 		// An option the table does not know may have taken an operand as
 		// its value: judge every word as a path.
