@@ -212,19 +212,24 @@ func (c Config) CacheTTL() time.Duration {
 }
 
 // TaskConsumer is the durable consumer of the tasks delegated to agent:
-// named task_<agent>, filtered to toolgate.task.<agent>.>. The worker
-// delegating creates it; the agent serving its tasks may create it too
-// (its credentials allow exactly this one).
+// named task_<agent>, filtered to toolgate.task.<agent>.>. The workers
+// create it, when delegating and when the agent asks for its next task
+// (agents use no JetStream API). Idle for TaskConsumerIdle, the server
+// removes it; the tasks wait in the stream for the next one.
 func TaskConsumer(agent string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:       TaskConsumerName(agent),
-		Description:   "tasks delegated to " + agent,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       time.Minute,
-		MaxDeliver:    5,
-		FilterSubject: events.TasksOf(agent),
+		Durable:           TaskConsumerName(agent),
+		Description:       "tasks delegated to " + agent,
+		AckPolicy:         jetstream.AckExplicitPolicy,
+		AckWait:           time.Minute,
+		MaxDeliver:        5,
+		FilterSubject:     events.TasksOf(agent),
+		InactiveThreshold: TaskConsumerIdle,
 	}
 }
+
+// TaskConsumerIdle is how long a task consumer nobody asks lives on.
+const TaskConsumerIdle = 15 * time.Minute
 
 // TaskConsumerName is the name of agent's task consumer.
 func TaskConsumerName(agent string) string { return "task_" + agent }

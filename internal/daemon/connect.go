@@ -61,7 +61,7 @@ func connect(o Options, ws string) (nc *nats.Conn, url string, creds *identity.C
 			srv.Close()
 			return nil, "", nil, nil, err
 		}
-		fmt.Fprintf(o.Out, "toolgate: embedded NATS with JetStream listening on %s (authenticated: users of account %s)\n", url, in.AccountPublicKey)
+		fmt.Fprintf(o.Out, "toolgate: embedded NATS with JetStream listening on %s (authenticated: services in account %s, agents in account %s)\n", url, in.AccountPublicKey, in.AgentsPublicKey)
 		fmt.Fprintf(o.Out, "toolgate: data in %s; keys and credentials in %s\n", srv.StoreDir(), in.Dir)
 	} else {
 		fmt.Fprintf(o.Out, "toolgate: using NATS at %s\n", identity.RedactURL(url))

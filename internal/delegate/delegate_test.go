@@ -129,12 +129,13 @@ func TestParentCancellationReachesSubTask(t *testing.T) {
 	if !errors.Is(cause, client.ErrTaskCancelled) || !strings.Contains(cause.Error(), "parent call was cancelled") {
 		t.Fatalf("helper's context ended with %v, want the parent's cancellation", cause)
 	}
+	// Another worker (stored results come through one) refuses the
+	// task's calls now.
+	startOn(t, f)
 	r, err := lead.Wait(context.Background(), taskID)
 	if err != nil || r.Status != events.StatusInterrupted {
 		t.Fatalf("task call: %v %+v, want interrupted", err, r)
 	}
-	// Another worker refuses the task's calls now.
-	startOn(t, f)
 	sub, err := helper.Call(context.Background(), "read", map[string]any{"path": "notes.txt"}, client.WithParent(taskID))
 	if err != nil || sub.Status != events.StatusDenied || sub.Decision.Rule != delegate.RuleNoTask {
 		t.Fatalf("a call for the cancelled task: %v %+v", err, sub)

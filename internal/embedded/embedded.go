@@ -1,7 +1,8 @@
 // Package embedded runs nats-server with JetStream inside the worker
 // process, the zero-configuration default: toolctl, other workers and the
 // approver connect to it like to any NATS server. It runs in operator
-// mode: only users issued by the install's toolgate account get in.
+// mode: only users issued by the install's toolgate and agents accounts
+// get in.
 package embedded
 
 import (
@@ -119,8 +120,12 @@ func Start(cfg Config) (*Server, error) {
 }
 
 // Trust puts opts in operator mode for in: the operator is trusted, the
-// system account set, and both accounts are preloaded in a memory
-// resolver, as deploy's auth.conf does for a cluster.
+// system account set, and the system, toolgate and agents accounts are
+// preloaded in a memory resolver, as deploy's auth.conf does for a
+// cluster. A single server must have room for the toolgate account's
+// JetStream limits or it refuses JetStream to the account: when opts
+// sets no bound of its own, its bounds are the account's.
+
 func Trust(opts *server.Options, in *identity.Install) error {
 	oc, err := jwt.DecodeOperatorClaims(in.OperatorJWT)
 	if err != nil {
@@ -132,6 +137,16 @@ func Trust(opts *server.Options, in *identity.Install) error {
 	}
 	if err := res.Store(in.AccountPublicKey, in.AccountJWT); err != nil {
 		return err
+	}
+	if err := res.Store(in.AgentsPublicKey, in.AgentsJWT); err != nil {
+		return err
+	}
+	lim := in.EffectiveLimits()
+	if opts.JetStreamMaxStore == 0 && lim.DiskStorage > 0 {
+		opts.JetStreamMaxStore = lim.DiskStorage
+	}
+	if opts.JetStreamMaxMemory == 0 && lim.MemoryStorage > 0 {
+		opts.JetStreamMaxMemory = lim.MemoryStorage
 	}
 	opts.TrustedOperators = []*jwt.OperatorClaims{oc}
 	opts.SystemAccount = in.SystemPublicKey

@@ -33,8 +33,8 @@ type Creds struct {
 	Path string
 }
 
-// Mint issues a user of role named name, signed by the toolgate account
-// key, and returns it as a standard NATS .creds file (what the nats CLI
+// Mint issues a user of role named name, signed by the key of its
+// account (the agents account for an agent, else the toolgate account), and returns it as a standard NATS .creds file (what the nats CLI
 // and every NATS client library read). The file holds a secret.
 func (in *Install) Mint(role Role, name string) ([]byte, error) {
 	return in.MintExpiring(role, name, 0)
@@ -61,7 +61,7 @@ func (in *Install) MintExpiring(role Role, name string, ttl time.Duration) ([]by
 	if ttl > 0 {
 		uc.Expires = time.Now().Add(ttl).Unix()
 	}
-	enc, err := uc.Encode(in.Account)
+	enc, err := uc.Encode(in.accountOf(role))
 	if err != nil {
 		return nil, fmt.Errorf("issue %s %s: %w", role, name, err)
 	}
@@ -70,6 +70,14 @@ func (in *Install) MintExpiring(role Role, name string, ttl time.Duration) ([]by
 		return nil, err
 	}
 	return jwt.FormatUserConfig(enc, seed)
+}
+
+// accountOf is the key of the account role's users belong to.
+func (in *Install) accountOf(role Role) nkeys.KeyPair {
+	if role == RoleAgent {
+		return in.Agents
+	}
+	return in.Account
 }
 
 // MintCreds is Mint, parsed: the credentials in memory.

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -21,8 +23,11 @@ const (
 )
 
 // Install is the key material of one toolgate installation: the operator,
-// the system account and the toolgate account every identity belongs to.
-// The JWTs are issued afresh from the keys each time it is loaded.
+// the system account, the toolgate account its services belong to
+// (workers, approvers, admins, tool and hook services, JetStream) and
+// the agents account every agent belongs to. The two meet only through
+// the toolgate account's exports (Crossings). The JWTs are issued afresh
+// from the keys each time it is loaded.
 type Install struct {
 	// Dir is the directory the keys live in (<state dir>/keys).
 	Dir string
@@ -30,15 +35,21 @@ type Install struct {
 	Operator nkeys.KeyPair
 	// System is the NATS system account.
 	System nkeys.KeyPair
-	// Account is the toolgate account; it issues every user JWT.
+	// Account is the toolgate account; it issues the user JWTs of every
+	// role but the agent.
 	Account nkeys.KeyPair
+	// Agents is the agents account; it issues the agents' user JWTs.
+	Agents nkeys.KeyPair
+	// Limits are the toolgate account's JetStream limits; zero fields
+	// take DefaultJetStreamLimits' (set before issue, see SetLimits).
+	Limits JetStreamLimits
 
-	// OperatorJWT, SystemJWT and AccountJWT are what a server trusts and
-	// preloads (operator, system_account, resolver_preload).
-	OperatorJWT, SystemJWT, AccountJWT string
-	// OperatorPublicKey, SystemPublicKey and AccountPublicKey are the
-	// public keys of the three.
-	OperatorPublicKey, SystemPublicKey, AccountPublicKey string
+	// OperatorJWT, SystemJWT, AccountJWT and AgentsJWT are what a server
+	// trusts and preloads (operator, system_account, resolver_preload).
+	OperatorJWT, SystemJWT, AccountJWT, AgentsJWT string
+	// OperatorPublicKey, SystemPublicKey, AccountPublicKey and
+	// AgentsPublicKey are the public keys of the four.
+	OperatorPublicKey, SystemPublicKey, AccountPublicKey, AgentsPublicKey string
 }
 
 // keyFiles are the seed files under the keys directory.
@@ -49,7 +60,13 @@ var keyFiles = []struct {
 	{"operator.nk", nkeys.CreateOperator},
 	{"system.nk", nkeys.CreateAccount},
 	{"toolgate.nk", nkeys.CreateAccount},
+	{"agents.nk", nkeys.CreateAccount},
 }
+
+// splitFile, under the keys directory, records when an install made
+// before the agents account existed got it: every user JWT issued until
+// then is revoked (an agent's then belonged to the toolgate account).
+const splitFile = "accounts-split"
 
 // LoadInstall loads the install of the calling user's state directory,
 // creating its keys at first use.
@@ -75,6 +92,9 @@ func LoadOrCreate(dir string) (*Install, error) {
 	defer lock.Close()
 
 	in := &Install{Dir: dir}
+	if err := markSplit(dir); err != nil {
+		return nil, err
+	}
 	kps := make([]nkeys.KeyPair, len(keyFiles))
 	for i, kf := range keyFiles {
 		kp, err := loadOrCreateSeed(filepath.Join(dir, kf.name), kf.create)
@@ -83,7 +103,7 @@ func LoadOrCreate(dir string) (*Install, error) {
 		}
 		kps[i] = kp
 	}
-	in.Operator, in.System, in.Account = kps[0], kps[1], kps[2]
+	in.Operator, in.System, in.Account, in.Agents = kps[0], kps[1], kps[2], kps[3]
 	if err := in.issue(); err != nil {
 		return nil, err
 	}
@@ -132,6 +152,9 @@ func (in *Install) issue() error {
 	if in.AccountPublicKey, err = in.Account.PublicKey(); err != nil {
 		return err
 	}
+	if in.AgentsPublicKey, err = in.Agents.PublicKey(); err != nil {
+		return err
+	}
 	oc := jwt.NewOperatorClaims(in.OperatorPublicKey)
 	oc.Name = OperatorName
 	oc.SystemAccount = in.SystemPublicKey
@@ -143,32 +166,91 @@ func (in *Install) issue() error {
 	if in.SystemJWT, err = sc.Encode(in.Operator); err != nil {
 		return fmt.Errorf("system account JWT: %w", err)
 	}
-	ac := jwt.NewAccountClaims(in.AccountPublicKey)
-	ac.Name = AccountName
-	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1, MaxAckPending: -1}
 	revoked, err := revocations(in.Dir)
 	if err != nil {
 		return err
 	}
-	for pub, at := range revoked {
-		ac.RevokeAt(pub, time.Unix(at, 0))
+	split, err := splitTime(in.Dir)
+	if err != nil {
+		return err
+	}
+	if split > 0 {
+		revoked[jwt.All] = split
+	}
+	ac := jwt.NewAccountClaims(in.AccountPublicKey)
+	ac.Name = AccountName
+	ac.Limits.JetStreamLimits = in.Limits.withDefaults().jwt()
+	ac.Exports = exports()
+	// Agents have no JetStream of their own, and no way into the
+	// toolgate account but its exports.
+	gc := jwt.NewAccountClaims(in.AgentsPublicKey)
+	gc.Name = AgentsAccountName
+	gc.Imports = imports(in.AccountPublicKey)
+	for _, c := range []*jwt.AccountClaims{ac, gc} {
+		for pub, at := range revoked {
+			c.RevokeAt(pub, time.Unix(at, 0))
+		}
 	}
 	if in.AccountJWT, err = ac.Encode(in.Operator); err != nil {
 		return fmt.Errorf("account JWT: %w", err)
 	}
+	if in.AgentsJWT, err = gc.Encode(in.Operator); err != nil {
+		return fmt.Errorf("agents account JWT: %w", err)
+	}
 	return nil
+}
+
+// markSplit, in a keys directory that holds the toolgate account's key
+// but not yet the agents account's (an install made before agents had
+// their own account), records the time: every user JWT issued until then
+// is revoked, the old agents' first, which the toolgate account issued
+// with permissions of the old layout. Workers and the embedded server
+// mint afresh; files written by `toolctl creds` or `toolctl nats-config`
+// before must be written again.
+func markSplit(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "agents.nk")); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "toolgate.nk")); err != nil {
+		return nil // a fresh install: nothing was issued before
+	}
+	// One second back: what is minted from now on, in the same second,
+	// stays valid (a revocation covers JWTs issued at or before it).
+	at := time.Now().Unix() - 1
+	if err := os.WriteFile(filepath.Join(dir, splitFile), fmt.Appendf(nil, "%d\n", at), 0o600); err != nil {
+		return fmt.Errorf("keys directory: %w", err)
+	}
+	return nil
+}
+
+// splitTime is the time markSplit recorded in dir, or 0.
+func splitTime(dir string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, splitFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("keys directory: %w", err)
+	}
+	at, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("keys directory: %s: want a unix time", filepath.Join(dir, splitFile))
+	}
+	return at, nil
 }
 
 // ServerConfig is the nats-server configuration include that makes a
 // server trust this install: operator mode, the system account, and a
-// memory resolver with both accounts preloaded. Every node of a cluster
+// memory resolver with the three accounts preloaded. Every node of a cluster
 // loads the same text. It holds no secret.
 func (in *Install) ServerConfig() string {
 	return fmt.Sprintf(`# toolgate authentication: decentralized JWT (operator mode).
 # Generated by `+"`toolctl nats-config`"+`; include it from every node's configuration.
-# It holds public keys and signed JWTs only, no secret. Users (workers,
-# approvers, admins, agents) are issued by the toolgate account key kept in
-# the state directory of whoever generated it, so adding an agent
+# It holds public keys and signed JWTs only, no secret. Two accounts:
+# toolgate (workers, approvers, admins, tool and hook services, JetStream)
+# and agents (every agent, no JetStream), joined only by the exports and
+# imports written in their JWTs. Users are issued by the account keys kept
+# in the state directory of whoever generated it, so adding an agent
 # (`+"`toolctl creds agent NAME`"+`) needs no change here.
 
 operator: %s
@@ -180,8 +262,11 @@ resolver_preload: {
   %s: %s
   # %s
   %s: %s
+  # %s
+  %s: %s
 }
 `, in.OperatorJWT, in.SystemPublicKey,
 		SystemAccountName, in.SystemPublicKey, in.SystemJWT,
-		AccountName, in.AccountPublicKey, in.AccountJWT)
+		AccountName, in.AccountPublicKey, in.AccountJWT,
+		AgentsAccountName, in.AgentsPublicKey, in.AgentsJWT)
 }

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+
+	"github.com/toolgate/toolgate/pkg/events"
 )
 
 // Stream, consumer and bucket names the permissions name. They are
@@ -12,7 +14,6 @@ import (
 // they agree.
 const (
 	streamCalls     = "TOOLGATE_CALLS"
-	streamResults   = "TOOLGATE_RESULTS"
 	streamApprovals = "TOOLGATE_APPROVALS"
 	consumerWorkers = "workers"
 	consumerApprove = "approver"
@@ -30,12 +31,24 @@ const (
 // must use: _INBOX_<name> for an agent, _INBOX.<role>.<name> for the
 // others. Nobody may subscribe to _INBOX.>, so nobody reads another's
 // replies.
+//
+// With an empty name, InboxPrefix(role, "") + ">" matches the inboxes of
+// every identity of role (not for agents).
 func InboxPrefix(role Role, name string) string {
 	if role == RoleAgent {
 		return "_INBOX_" + name
 	}
+	if name == "" {
+		return "_INBOX." + string(role) + "."
+	}
 	return "_INBOX." + string(role) + "." + name
 }
+
+// ServiceReplyPrefix starts the reply subject a request gets when it
+// crosses from the agents account into the toolgate account: the server
+// answers it by delivering the answer to the requester's own reply
+// subject, in the agents account.
+const ServiceReplyPrefix = "_R_."
 
 // Permissions returns the publish and subscribe permissions written into
 // the user JWT of identity name with role. They are the whole of what
@@ -43,25 +56,21 @@ func InboxPrefix(role Role, name string) string {
 // the server with a permissions violation.
 func Permissions(role Role, name string) jwt.Permissions {
 	inbox := InboxPrefix(role, name) + ".>"
-	taskConsumer := "task_" + name // internal/bus.TaskConsumerName
 	var p jwt.Permissions
 	switch role {
 	case RoleAgent:
-		// Its own calls and their cancellation, the tool listing, and
-		// direct gets of its own stored results; it hears only its own
-		// results and progress.
+		// In the agents account, without JetStream: its own calls and
+		// their cancellation, the tool listing, its own stored results
+		// and delegated tasks (services workers answer), and answers and
+		// progress of its tasks, all in its own subject space. It hears
+		// only its own results and progress. Everything here crosses into
+		// the toolgate account by an export (Crossings), nothing else.
 		p.Pub.Allow = jwt.StringList{
 			"toolgate.call." + name + ".>",
 			"toolgate.cancel." + name + ".>",
 			"toolgate.api.tools",
-			"$JS.API.DIRECT.GET." + streamResults + ".toolgate.result." + name + ".>",
-			// Tasks delegated to it: its own task consumer only (created
-			// with its own filter, read, acked), and answers and
-			// progress in its own subject space.
-			"$JS.API.CONSUMER.CREATE." + streamTasks + "." + taskConsumer + ".toolgate.task." + name + ".>",
-			"$JS.API.CONSUMER.INFO." + streamTasks + "." + taskConsumer,
-			"$JS.API.CONSUMER.MSG.NEXT." + streamTasks + "." + taskConsumer,
-			"$JS.ACK." + streamTasks + "." + taskConsumer + ".>",
+			events.ResultAPIPrefix + name + ".>",
+			events.TaskAPIPrefix + name + ".>",
 			"toolgate.task_result." + name + ".>",
 			"toolgate.task_progress." + name + ".>",
 		}
@@ -93,6 +102,8 @@ func Permissions(role Role, name string) jwt.Permissions {
 			"$JS.API.>",
 			"$JS.ACK." + streamCalls + "." + consumerWorkers + ".>",
 			"$JS.ACK." + streamApprovals + ".>",
+			// The tasks it hands to the agents they are delegated to.
+			"$JS.ACK." + streamTasks + ".>",
 			"$JS.FC.>",
 			"$KV." + bucketCalls + ".>",
 			"$KV." + bucketApprovals + ".>",
@@ -110,18 +121,28 @@ func Permissions(role Role, name string) jwt.Permissions {
 			"toolgate.remote.>",
 			// Tool hooks: requests to the hook services.
 			"toolgate.hook.>",
+			// Answers to the requests it serves (tool listing,
+			// cancellation, stored results, tasks): on the reply an
+			// agent's request gets crossing accounts (_R_.…, which the
+			// server maps back into the agent's own inbox), or in an
+			// admin's or worker's inbox. Nowhere else: no allow_responses.
+			ServiceReplyPrefix + ">",
+			InboxPrefix(RoleAdmin, "") + ">",
+			InboxPrefix(RoleWorker, "") + ">",
 		}
 		p.Sub.Allow = jwt.StringList{
 			"toolgate.api.tools",
 			"toolgate.cancel.>",
+			// The agents' stored results and tasks (they have no
+			// JetStream API).
+			events.ResultAPIPrefix + ">",
+			events.TaskAPIPrefix + ">",
 			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + streamCalls + "." + consumerWorkers,
 			// The answers and progress of the tasks it delegated.
 			"toolgate.task_result.>",
 			"toolgate.task_progress.>",
 			inbox,
 		}
-		// Replies to the tool listing and cancellation requests it answers.
-		p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
 	case RoleApprover:
 		// Decisions, and reading what a person must see to decide: the
 		// parked calls (bucket) and the requests (stream, through its
@@ -153,7 +174,10 @@ func Permissions(role Role, name string) jwt.Permissions {
 		// toolgate.remote.<name>, replying on the requester's inbox. It
 		// publishes nothing else and hears no other tool's calls.
 		// An empty allow list would allow everything: deny all, the
-		// responses stay allowed by the response permission.
+		// responses stay allowed by the response permission: only the
+		// replies of requests it got, which only workers send (and name).
+		// An inbox allow list instead would let it forge what a worker's
+		// inbox expects (stream acknowledgements).
 		p.Pub.Deny = jwt.StringList{">"}
 		p.Sub.Allow = jwt.StringList{
 			"$SRV.>",
@@ -164,8 +188,9 @@ func Permissions(role Role, name string) jwt.Permissions {
 	case RoleHook:
 		// A tool hook service named after its hook: it hears the requests
 		// workers send to toolgate.hook.<name> and replies on their
-		// inboxes. It publishes nothing else and hears no other hook's
-		// requests, no calls, no results.
+		// inboxes (the response permission, as for RoleTool). It
+		// publishes nothing else and hears no other hook's requests, no
+		// calls, no results.
 		p.Pub.Deny = jwt.StringList{">"}
 		p.Sub.Allow = jwt.StringList{
 			"toolgate.hook." + name,

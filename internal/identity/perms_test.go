@@ -3,6 +3,7 @@ package identity_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/remote"
 )
 
@@ -83,6 +85,16 @@ func TestForbiddenOperationsAreRefused(t *testing.T) {
 			pub("$KV.toolgate_approvals.approver.UABC"),                       // registering an approver key
 			pub("$KV.toolgate_calls.c1"),                                      // forging a call record
 			pub("$JS.API.DIRECT.GET.TOOLGATE_RESULTS.toolgate.result.bob.c1"), // another's stored result
+			// No JetStream API at all, not even for its own results and tasks.
+			pub("$JS.API.DIRECT.GET.TOOLGATE_RESULTS.toolgate.result.alice.c1"),
+			pub("$JS.API.INFO"),
+			pub("$JS.API.CONSUMER.CREATE.TOOLGATE_TASKS.task_alice.toolgate.task.alice.>"),
+			pub("$JS.API.CONSUMER.INFO.TOOLGATE_TASKS.task_alice"),
+			pub("$JS.API.CONSUMER.MSG.NEXT.TOOLGATE_TASKS.task_alice"),
+			pub("$JS.ACK.TOOLGATE_TASKS.task_alice.1.1.1.1.1"),
+			pub("toolgate.api.result.bob.c1"), // asks for another's stored result
+			pub("toolgate.api.task.bob.next"), // takes another's task
+			pub("toolgate.api.task.bob.ack"),
 			pub("$JS.API.DIRECT.GET.KV_toolgate_approvals.$KV.toolgate_approvals.call.c1"),
 			pub("$JS.API.STREAM.INFO.TOOLGATE_RESULTS"),
 			pub("$JS.API.CONSUMER.CREATE.TOOLGATE_RESULTS"),
@@ -247,7 +259,7 @@ func TestAllowedOperationsWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, err := admin.SubscribeSync("toolgate.>")
+	traffic, err := admin.SubscribeSync("toolgate.>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,30 +296,17 @@ func TestAllowedOperationsWork(t *testing.T) {
 	if m, err := results.NextMsg(10 * time.Second); err != nil || string(m.Data) != "result-1" {
 		t.Fatalf("agent hears its result: %v", err)
 	}
-	// Agent: direct get of its stored result.
-	m, err := anc.Request("$JS.API.DIRECT.GET.TOOLGATE_RESULTS.toolgate.result.alice.c1", nil, 10*time.Second)
-	if err != nil || string(m.Data) != "result-1" {
-		t.Fatalf("agent direct-gets its result: %v %v", m, err)
-	}
-
-	// Agent: a direct get whose body or wildcards aim at another agent's
-	// result never returns it.
-	if _, err := wjs.Publish(ctx, "toolgate.result.bob.c9", []byte("secret-of-bob")); err != nil {
+	// Agent: its stored result, through the service workers answer (no
+	// JetStream API); the answer reaches its inbox only.
+	if _, err := wnc.QueueSubscribe(events.SubjectResultAPI, "workers", func(m *nats.Msg) {
+		_ = bus.Respond(m, &nats.Msg{Data: []byte("result-of-" + m.Subject)})
+	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, body := range []string{`{"seq":1}`, `{"seq":2}`, `{"last_by_subj":"toolgate.result.bob.c9"}`,
-		`{"next_by_subj":"toolgate.result.bob.c9"}`, `{"multi_last":["toolgate.result.>"]}`, `{"batch":10}`} {
-		m, err := anc.Request("$JS.API.DIRECT.GET.TOOLGATE_RESULTS.toolgate.result.alice.c1", []byte(body), 10*time.Second)
-		if err == nil && strings.Contains(string(m.Data), "secret-of-bob") {
-			t.Fatalf("direct get with body %s returned bob's result", body)
-		}
-	}
-	spy, _ := s.ConnectAs(t, identity.RoleAgent, "alice")
-	_ = spy.Publish("$JS.API.DIRECT.GET.TOOLGATE_RESULTS.toolgate.*.bob.c9", nil)
-	_ = spy.Publish("$JS.API.DIRECT.GET.TOOLGATE_RESULTS.toolgate.result.*.c9", nil)
-	_ = spy.Flush()
-	if err := spy.LastError(); !errors.Is(err, nats.ErrPermissionViolation) {
-		t.Fatalf("direct get with wildcards over other agents: %v, want a permissions violation", err)
+	_ = wnc.Flush()
+	m, err := anc.Request("toolgate.api.result.alice.c1", nil, 10*time.Second)
+	if err != nil || string(m.Data) != "result-of-toolgate.api.result.alice.c1" {
+		t.Fatalf("agent asks for its stored result: %v %v", m, err)
 	}
 
 	// Approver: reads a parked call, watches the bucket, consumes requests,
@@ -366,7 +365,7 @@ func TestAllowedOperationsWork(t *testing.T) {
 		t.Fatalf("admin pushes policy: %v", err)
 	}
 	for {
-		m, err := events.NextMsg(10 * time.Second)
+		m, err := traffic.NextMsg(10 * time.Second)
 		if err != nil {
 			t.Fatalf("admin never saw the decision: %v", err)
 		}
@@ -406,5 +405,120 @@ func TestAllowedOperationsWork(t *testing.T) {
 		if err := nc.LastError(); err != nil {
 			t.Errorf("%v", err)
 		}
+	}
+}
+
+// TestCrossingsJoinTheAccounts: between the toolgate account and the
+// agents account crosses exactly what identity.Crossings lists, each
+// way, even for users without permission limits; the agents account has
+// no JetStream.
+func TestCrossingsJoinTheAccounts(t *testing.T) {
+	s := testenv.StartAuthNATS(t)
+	_, wjs := s.ConnectAs(t, identity.RoleWorker, "worker")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := bus.Provision(ctx, wjs, bus.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	tg := testenv.ConnectUnlimited(t, s.ClientURL(), s.Install.Account)
+	ag := testenv.ConnectUnlimited(t, s.ClientURL(), s.Install.Agents)
+	heard := func(nc *nats.Conn) (*nats.Subscription, func() map[string]bool) {
+		sub, err := nc.SubscribeSync(">")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return sub, func() map[string]bool {
+			got := map[string]bool{}
+			for {
+				m, err := sub.NextMsg(300 * time.Millisecond)
+				if err != nil {
+					return got
+				}
+				got[m.Subject] = true
+			}
+		}
+	}
+	fill := func(p string) string { return strings.ReplaceAll(strings.ReplaceAll(p, ">", "alice.x"), "*", "alice") }
+	var services, streams []string
+	for _, c := range identity.Crossings {
+		if c.Service {
+			services = append(services, fill(c.Subject))
+		} else {
+			streams = append(streams, fill(c.Subject))
+		}
+	}
+	// Not crossing: what toolgate keeps to itself, and what the agents
+	// must not send.
+	inner := []string{"toolgate.audit.alice.read", "toolgate.approval.decision.c1", "toolgate.approval.request.c1",
+		"toolgate.event.budget.alice", "toolgate.event.policy.alice", "toolgate.task.alice.t1", "toolgate.dlq.alice.x",
+		"toolgate.hook.stamp", "toolgate.remote.stamp", "$KV.toolgate_policy.policy", "$KV.toolgate_budgets.x",
+		"$JS.API.STREAM.INFO.TOOLGATE_CALLS", "$JS.API.DIRECT.GET.TOOLGATE_RESULTS.toolgate.result.alice.c1",
+		"$JS.ACK.TOOLGATE_TASKS.task_alice.1.1.1.1.1", "_INBOX.worker.worker.x", "$SRV.PING"}
+
+	// Toolgate → agents: the stream crossings only.
+	sub, got := heard(ag)
+	for _, subj := range append(slices.Clone(streams), append(services, inner...)...) {
+		if err := tg.Publish(subj, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = tg.Flush()
+	g := got()
+	_ = sub.Unsubscribe()
+	for _, subj := range streams {
+		if !g[subj] {
+			t.Errorf("stream crossing %s did not reach the agents account", subj)
+		}
+	}
+	for _, subj := range append(slices.Clone(services), inner...) {
+		if g[subj] {
+			t.Errorf("%s published in the toolgate account reached the agents account", subj)
+		}
+	}
+	// Agents → toolgate: the service crossings only.
+	sub, got = heard(tg)
+	for _, subj := range append(slices.Clone(services), append(streams, inner...)...) {
+		if err := ag.Publish(subj, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = ag.Flush()
+	g = got()
+	_ = sub.Unsubscribe()
+	for _, subj := range services {
+		if !g[subj] {
+			t.Errorf("service crossing %s did not reach the toolgate account", subj)
+		}
+	}
+	for _, subj := range append(slices.Clone(streams), inner...) {
+		if g[subj] {
+			t.Errorf("%s published in the agents account reached the toolgate account", subj)
+		}
+	}
+	// The agents account has no JetStream of its own.
+	m, err := ag.Request("$JS.API.INFO", nil, 5*time.Second)
+	if err == nil && !strings.Contains(string(m.Data), "not enabled") {
+		t.Fatalf("JetStream in the agents account: %s", m.Data)
+	}
+	// A request crossing gets its answer in the requester's inbox, by way
+	// of the reply the server gives it in the toolgate account.
+	rs, err := tg.Subscribe("toolgate.api.tools", func(m *nats.Msg) {
+		if !strings.HasPrefix(m.Reply, identity.ServiceReplyPrefix) {
+			t.Errorf("a crossing request's reply is %q", m.Reply)
+		}
+		_ = bus.Respond(m, &nats.Msg{Data: []byte("listing")})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Unsubscribe()
+	_ = tg.Flush()
+	anc, _ := s.ConnectAs(t, identity.RoleAgent, "alice")
+	if m, err := anc.Request("toolgate.api.tools", nil, 5*time.Second); err != nil || string(m.Data) != "listing" ||
+		!strings.HasPrefix(m.Subject, "_INBOX_alice.") {
+		t.Fatalf("the agent's request: %v %v", m, err)
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/toolgate/toolgate/internal/embedded"
 	"github.com/toolgate/toolgate/internal/identity"
@@ -83,4 +85,30 @@ func (s *AuthServer) ConnectAs(t testing.TB, role identity.Role, name string, op
 	t.Helper()
 	c := s.Creds(t, role, name)
 	return s.Connect(t, append(c.NATSOptions(), opts...)...)
+}
+
+// ConnectUnlimited connects to url as a user of the account whose key is
+// account, without permission limits: what anyone in that account could
+// at most reach (and what the server itself may publish there). It is
+// closed when the test ends.
+func ConnectUnlimited(t testing.TB, url string, account nkeys.KeyPair) *nats.Conn {
+	t.Helper()
+	ukp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := ukp.PublicKey()
+	uc := jwt.NewUserClaims(pub)
+	uc.Name = "unlimited"
+	tok, err := uc.Encode(account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(url, nats.UserJWT(func() (string, error) { return tok, nil },
+		func(n []byte) ([]byte, error) { return ukp.Sign(n) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }

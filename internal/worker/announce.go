@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
@@ -51,5 +52,7 @@ func (w *Worker) listTools(m *nats.Msg) {
 		out = append(out, ToolData(t, w.cfg.Name))
 	}
 	b, _ := json.Marshal(out)
-	_ = m.Respond(b)
+	if err := bus.Respond(m, &nats.Msg{Data: b}); err != nil {
+		w.log.Warn("tool listing not answered", "err", err)
+	}
 }

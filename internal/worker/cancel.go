@@ -343,7 +343,7 @@ func (cx *canceller) respond(m *nats.Msg, r events.CancelReply) {
 		return
 	}
 	b, _ := json.Marshal(r)
-	if err := m.Respond(b); err != nil {
+	if err := bus.Respond(m, &nats.Msg{Data: b}); err != nil {
 		cx.w.log.Debug("answer cancellation", "err", err)
 	}
 }

@@ -192,6 +192,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribe %s: %w", events.SubjectToolsList, err)
 	}
 	defer sub.Unsubscribe()
+	stopAPI, err := w.serveAgentAPI()
+	if err != nil {
+		return err
+	}
+	defer stopAPI()
 	dlq, err := w.deadLetter(ctx)
 	if err != nil {
 		return fmt.Errorf("consume max-deliveries advisories: %w", err)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,13 +21,6 @@ import (
 
 // ErrNoResult is returned by Result when no result is stored for the call.
 var ErrNoResult = errors.New("no result stored for this call")
-
-// resultsStream is the stream results are retained in (see internal/bus).
-const resultsStream = "TOOLGATE_RESULTS"
-
-// directGetPrefix asks the results stream for the last message of the
-// subject that follows it.
-const directGetPrefix = "$JS.API.DIRECT.GET." + resultsStream + "."
 
 // storedResultCheck is how often a waiting call also looks for its stored
 // result, in case the live one was missed.
@@ -227,8 +221,8 @@ func (c *Client) Wait(ctx context.Context, id string, opts ...CallOption) (*even
 }
 
 // Result fetches the latest stored result of a call (possibly pending), or
-// ErrNoResult. It is a direct get of the call's result subject, the one
-// stream read an agent's credentials allow (its own results only).
+// ErrNoResult. A worker answers it (toolgate.api.result.<agent>.<call
+// id>): agents have no JetStream API, and ask only for their own results.
 func (c *Client) Result(ctx context.Context, id string) (*events.ResultData, error) {
 	if err := events.ValidToken(id); err != nil {
 		return nil, fmt.Errorf("call id: %w", err)
@@ -238,24 +232,24 @@ func (c *Client) Result(ctx context.Context, id string) (*events.ResultData, err
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 	}
-	raw, err := c.nc.RequestWithContext(ctx, directGetPrefix+events.ResultSubject(c.agent, id), nil)
+	raw, err := c.nc.RequestWithContext(ctx, events.ResultAPISubject(c.agent, id), nil)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, fmt.Errorf("get result %s: stream %s not found (is a worker running?): %w", id, resultsStream, err)
+		return nil, fmt.Errorf("get result %s (is a worker running?): %w", id, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get result %s: %w", id, err)
 	}
-	if st := raw.Header.Get("Status"); st != "" {
-		if st == "404" {
+	if st := raw.Header.Get(events.APIStatusHeader); st != "" {
+		if strings.HasPrefix(st, "404") {
 			return nil, ErrNoResult
 		}
-		return nil, fmt.Errorf("get result %s: status %s %s", id, st, raw.Header.Get("Description"))
+		return nil, fmt.Errorf("get result %s: status %s", id, st)
 	}
-	var r events.ResultData
-	if _, err := events.DecodeData(raw.Header, raw.Data, &r); err != nil {
-		return nil, fmt.Errorf("decode result %s: %w", id, err)
+	r, err := c.decodeResult(raw, id)
+	if err != nil {
+		return nil, fmt.Errorf("get result %s: %w", id, err)
 	}
-	return &r, nil
+	return r, nil
 }
 
 // Tools asks a worker for the registry listing.
@@ -389,22 +383,43 @@ func (c *Client) wait(ctx context.Context, ch <-chan *nats.Msg, o *callOpts) (*e
 		}
 		if m.Subject == progress {
 			var p events.ProgressData
-			if _, err := events.DecodeData(m.Header, m.Data, &p); err == nil && o.onProgress != nil {
+			if ev, err := events.DecodeData(m.Header, m.Data, &p); err == nil && o.onProgress != nil &&
+				ev.Type() == events.TypeCallProgress && p.CallID == o.id {
 				o.onProgress(p)
 			}
 			continue
 		}
-		var r events.ResultData
-		if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil {
-			return nil, fmt.Errorf("decode result of %s: %w", o.id, err)
+		r, err := c.decodeResult(m, o.id)
+		if err != nil {
+			// Not this call's result: inside the agents account another
+			// agent can make an answer land here (a reply subject it
+			// names). Ignore it; the stored result stays checkable.
+			continue
 		}
 		if r.Status.Final() {
-			return &r, nil
+			return r, nil
 		}
 		if o.onPending != nil {
-			o.onPending(r)
+			o.onPending(*r)
 		}
 	}
+}
+
+// ErrNotThisResult reports a message that is not the result of the call
+// it was read for: another type of event, another call or agent.
+var ErrNotThisResult = errors.New("not the result of this call")
+
+// decodeResult decodes m as the result of this agent's call id.
+func (c *Client) decodeResult(m *nats.Msg, id string) (*events.ResultData, error) {
+	var r events.ResultData
+	ev, err := events.DecodeData(m.Header, m.Data, &r)
+	if err != nil {
+		return nil, fmt.Errorf("decode result: %w", err)
+	}
+	if ev.Type() != events.TypeCallCompleted || r.CallID != id || r.Agent != c.agent {
+		return nil, fmt.Errorf("%w: %s for call %q of %q", ErrNotThisResult, ev.Type(), r.CallID, r.Agent)
+	}
+	return &r, nil
 }
 
 func marshalArgs(args any) (json.RawMessage, error) {

@@ -2,18 +2,18 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
@@ -125,7 +125,10 @@ func (c *Client) ServeTasks(ctx context.Context, h TaskHandler, opts ...ServeOpt
 	)
 	csub, err := c.nc.Subscribe(events.TaskCancelsOf(c.agent), func(m *nats.Msg) {
 		var d events.TaskCancelData
-		if _, err := events.DecodeData(m.Header, m.Data, &d); err != nil {
+		// Only a cancellation event of this very subject's task: inside
+		// the agents account another agent can make an answer land here.
+		if ev, err := events.DecodeData(m.Header, m.Data, &d); err != nil || ev.Type() != events.TypeTaskCancelled ||
+			m.Subject != events.TaskCancelSubject(c.agent, d.TaskID) {
 			return
 		}
 		mu.Lock()
@@ -139,37 +142,36 @@ func (c *Client) ServeTasks(ctx context.Context, h TaskHandler, opts ...ServeOpt
 		return fmt.Errorf("subscribe to task cancellations: %w", err)
 	}
 	defer csub.Unsubscribe()
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, bus.StreamTasks, bus.TaskConsumer(c.agent))
-	if err != nil {
-		return fmt.Errorf("task consumer of %s: %w", c.agent, err)
-	}
 	sem := make(chan struct{}, o.concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	iter, err := cons.Messages(jetstream.PullMaxMessages(1))
-	if err != nil {
-		return fmt.Errorf("take tasks: %w", err)
-	}
-	go func() { <-ctx.Done(); iter.Stop() }()
 	for {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
 			return nil
 		}
-		msg, err := iter.Next()
-		if err != nil {
+		msg, err := c.nextTask(ctx)
+		if err != nil || msg == nil {
 			<-sem
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("take tasks: %w", err)
+			if err != nil {
+				o.log.Warn("take tasks", "err", err)
+				select { // a worker restarting: ask again shortly
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+					return nil
+				}
+			}
+			continue
 		}
 		var req events.TaskRequestData
-		if _, derr := events.DecodeData(msg.Headers(), msg.Data(), &req); derr != nil || req.TaskID == "" ||
-			msg.Subject() != events.TaskSubject(c.agent, req.TaskID) {
-			o.log.Warn("task refused: not a task for this agent", "subject", msg.Subject(), "err", derr)
-			_ = msg.Term()
+		if _, derr := events.DecodeData(msg.m.Header, msg.m.Data, &req); derr != nil || req.TaskID == "" ||
+			msg.subject != events.TaskSubject(c.agent, req.TaskID) {
+			o.log.Warn("task refused: not a task for this agent", "subject", msg.subject, "err", derr)
+			_ = msg.ack("term")
 			<-sem
 			continue
 		}
@@ -196,7 +198,7 @@ func (c *Client) ServeTasks(ctx context.Context, h TaskHandler, opts ...ServeOpt
 // because the delegating call stopped waiting.
 var ErrTaskCancelled = errors.New("task cancelled by the delegating side")
 
-func (c *Client) runTask(serving, ctx context.Context, msg jetstream.Msg, t *Task, h TaskHandler, log *slog.Logger) {
+func (c *Client) runTask(serving, ctx context.Context, msg *taskMsg, t *Task, h TaskHandler, log *slog.Logger) {
 	start := time.Now()
 	ctx, cancel := context.WithDeadlineCause(ctx, t.Deadline, fmt.Errorf("%w: its deadline passed", ErrTaskCancelled))
 	defer cancel()
@@ -208,7 +210,7 @@ func (c *Client) runTask(serving, ctx context.Context, msg jetstream.Msg, t *Tas
 		for {
 			select {
 			case <-tk.C:
-				_ = msg.InProgress()
+				_ = msg.ack("wip")
 			case <-alive:
 				return
 			}
@@ -225,7 +227,7 @@ func (c *Client) runTask(serving, ctx context.Context, msg jetstream.Msg, t *Tas
 	if serving.Err() != nil && !errors.Is(context.Cause(ctx), ErrTaskCancelled) {
 		// This agent stops serving: the task is not done, and not
 		// failed either. It goes back to the stream for the next start.
-		_ = msg.Nak()
+		_ = msg.ack("nak")
 		return
 	}
 	res := events.TaskResultData{TaskID: t.TaskID, Status: events.TaskOK, ToolCallCount: t.ToolCalls(),
@@ -258,8 +260,57 @@ func (c *Client) runTask(serving, ctx context.Context, msg jetstream.Msg, t *Tas
 	}
 	if eerr != nil {
 		log.Warn("task answer not published; the task will be delivered again", "task_id", t.TaskID, "err", eerr)
-		_ = msg.Nak()
+		_ = msg.ack("nak")
 		return
 	}
-	_ = msg.Ack()
+	if err := msg.ack("ack"); err != nil {
+		log.Warn("task answered, not acknowledged: it may be delivered again", "task_id", t.TaskID, "err", err)
+	}
+}
+
+// taskMsg is a task a worker handed over (events.TaskAPIPrefix).
+type taskMsg struct {
+	c       *Client
+	m       *nats.Msg
+	subject string // the subject the task was stored under
+	ackRef  string // names the task message for ack, nak, wip, term
+}
+
+// taskWait is how long one next-task request asks a worker to wait.
+const taskWait = 20 * time.Second
+
+// nextTask asks a worker for the next task delegated to this agent: nil
+// when none came within taskWait.
+func (c *Client) nextTask(ctx context.Context) (*taskMsg, error) {
+	body, _ := json.Marshal(events.TaskNext{WaitMS: taskWait.Milliseconds()})
+	rctx, cancel := context.WithTimeout(ctx, taskWait+15*time.Second)
+	defer cancel()
+	m, err := c.nc.RequestWithContext(rctx, events.TaskAPISubject(c.agent, "next"), body)
+	if err != nil {
+		return nil, fmt.Errorf("ask for a task (is a worker running?): %w", err)
+	}
+	if st := m.Header.Get(events.APIStatusHeader); st != "" {
+		if strings.HasPrefix(st, "404") {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("ask for a task: status %s", st)
+	}
+	return &taskMsg{c: c, m: m, subject: m.Header.Get(events.TaskSubjectHeader), ackRef: m.Header.Get(events.TaskAckHeader)}, nil
+}
+
+// ack sends op (ack, nak, wip, term) for the task message; ack waits for
+// the worker's answer.
+func (t *taskMsg) ack(op string) error {
+	subj := events.TaskAPISubject(t.c.agent, op)
+	if op != "ack" {
+		return t.c.nc.Publish(subj, []byte(t.ackRef))
+	}
+	m, err := t.c.nc.Request(subj, []byte(t.ackRef), 10*time.Second)
+	if err != nil {
+		return err
+	}
+	if st := m.Header.Get(events.APIStatusHeader); st != "" {
+		return fmt.Errorf("status %s", st)
+	}
+	return nil
 }
