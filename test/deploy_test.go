@@ -50,27 +50,36 @@ func accountsConf() string {
 # the environment of nats-server: an unquoted $VAR is looked up there
 # ("$VAR" in quotes would be the literal text). Clients put the password in
 # the URL: nats://worker:PASSWORD@node-a:4222.
+#
+# Two accounts, as in operator mode: TOOLGATE (workers, approvers, admins,
+# tool and hook services, JetStream) and AGENTS (agents, no JetStream),
+# joined only by the exports and imports below (identity.Crossings).
 
 accounts: {
   TOOLGATE: {
-    jetstream: enabled
-    users: [
 `)
-	for _, u := range passwordUsers {
-		p := identity.Permissions(u.role, u.name)
-		fmt.Fprintf(&b, "      # %s\n", u.comment)
-		fmt.Fprintf(&b, "      { user: %q, password: $%s,\n        permissions: {\n", u.name, u.pass)
-		if len(p.Pub.Deny) > 0 {
-			fmt.Fprintf(&b, "          publish: { deny: [ %s ] }\n", quoteList(p.Pub.Deny))
-		} else {
-			fmt.Fprintf(&b, "          publish: { allow: [ %s ] }\n", quoteList(p.Pub.Allow))
-		}
-		fmt.Fprintf(&b, "          subscribe: { allow: [ %s ] }\n", quoteList(p.Sub.Allow))
-		if p.Resp != nil {
-			fmt.Fprintf(&b, "          allow_responses: { max: %d, expires: %q }\n", p.Resp.MaxMsgs, p.Resp.Expires.String())
-		}
-		b.WriteString("        } }\n\n")
+	l := identity.DefaultJetStreamLimits
+	fmt.Fprintf(&b, "    jetstream: { max_file: %d, max_mem: %d, max_streams: %d, max_consumers: %d, max_ack_pending: %d }\n",
+		l.DiskStorage, l.MemoryStorage, l.Streams, l.Consumers, l.MaxAckPending)
+	b.WriteString("    exports: [\n")
+	for _, c := range identity.Crossings {
+		fmt.Fprintf(&b, "      # %s\n      { %s: %q }\n", c.Why, crossingKind(c), c.Subject)
 	}
+	b.WriteString("    ]\n    users: [\n")
+	users := func(agents bool) {
+		for _, u := range passwordUsers {
+			if (u.role == identity.RoleAgent) == agents {
+				user(&b, u.role, u.name, u.pass, u.comment)
+			}
+		}
+	}
+	users(false)
+	b.WriteString("    ]\n  }\n  AGENTS: {\n    imports: [\n")
+	for _, c := range identity.Crossings {
+		fmt.Fprintf(&b, "      { %s: { account: TOOLGATE, subject: %q } }\n", crossingKind(c), c.Subject)
+	}
+	b.WriteString("    ]\n    users: [\n")
+	users(true)
 	b.WriteString(`    ]
   }
   SYS: { users: [ { user: sys, password: $NATS_SYS_PASSWORD } ] }
@@ -78,6 +87,31 @@ accounts: {
 system_account: SYS
 `)
 	return b.String()
+}
+
+// crossingKind is the configuration's word for c: service or stream.
+func crossingKind(c identity.Crossing) string {
+	if c.Service {
+		return "service"
+	}
+	return "stream"
+}
+
+// user renders one password user with its role's permissions.
+func user(b *strings.Builder, role identity.Role, name, pass, comment string) {
+	p := identity.Permissions(role, name)
+	fmt.Fprintf(b, "      # %s\n", comment)
+	fmt.Fprintf(b, "      { user: %q, password: $%s,\n        permissions: {\n", name, pass)
+	if len(p.Pub.Deny) > 0 {
+		fmt.Fprintf(b, "          publish: { deny: [ %s ] }\n", quoteList(p.Pub.Deny))
+	} else {
+		fmt.Fprintf(b, "          publish: { allow: [ %s ] }\n", quoteList(p.Pub.Allow))
+	}
+	fmt.Fprintf(b, "          subscribe: { allow: [ %s ] }\n", quoteList(p.Sub.Allow))
+	if p.Resp != nil {
+		fmt.Fprintf(b, "          allow_responses: { max: %d, expires: %q }\n", p.Resp.MaxMsgs, p.Resp.Expires.String())
+	}
+	b.WriteString("        } }\n\n")
 }
 
 // TestDeployAccountsConf: deploy/nats/accounts.conf is what the roles'
@@ -162,6 +196,13 @@ func TestDeployAuthConf(t *testing.T) {
 		c, err := identity.LoadCreds(f)
 		if err != nil || c.Role != r || c.Account != in.AccountPublicKey {
 			t.Fatalf("%s: %+v %v", f, c, err)
+		}
+	}
+	// The agents account is preloaded too, and the toolgate account
+	// carries JetStream limits.
+	for _, want := range []string{in.AgentsPublicKey + ": " + in.AgentsJWT, "# agents"} {
+		if b, _ := os.ReadFile(filepath.Join(dir, "auth.conf")); !strings.Contains(string(b), want) {
+			t.Errorf("auth.conf lacks %.60s", want)
 		}
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "auth.conf"))

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strings"
@@ -8,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/identity"
 )
@@ -79,4 +82,56 @@ func testInstall(t *testing.T) *identity.Install {
 		t.Fatal(err)
 	}
 	return in
+}
+
+// TestAccountsAndLimits: agents get in to an account of their own,
+// without JetStream; the toolgate account's JetStream is bounded by the
+// install's limits, not unlimited.
+func TestAccountsAndLimits(t *testing.T) {
+	in := testInstall(t)
+	s, err := Start(Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Install: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	connect := func(role identity.Role) *nats.Conn {
+		creds, err := in.MintCreds(role, "n-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := nats.Connect(s.ClientURL(), creds.NATSOptions()...)
+		if err != nil {
+			t.Fatalf("%s: %v", role, err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	admin, _ := connect(identity.RoleAdmin), connect(identity.RoleAgent)
+	if mustLookup(t, s, in.AgentsPublicKey).JetStreamEnabled() {
+		t.Error("JetStream is enabled for the agents account")
+	}
+	js, err := jetstream.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ai, err := js.AccountInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := identity.DefaultJetStreamLimits
+	if ai.Limits.MaxStore != want.DiskStorage || ai.Limits.MaxMemory != want.MemoryStorage ||
+		ai.Limits.MaxStreams != int(want.Streams) || ai.Limits.MaxConsumers != int(want.Consumers) {
+		t.Fatalf("toolgate account limits %+v, want %+v", ai.Limits, want)
+	}
+}
+
+func mustLookup(t *testing.T, s *Server, key string) *server.Account {
+	t.Helper()
+	acc, err := s.LookupAccount(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acc
 }

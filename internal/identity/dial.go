@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -24,11 +25,14 @@ func Dial(url, credsFile string, role Role, name string, opts ...nats.Option) (n
 	}
 	nc, err = nats.Connect(url, opts...)
 	if err != nil {
-		who := ""
+		who, hint := "", ""
 		if creds != nil {
 			who = " as " + creds.String()
+			if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAuthExpired) {
+				hint = " (credentials minted before toolgate put agents in an account of their own, or revoked, are refused: mint them again with `toolctl creds` or `toolctl nats-config`)"
+			}
 		}
-		return nil, nil, fmt.Errorf("connect to NATS at %s%s: %w", RedactURL(url), who, err)
+		return nil, nil, fmt.Errorf("connect to NATS at %s%s: %w%s", RedactURL(url), who, err, hint)
 	}
 	return nc, creds, nil
 }

@@ -277,3 +277,46 @@ func TestRevokedAndExpiredCredentialsAreRefused(t *testing.T) {
 		t.Fatal("expired credentials were accepted")
 	}
 }
+
+// TestUpgradeFromOneAccount: an install made before agents had their own
+// account (no agents.nk) gets one at its next load, and every user JWT
+// issued until then is refused: an old agent's was the toolgate
+// account's, with the old permissions. What is minted afterwards works.
+func TestUpgradeFromOneAccount(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	old, err := identity.LoadOrCreate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "agents.nk")); err != nil {
+		t.Fatal(err)
+	}
+	oldCreds, err := old.MintCreds(identity.RoleWorker, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // revocations have a resolution of one second
+	in, err := identity.LoadOrCreate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.AgentsPublicKey == old.AgentsPublicKey || in.AccountPublicKey != old.AccountPublicKey {
+		t.Fatal("the upgrade did not create an agents account beside the old ones")
+	}
+	s := testenv.StartAuthNATSWith(t, in)
+	if nc, err := nats.Connect(s.ClientURL(), oldCreds.NATSOptions()...); err == nil {
+		nc.Close()
+		t.Fatal("credentials minted before the upgrade were let in")
+	}
+	for _, r := range []identity.Role{identity.RoleWorker, identity.RoleAgent} {
+		c, err := in.MintCreds(r, "n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := nats.Connect(s.ClientURL(), c.NATSOptions()...)
+		if err != nil {
+			t.Fatalf("%s minted after the upgrade: %v", r, err)
+		}
+		nc.Close()
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/nats-io/nkeys"
 
@@ -102,6 +103,13 @@ func cmdNATSConfig(_ context.Context, env *Env, args []string) int {
 	fs := flag.NewFlagSet("nats-config", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	dir := fs.String("out", "", "directory to write auth.conf, worker.creds, approver.creds and admin.creds to")
+	d := identity.DefaultJetStreamLimits
+	var lim identity.JetStreamLimits
+	fs.Int64Var(&lim.DiskStorage, "js-disk", d.DiskStorage, "the toolgate account's JetStream file storage, bytes over all streams (-1: unlimited)")
+	fs.Int64Var(&lim.MemoryStorage, "js-memory", d.MemoryStorage, "the toolgate account's JetStream memory storage, bytes (-1: unlimited)")
+	fs.Int64Var(&lim.Streams, "js-streams", d.Streams, "the toolgate account's streams, buckets included (-1: unlimited)")
+	fs.Int64Var(&lim.Consumers, "js-consumers", d.Consumers, "the toolgate account's consumers, watchers included (-1: unlimited)")
+	fs.Int64Var(&lim.MaxAckPending, "js-ack-pending", d.MaxAckPending, "unacknowledged messages per consumer (-1: unlimited)")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
@@ -111,6 +119,9 @@ func cmdNATSConfig(_ context.Context, env *Env, args []string) int {
 	}
 	in, err := identity.LoadInstall()
 	if err != nil {
+		return env.fail(ExitFailed, "%v", err)
+	}
+	if err := in.SetLimits(lim); err != nil {
 		return env.fail(ExitFailed, "%v", err)
 	}
 	if err := os.MkdirAll(*dir, 0o700); err != nil {
@@ -130,8 +141,22 @@ func cmdNATSConfig(_ context.Context, env *Env, args []string) int {
 		}
 	}
 	fmt.Fprintf(env.Stdout, "wrote %s (include it from every nats-server node) and worker.creds, approver.creds, admin.creds (secrets, mode 0600)\n", conf)
-	fmt.Fprintf(env.Stdout, "keys stay in %s; mint agents with `toolctl creds agent NAME`\n", in.Dir)
+	fmt.Fprintf(env.Stdout, "two accounts: toolgate %s (these services, JetStream: %s) and agents %s\n",
+		in.AccountPublicKey, limitsText(in.EffectiveLimits()), in.AgentsPublicKey)
+	fmt.Fprintf(env.Stdout, "keys stay in %s; mint agents with `toolctl creds agent NAME` (credentials minted before agents had their own account are refused: mint them again)\n", in.Dir)
 	return ExitOK
+}
+
+// limitsText says l in a line.
+func limitsText(l identity.JetStreamLimits) string {
+	n := func(v int64) string {
+		if v < 0 {
+			return "unlimited"
+		}
+		return strconv.FormatInt(v, 10)
+	}
+	return fmt.Sprintf("disk %s B, memory %s B, %s streams, %s consumers, %s pending acks per consumer",
+		n(l.DiskStorage), n(l.MemoryStorage), n(l.Streams), n(l.Consumers), n(l.MaxAckPending))
 }
 
 // writeSecret writes b to path with mode 0600, also when path existed with
