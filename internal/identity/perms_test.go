@@ -498,6 +498,44 @@ func TestCrossingsJoinTheAccounts(t *testing.T) {
 			t.Errorf("%s published in the agents account reached the toolgate account", subj)
 		}
 	}
+	// Reply subjects: an agents-account user without limits sends every
+	// service crossing a request whose reply is a subject the toolgate
+	// account's streams keep, and a responder there answers every request
+	// blindly (no inbox check): the answers stay in the agents account.
+	// The calls stream answers the call itself.
+	targets := []string{"toolgate.result.bob.c1", "toolgate.cancel.bob.c1", "toolgate.audit.bob.bash",
+		"toolgate.call.bob.bash", "$KV.toolgate_policy.policy", "$KV.toolgate_budgets.x", "toolgate.approval.decision.c1",
+		"$KV.toolgate_approvals.call.c1", "toolgate.task.bob.t1", "toolgate.task_result.bob.t1", "$JS.API.STREAM.DELETE.TOOLGATE_CALLS"}
+	blind, err := tg.Subscribe(">", func(m *nats.Msg) {
+		if m.Reply != "" {
+			_ = m.Respond([]byte("answer"))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = tg.Flush()
+	sub, got = heard(tg)
+	for _, req := range services {
+		for _, target := range targets {
+			if err := ag.PublishRequest(req, target, []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_ = ag.Flush()
+	g = got()
+	_ = sub.Unsubscribe()
+	_ = blind.Unsubscribe()
+	for _, target := range targets {
+		if g[target] {
+			t.Errorf("an answer to an agent's request was published on %s in the toolgate account", target)
+		}
+	}
+	if _, err := wjs.Stream(ctx, bus.StreamCalls); err != nil {
+		t.Fatalf("the calls stream: %v", err)
+	}
+
 	// The agents account has no JetStream of its own.
 	m, err := ag.Request("$JS.API.INFO", nil, 5*time.Second)
 	if err == nil && !strings.Contains(string(m.Data), "not enabled") {
