@@ -23,7 +23,7 @@ func cmdCreds(_ context.Context, env *Env, args []string) int {
 	fs.Usage = func() {
 		fmt.Fprintln(env.Stderr, "usage: toolctl creds agent|approver|admin|worker|tool|hook NAME [--out FILE] [--expires DURATION]")
 		fmt.Fprintln(env.Stderr, "       toolctl creds revoke FILE|USER_PUBLIC_KEY")
-		fmt.Fprintln(env.Stderr, "  prints a NATS .creds file (a secret) issued by this install's toolgate account;")
+		fmt.Fprintln(env.Stderr, "  prints a NATS .creds file (a secret) issued by this install's account of the role (agents, or toolgate);")
 		fmt.Fprintln(env.Stderr, "  an agent's lets it call tools as NAME only and read only its own results;")
 		fmt.Fprintln(env.Stderr, "  a tool's lets a remote tool service serve the tool NAME and nothing else;")
 		fmt.Fprintln(env.Stderr, "  a hook's lets a tool hook service answer on toolgate.hook.NAME and nothing else.")

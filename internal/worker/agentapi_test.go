@@ -94,3 +94,34 @@ func TestAgentAPI(t *testing.T) {
 		t.Fatalf("an answer landed on %s: %q", m.Subject, m.Data)
 	}
 }
+
+// BenchmarkStoredResult is the cost of an agent's stored-result read
+// through a worker (toolgate.api.result, what agents do now) beside a
+// JetStream direct get of the same message (what they did before, with
+// JetStream API access), on one server.
+func BenchmarkStoredResult(b *testing.B) {
+	s := testenv.StartNATS(b, "")
+	w := openWorker(b, s, Config{Name: "w1"})
+	stop, err := w.serveAgentAPI()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stop()
+	nc, js := s.Connect(b)
+	if _, err := js.Publish(ctxT(b), events.ResultSubject("alice", "c1"), make([]byte, 1024)); err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct{ name, subject string }{
+		{"direct-get", "$JS.API.DIRECT.GET." + bus.StreamResults + "." + events.ResultSubject("alice", "c1")},
+		{"worker", events.ResultAPISubject("alice", "c1")},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				m, err := nc.Request(bc.subject, nil, 10*time.Second)
+				if err != nil || len(m.Data) != 1024 {
+					b.Fatalf("%v %d", err, len(m.Data))
+				}
+			}
+		})
+	}
+}
