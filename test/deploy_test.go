@@ -7,10 +7,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/pkg/events"
 )
 
 // passwordUsers are the users of deploy/nats/accounts.conf, the password
@@ -162,6 +165,51 @@ func TestDeployAccountsConf(t *testing.T) {
 			p.Resp != nil && (su.Permissions.Response.MaxMsgs != p.Resp.MaxMsgs || su.Permissions.Response.Expires != p.Resp.Expires) {
 			t.Errorf("user %s: permissions differ from the user JWT's:\n%+v\n%+v", u.name, su.Permissions, p)
 		}
+	}
+	// Served: the agent crosses into the toolgate account by the
+	// exports only, and an answer to it never lands where it points its
+	// reply subject.
+	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, true, true
+	opts.JetStream, opts.StoreDir = true, t.TempDir()
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	defer srv.Shutdown()
+	conn := func(user, inbox string) *nats.Conn {
+		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, "pw-of-"+user), nats.CustomInboxPrefix(inbox))
+		if err != nil {
+			t.Fatalf("%s: %v", user, err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	worker := conn("worker", identity.InboxPrefix(identity.RoleWorker, "worker"))
+	admin := conn("admin", identity.InboxPrefix(identity.RoleAdmin, "admin"))
+	agent := conn("agent-7", identity.InboxPrefix(identity.RoleAgent, "agent-7"))
+	if _, err := worker.Subscribe(events.SubjectToolsList, func(m *nats.Msg) { _ = m.Respond([]byte("listing")) }); err != nil {
+		t.Fatal(err)
+	}
+	spy, err := admin.SubscribeSync("toolgate.result.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = worker.Flush()
+	_ = admin.Flush()
+	if m, err := agent.Request(events.SubjectToolsList, nil, 5*time.Second); err != nil || string(m.Data) != "listing" {
+		t.Fatalf("agent-7 lists the tools across the accounts: %v %v", m, err)
+	}
+	_ = agent.PublishRequest(events.SubjectToolsList, "toolgate.result.bob.c1", nil)
+	_ = agent.Flush()
+	if m, err := spy.NextMsg(time.Second); err == nil {
+		t.Fatalf("an answer to agent-7 landed on %s in the toolgate account", m.Subject)
+	}
+	if m, err := agent.Request("$JS.API.INFO", nil, 2*time.Second); err == nil && !strings.Contains(string(m.Data), "not enabled") {
+		t.Fatalf("agent-7 reaches JetStream: %s", m.Data)
 	}
 }
 
