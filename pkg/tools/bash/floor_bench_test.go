@@ -1,0 +1,133 @@
+package bash
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/tools"
+)
+
+// cpuNow is the CPU time (user and system) of this process's calling
+// thread and of its reaped children so far. The thread is locked by the
+// benchmark, so the runtime's other threads (the garbage collector, the
+// pipes' readers) are not counted: the children are what a call costs.
+func cpuNow() time.Duration {
+	var self, kids syscall.Rusage
+	_ = syscall.Getrusage(unix.RUSAGE_THREAD, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
+}
+
+// BenchmarkSandboxVsBwrap alternates, in one run, a sandboxed call of the
+// bash tool running "true" and its floor: bwrap with the same isolation
+// flags (namespaces, mounts, seccomp filter, the drop of root) running
+// "bash -c true" directly. It reports each one's wall and CPU time (the
+// process's and its children's) per call and their ratios. The workspace
+// is a git repository, as an agent's usually is.
+func BenchmarkSandboxVsBwrap(b *testing.B) {
+	testenv.LookPath(b, "bwrap", "bubblewrap")
+	for _, repo := range []bool{false, true} {
+		name := "plain"
+		if repo {
+			name = "git"
+		}
+		b.Run(name, func(b *testing.B) { benchSandboxVsBwrap(b, repo) })
+	}
+}
+
+func benchSandboxVsBwrap(b *testing.B, repo bool) {
+	ws := b.TempDir()
+	if err := os.Chmod(filepath.Dir(ws), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if repo {
+		git := testenv.LookPath(b, "git", "git")
+		if out, err := exec.Command(git, "init", "-q", ws).CombinedOutput(); err != nil {
+			b.Fatalf("git init: %v: %s", err, out)
+		}
+	}
+	if os.Geteuid() == 0 {
+		if err := filepath.Walk(ws, func(p string, _ os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, 4242, 4242)
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if repo {
+		// An agent's repository was not configured in the last moments:
+		// its sanitised config is kept (gitConfigCache).
+		time.Sleep(gitRecent)
+	}
+	tool, err := New(Config{Workspace: ws, Sandbox: ModeRequire})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sb, err := Detect(ModeRequire)
+	if err != nil {
+		b.Fatal(err)
+	}
+	id, err := runAs(ws, 0, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		b.Fatal(err)
+	}
+	floor := func() {
+		filter, err := seccompFile()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer filter.Close()
+		argv := sb.argv(ws, ws, false, id, []string{"--seccomp", "3"}, []string{bash, "-c", "true"})
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.ExtraFiles = []*os.File{filter}
+		cmd.Env = []string{"PATH=" + defaultPath}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
+	}
+	args := json.RawMessage(`{"command":"true"}`)
+	call := func() {
+		out, err := tool.Handler.Handle(context.Background(), &tools.Call{Name: "bash", Arguments: args})
+		if err != nil || out.IsError {
+			b.Fatalf("%+v %v", out, err)
+		}
+	}
+	var toolWall, toolCPU, floorWall, floorCPU time.Duration
+	measure := func(fn func(), wall, cpu *time.Duration) {
+		c0, t0 := cpuNow(), time.Now()
+		fn()
+		*wall += time.Since(t0)
+		*cpu += cpuNow() - c0
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for b.Loop() {
+		measure(call, &toolWall, &toolCPU)
+		measure(floor, &floorWall, &floorCPU)
+	}
+	n := float64(b.N)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / n }
+	b.ReportMetric(ms(toolWall), "tool-ms/call")
+	b.ReportMetric(ms(toolCPU), "tool-cpu-ms/call")
+	b.ReportMetric(ms(floorWall), "bwrap-ms/call")
+	b.ReportMetric(ms(floorCPU), "bwrap-cpu-ms/call")
+	b.ReportMetric(float64(toolWall)/float64(floorWall), "wall-ratio")
+	b.ReportMetric(float64(toolCPU)/float64(floorCPU), "cpu-ratio")
+}
