@@ -43,13 +43,14 @@ func newHold() (h *hold, infoW, blockR *os.File, err error) {
 }
 
 // release reads which process bwrap holds, sets its limits, writes its
-// pid into each of procs (the v1 cgroups it joins), and lets it go. A
+// pid and bwrap's own (bwrap, which forked it and only waits for it now)
+// into each of procs (the v1 cgroups they join), and lets it go. A
 // sandbox that failed before or while it was built (bwrap said nothing,
 // or its child is gone) is not an error here: bwrap's exit code and its
 // own message on stderr say what failed, as without the hold. On any
 // other error the held process is killed before anything of the command
 // runs: it is never let go without its limits.
-func (h *hold) release(l Limits, procs []string) error {
+func (h *hold) release(l Limits, procs []string, bwrap int) error {
 	var info struct {
 		Pid int `json:"child-pid"`
 	}
@@ -59,8 +60,10 @@ func (h *hold) release(l Limits, procs []string) error {
 	}
 	err = setLimits(info.Pid, l)
 	for _, f := range procs {
-		if err == nil {
-			err = os.WriteFile(f, []byte(strconv.Itoa(info.Pid)), 0)
+		for _, pid := range []int{bwrap, info.Pid} {
+			if err == nil {
+				err = os.WriteFile(f, []byte(strconv.Itoa(pid)), 0)
+			}
 		}
 	}
 	if err == nil {

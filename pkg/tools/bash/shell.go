@@ -922,7 +922,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			if cc != nil && !cc.v2 {
 				procs = cc.procs()
 			}
-			if err = held.release(b.rlimits(), procs); err != nil {
+			if err = held.release(b.rlimits(), procs, cmd.Process.Pid); err != nil {
 				_ = g.finish(cmd.Process.Pid)
 				_ = cmd.Wait()
 			}
