@@ -30,11 +30,13 @@ func cpuNow() time.Duration {
 }
 
 // BenchmarkSandboxVsBwrap alternates, in one run, a sandboxed call of the
-// bash tool running "true" and its floor: bwrap with the same isolation
-// flags (namespaces, mounts, seccomp filter, the drop of root) running
-// "bash -c true" directly. It reports each one's wall and CPU time (the
-// process's and its children's) per call and their ratios. The workspace
-// is a git repository, as an agent's usually is.
+// bash tool running "true" and its floors: bwrap with the same isolation
+// flags (namespaces, mounts, hidden directories, seccomp filter, the drop
+// of root) running "bash -c true" directly, and the same with what the
+// tool binds per call (its home, the git wrapper, sanitised configs) and
+// its environment (-full). It reports each one's wall and CPU time (the
+// calling thread's and its children's) per call and the ratios, in a
+// plain workspace and in a git repository.
 func BenchmarkSandboxVsBwrap(b *testing.B) {
 	testenv.LookPath(b, "bwrap", "bubblewrap")
 	for _, repo := range []bool{false, true} {
@@ -72,36 +74,60 @@ func benchSandboxVsBwrap(b *testing.B, repo bool) {
 		// its sanitised config is kept (gitConfigCache).
 		time.Sleep(gitRecent)
 	}
-	tool, err := New(Config{Workspace: ws, Sandbox: ModeRequire})
+	tb, err := newBash(Config{Workspace: ws, Sandbox: ModeRequire})
 	if err != nil {
 		b.Fatal(err)
 	}
-	sb, err := Detect(ModeRequire)
-	if err != nil {
-		b.Fatal(err)
-	}
-	id, err := runAs(ws, 0, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	tool := tb.tool()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		b.Fatal(err)
 	}
-	floor := func() {
-		filter, err := seccompFile()
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer filter.Close()
-		argv := sb.argv(ws, ws, false, id, []string{"--seccomp", "3"}, []string{bash, "-c", "true"})
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.ExtraFiles = []*os.File{filter}
-		cmd.Env = []string{"PATH=" + defaultPath}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("%v: %s", err, out)
+	// floor is bwrap with the tool's flags (its sandbox's mounts, hidden
+	// directories, namespaces, seccomp filter, drop of root); full adds
+	// what the tool binds per call (the call's home, the git wrapper, the
+	// repository's sanitised configs) and the tool's environment.
+	bwrap := func(full bool) func() {
+		return func() {
+			var files sandboxFiles
+			defer files.close()
+			filter, err := seccompFile()
+			if err != nil {
+				b.Fatal(err)
+			}
+			mounts := []string{"--seccomp", files.add(filter)}
+			env := []string{"PATH=" + defaultPath}
+			if full {
+				home, err := os.MkdirTemp("", "floor-home-")
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer os.RemoveAll(home)
+				if tb.id.drop {
+					_ = os.Chown(home, int(tb.id.uid), int(tb.id.gid))
+				}
+				mounts = append(mounts, "--bind", home, sandboxHome(ws))
+				gw, err := gitWrapperMounts(tb.gitWrapper, files.data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				gm, err := gitMounts(context.Background(), ws, &tb.gitConfigs, files.data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				mounts = append(append(mounts, gw...), gm...)
+				env = callEnv(tb.env, sandboxHome(ws), "/tmp")
+			}
+			argv := tb.sb.argv(ws, ws, false, tb.id, mounts, []string{bash, "-c", "true"})
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.ExtraFiles = files.files
+			cmd.Env = env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("%v: %s", err, out)
+			}
 		}
 	}
+	floor, full := bwrap(false), bwrap(true)
 	args := json.RawMessage(`{"command":"true"}`)
 	call := func() {
 		out, err := tool.Handler.Handle(context.Background(), &tools.Call{Name: "bash", Arguments: args})
@@ -109,7 +135,7 @@ func benchSandboxVsBwrap(b *testing.B, repo bool) {
 			b.Fatalf("%+v %v", out, err)
 		}
 	}
-	var toolWall, toolCPU, floorWall, floorCPU time.Duration
+	var toolWall, toolCPU, floorWall, floorCPU, fullWall, fullCPU time.Duration
 	measure := func(fn func(), wall, cpu *time.Duration) {
 		c0, t0 := cpuNow(), time.Now()
 		fn()
@@ -121,6 +147,7 @@ func benchSandboxVsBwrap(b *testing.B, repo bool) {
 	for b.Loop() {
 		measure(call, &toolWall, &toolCPU)
 		measure(floor, &floorWall, &floorCPU)
+		measure(full, &fullWall, &fullCPU)
 	}
 	n := float64(b.N)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / n }
@@ -128,8 +155,12 @@ func benchSandboxVsBwrap(b *testing.B, repo bool) {
 	b.ReportMetric(ms(toolCPU), "tool-cpu-ms/call")
 	b.ReportMetric(ms(floorWall), "bwrap-ms/call")
 	b.ReportMetric(ms(floorCPU), "bwrap-cpu-ms/call")
+	b.ReportMetric(ms(fullWall), "bwrap-full-ms/call")
+	b.ReportMetric(ms(fullCPU), "bwrap-full-cpu-ms/call")
 	b.ReportMetric(float64(toolWall)/float64(floorWall), "wall-ratio")
 	b.ReportMetric(float64(toolCPU)/float64(floorCPU), "cpu-ratio")
+	b.ReportMetric(float64(toolWall)/float64(fullWall), "wall-ratio-full")
+	b.ReportMetric(float64(toolCPU)/float64(fullCPU), "cpu-ratio-full")
 }
 
 // BenchmarkSandboxThroughput is the rate of trivial sandboxed calls

@@ -238,6 +238,15 @@ type bash struct {
 // fails when cfg is invalid, the workspace is not a directory or is /,
 // bash is missing, or the sandbox mode cannot be met (Detect).
 func New(cfg Config) (*tools.Tool, error) {
+	b, err := newBash(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return b.tool(), nil
+}
+
+// newBash is New's tool state, checked.
+func newBash(cfg Config) (*bash, error) {
 	if !supported {
 		return nil, fmt.Errorf("bash tool: %w on %s", errors.ErrUnsupported, runtime.GOOS)
 	}
@@ -328,6 +337,11 @@ func New(cfg Config) (*tools.Tool, error) {
 	if err := b.check(); err != nil {
 		return nil, err
 	}
+	return b, nil
+}
+
+// tool is the bash tool b serves.
+func (b *bash) tool() *tools.Tool {
 	return &tools.Tool{
 		Name:           tooldef.Bash.Name,
 		Aliases:        slices.Clone(tooldef.Bash.Aliases),
@@ -342,7 +356,7 @@ func New(cfg Config) (*tools.Tool, error) {
 		MaxOutput:       b.maxOut,
 		Annotations:     tools.Annotations{Destructive: true, OpenWorld: true},
 		Handler:         tools.HandlerFunc(b.handle),
-	}, nil
+	}
 }
 
 // workerTemp is the worker's temporary directory (os.TempDir, where
