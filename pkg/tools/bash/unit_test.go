@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/tools"
 )
 
 func TestParseMode(t *testing.T) {
@@ -362,5 +363,39 @@ func TestGitConfigCacheFollowsTheFile(t *testing.T) {
 	got := get(gitPath)
 	if !strings.Contains(got, `name = "b"`) || strings.Contains(got, "pwned") || strings.Contains(got, "evil") {
 		t.Fatalf("after the change: %q", got)
+	}
+}
+
+// TestHeldSandboxThatFailsToBuildSaysSo: when bwrap cannot build the
+// sandbox (here a directory to hide that cannot be made under the
+// read-only root), the held start lets bwrap's own exit code and message
+// through, as SandboxFailed reads them, and runs nothing of the command.
+func TestHeldSandboxThatFailsToBuildSaysSo(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	ws := t.TempDir()
+	if err := os.Chmod(filepath.Dir(ws), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(ws, 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := newBash(Config{Workspace: ws, Sandbox: ModeRequire})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.sb.hide = append(slices.Clone(b.sb.hide), "/nonexistent-toolgate-test/hidden")
+	res, err := b.run(context.Background(), &tools.Call{ID: "fails"}, "touch ran", ws, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, _ := res.err.render(1 << 10)
+	md := b.output(res, false, nil).Metadata
+	if !SandboxFailed(md) {
+		t.Fatalf("exit code %d, stderr %q: not read as a sandbox failure", res.code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+		t.Fatal("the command ran")
 	}
 }
