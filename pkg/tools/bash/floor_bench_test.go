@@ -167,16 +167,7 @@ func benchSandboxVsBwrap(b *testing.B, repo bool) {
 // ("true") eight at a time, as a worker's pool runs them: calls/s.
 func BenchmarkSandboxThroughput(b *testing.B) {
 	testenv.LookPath(b, "bwrap", "bubblewrap")
-	ws := b.TempDir()
-	if err := os.Chmod(filepath.Dir(ws), 0o755); err != nil {
-		b.Fatal(err)
-	}
-	if os.Geteuid() == 0 {
-		if err := os.Chown(ws, 4242, 4242); err != nil {
-			b.Fatal(err)
-		}
-	}
-	tool, err := New(Config{Workspace: ws, Sandbox: ModeRequire})
+	tool, err := New(Config{Workspace: ownedWorkspace(b), Sandbox: ModeRequire})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -193,4 +184,20 @@ func BenchmarkSandboxThroughput(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+}
+
+// ownedWorkspace is a workspace the commands of tests run as root (as uid
+// 4242) can reach and write.
+func ownedWorkspace(tb testing.TB) string {
+	tb.Helper()
+	ws := tb.TempDir()
+	if err := os.Chmod(filepath.Dir(ws), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(ws, 4242, 4242); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return ws
 }

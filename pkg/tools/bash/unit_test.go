@@ -372,15 +372,7 @@ func TestGitConfigCacheFollowsTheFile(t *testing.T) {
 // through, as SandboxFailed reads them, and runs nothing of the command.
 func TestHeldSandboxThatFailsToBuildSaysSo(t *testing.T) {
 	testenv.LookPath(t, "bwrap", "bubblewrap")
-	ws := t.TempDir()
-	if err := os.Chmod(filepath.Dir(ws), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if os.Geteuid() == 0 {
-		if err := os.Chown(ws, 4242, 4242); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ws := ownedWorkspace(t)
 	b, err := newBash(Config{Workspace: ws, Sandbox: ModeRequire})
 	if err != nil {
 		t.Fatal(err)
