@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -264,21 +266,41 @@ func DeadLettersConsumer() jetstream.ConsumerConfig {
 }
 
 // Provision creates or updates every stream, the workers consumer and the
-// buckets. Running it again with the same Config changes nothing.
+// buckets. Running it again with the same Config changes nothing: it
+// reads what exists, all at once, and creates or updates only what is
+// missing or differs, so that a worker restarting on a healthy cluster
+// sends no update through the cluster's consensus. Each request gets
+// provisionAttempt of its own, not a share of the chain's.
 func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 	c = c.withDefaults()
-	for _, sc := range c.Streams() {
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("provision stream %s: %w", sc.Name, err)
-		}
+	buckets := c.buckets()
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.Streams())+len(buckets))
+	for i, sc := range c.Streams() {
+		wg.Go(func() {
+			errs[i] = ensureStream(ctx, js, sc)
+			if errs[i] != nil {
+				return
+			}
+			// A stream's consumers follow it.
+			switch sc.Name {
+			case StreamCalls:
+				errs[i] = ensureConsumer(ctx, js, StreamCalls, c.WorkersConsumer())
+			case StreamAdvisories:
+				errs[i] = ensureConsumer(ctx, js, StreamAdvisories, DeadLettersConsumer())
+			}
+		})
 	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, StreamCalls, c.WorkersConsumer()); err != nil {
-		return fmt.Errorf("provision consumer %s: %w", ConsumerWorkers, err)
+	for i, kc := range buckets {
+		wg.Go(func() { errs[len(c.Streams())+i] = ensureBucket(ctx, js, kc) })
 	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, StreamAdvisories, DeadLettersConsumer()); err != nil {
-		return fmt.Errorf("provision consumer %s: %w", ConsumerDeadLetters, err)
-	}
-	buckets := []jetstream.KeyValueConfig{
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// buckets are the key-value buckets Provision applies.
+func (c Config) buckets() []jetstream.KeyValueConfig {
+	return []jetstream.KeyValueConfig{
 		{Bucket: BucketCalls, Description: "call records: idempotency claim and stored result", TTL: c.CallRecordTTL, Storage: c.Storage, Replicas: c.Replicas, History: 1},
 		{Bucket: BucketPolicy, Description: "shared policy document and amendments", Storage: c.Storage, Replicas: c.Replicas, History: 10},
 		{Bucket: BucketApprovals, Description: "parked calls waiting for a decision", Storage: c.Storage, Replicas: c.Replicas, History: 5},
@@ -287,10 +309,96 @@ func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 		{Bucket: BucketTasks, Description: "delegated tasks: origin, allowed tools, what their calls did", TTL: c.CallRecordTTL, Storage: c.Storage, Replicas: c.Replicas, History: 1},
 		{Bucket: BucketCache, Description: "cached results of read-only tools and workspace generations", TTL: c.CacheTTL(), Storage: c.Storage, Replicas: c.Replicas, History: 1},
 	}
-	for _, kc := range buckets {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
-			return fmt.Errorf("provision bucket %s: %w", kc.Bucket, err)
+}
+
+// request runs one JetStream API request with its own timeout (when ctx
+// has none shorter).
+func request[T any](ctx context.Context, fn func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, provisionAttempt)
+	defer cancel()
+	return fn(ctx)
+}
+
+// ensureStream creates sc, or updates it when what exists differs.
+func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {
+	st, err := request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, sc.Name) })
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		_, err = request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.CreateStream(ctx, sc) })
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			// Another worker created it meanwhile, perhaps otherwise.
+			_, err = request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, sc) })
 		}
+	case err == nil && streamDiffers(sc, st.CachedInfo().Config):
+		_, err = request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.UpdateStream(ctx, sc) })
+	}
+	if err != nil {
+		return fmt.Errorf("provision stream %s: %w", sc.Name, err)
+	}
+	return nil
+}
+
+// streamDiffers reports whether the stream got lacks a setting of want.
+// A zero setting of want is the server's default, whatever it is.
+func streamDiffers(want, got jetstream.StreamConfig) bool {
+	return !slices.Equal(want.Subjects, got.Subjects) || want.Retention != got.Retention || want.Storage != got.Storage ||
+		want.Description != got.Description || want.Discard != got.Discard || want.AllowDirect != got.AllowDirect ||
+		differs(want.Replicas, got.Replicas) || differs(want.Duplicates, got.Duplicates) ||
+		differs(want.MaxMsgSize, got.MaxMsgSize) || differs(want.MaxAge, got.MaxAge)
+}
+
+// differs reports whether a setting differs from the one wanted, zero
+// wanting the server's default.
+func differs[T comparable](want, got T) bool {
+	var zero T
+	return want != zero && want != got
+}
+
+// ensureConsumer creates cc on stream, or updates it when what exists
+// differs.
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, stream string, cc jetstream.ConsumerConfig) error {
+	cons, err := request(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return js.Consumer(ctx, stream, cc.Durable) })
+	if err == nil {
+		got := cons.CachedInfo().Config
+		if got.Description == cc.Description && got.AckPolicy == cc.AckPolicy && got.AckWait == cc.AckWait &&
+			!differs(cc.MaxDeliver, got.MaxDeliver) && !differs(cc.MaxAckPending, got.MaxAckPending) &&
+			got.FilterSubject == cc.FilterSubject && slices.Equal(got.BackOff, cc.BackOff) {
+			return nil
+		}
+	}
+	if err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
+		_, err = request(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+			return js.CreateOrUpdateConsumer(ctx, stream, cc)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("provision consumer %s: %w", cc.Durable, err)
+	}
+	return nil
+}
+
+// ensureBucket creates kc, or updates it when its stream differs.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig) error {
+	st, err := request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, "KV_"+kc.Bucket) })
+	if err == nil {
+		got := st.CachedInfo().Config
+		if got.Description == kc.Description && got.Storage == kc.Storage && got.MaxMsgsPerSubject == int64(max(kc.History, 1)) &&
+			got.MaxAge == kc.TTL && !differs(kc.Replicas, got.Replicas) {
+			return nil
+		}
+	}
+	switch {
+	case err == nil:
+		_, err = request(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return js.UpdateKeyValue(ctx, kc) })
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		_, err = request(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, kc) })
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			// Another worker created it meanwhile, perhaps otherwise.
+			_, err = request(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, kc) })
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("provision bucket %s: %w", kc.Bucket, err)
 	}
 	return nil
 }
@@ -301,7 +409,8 @@ func IsNotFound(err error) bool {
 		errors.Is(err, jetstream.ErrKeyNotFound)
 }
 
-// Backoff bounds of ProvisionWait.
+// Bounds of Provision and ProvisionWait: provisionAttempt bounds one
+// JetStream API request, the gaps the backoff between attempts.
 const (
 	provisionAttempt  = 10 * time.Second
 	provisionFirstGap = 250 * time.Millisecond
@@ -319,9 +428,7 @@ func ProvisionWait(ctx context.Context, js jetstream.JetStream, c Config, log *s
 	}
 	gap := provisionFirstGap
 	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, provisionAttempt)
-		err := Provision(actx, js, c)
-		cancel()
+		err := Provision(ctx, js, c)
 		if err == nil {
 			if attempt > 1 {
 				log.Info("bus provisioned", "attempts", attempt)

@@ -3,6 +3,8 @@ package bus_test
 import (
 	"bytes"
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,5 +70,67 @@ func TestMaxPayloadBoundsTheCallsStream(t *testing.T) {
 	}
 	if got, want := st.CachedInfo().Config.MaxMsgSize, int32(2*limit+bus.CallHeaderAllowance); got != want {
 		t.Fatalf("calls stream max message size %d after provisioning again, want %d", got, want)
+	}
+}
+
+// TestProvisionChangesOnlyWhatDiffers counts the JetStream API requests
+// that create or update something: a first Provision creates every
+// stream, consumer and bucket; a second with the same Config sends none;
+// one with another ack wait updates the workers consumer alone.
+func TestProvisionChangesOnlyWhatDiffers(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	nc, js := s.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	var changes []string
+	sub, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
+		for _, verb := range []string{".CREATE.", ".UPDATE."} {
+			if strings.Contains(m.Subject, verb) {
+				mu.Lock()
+				changes = append(changes, m.Subject)
+				mu.Unlock()
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	changed := func() []string {
+		t.Helper()
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		out := changes
+		changes = nil
+		return out
+	}
+	c := bus.Config{}
+	if err := bus.Provision(ctx, js, c); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(changed()), len(c.Streams())+2+7; got != want {
+		t.Fatalf("a fresh bus: %d creations, want %d (streams, consumers, buckets)", got, want)
+	}
+	if err := bus.Provision(ctx, js, c); err != nil {
+		t.Fatal(err)
+	}
+	if got := changed(); len(got) != 0 {
+		t.Fatalf("provisioning again changed %q", got)
+	}
+	c.AckWait = time.Minute
+	if err := bus.Provision(ctx, js, c); err != nil {
+		t.Fatal(err)
+	}
+	got := changed()
+	if len(got) != 1 || !strings.Contains(got[0], bus.ConsumerWorkers) {
+		t.Fatalf("another ack wait changed %q, want the workers consumer alone", got)
+	}
+	cons, err := js.Consumer(ctx, bus.StreamCalls, bus.ConsumerWorkers)
+	if err != nil || cons.CachedInfo().Config.AckWait != time.Minute {
+		t.Fatalf("ack wait not applied: %v", err)
 	}
 }

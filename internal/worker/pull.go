@@ -20,11 +20,14 @@ const nextSubject = "$JS.API.CONSUMER.MSG.NEXT." + bus.StreamCalls + "." + bus.C
 // pullExpiry is how long one pull request waits at the server for calls.
 // The server answers an expired request with a 408 status; a request
 // unanswered pullExpiry+pullGrace after it was sent is forgotten (the
-// server that held it restarted).
+// server that held it restarted). It also bounds how long a stopping
+// worker keeps its subscription for the requests it left open (stop):
+// an idle worker asks again every pullExpiry, which costs the server one
+// request and one status.
 // After a refused request the puller waits refusedPause before asking
 // again.
 const (
-	pullExpiry   = 10 * time.Second
+	pullExpiry   = 2 * time.Second
 	pullGrace    = 5 * time.Second
 	refusedPause = time.Second
 )
@@ -43,6 +46,11 @@ const (
 //   - Each request has its own reply subject (the inbox, a dot, a request
 //     number), so a request's 408 (expired) says exactly how many asked-for
 //     calls will not come.
+//   - A stopping worker asks for nothing more but keeps its subscription
+//     until every request it left open at the server has ended, and hands
+//     each call delivered meanwhile back at once (a nak without delay):
+//     no call reaches a subscription that is gone and waits out its ack
+//     wait (stop).
 //
 // Slots are goroutines that live while the worker runs and take one call
 // after another, so a call does not start a goroutine (and grow its stack)
@@ -61,6 +69,8 @@ type puller struct {
 	order []string // request ids, oldest first
 	seq   uint64
 	hold  time.Time // no request before this (the server refused one)
+	// stopping: the worker stops; calls delivered now are handed back.
+	stopping bool
 }
 
 type pullReq struct {
@@ -80,8 +90,8 @@ func newPuller(w *Worker) *puller {
 	}
 }
 
-// run takes calls until ctx is done. Calls already delivered when it stops
-// are still handled (the shutdown grace covers them).
+// run takes calls until ctx is done, then stops (stop). Calls handed to
+// a slot before ctx was done still run (the shutdown grace covers them).
 func (p *puller) run(ctx context.Context) error {
 	sub, err := p.w.nc.ChanSubscribe(p.inbox+".*", p.msgs)
 	if err != nil {
@@ -95,16 +105,7 @@ func (p *puller) run(ctx context.Context) error {
 		p.ask()
 		select {
 		case <-ctx.Done():
-			_ = sub.Unsubscribe()
-			for {
-				select {
-				case m := <-p.msgs:
-					p.receive(m)
-					continue
-				default:
-				}
-				break
-			}
+			p.stop(sub, reconnected)
 			close(p.quit)
 			return nil
 		case m := <-p.msgs:
@@ -122,6 +123,58 @@ func (p *puller) run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// stop ends taking calls without stranding any. The server delivers to a
+// request until it is filled or expires, and a call delivered to a reply
+// subject nobody listens on any more (a message on its way when the
+// subscription went, or sent by a consumer leader on another server before
+// it learnt the interest was gone) comes back only after the ack wait. So
+// the puller asks for nothing more, keeps listening until each request it
+// left open has ended (filled, or the server's 408 at its expiry: at most
+// pullExpiry), hands back each call that arrives meanwhile with a nak
+// without delay, for another worker to take at once, and only then
+// unsubscribes. A request whose status never comes (its server went away)
+// is given up pullGrace after its expiry, as while running.
+func (p *puller) stop(sub *nats.Subscription, reconnected <-chan nats.Status) {
+	p.stopping = true
+	var last time.Time
+	for _, r := range p.reqs {
+		last = maxTime(last, r.deadline)
+	}
+	giveUp := time.NewTimer(time.Until(last.Add(pullGrace)))
+	defer giveUp.Stop()
+	for len(p.reqs) > 0 && !p.w.nc.IsClosed() {
+		select {
+		case m := <-p.msgs:
+			p.receive(m)
+		case <-reconnected:
+			p.forgetAll() // the server holding them is gone
+		case <-giveUp.C:
+			p.w.log.Warn("stopping: pull requests unanswered; unsubscribing", "requests", len(p.reqs))
+			p.forgetAll()
+		}
+	}
+	_ = sub.Unsubscribe()
+	for {
+		select {
+		case m := <-p.msgs:
+			p.receive(m)
+			continue
+		default:
+		}
+		break
+	}
+	if n := p.w.handedBack.Load(); n > 0 {
+		p.w.log.Info("stopping: calls delivered after the stop handed back", "calls", n)
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // ask sends a pull request for the free slots not yet asked for. While
@@ -215,8 +268,14 @@ func (p *puller) end(id, pending string) {
 	}
 }
 
-// dispatch hands a call to an idle slot or starts a slot for it.
+// dispatch hands a call to an idle slot or starts a slot for it; a
+// stopping worker hands it back to the server at once instead.
 func (p *puller) dispatch(m deliveredMsg) {
+	if p.stopping {
+		p.w.handedBack.Add(1)
+		p.w.settle(m, fate.Retry(0, nil))
+		return
+	}
 	p.w.running.Add(1)
 	p.w.inflight.Add(1)
 	select {

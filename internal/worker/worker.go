@@ -130,6 +130,8 @@ type Worker struct {
 	// executions counts tool executions started by this worker (tests
 	// assert it to prove exactly-once).
 	executions atomic.Int64
+	// handedBack counts calls a stopping worker handed back unrun.
+	handedBack atomic.Int64
 	onReady    func()
 	// beforeAck, when set (tests only), runs before a call message is
 	// acked; returning false skips the ack, as a crash at that point

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -44,13 +45,18 @@ func ParseFormat(s string) (Format, error) {
 	return "", fmt.Errorf("%w %q (want one of openai, anthropic, gemini, mcp)", ErrUnknownFormat, s)
 }
 
-// Names each API accepts for a tool.
-var names = map[Format]*regexp.Regexp{
-	OpenAI:    regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`),
-	Anthropic: regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`),
-	Gemini:    regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$`),
-	MCP:       regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`),
-}
+// names are the names each API accepts for a tool, compiled on first use:
+// their counted repetitions make large programs that a process not
+// converting tools (a CLI command, a worker before its first listing)
+// need not build at start-up.
+var names = sync.OnceValue(func() map[Format]*regexp.Regexp {
+	return map[Format]*regexp.Regexp{
+		OpenAI:    regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`),
+		Anthropic: regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`),
+		Gemini:    regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$`),
+		MCP:       regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`),
+	}
+})
 
 // Skipped is a tool left out because the API would refuse its definition.
 type Skipped struct {
@@ -115,7 +121,7 @@ type mcpTool struct {
 // listed: a model needs each tool once. A tool whose name the API refuses
 // or whose schema is not a JSON object schema is skipped and reported.
 func Convert(list []events.ToolData, f Format) (*Definitions, error) {
-	re, ok := names[f]
+	re, ok := names()[f]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownFormat, f)
 	}

@@ -3,7 +3,6 @@ package bash
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -232,11 +231,13 @@ const (
 
 // gitMounts are the bwrap arguments that, for the workspace ws, replace
 // each config file of its repository (and its submodules' repositories)
-// with a sanitised read-only copy written under dir, and each hooks
-// directory with an empty read-only one. A workspace without a repository
-// needs none. Repositories outside the workspace are read-only in the
-// sandbox already.
-func gitMounts(ctx context.Context, ws, dir string) ([]string, error) {
+// with a sanitised read-only copy (data bound from a pipe, see
+// sandboxFiles), and each hooks directory with an empty read-only tmpfs.
+// A workspace without a repository needs none. Repositories outside the
+// workspace are read-only in the sandbox already. Sanitised configs are
+// kept in cache while their file is unchanged, so git runs once per
+// version of a config, not once per call.
+func gitMounts(ctx context.Context, ws string, cache *gitConfigCache, data func([]byte) (string, error)) ([]string, error) {
 	gitPath, err := exec.LookPath("git")
 	if err != nil {
 		return nil, nil // commands cannot run git either
@@ -245,14 +246,9 @@ func gitMounts(ctx context.Context, ws, dir string) ([]string, error) {
 	if gitDir == "" {
 		return nil, nil
 	}
-	empty := filepath.Join(dir, "empty")
-	if err := os.Mkdir(empty, 0o555); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var args []string
-	n := 0
 	config := func(src string) error {
 		// A symbolic link is followed, as git follows it: the sanitised
 		// copy covers the file git would read.
@@ -263,15 +259,15 @@ func gitMounts(ctx context.Context, ws, dir string) ([]string, error) {
 		if _, in := within(ws, src); !in {
 			return nil // read-only in the sandbox: not the agent's
 		}
-		if fi, err := os.Stat(src); err != nil || !fi.Mode().IsRegular() {
+		fi, err := os.Stat(src)
+		if err != nil || !fi.Mode().IsRegular() {
 			return nil
 		}
-		n++
-		dst := filepath.Join(dir, fmt.Sprintf("gitconfig-%d", n))
-		if err := os.WriteFile(dst, sanitizeGitConfig(ctx, gitPath, src), 0o444); err != nil {
+		fd, err := data(cache.sanitized(ctx, gitPath, src, fi))
+		if err != nil {
 			return err
 		}
-		args = append(args, "--ro-bind", dst, src)
+		args = append(args, "--perms", "0444", "--ro-bind-data", fd, src)
 		return nil
 	}
 	hooks := func(d string) {
@@ -283,7 +279,7 @@ func gitMounts(ctx context.Context, ws, dir string) ([]string, error) {
 			return
 		}
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-			args = append(args, "--ro-bind", empty, d)
+			args = append(args, "--perms", "0555", "--tmpfs", d, "--remount-ro", d)
 		}
 	}
 	repos := append([]string{common}, submoduleRepos(common)...)
@@ -302,6 +298,61 @@ func gitMounts(ctx context.Context, ws, dir string) ([]string, error) {
 		}
 	}
 	return args, nil
+}
+
+// gitConfigCache keeps the sanitised copy of each config file gitMounts
+// covered, with the file's identity and times when it was read: while
+// they are the same the file is too, and git is not run again. A file
+// changed within gitRecent of its reading is not kept (a change in the
+// same tick of the file system's clock would leave its times as they
+// were). A stale copy could only hide settings, never run a program:
+// every copy was sanitised.
+type gitConfigCache struct {
+	mu      sync.Mutex
+	entries map[string]gitConfigEntry
+}
+
+type gitConfigEntry struct {
+	key  gitFileKey
+	data []byte
+}
+
+// gitFileKey identifies one version of a file.
+type gitFileKey struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64
+}
+
+// gitRecent is how old a config's last change must be for its sanitised
+// copy to be kept.
+var gitRecent = 2 * time.Second
+
+// maxGitCached bounds the config files kept.
+const maxGitCached = 4 * maxGitModules
+
+// sanitized is sanitizeGitConfig(src), from the cache when src is as it
+// was.
+func (c *gitConfigCache) sanitized(ctx context.Context, gitPath, src string, fi fs.FileInfo) []byte {
+	key, ok := fileKey(fi)
+	if ok {
+		c.mu.Lock()
+		e, hit := c.entries[src]
+		c.mu.Unlock()
+		if hit && e.key == key {
+			return e.data
+		}
+	}
+	data := sanitizeGitConfig(ctx, gitPath, src)
+	if ok && time.Since(time.Unix(0, max(key.mtime, key.ctime))) > gitRecent && ctx.Err() == nil {
+		c.mu.Lock()
+		if c.entries == nil || len(c.entries) >= maxGitCached {
+			c.entries = map[string]gitConfigEntry{}
+		}
+		c.entries[src] = gitConfigEntry{key: key, data: data}
+		c.mu.Unlock()
+	}
+	return data
 }
 
 // submoduleRepos lists the git directories of common's submodules, nested
@@ -422,20 +473,16 @@ var gitBinaries = sync.OnceValues(func() (inPath, inExecPath string) {
 	return inPath, inExecPath
 })
 
-// gitWrapperMounts are the bwrap arguments that replace git inside the
-// sandbox (in PATH and in its exec path, so git-<cmd> links and git's own
-// subcommands too) by a script that sets env (gitEnv) and removes
-// gitUnsetVars before it runs the real git, shown at gitRealPath: a
-// command that empties its environment (env -i, unset) or names its own
-// external diff still runs git neutralised. The script is written to dir.
-func gitWrapperMounts(dir string, env map[string]string) ([]string, error) {
+// gitWrapper is the script that replaces git inside the sandbox (in PATH
+// and in its exec path, so git-<cmd> links and git's own subcommands too):
+// it sets env (gitEnv) and removes gitUnsetVars before it runs the real
+// git, shown at gitRealPath, so that a command that empties its
+// environment (env -i, unset) or names its own external diff still runs
+// git neutralised. Empty when there is no git.
+func gitWrapper(env map[string]string) []byte {
 	inPath, inExecPath := gitBinaries()
-	real := inExecPath
-	if real == "" {
-		real = inPath
-	}
-	if real == "" {
-		return nil, nil
+	if inPath == "" && inExecPath == "" {
+		return nil
 	}
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n# toolgate: git runs with its program-running configuration neutralised.\n")
@@ -450,14 +497,29 @@ func gitWrapperMounts(dir string, env map[string]string) ([]string, error) {
 	b.WriteString("unset " + strings.Join(gitUnsetVars, " ") + "\n")
 	// git-<cmd> (a link to git) is git <cmd>.
 	fmt.Fprintf(&b, "case \"${0##*/}\" in\ngit-*) n=\"${0##*/}\"; exec %s \"${n#git-}\" \"$@\" ;;\nesac\nexec %s \"$@\"\n", gitRealPath, gitRealPath)
-	wrapper := filepath.Join(dir, "git-wrapper")
-	if err := os.WriteFile(wrapper, []byte(b.String()), 0o555); err != nil {
-		return nil, err
+	return []byte(b.String())
+}
+
+// gitWrapperMounts are the bwrap arguments that show the real git at
+// gitRealPath and the wrapper (gitWrapper, bound from a pipe by data)
+// over git in PATH and in its exec path.
+func gitWrapperMounts(wrapper []byte, data func([]byte) (string, error)) ([]string, error) {
+	inPath, inExecPath := gitBinaries()
+	real := inExecPath
+	if real == "" {
+		real = inPath
+	}
+	if real == "" || len(wrapper) == 0 {
+		return nil, nil
 	}
 	args := []string{"--perms", "0755", "--dir", filepath.Dir(gitRealPath), "--ro-bind", real, gitRealPath}
 	for _, p := range []string{inPath, inExecPath} {
 		if p != "" && !slices.Contains(args, p) {
-			args = append(args, "--ro-bind", wrapper, p)
+			fd, err := data(wrapper)
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, "--perms", "0555", "--ro-bind-data", fd, p)
 		}
 	}
 	return args, nil

@@ -98,3 +98,13 @@ func intoCgroup(a *syscall.SysProcAttr, fd int) {
 	a.UseCgroupFD = true
 	a.CgroupFD = fd
 }
+
+// fileKey identifies the version of the file fi describes: its device,
+// inode, size and change times.
+func fileKey(fi os.FileInfo) (gitFileKey, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return gitFileKey{}, false
+	}
+	return gitFileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, true
+}

@@ -37,3 +37,13 @@ func (*callCgroup) peak() int                                 { return -1 }
 func (*callCgroup) remove()                                   {}
 
 func intoCgroup(*syscall.SysProcAttr, int) {}
+
+type hold struct{ infoW, blockR *os.File }
+
+func newHold() (*hold, error)                { return nil, errors.ErrUnsupported }
+func (*hold) args(int, int) []string         { return nil }
+func (*hold) started()                       {}
+func (*hold) release(Limits, []string) error { return errors.ErrUnsupported }
+func (*hold) close()                         {}
+
+func fileKey(os.FileInfo) (gitFileKey, bool) { return gitFileKey{}, false }

@@ -260,3 +260,49 @@ func within(root, p string) (string, bool) {
 	}
 	return rel, true
 }
+
+// sandboxFiles are the files a sandboxed command's bwrap reads from the
+// descriptors it inherits (the seccomp filter, the hold's pipes, data it
+// binds read-only), numbered from 3 in the order added, as
+// exec.Cmd.ExtraFiles passes them.
+type sandboxFiles struct{ files []*os.File }
+
+// add passes f to bwrap and returns its descriptor number.
+func (s *sandboxFiles) add(f *os.File) string {
+	s.files = append(s.files, f)
+	return strconv.Itoa(2 + len(s.files))
+}
+
+// data passes a pipe holding data (for --ro-bind-data) and returns its
+// descriptor number. Data larger than a pipe surely holds is written
+// while bwrap reads it.
+func (s *sandboxFiles) data(data []byte) (string, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return "", fmt.Errorf("pass data to the sandbox: %w", err)
+	}
+	if len(data) <= 4096 {
+		_, err = w.Write(data)
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			r.Close()
+			return "", fmt.Errorf("pass data to the sandbox: %w", err)
+		}
+	} else {
+		go func() {
+			_, _ = w.Write(data) // fails when bwrap is gone
+			w.Close()
+		}()
+	}
+	return s.add(r), nil
+}
+
+// close closes the worker's copies of the files, once bwrap has started.
+func (s *sandboxFiles) close() {
+	for _, f := range s.files {
+		f.Close()
+	}
+	s.files = nil
+}

@@ -224,7 +224,10 @@ type bash struct {
 	cgReason string
 	sh       string // sh, which moves a call into its v1 cgroup
 	setpriv  string // drops capabilities of root commands without a sandbox
-	gitEnv   map[string]string
+	// gitWrapper is the script that replaces git in the sandbox
+	// (gitWrapper); gitConfigs the repository's sanitised configs.
+	gitWrapper []byte
+	gitConfigs gitConfigCache
 	// userNS: without cgroups, an unprivileged worker's sandbox gets a
 	// user namespace of its own, in which the kernel counts RLIMIT_NPROC
 	// for the call alone.
@@ -235,6 +238,15 @@ type bash struct {
 // fails when cfg is invalid, the workspace is not a directory or is /,
 // bash is missing, or the sandbox mode cannot be met (Detect).
 func New(cfg Config) (*tools.Tool, error) {
+	b, err := newBash(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return b.tool(), nil
+}
+
+// newBash is New's tool state, checked.
+func newBash(cfg Config) (*bash, error) {
 	if !supported {
 		return nil, fmt.Errorf("bash tool: %w on %s", errors.ErrUnsupported, runtime.GOOS)
 	}
@@ -271,18 +283,18 @@ func New(cfg Config) (*tools.Tool, error) {
 		log = slog.Default()
 	}
 	b := &bash{
-		ws:      ws,
-		shell:   sh,
-		sb:      sb,
-		id:      id,
-		env:     environ(ws, cfg.Env, os.Getenv),
-		gitEnv:  gitEnv(ws),
-		limits:  resolveLimits(cfg.Limits),
-		maxOut:  cfg.MaxOutput,
-		maxProg: cfg.MaxProgress,
-		network: cfg.NetworkAllowed,
-		proxy:   cfg.Proxy,
-		log:     log,
+		ws:         ws,
+		shell:      sh,
+		sb:         sb,
+		id:         id,
+		env:        environ(ws, cfg.Env, os.Getenv),
+		gitWrapper: gitWrapper(gitEnv(ws)),
+		limits:     resolveLimits(cfg.Limits),
+		maxOut:     cfg.MaxOutput,
+		maxProg:    cfg.MaxProgress,
+		network:    cfg.NetworkAllowed,
+		proxy:      cfg.Proxy,
+		log:        log,
 	}
 	if b.maxOut == 0 {
 		b.maxOut = tools.DefaultMaxOutput
@@ -325,6 +337,11 @@ func New(cfg Config) (*tools.Tool, error) {
 	if err := b.check(); err != nil {
 		return nil, err
 	}
+	return b, nil
+}
+
+// tool is the bash tool b serves.
+func (b *bash) tool() *tools.Tool {
 	return &tools.Tool{
 		Name:           tooldef.Bash.Name,
 		Aliases:        slices.Clone(tooldef.Bash.Aliases),
@@ -339,7 +356,7 @@ func New(cfg Config) (*tools.Tool, error) {
 		MaxOutput:       b.maxOut,
 		Annotations:     tools.Annotations{Destructive: true, OpenWorld: true},
 		Handler:         tools.HandlerFunc(b.handle),
-	}, nil
+	}
 }
 
 // workerTemp is the worker's temporary directory (os.TempDir, where
@@ -557,10 +574,11 @@ func resolveLimits(l Limits) Limits {
 	}
 }
 
-// prologue is the bash text that sets the limits before the command runs.
-// bash's ulimit builtin is setrlimit(2) in the process that then execs the
-// command's own bash: it needs no other program, works the same in and
-// out of the sandbox, and without -H or -S sets the hard limit too.
+// prologue is the bash text that sets the limits before a command runs
+// without a sandbox. bash's ulimit builtin is setrlimit(2) in the process
+// that then execs the command's own bash: it needs no other program, and
+// without -H or -S sets the hard limit too. In a sandbox the worker sets
+// the same limits on the process bwrap holds (hold_linux.go).
 func (l Limits) prologue() string {
 	parts := []string{"ulimit -c 0"}
 	add := func(flag string, v int64) {
@@ -580,17 +598,31 @@ func (l Limits) prologue() string {
 	return strings.Join(parts, " && ")
 }
 
-// inner is the command line that sets the limits and runs command. With
-// a per-call cgroup the process limit is its pids.max, not RLIMIT_NPROC.
-func (b *bash) inner(command string) []string {
+// rlimits are the resource limits a command gets. With a per-call cgroup
+// the process limit is its pids.max, not RLIMIT_NPROC. Without a cgroup
+// or a user namespace of the call's own, RLIMIT_NPROC is the user's across
+// the machine: only a configured one is set.
+func (b *bash) rlimits() Limits {
 	l := b.limits
 	if b.cg != nil {
 		l.Processes = 0
 	}
-	// Without a cgroup or a user namespace of the call's own, RLIMIT_NPROC
-	// is the user's across the machine: only a configured one is set.
-	script := l.prologue() + ` || { echo "toolgate: cannot set resource limits" >&2; exit 126; }; exec -a bash "$0" -c "$1"`
+	return l
+}
+
+// inner is the command line that sets the limits and runs command, for a
+// command started without a sandbox.
+func (b *bash) inner(command string) []string {
+	script := b.rlimits().prologue() + ` || { echo "toolgate: cannot set resource limits" >&2; exit 126; }; exec -a bash "$0" -c "$1"`
 	return []string{b.shell, "-c", script, b.shell, command}
+}
+
+// direct is the command line of a sandboxed command, whose limits the
+// worker sets while bwrap holds it (hold_linux.go): bash itself, with
+// "bash" as $0 (the name its messages start with), as inner's exec -a
+// gives it.
+func (b *bash) direct(command string) []string {
+	return []string{b.shell, "-c", command, "bash"}
 }
 
 // args are a call's decoded arguments.
@@ -778,24 +810,30 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	env := callEnv(b.env, pc.home, pc.tmp)
 	proxied := false
 	var stopProxy func() []string
-	var extraFiles []*os.File
-	defer func() {
-		for _, f := range extraFiles {
-			f.Close()
-		}
-	}()
+	var files sandboxFiles // the worker's copies are closed once bwrap started
+	defer files.close()
+	var held *hold
 	if b.sb.Enabled() {
 		home := sandboxHome(b.ws)
 		filter, err := seccompFile()
 		if err != nil {
 			return nil, fmt.Errorf("bash: %w", err)
 		}
-		extraFiles = append(extraFiles, filter) // fd 3
-		mounts := []string{"--seccomp", "3", "--bind", pc.home, home}
+		mounts := []string{"--seccomp", files.add(filter)}
+		// The limits are set, and a v1 cgroup joined, while bwrap holds
+		// the command (hold_linux.go): the command is bash itself.
+		var infoW, blockR *os.File
+		if held, infoW, blockR, err = newHold(); err != nil {
+			return nil, fmt.Errorf("bash: %w", err)
+		}
+		defer held.close()
+		mounts = append(mounts, "--info-fd", files.add(infoW), "--block-fd", files.add(blockR))
+		argv = b.direct(command)
+		mounts = append(mounts, "--bind", pc.home, home)
 		if b.userNS {
 			mounts = append(mounts, "--unshare-user")
 		}
-		gw, err := gitWrapperMounts(pc.root, b.gitEnv)
+		gw, err := gitWrapperMounts(b.gitWrapper, files.data)
 		if err != nil {
 			return nil, fmt.Errorf("bash: git wrapper: %w", err)
 		}
@@ -803,7 +841,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		if !c.Approved {
 			// Without a person, git's program-running configuration of
 			// the workspace's repository is replaced for the call.
-			gm, err := gitMounts(ctx, b.ws, pc.root)
+			gm, err := gitMounts(ctx, b.ws, &b.gitConfigs, files.data)
 			if err != nil {
 				return nil, fmt.Errorf("bash: neutralise the repository's git config: %w", err)
 			}
@@ -850,9 +888,10 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			if cgFD, err = cc.open(); err == nil {
 				defer cgFD.Close()
 			}
-		} else {
+		} else if held == nil {
 			// The v1 hierarchy has no CLONE_INTO_CGROUP: sh moves itself
-			// in before anything of the command runs.
+			// in before anything of the command runs (in a sandbox the
+			// worker moves the held process, release).
 			procs := cc.procs()
 			script := `echo $$ > "$0" && exec "$@"`
 			if len(procs) == 2 {
@@ -877,7 +916,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	cmd.Env = env
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.ExtraFiles = extraFiles
+	cmd.ExtraFiles = files.files
 	cmd.SysProcAttr = sysProcAttr(id)
 	if cgFD != nil {
 		intoCgroup(cmd.SysProcAttr, int(cgFD.Fd()))
@@ -890,6 +929,19 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	err = cmd.Start()
 	outW.Close()
 	errW.Close()
+	files.close()
+	if held != nil {
+		if err == nil {
+			var procs []string
+			if cc != nil && !cc.v2 {
+				procs = cc.procs()
+			}
+			if err = held.release(b.rlimits(), procs, cmd.Process.Pid); err != nil {
+				_ = g.finish(cmd.Process.Pid)
+				_ = cmd.Wait()
+			}
+		}
+	}
 	if err != nil {
 		outR.Close()
 		errR.Close()
@@ -957,16 +1009,35 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 
 // callDir is a call's private directory on the worker, removed when the
 // call ends: home is the command's HOME (bound into the sandbox), tmp its
-// TMPDIR without a sandbox, and gitMounts writes its sanitised configs
-// into root.
+// TMPDIR without a sandbox.
 type callDir struct{ root, home, tmp string }
 
-// newCallDir creates a call's private directory, its home and tmp owned
-// by the user commands run as.
+// newCallDir creates a call's private directory owned by the user
+// commands run as: in a sandbox, its home itself (its TMPDIR is the
+// sandbox's private /tmp); without one, a directory (mode 0711) holding
+// home and tmp.
 func (b *bash) newCallDir() (*callDir, error) {
+	fail := func(root string, err error) (*callDir, error) {
+		if root != "" {
+			os.RemoveAll(root)
+		}
+		return nil, fmt.Errorf("bash: per-call directory: %w", err)
+	}
+	if b.sb.Enabled() {
+		home, err := os.MkdirTemp("", "toolgate-home-") // mode 0700
+		if err != nil {
+			return fail("", err)
+		}
+		if b.id.drop {
+			if err := os.Chown(home, int(b.id.uid), int(b.id.gid)); err != nil {
+				return fail(home, err)
+			}
+		}
+		return &callDir{root: home, home: home}, nil
+	}
 	root, err := os.MkdirTemp("", "toolgate-call-")
 	if err != nil {
-		return nil, fmt.Errorf("bash: per-call directory: %w", err)
+		return fail("", err)
 	}
 	pc := &callDir{root: root, home: filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp")}
 	err = os.Chmod(root, 0o711) // the run-as user passes through to home
@@ -979,8 +1050,7 @@ func (b *bash) newCallDir() (*callDir, error) {
 		}
 	}
 	if err != nil {
-		os.RemoveAll(root)
-		return nil, fmt.Errorf("bash: per-call directory: %w", err)
+		return fail(root, err)
 	}
 	return pc, nil
 }

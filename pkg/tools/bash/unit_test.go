@@ -12,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/tools"
 )
 
 func TestParseMode(t *testing.T) {
@@ -300,7 +302,9 @@ func TestGitMountsCoverNestedSubmodulesAndStayInTheWorkspace(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(ws, ".git", "config.worktree")); err != nil {
 		t.Fatal(err)
 	}
-	args, err := gitMounts(context.Background(), ws, t.TempDir())
+	var files sandboxFiles
+	defer files.close()
+	args, err := gitMounts(context.Background(), ws, &gitConfigCache{}, files.data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,5 +328,66 @@ func TestSanitizeGitConfigRefusesAnOversizedFile(t *testing.T) {
 	}
 	if got := sanitizeGitConfig(context.Background(), gitPath, src); len(got) != 0 {
 		t.Errorf("an oversized config was parsed: %d bytes", len(got))
+	}
+}
+
+// TestGitConfigCacheFollowsTheFile: a sanitised config is served from the
+// cache while its file is unchanged (git is not run: a missing git would
+// give nothing), and sanitised again, a planted program dropped, once the
+// file changes.
+func TestGitConfigCacheFollowsTheFile(t *testing.T) {
+	gitPath := testenv.LookPath(t, "git", "git")
+	defer func(d time.Duration) { gitRecent = d }(gitRecent)
+	gitRecent = 0
+	src := filepath.Join(t.TempDir(), "config")
+	var c gitConfigCache
+	get := func(git string) string {
+		fi, err := os.Stat(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(c.sanitized(context.Background(), git, src, fi))
+	}
+	if err := os.WriteFile(src, []byte("[user]\n\tname = a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(gitPath); !strings.Contains(got, `name = "a"`) {
+		t.Fatalf("first read: %q", got)
+	}
+	if got := get("/nonexistent/git"); !strings.Contains(got, `name = "a"`) {
+		t.Fatalf("an unchanged file was not served from the cache: %q", got)
+	}
+	if err := os.WriteFile(src, []byte("[user]\n\tname = b\n[diff \"x\"]\n\tcommand = touch /tmp/pwned\n[core]\n\tfsmonitor = evil\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := get(gitPath)
+	if !strings.Contains(got, `name = "b"`) || strings.Contains(got, "pwned") || strings.Contains(got, "evil") {
+		t.Fatalf("after the change: %q", got)
+	}
+}
+
+// TestHeldSandboxThatFailsToBuildSaysSo: when bwrap cannot build the
+// sandbox (here a directory to hide that cannot be made under the
+// read-only root), the held start lets bwrap's own exit code and message
+// through, as SandboxFailed reads them, and runs nothing of the command.
+func TestHeldSandboxThatFailsToBuildSaysSo(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	ws := ownedWorkspace(t)
+	b, err := newBash(Config{Workspace: ws, Sandbox: ModeRequire})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.sb.hide = append(slices.Clone(b.sb.hide), "/nonexistent-toolgate-test/hidden")
+	res, err := b.run(context.Background(), &tools.Call{ID: "fails"}, "touch ran", ws, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, _ := res.err.render(1 << 10)
+	md := b.output(res, false, nil).Metadata
+	if !SandboxFailed(md) {
+		t.Fatalf("exit code %d, stderr %q: not read as a sandbox failure", res.code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+		t.Fatal("the command ran")
 	}
 }

@@ -1,0 +1,203 @@
+package bash
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/tools"
+)
+
+// cpuNow is the CPU time (user and system) of this process's calling
+// thread and of its reaped children so far. The thread is locked by the
+// benchmark, so the runtime's other threads (the garbage collector, the
+// pipes' readers) are not counted: the children are what a call costs.
+func cpuNow() time.Duration {
+	var self, kids syscall.Rusage
+	_ = syscall.Getrusage(unix.RUSAGE_THREAD, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
+}
+
+// BenchmarkSandboxVsBwrap alternates, in one run, a sandboxed call of the
+// bash tool running "true" and its floors: bwrap with the same isolation
+// flags (namespaces, mounts, hidden directories, seccomp filter, the drop
+// of root) running "bash -c true" directly, and the same with what the
+// tool binds per call (its home, the git wrapper, sanitised configs) and
+// its environment (-full). It reports each one's wall and CPU time (the
+// calling thread's and its children's) per call and the ratios, in a
+// plain workspace and in a git repository.
+func BenchmarkSandboxVsBwrap(b *testing.B) {
+	testenv.LookPath(b, "bwrap", "bubblewrap")
+	for _, repo := range []bool{false, true} {
+		name := "plain"
+		if repo {
+			name = "git"
+		}
+		b.Run(name, func(b *testing.B) { benchSandboxVsBwrap(b, repo) })
+	}
+}
+
+func benchSandboxVsBwrap(b *testing.B, repo bool) {
+	ws := b.TempDir()
+	if err := os.Chmod(filepath.Dir(ws), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if repo {
+		git := testenv.LookPath(b, "git", "git")
+		if out, err := exec.Command(git, "init", "-q", ws).CombinedOutput(); err != nil {
+			b.Fatalf("git init: %v: %s", err, out)
+		}
+	}
+	if os.Geteuid() == 0 {
+		if err := filepath.Walk(ws, func(p string, _ os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, 4242, 4242)
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if repo {
+		// An agent's repository was not configured in the last moments:
+		// its sanitised config is kept (gitConfigCache).
+		time.Sleep(gitRecent)
+	}
+	tb, err := newBash(Config{Workspace: ws, Sandbox: ModeRequire})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tool := tb.tool()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// floor is bwrap with the tool's flags (its sandbox's mounts, hidden
+	// directories, namespaces, seccomp filter, drop of root); full adds
+	// what the tool binds per call (the call's home, the git wrapper, the
+	// repository's sanitised configs) and the tool's environment.
+	bwrap := func(full bool) func() {
+		return func() {
+			var files sandboxFiles
+			defer files.close()
+			filter, err := seccompFile()
+			if err != nil {
+				b.Fatal(err)
+			}
+			mounts := []string{"--seccomp", files.add(filter)}
+			env := []string{"PATH=" + defaultPath}
+			if full {
+				home, err := os.MkdirTemp("", "floor-home-")
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer os.RemoveAll(home)
+				if tb.id.drop {
+					_ = os.Chown(home, int(tb.id.uid), int(tb.id.gid))
+				}
+				mounts = append(mounts, "--bind", home, sandboxHome(ws))
+				gw, err := gitWrapperMounts(tb.gitWrapper, files.data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				gm, err := gitMounts(context.Background(), ws, &tb.gitConfigs, files.data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				mounts = append(append(mounts, gw...), gm...)
+				env = callEnv(tb.env, sandboxHome(ws), "/tmp")
+			}
+			argv := tb.sb.argv(ws, ws, false, tb.id, mounts, []string{bash, "-c", "true"})
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.ExtraFiles = files.files
+			cmd.Env = env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("%v: %s", err, out)
+			}
+		}
+	}
+	floor, full := bwrap(false), bwrap(true)
+	args := json.RawMessage(`{"command":"true"}`)
+	call := func() {
+		out, err := tool.Handler.Handle(context.Background(), &tools.Call{Name: "bash", Arguments: args})
+		if err != nil || out.IsError {
+			b.Fatalf("%+v %v", out, err)
+		}
+	}
+	var toolWall, toolCPU, floorWall, floorCPU, fullWall, fullCPU time.Duration
+	measure := func(fn func(), wall, cpu *time.Duration) {
+		c0, t0 := cpuNow(), time.Now()
+		fn()
+		*wall += time.Since(t0)
+		*cpu += cpuNow() - c0
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for b.Loop() {
+		measure(call, &toolWall, &toolCPU)
+		measure(floor, &floorWall, &floorCPU)
+		measure(full, &fullWall, &fullCPU)
+	}
+	n := float64(b.N)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / n }
+	b.ReportMetric(ms(toolWall), "tool-ms/call")
+	b.ReportMetric(ms(toolCPU), "tool-cpu-ms/call")
+	b.ReportMetric(ms(floorWall), "bwrap-ms/call")
+	b.ReportMetric(ms(floorCPU), "bwrap-cpu-ms/call")
+	b.ReportMetric(ms(fullWall), "bwrap-full-ms/call")
+	b.ReportMetric(ms(fullCPU), "bwrap-full-cpu-ms/call")
+	b.ReportMetric(float64(toolWall)/float64(floorWall), "wall-ratio")
+	b.ReportMetric(float64(toolCPU)/float64(floorCPU), "cpu-ratio")
+	b.ReportMetric(float64(toolWall)/float64(fullWall), "wall-ratio-full")
+	b.ReportMetric(float64(toolCPU)/float64(fullCPU), "cpu-ratio-full")
+}
+
+// BenchmarkSandboxThroughput is the rate of trivial sandboxed calls
+// ("true") eight at a time, as a worker's pool runs them: calls/s.
+func BenchmarkSandboxThroughput(b *testing.B) {
+	testenv.LookPath(b, "bwrap", "bubblewrap")
+	tool, err := New(Config{Workspace: ownedWorkspace(b), Sandbox: ModeRequire})
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := json.RawMessage(`{"command":"true"}`)
+	b.SetParallelism(4) // 4 per CPU
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			out, err := tool.Handler.Handle(context.Background(), &tools.Call{Name: "bash", Arguments: args})
+			if err != nil || out.IsError {
+				b.Errorf("%+v %v", out, err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+}
+
+// ownedWorkspace is a workspace the commands of tests run as root (as uid
+// 4242) can reach and write.
+func ownedWorkspace(tb testing.TB) string {
+	tb.Helper()
+	ws := tb.TempDir()
+	if err := os.Chmod(filepath.Dir(ws), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(ws, 4242, 4242); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return ws
+}
