@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -331,7 +332,7 @@ func TestCancellingTheCallsContextCancelsTheCall(t *testing.T) {
 			}))
 		errs <- err
 	}()
-	if err := <-errs; !errors.Is(err, context.Canceled) {
+	if err := testenv.Recv(t, errs, "errs"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Call returned %v, want context.Canceled", err)
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 90*time.Second)
