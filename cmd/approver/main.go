@@ -57,11 +57,16 @@ func main() {
 		os.Exit(2)
 	}
 	o.Logger = logger
+	o.Out = telemetry.Lines(*logFormat, os.Stdout, logger) // --log-format json: every line JSON
 	o.Webhooks, o.SlackWebhooks = hooks, slack
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := approver.Serve(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "approver:", err)
+		if *logFormat == "json" {
+			logger.Error("approver stopped", "err", err)
+		} else {
+			fmt.Fprintln(os.Stderr, "approver:", err)
+		}
 		os.Exit(1)
 	}
 }

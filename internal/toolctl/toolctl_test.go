@@ -229,7 +229,7 @@ func TestDeniedCallSaysWhyOnce(t *testing.T) {
 	w := startWorker(t)
 	out, errOut, code := run(t, "--nats", w.url, "call", "read", "path=../outside")
 	const why = "is outside the workspace"
-	if code != toolctl.ExitFailed || strings.Count(out+errOut, why) != 1 || !strings.Contains(errOut, "status denied") {
+	if code != toolctl.ExitDenied || strings.Count(out+errOut, why) != 1 || !strings.Contains(errOut, "status denied") {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 }
