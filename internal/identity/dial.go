@@ -1,7 +1,9 @@
 package identity
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -28,9 +30,34 @@ func Dial(url, credsFile string, role Role, name string, opts ...nats.Option) (n
 		if creds != nil {
 			who = " as " + creds.String()
 		}
-		return nil, nil, fmt.Errorf("connect to NATS at %s%s: %w", RedactURL(url), who, err)
+		err = fmt.Errorf("connect to NATS at %s%s: %w", RedactURL(url), who, err)
+		if errors.Is(err, nats.ErrAuthorization) && creds != nil {
+			err = fmt.Errorf("%w\n%s", err, authHint(credsFile))
+		}
+		return nil, nil, err
 	}
 	return nc, creds, nil
+}
+
+// authHint says, after the server refused credentials, which ones they
+// were and what to do: most often the server belongs to another install
+// (another user's, or another state directory's) than the one the
+// credentials came from.
+func authHint(credsFile string) string {
+	if credsFile == "" {
+		credsFile = os.Getenv(EnvCreds)
+	}
+	if credsFile != "" {
+		return fmt.Sprintf("the server refused the credentials in %s: they were issued by another install than the server's, expired, or were revoked; "+
+			"mint new ones where the server's install lives (toolctl creds ..., run as the user and with the state directory of the worker that serves it)", credsFile)
+	}
+	state, err := StatePath()
+	if err != nil {
+		state = "the state directory"
+	}
+	return fmt.Sprintf("the server refused credentials minted from the state directory %s: it trusts another install "+
+		"(a worker started by another user, or with another %s); run this as that user with the same %s, or pass --creds (or %s) with credentials minted there",
+		state, EnvStateDir, EnvStateDir, EnvCreds)
 }
 
 // HasUserInfo reports whether a NATS URL (or comma-separated list) carries

@@ -230,9 +230,11 @@ func withHint(err error) error {
 	return err
 }
 
-// exitCode is ExitUsage for credentials that do not fit, else ExitNoReach.
+// exitCode is ExitUsage for credentials that do not fit (the server's
+// refusal included), else ExitNoReach.
 func exitCode(err error) int {
-	if errors.Is(err, identity.ErrBadCreds) || errors.Is(err, identity.ErrWrongIdentity) || errors.Is(err, identity.ErrBadName) {
+	if errors.Is(err, identity.ErrBadCreds) || errors.Is(err, identity.ErrWrongIdentity) || errors.Is(err, identity.ErrBadName) ||
+		errors.Is(err, nats.ErrAuthorization) {
 		return ExitUsage
 	}
 	return ExitNoReach
