@@ -206,7 +206,7 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		if *asJSON {
-			stdout.Write(raw)
+			stdout.Write(unescapeHTML(raw))
 			return 0
 		}
 		printList(stdout, list)
@@ -222,7 +222,7 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		var b bytes.Buffer
-		_ = json.Indent(&b, raw, "", "  ")
+		_ = json.Indent(&b, unescapeHTML(raw), "", "  ")
 		fmt.Fprintln(stdout, b.String())
 		return 0
 	case "approve", "reject", "answer":
@@ -309,10 +309,9 @@ func printList(w io.Writer, list []map[string]any) {
 				requested = t.Local().Format(time.DateTime) // as the page and amendments list show times
 			}
 		}
-		args, _ := json.Marshal(v["arguments"])
-		a := string(args)
-		if len(a) > 60 {
-			a = a[:57] + "..."
+		a := plainJSON(v["arguments"])
+		if r := []rune(a); len(r) > 60 {
+			a = string(r[:57]) + "..."
 		}
 		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%s\t%s\t%s\n", v["call_id"], v["agent"], v["tool"], v["rule"], requested, left, a)
 	}
@@ -450,4 +449,44 @@ func amendments(verb string, args []string, stdout, stderr io.Writer) int {
 	}
 	tw.Flush()
 	return 0
+}
+
+// plainJSON is v as compact JSON for people: & < > as themselves, not
+// \u0026 and friends (which protect JSON inside HTML, not a terminal).
+func plainJSON(v any) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// htmlEscapes are the escapes an HTML-safe JSON encoder writes for & < >.
+var htmlEscapes = map[string]string{`\u0026`: "&", `\u003c`: "<", `\u003e`: ">"}
+
+// unescapeHTML turns the \u0026, \u003c and \u003e escapes of a JSON text
+// back into & < >, which mean the same in JSON. An escaped backslash
+// followed by "u0026" is left alone.
+func unescapeHTML(raw []byte) []byte {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			out = append(out, raw[i])
+			continue
+		}
+		if i+6 <= len(raw) {
+			if r, ok := htmlEscapes[strings.ToLower(string(raw[i:i+6]))]; ok {
+				out = append(out, r...)
+				i += 5
+				continue
+			}
+		}
+		if i+1 < len(raw) { // any other escape, kept whole
+			out = append(out, raw[i], raw[i+1])
+			i++
+			continue
+		}
+		out = append(out, raw[i])
+	}
+	return out
 }

@@ -57,8 +57,9 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 	t.Cleanup(hs.Close)
 
 	ask := policy.Decision{Action: policy.Ask, Rule: "tools.bash.ask", Reason: "needs a person"}
-	for _, id := range []string{"c-approve", "c-reject"} {
-		p := &parking.Parked{CallID: id, Agent: "bot", Tool: "bash", Arguments: json.RawMessage(`{"command":"git push origin main"}`), Decision: ask}
+	for id, command := range map[string]string{"c-approve": "git push origin main", "c-reject": "make <x> && make test"} {
+		args, _ := json.Marshal(map[string]string{"command": command})
+		p := &parking.Parked{CallID: id, Agent: "bot", Tool: "bash", Arguments: args, Decision: ask}
 		if err := mgr.Park(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -82,6 +83,9 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 		{"bad token", []string{"approvals", "list", "--approver", hs.URL, "--token", "wrong-token-wrong"}, 1, "", "401"},
 		{"list", append([]string{"approvals", "list"}, api...), 0, "c-approve", ""},
 		{"list shows when", append([]string{"approvals", "list"}, api...), 0, "REQUESTED", ""},
+		{"list shows arguments as written", append([]string{"approvals", "list"}, api...), 0, `{"command":"make <x> && make test"}`, ""},
+		{"list --json too", append([]string{"approvals", "list", "--json"}, api...), 0, `"make <x> && make test"`, ""},
+		{"show too", append([]string{"approvals", "show", "c-reject"}, api...), 0, `"make <x> && make test"`, ""},
 		{"reject without reason", append([]string{"approvals", "reject", "c-reject"}, api...), 2, "", "--reason"},
 		{"approve with flags after the id", append([]string{"approvals", "approve", "c-approve", "--comment", "ok", "--always-allow"}, api...), 0, "c-approve: approved", ""},
 		{"approve again", append([]string{"approvals", "approve", "c-approve"}, api...), 1, "", "409"},
@@ -116,5 +120,19 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 	}
 	if n := resumed.Load(); n != 2 {
 		t.Fatalf("resumed %d calls, want 2", n)
+	}
+}
+
+func TestUnescapeHTML(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"c":"a \u0026\u0026 b \u003cx\u003e"}`: `{"c":"a && b <x>"}`,
+		`{"c":"\\u0026"}`:                        `{"c":"\\u0026"}`, // an escaped backslash, then u0026
+		`{"c":"\"\u0026\n"}`:                     `{"c":"\"&\n"}`,
+		`"\U003E"`:                               `">"`,
+		`"\`:                                     `"\`,
+	} {
+		if got := string(unescapeHTML([]byte(in))); got != want {
+			t.Errorf("unescapeHTML(%s) = %s, want %s", in, got, want)
+		}
 	}
 }
