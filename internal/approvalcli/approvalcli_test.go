@@ -92,7 +92,7 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 		{"reject", append([]string{"approvals", "reject", "--reason", "not today", "c-reject"}, api...), 0, "c-reject: rejected", ""},
 		{"unknown call", append([]string{"approvals", "show", "nope"}, api...), 1, "", "404"},
 		{"list empty", append([]string{"approvals", "list"}, api...), 0, "no pending approvals", ""},
-		{"amendments list", []string{"policy", "amendments", "list", "--nats", ns.ClientURL()}, 0, "command git push ...", ""},
+		{"amendments list", []string{"policy", "amendments", "list", "--nats", ns.ClientURL()}, 0, "command git push origin main ...", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
