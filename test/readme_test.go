@@ -215,6 +215,14 @@ func TestReadmeCommands(t *testing.T) {
 		if exitCode(err) != 2 || !strings.Contains(string(out), `unexpected argument "policy.yaml"`) {
 			t.Errorf("%s policy.yaml: exit %d:\n%s", prog, exitCode(err), out)
 		}
+		// Help asked for is printed on stdout.
+		help := exec.Command(filepath.Join(bin, prog), "--help")
+		var stderr bytes.Buffer
+		help.Stderr = &stderr
+		out, err = help.Output()
+		if err != nil || !strings.Contains(string(out), "-listen") || stderr.Len() != 0 {
+			t.Errorf("%s --help: %v\nstdout: %s\nstderr: %s", prog, err, out, &stderr)
+		}
 	}
 }
 

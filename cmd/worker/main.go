@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -53,6 +54,9 @@ func main() {
 	fs.StringVar(&o.MCPCreds, "mcp-creds", "", "credentials of the --mcp-agent (default minted from this user's install)")
 	fs.StringVar(&o.MCPApprover, "mcp-approver", os.Getenv("TOOLGATE_APPROVER"), "approver URL named in MCP messages of parked calls (env TOOLGATE_APPROVER; default http://127.0.0.1:8470)")
 	fs.StringVar(&o.SearchURL, "search-url", os.Getenv("TOOLGATE_SEARCH_URL"), "base URL of the Tavily-compatible search API web_search posts to (env TOOLGATE_SEARCH_URL; default https://api.tavily.com); its key is read from TAVILY_API_KEY")
+	if slices.ContainsFunc(os.Args[1:], func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+		fs.SetOutput(os.Stdout) // help asked for is the output, not an error
+	}
 	_ = fs.Parse(os.Args[1:])
 	o.SearchAPIKey = os.Getenv("TAVILY_API_KEY")
 	if fs.NArg() > 0 {
