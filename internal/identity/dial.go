@@ -32,18 +32,18 @@ func Dial(url, credsFile string, role Role, name string, opts ...nats.Option) (n
 		}
 		err = fmt.Errorf("connect to NATS at %s%s: %w", RedactURL(url), who, err)
 		if errors.Is(err, nats.ErrAuthorization) && creds != nil {
-			err = fmt.Errorf("%w\n%s", err, authHint(credsFile))
+			err = fmt.Errorf("%w\n%s", err, AuthHint(credsFile))
 		}
 		return nil, nil, err
 	}
 	return nc, creds, nil
 }
 
-// authHint says, after the server refused credentials, which ones they
+// AuthHint says, after the server refused credentials (nats.ErrAuthorization), which ones they
 // were and what to do: most often the server belongs to another install
 // (another user's, or another state directory's) than the one the
 // credentials came from.
-func authHint(credsFile string) string {
+func AuthHint(credsFile string) string {
 	if credsFile == "" {
 		credsFile = os.Getenv(EnvCreds)
 	}
