@@ -42,8 +42,10 @@ func approvalsUsage() string {
 	return `usage:
   approvals list    [--approver URL] [--token TOKEN] [--json]
   approvals show    ID [--approver URL] [--token TOKEN]
-  approvals approve ID [--comment TEXT] [--always-allow | --args JSON | --args-file FILE]
-                    [--approver URL] [--token TOKEN]
+  approvals approve ID [--comment TEXT] [--always-allow | --always-allow-prefix WORDS |
+                    --args JSON | --args-file FILE] [--approver URL] [--token TOKEN]
+      --always-allow allows the call's whole simple command from now on;
+      --always-allow-prefix a wider prefix of it (approvals show lists them)
   approvals reject  ID --reason TEXT [--approver URL] [--token TOKEN]
   approvals answer  ID --answer TEXT [--approver URL] [--token TOKEN]
 
@@ -171,7 +173,8 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 	comment := fs.String("comment", "", "comment on an approval")
 	reason := fs.String("reason", "", "why the call is rejected (required for reject)")
 	answer := fs.String("answer", "", "the answer to a clarify question")
-	always := fs.Bool("always-allow", false, "approve and allow calls like this one from now on")
+	always := fs.Bool("always-allow", false, "approve and allow calls like this one from now on (the narrowest scope: the whole simple command)")
+	alwaysPrefix := fs.String("always-allow-prefix", "", "approve and allow from now on commands starting with these words (a wider scope, chosen explicitly)")
 	editArgs := fs.String("args", "", "approve with changes: the call's arguments as a JSON object, instead of the parked ones")
 	editFile := fs.String("args-file", "", "approve with changes: read the arguments from this file (- for standard input)")
 	pos, err := parse(fs, args)
@@ -234,7 +237,9 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 		switch verb {
 		case "approve":
 			body["comment"] = *comment
-			if *always {
+			if *alwaysPrefix != "" {
+				body["always_allow"] = map[string]string{"command_prefix": *alwaysPrefix}
+			} else if *always {
 				body["always_allow"] = true
 			}
 			edited, err := readEdit(*editArgs, *editFile, os.Stdin)

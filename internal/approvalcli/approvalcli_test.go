@@ -57,7 +57,7 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 	t.Cleanup(hs.Close)
 
 	ask := policy.Decision{Action: policy.Ask, Rule: "tools.bash.ask", Reason: "needs a person"}
-	for id, command := range map[string]string{"c-approve": "git push origin main", "c-reject": "make <x> && make test"} {
+	for id, command := range map[string]string{"c-approve": "git push origin main", "c-reject": "make <x> && make test", "c-wide": "rm -rf node_modules && npm ci"} {
 		args, _ := json.Marshal(map[string]string{"command": command})
 		p := &parking.Parked{CallID: id, Agent: "bot", Tool: "bash", Arguments: args, Decision: ask}
 		if err := mgr.Park(ctx, p); err != nil {
@@ -90,9 +90,19 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 		{"approve with flags after the id", append([]string{"approvals", "approve", "c-approve", "--comment", "ok", "--always-allow"}, api...), 0, "c-approve: approved", ""},
 		{"approve again", append([]string{"approvals", "approve", "c-approve"}, api...), 1, "", "409"},
 		{"reject", append([]string{"approvals", "reject", "--reason", "not today", "c-reject"}, api...), 0, "c-reject: rejected", ""},
+		{"show lists the scopes, narrowest first", append([]string{"approvals", "show", "c-wide"}, api...), 0,
+			`"always_allow_scopes": [
+    {
+      "id": "",
+      "agent": "bot",
+      "tool": "bash",
+      "command_prefix": "rm -rf node_modules",`, ""},
+		{"a scope wider than the call is refused", append([]string{"approvals", "approve", "c-wide", "--always-allow-prefix", "npm install"}, api...), 1, "", "400"},
+		{"a wider scope, chosen", append([]string{"approvals", "approve", "c-wide", "--always-allow-prefix", "rm -rf"}, api...), 0, "c-wide: approved", ""},
 		{"unknown call", append([]string{"approvals", "show", "nope"}, api...), 1, "", "404"},
 		{"list empty", append([]string{"approvals", "list"}, api...), 0, "no pending approvals", ""},
 		{"amendments list", []string{"policy", "amendments", "list", "--nats", ns.ClientURL()}, 0, "command git push origin main ...", ""},
+		{"amendments list has the chosen scope", []string{"policy", "amendments", "list", "--nats", ns.ClientURL()}, 0, "command rm -rf ...", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,11 +116,13 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 	var list []struct {
 		ID string `json:"id"`
 	}
-	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 {
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 2 {
 		t.Fatalf("amendments list --json = %s (%v)", out, err)
 	}
-	if out, errOut, code := run("amendments", "revoke", list[0].ID, "--nats", ns.ClientURL()); code != 0 || !strings.Contains(out, "revoked") {
-		t.Fatalf("revoke = %d %s %s", code, out, errOut)
+	for _, a := range list {
+		if out, errOut, code := run("amendments", "revoke", a.ID, "--nats", ns.ClientURL()); code != 0 || !strings.Contains(out, "revoked") {
+			t.Fatalf("revoke = %d %s %s", code, out, errOut)
+		}
 	}
 	if _, errOut, code := run("amendments", "revoke", list[0].ID, "--nats", ns.ClientURL()); code != 1 || !strings.Contains(errOut, "no amendment with that id") {
 		t.Fatalf("revoke again = %d %s", code, errOut)
@@ -118,8 +130,8 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 	if out, _, _ := run("amendments", "list", "--nats", ns.ClientURL()); !strings.Contains(out, "no amendments") {
 		t.Fatalf("after revoke: %s", out)
 	}
-	if n := resumed.Load(); n != 2 {
-		t.Fatalf("resumed %d calls, want 2", n)
+	if n := resumed.Load(); n != 3 {
+		t.Fatalf("resumed %d calls, want 3", n)
 	}
 }
 
