@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -298,12 +299,13 @@ func TestAgentCannotCancelAnotherAgentsCall(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the server did not refuse bob's cancel")
 	}
-	// Bob cancelling "his" call of that id touches nothing of alice's.
+	// Bob cancelling "his" call of that id touches nothing of alice's: he has
+	// no such call.
 	bob, err := client.New(nc, "bob")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := bob.Cancel(context.Background(), "alices-call"); err != nil || r.State != events.CancelQueued {
+	if r, err := bob.Cancel(context.Background(), "alices-call"); err != nil || r.State != events.CancelUnknown {
 		t.Fatalf("bob's own namespace: %+v %v", r, err)
 	}
 	writeFile(t, filepath.Join(f.ws, "go"), "")
@@ -331,7 +333,7 @@ func TestCancellingTheCallsContextCancelsTheCall(t *testing.T) {
 			}))
 		errs <- err
 	}()
-	if err := <-errs; !errors.Is(err, context.Canceled) {
+	if err := testenv.Recv(t, errs, "errs"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Call returned %v, want context.Canceled", err)
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 90*time.Second)

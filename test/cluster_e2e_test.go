@@ -207,7 +207,7 @@ func TestClusterFromDeployFiles(t *testing.T) {
 	}()
 	defer func() {
 		acancel()
-		if err := <-adone; err != nil {
+		if err := testenv.Recv(t, adone, "adone"); err != nil {
 			t.Errorf("approver: %v", err)
 		}
 	}()
@@ -272,7 +272,7 @@ func TestClusterFromDeployFiles(t *testing.T) {
 	// stream's leader and start it again.
 	var got []outcome
 	for len(got) < 2*perAgent/3 {
-		got = append(got, <-outcomes)
+		got = append(got, testenv.Recv(t, outcomes, "outcomes"))
 	}
 	admin, _, err := identity.Dial(url, filepath.Join(cfg, "admin.creds"), identity.RoleAdmin, "admin")
 	if err != nil {
@@ -297,11 +297,11 @@ func TestClusterFromDeployFiles(t *testing.T) {
 	}
 	leader.kill()
 	for len(got) < 2*perAgent-perAgent/2 {
-		got = append(got, <-outcomes)
+		got = append(got, testenv.Recv(t, outcomes, "outcomes"))
 	}
 	leader.start(t)
 	for len(got) < 2*perAgent {
-		got = append(got, <-outcomes)
+		got = append(got, testenv.Recv(t, outcomes, "outcomes"))
 	}
 	for _, o := range got {
 		if o.err != nil || o.res.Status != events.StatusOK {

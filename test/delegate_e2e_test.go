@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/delegate"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -50,7 +51,7 @@ func serve(t *testing.T, helper *client.Client, h client.TaskHandler) {
 	go func() { done <- helper.ServeTasks(ctx, h) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := testenv.Recv(t, done, "done"); err != nil {
 			t.Errorf("ServeTasks: %v", err)
 		}
 	})
@@ -129,7 +130,7 @@ func TestDelegateTaskReadEdit(t *testing.T) {
 	}
 	var sub []string
 	for range 2 {
-		r := <-subCalls
+		r := testenv.Recv(t, subCalls, "subCalls")
 		sub = append(sub, r.CallID)
 		if r.ParentCallID != "lead-task-1" || r.SessionID != "s-lead" || r.Status != events.StatusOK {
 			t.Errorf("sub-call %s %s: parent %q session %q status %s", r.Tool, r.CallID, r.ParentCallID, r.SessionID, r.Status)
@@ -183,7 +184,7 @@ func TestDelegateDisallowedToolDenied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := <-denied
+	r := testenv.Recv(t, denied, "denied")
 	if r.Status != events.StatusDenied || r.Decision == nil || r.Decision.Rule != delegate.RuleAllowedTools || r.ParentCallID != res.CallID {
 		t.Fatalf("edit outside allowed_tools: %s %+v %s (parent %q)", r.Status, r.Decision, r.Output, r.ParentCallID)
 	}
@@ -223,7 +224,7 @@ func TestDelegateForeignParentDenied(t *testing.T) {
 		t.Fatalf("task: %v %+v", err, res)
 	}
 	for range 2 {
-		r := <-stolen
+		r := testenv.Recv(t, stolen, "stolen")
 		if r.Status != events.StatusDenied || r.Decision == nil || r.Decision.Rule != delegate.RuleNoTask || r.ParentCallID != "" {
 			t.Errorf("intruder's call %s: %s %+v, parent %q (an unconfirmed claim is not repeated)", r.CallID, r.Status, r.Decision, r.ParentCallID)
 		}
@@ -256,7 +257,7 @@ func TestDelegateTimeout(t *testing.T) {
 			}))
 		done <- outcome{r, err}
 	}()
-	<-handed // the task is in the stream; the helper starts only now
+	testenv.Recv(t, handed, "handed") // the task is in the stream; the helper starts only now
 	ended := make(chan error, 1)
 	answered := make(chan struct{})
 	late := make(chan *events.ResultData, 1)
@@ -271,15 +272,15 @@ func TestDelegateTimeout(t *testing.T) {
 		}
 		return nil, ctx.Err()
 	})
-	o := <-done
+	o := testenv.Recv(t, done, "done")
 	close(answered)
 	if o.err != nil || o.res.Status != events.StatusTimeout {
 		t.Fatalf("task call: %v %+v, want status timeout", o.err, o.res)
 	}
-	if cause := <-ended; !errors.Is(cause, client.ErrTaskCancelled) {
+	if cause := testenv.Recv(t, ended, "ended"); !errors.Is(cause, client.ErrTaskCancelled) {
 		t.Errorf("helper's context ended with %v", cause)
 	}
-	if r := <-late; r.Status != events.StatusDenied || r.Decision.Rule != delegate.RuleNoTask {
+	if r := testenv.Recv(t, late, "late"); r.Status != events.StatusDenied || r.Decision.Rule != delegate.RuleNoTask {
 		t.Errorf("a call for a timed-out task: %s %+v", r.Status, r.Decision)
 	}
 }
@@ -316,7 +317,7 @@ func TestDelegateCountsAgainstTheParentsBudget(t *testing.T) {
 		t.Fatalf("task: %v %+v", err, r)
 	}
 	for i := range 3 {
-		r := <-reads
+		r := testenv.Recv(t, reads, "reads")
 		if want := i < 2; (r.Status == events.StatusOK) != want {
 			t.Fatalf("helper's read %d: %s %s", i, r.Status, r.Output)
 		}
@@ -355,15 +356,15 @@ func TestDelegateClientCancellationReachesSubTask(t *testing.T) {
 		_, err := lead.Call(ctx, "task", map[string]any{"agent": "helper", "prompt": "work long", "timeout": 3_600_000}, client.WithID("lead-cancelled"))
 		called <- err
 	}()
-	<-started
+	testenv.Recv(t, started, "started")
 	cancel()
-	if err := <-called; !errors.Is(err, context.Canceled) {
+	if err := testenv.Recv(t, called, "called"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Call: %v", err)
 	}
-	if cause := <-ended; !errors.Is(cause, client.ErrTaskCancelled) || !strings.Contains(cause.Error(), "cancelled") {
+	if cause := testenv.Recv(t, ended, "ended"); !errors.Is(cause, client.ErrTaskCancelled) || !strings.Contains(cause.Error(), "cancelled") {
 		t.Fatalf("helper's context ended with %v", cause)
 	}
-	if r := <-late; r.Status != events.StatusDenied || r.Decision == nil || r.Decision.Rule != delegate.RuleNoTask {
+	if r := testenv.Recv(t, late, "late"); r.Status != events.StatusDenied || r.Decision == nil || r.Decision.Rule != delegate.RuleNoTask {
 		t.Errorf("a call for the cancelled task: %s %+v", r.Status, r.Decision)
 	}
 	r, err := lead.Wait(ctxT(t), "lead-cancelled")

@@ -86,7 +86,7 @@ func TestQuickStart(t *testing.T) {
 	}
 	// A refused call exits non-zero and says why.
 	_, errOut, code = p.toolctl(t, "call", "read", "path=../outside")
-	if code != toolctl.ExitFailed || !strings.Contains(errOut, "status denied") || !strings.Contains(errOut, "outside the workspace") {
+	if code != toolctl.ExitDenied || !strings.Contains(errOut, "status denied") || !strings.Contains(errOut, "outside the workspace") {
 		t.Fatalf("read outside: code %d stderr %s", code, errOut)
 	}
 	out, _, code = p.toolctl(t, "events", "--json")

@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/remote"
@@ -71,7 +72,7 @@ func startMCPStack(t *testing.T, http bool) *mcpStack {
 		}
 	})
 	if http {
-		s.mcpURL = <-mcpReady
+		s.mcpURL = testenv.Recv(t, mcpReady, "mcpReady")
 	}
 	s.approver = startApprover(t, s.worker.url, nil)
 	s.shown = s.approver
@@ -212,7 +213,7 @@ func exerciseMCP(t *testing.T, s *mcpStack, cs *mcp.ClientSession, p *parkedNote
 		t.Errorf("parked message %q does not say where to approve", msg)
 	}
 	s.approve(t, id)
-	o := <-done
+	o := testenv.Recv(t, done, "done")
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
@@ -388,7 +389,7 @@ func TestMCPCallTimeoutSaysSo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	go func() { _ = srv.Sync(ctx) }()
-	<-srv.Ready()
+	testenv.Recv(t, srv.Ready(), "srv.Ready()")
 	st, ct := mcp.NewInMemoryTransports()
 	go func() { _ = srv.MCP().Run(ctx, st) }()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)

@@ -3,11 +3,13 @@ package test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -111,4 +113,55 @@ func TestWorkerBinaryStopsCleanlyOnSIGTERM(t *testing.T) {
 		t.Fatal("worker did not exit after SIGTERM")
 	}
 	_ = os.Remove(bin)
+}
+
+// TestWorkerLogFormatJSON: with --log-format json every line the worker
+// writes is a JSON object, its start-up lines and its last words included,
+// and a size flag takes units.
+func TestWorkerLogFormatJSON(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "worker")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/worker")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ws := newWorkspace(t)
+	out := &syncBuffer{}
+	cmd := exec.Command(bin, "--log-format", "json", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--workspace", ws,
+		"--sandbox", "off", "--bash-memory", "512MiB", "--max-payload", "2MiB")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	for !strings.Contains(out.String(), "worker taking calls") {
+		changed := out.changed()
+		if strings.Contains(out.String(), "worker taking calls") {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("worker exited (%v) before it was ready:\n%s", err, out)
+		case <-changed:
+		case <-time.After(testenv.Patience):
+			t.Fatalf("worker never became ready:\n%s", out)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.Recv(t, done, "the worker's exit"); err != nil {
+		t.Fatalf("worker exited with %v:\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	for _, l := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Errorf("not a JSON line: %q", l)
+		}
+	}
+	if !strings.Contains(out.String(), `"msg":"embedded NATS with JetStream listening on nats://`) {
+		t.Errorf("the start-up lines are not logged as records:\n%s", out)
+	}
 }

@@ -160,7 +160,7 @@ func TestProgressIsBoundedAndOrdered(t *testing.T) {
 	}
 	// Every progress message arrived before the result.
 	for i := 0; ; i++ {
-		m := <-ch
+		m := testenv.Recv(t, ch, "ch")
 		if m.Subject == events.ResultSubject("agent-progress", "chatty-1") {
 			if i != len(got) {
 				t.Fatalf("the result arrived after %d progress messages of %d", i, len(got))
@@ -269,7 +269,7 @@ func TestMCPProgressNotifications(t *testing.T) {
 		}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: <-u}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: testenv.Recv(t, u, "u")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

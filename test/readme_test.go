@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -93,8 +94,9 @@ var readmeSteps = map[string]readmeStep{
 	"go run ./cmd/toolctl events --follow":              {mode: modeFollow, out: `dev\.toolgate\.call\.completed\.v1`},
 	"go run ./cmd/toolctl policy default > policy.yaml": {out: `^$`},
 	"go run ./cmd/toolctl policy lint policy.yaml":      {out: `policy\.yaml: valid, revision \w+, 0 warning\(s\)`},
-	"go run ./cmd/worker --policy policy.yaml":          {mode: modeServe, out: `toolgate: policy file:policy\.yaml`},
-	"go run ./cmd/toolctl policy push policy.yaml":      {out: `pushed policy\.yaml as the shared policy, revision \w+`},
+	"go run ./cmd/worker --policy policy.yaml": {mode: modeServe, // a second worker, on the first one's bus
+		out: `(?s)toolgate: using NATS at nats://127\.0\.0\.1:\d+.*toolgate: policy file:policy\.yaml.*worker taking calls`},
+	"go run ./cmd/toolctl policy push policy.yaml": {out: `pushed policy\.yaml as the shared policy, revision \w+`},
 	`go run ./cmd/toolctl policy check --policy policy.yaml --tool bash --args '{"command":"ls && rm -rf /"}'`: {
 		out: `"action":"(ask|deny)"`}, // the built-in policy asks; never allow
 	"go run ./cmd/approver": {mode: modeServe, out: `approver: page and API at (http://\S+)`},
@@ -105,10 +107,12 @@ var readmeSteps = map[string]readmeStep{
 	"go run ./cmd/worker --mcp-listen 127.0.0.1:8471": {mode: modeServe, out: `MCP \(Streamable HTTP\) on http://127\.0\.0\.1:\d+/mcp as agent`},
 	"go run ./cmd/worker --mcp-config mcp.json": {mode: modeServe, files: map[string]string{"mcp.json": readmeMCPConfig},
 		out: `(?s)MCP servers \[gate\].*mcp tools.*mcp__gate__read`}, // the first worker's read, through toolctl mcp
-	"go run ./cmd/toolctl tools --format openai":                             {out: `"type":\s*"function"(?s).*"name":\s*"read"`},
-	"go run ./cmd/toolctl creds tool word_count --out word_count.creds":      {out: `wrote tool credentials for "word_count" to word_count\.creds`},
-	"go run ./examples/remote-tool-go --creds word_count.creds":              {mode: modeServe, out: `serving word_count`},
-	"go run ./cmd/toolctl approvals list":                                    {out: `{{CALL_ID}}\s+toolctl\s+bash`},
+	"go run ./cmd/toolctl tools --format openai":                        {out: `"type":\s*"function"(?s).*"name":\s*"read"`},
+	"go run ./cmd/toolctl creds tool word_count --out word_count.creds": {out: `wrote tool credentials for "word_count" to word_count\.creds`},
+	"go run ./examples/remote-tool-go --creds word_count.creds":         {mode: modeServe, out: `serving word_count`},
+	"go run ./cmd/toolctl approvals list":                               {out: `{{CALL_ID}}\s+toolctl\s+bash`},
+	`echo '{"tool_name":"Bash","tool_input":{"command":"git status"}}' | toolctl hook claude --agent claude-code`: {
+		out: `"permissionDecision":\s*"allow"`},
 	`go run ./cmd/toolctl approvals approve CALL_ID --comment "looks right"`: {out: `{{CALL_ID}}: `},
 }
 
@@ -118,13 +122,38 @@ var readmeExempt = map[string]string{
 	"cd test/browser && go test ./...": "the browser tests, run by .ci/run",
 }
 
+// readmeInstall is the README's install line: the test runs it first,
+// into a directory of its own ($GOBIN), and puts that directory first on
+// the PATH of every command, as the reader's shell has it.
+const readmeInstall = "go install ./cmd/..."
+
+// defaultStep is the expectation of a README command readmeSteps does not
+// list, so that the walk-through follows a README others change: a worker
+// or the approver serves until its ready line, anything else runs to exit
+// code 0.
+func defaultStep(line string) readmeStep {
+	switch {
+	case strings.Contains(line, "cmd/worker") || strings.HasPrefix(line, "worker"):
+		return readmeStep{mode: modeServe, out: `worker taking calls`}
+	case strings.Contains(line, "cmd/approver") || strings.HasPrefix(line, "approver"):
+		return readmeStep{mode: modeServe, out: `approver: page and API at (http://\S+)`}
+	}
+	return readmeStep{out: `(?s).*`}
+}
+
 // TestReadmeCommands runs every shell command of README.md in order, as a
-// newcomer would, against real binaries built once: a worker, toolctl and
-// the approver. Each command runs in a fresh workspace holding README.md;
-// the test adds only what keeps it apart from other tests: the worker and
-// approver listen on random ports (--listen) with their data in temp
-// directories (--data), and toolctl finds them through NATS_URL and
-// TOOLGATE_APPROVER. CALL_ID is the id of the call the README parks.
+// newcomer would in one session, against the binaries its install line
+// builds (worker, toolctl, approver; the remote tool example is built
+// too). The commands share one workspace holding README.md and one
+// environment, and what the README starts keeps running: later workers
+// join the first one's bus, as extra workers, while it serves. The test
+// adds only what keeps it apart from other tests: the first worker and the
+// approver listen on random ports (--listen) with the worker's store in a
+// temp directory (--data), and the commands after them find them through
+// NATS_URL and TOOLGATE_APPROVER, as the README's defaults would. CALL_ID
+// is the id of the call the README parks. A command readmeSteps does not
+// list is checked by defaultStep; a pipeline or other shell syntax runs
+// in bash.
 func TestReadmeCommands(t *testing.T) {
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	readme, err := os.ReadFile("../README.md")
@@ -135,27 +164,45 @@ func TestReadmeCommands(t *testing.T) {
 	if len(lines) < 10 {
 		t.Fatalf("found only %d commands in README.md", len(lines))
 	}
+	if !slices.Contains(lines, readmeInstall) {
+		t.Fatalf("README.md lacks its install line %q", readmeInstall)
+	}
 	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin, "../cmd/worker", "../cmd/toolctl", "../cmd/approver", "../examples/remote-tool-go")
+	install := exec.Command("go", "install", "./cmd/...")
+	install.Dir = ".."
+	install.Env = append(os.Environ(), "GOBIN="+bin)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", readmeInstall, err, out)
+	}
+	build := exec.Command("go", "build", "-o", bin, "../examples/remote-tool-go")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	ws := newWorkspace(t)
 	writeFile(t, filepath.Join(ws, "README.md"), string(readme))
 
-	r := &readmeRun{t: t, bin: bin, ws: ws, vars: map[string]string{}}
+	// The reader's HOME is one of the test's own: a README path under ~
+	// lands there, not in the HOME of whoever runs the tests.
+	r := &readmeRun{t: t, bin: bin, ws: ws, vars: map[string]string{},
+		env: []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + t.TempDir()}}
 	ran := 0
 	for _, line := range lines {
 		if why, ok := readmeExempt[line]; ok {
 			t.Logf("not run: %s (%s)", line, why)
 			continue
 		}
+		if line == readmeInstall {
+			t.Logf("ok: %s (run first, into %s)", line, bin)
+			continue
+		}
 		step, ok := readmeSteps[line]
-		if !ok {
-			t.Fatalf("README.md command %q has no expectation in readmeSteps (or readmeExempt)", line)
+		if ok {
+			ran++
+		} else {
+			step = defaultStep(line)
+			t.Logf("%s: not in readmeSteps, checked as %+v", line, step)
 		}
 		r.step(line, step)
-		ran++
 	}
 	r.finish()
 	if ran != len(readmeSteps) {
@@ -170,6 +217,14 @@ func TestReadmeCommands(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if exitCode(err) != 2 || !strings.Contains(string(out), `unexpected argument "policy.yaml"`) {
 			t.Errorf("%s policy.yaml: exit %d:\n%s", prog, exitCode(err), out)
+		}
+		// Help asked for is printed on stdout.
+		help := exec.Command(filepath.Join(bin, prog), "--help")
+		var stderr bytes.Buffer
+		help.Stderr = &stderr
+		out, err = help.Output()
+		if err != nil || !strings.Contains(string(out), "-listen") || stderr.Len() != 0 {
+			t.Errorf("%s --help: %v\nstdout: %s\nstderr: %s", prog, err, out, &stderr)
 		}
 	}
 }
@@ -221,6 +276,8 @@ type readmeRun struct {
 	env  []string
 	vars map[string]string // CALL_ID
 	bg   []*bgProc
+	// natsURL is where the first worker listens, once it does.
+	natsURL string
 }
 
 // bgProc is a command left running.
@@ -233,7 +290,8 @@ type bgProc struct {
 }
 
 // argv parses a README line the way a shell would: words with quotes
-// removed, and a "> file" redirection.
+// removed, and a "> file" redirection. A line that is not one simple
+// command (a pipeline, a list) is run by bash: args is bash -c line.
 func (r *readmeRun) argv(line string) (args []string, stdoutFile string) {
 	r.t.Helper()
 	for k, v := range r.vars {
@@ -245,28 +303,35 @@ func (r *readmeRun) argv(line string) (args []string, stdoutFile string) {
 	}
 	st := f.Stmts[0]
 	call, ok := st.Cmd.(*syntax.CallExpr)
-	if !ok || len(call.Assigns) > 0 {
-		r.t.Fatalf("%s: not a simple command", line)
+	// What only a shell does ($VAR, ~, pipelines, lists) is left to bash.
+	if !ok || len(call.Assigns) > 0 || st.Background || strings.Contains(line, "$") || strings.Contains(line, "~") {
+		return []string{"bash", "-c", line}, ""
 	}
 	for _, w := range call.Args {
 		s, err := expand.Literal(nil, w)
 		if err != nil {
-			r.t.Fatalf("%s: %v", line, err)
+			return []string{"bash", "-c", line}, ""
 		}
 		args = append(args, s)
 	}
 	for _, rd := range st.Redirs {
 		if rd.Op != syntax.RdrOut {
-			r.t.Fatalf("%s: only > redirections are supported", line)
+			return []string{"bash", "-c", line}, ""
 		}
 		stdoutFile, _ = expand.Literal(nil, rd.Word)
 	}
-	// go run ./cmd/X (or ./examples/X) → the binary built once.
-	if len(args) < 3 || args[0] != "go" || args[1] != "run" || !strings.HasPrefix(args[2], "./cmd/") && !strings.HasPrefix(args[2], "./examples/") {
-		r.t.Fatalf("%s: not a go run ./cmd/... command", line)
+	// go run ./cmd/X (or ./examples/X) → the binary built once; so is a
+	// program the install line put on PATH.
+	var prog string
+	switch {
+	case len(args) >= 3 && args[0] == "go" && args[1] == "run" && (strings.HasPrefix(args[2], "./cmd/") || strings.HasPrefix(args[2], "./examples/")):
+		prog, args = filepath.Base(args[2]), args[3:]
+	case len(args) >= 1 && slices.Contains([]string{"worker", "toolctl", "approver"}, args[0]):
+		prog, args = args[0], args[1:]
+	default:
+		return []string{"bash", "-c", line}, ""
 	}
-	prog := filepath.Base(args[2])
-	args = append([]string{filepath.Join(r.bin, prog)}, args[3:]...)
+	args = append([]string{filepath.Join(r.bin, prog)}, args...)
 	switch prog {
 	case "worker":
 		for i := range args {
@@ -274,7 +339,11 @@ func (r *readmeRun) argv(line string) (args []string, stdoutFile string) {
 				args[i] = "127.0.0.1:0" // a free port, as for --listen
 			}
 		}
-		args = append(args, "--listen", "127.0.0.1:0", "--data", r.t.TempDir())
+		// The first worker serves the bus; the others join it through
+		// NATS_URL, as extra workers, while it runs.
+		if r.natsURL == "" {
+			args = append(args, "--listen", "127.0.0.1:0", "--data", r.t.TempDir())
+		}
 	case "approver":
 		args = append(args, "--listen", "127.0.0.1:0")
 	}
@@ -354,14 +423,15 @@ func (r *readmeRun) step(line string, s readmeStep) {
 			if err := r.wait(p); err != nil {
 				t.Fatalf("%s: after an interrupt: %v\n%s", line, err, out)
 			}
-		case strings.Contains(line, "cmd/worker") && len(r.env) == 0:
+		case filepath.Base(args[0]) == "worker" && r.natsURL == "":
 			// The first worker is the one toolctl talks to.
 			u := regexp.MustCompile(`listening on (nats://\S+)`).FindStringSubmatch(out.String())
 			if u == nil {
 				t.Fatalf("%s: does not say where it listens:\n%s", line, out)
 			}
+			r.natsURL = u[1]
 			r.env = append(r.env, "NATS_URL="+u[1])
-		case strings.Contains(line, "cmd/approver"):
+		case filepath.Base(args[0]) == "approver":
 			r.env = append(r.env, "TOOLGATE_APPROVER="+m[1])
 		case s.mode == modeBackground:
 			if len(m) > 1 {

@@ -21,6 +21,7 @@ import (
 	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/toolctl"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -130,7 +131,7 @@ func TestNoSecretInLogsOrEvents(t *testing.T) {
 		done <- approver.Serve(ctx, approver.Options{NATSURL: w.url, Listen: "127.0.0.1:0", TokenFile: tokens,
 			DataDir: filepath.Join(dir, "data"), Logger: seen.logger(), Out: &seen, Ready: func(a string) { ready <- a }})
 	}()
-	defer func() { cancel(); <-done }()
+	defer func() { cancel(); testenv.Recv(t, done, "done") }()
 	var s *approvalStack
 	select {
 	case a := <-ready:

@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/telemetry"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/toolctl"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -80,7 +81,7 @@ func TestOneTraceCoversAParkedCall(t *testing.T) {
 			DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard,
 			Ready: func(addr string) { ready <- addr }, Telemetry: tel})
 	}()
-	t.Cleanup(func() { acancel(); <-adone })
+	t.Cleanup(func() { acancel(); testenv.Recv(t, adone, "adone") })
 	var stack approvalStack
 	select {
 	case addr := <-ready:
@@ -349,7 +350,7 @@ func TestToolctlAuditFiltersByAgentAndTool(t *testing.T) {
 		break
 	}
 	stop()
-	if code := <-fdone; code != 0 {
+	if code := testenv.Recv(t, fdone, "fdone"); code != 0 {
 		t.Errorf("audit --follow exited %d when interrupted", code)
 	}
 }
@@ -383,7 +384,7 @@ func TestApproverServesMetricsAndProbes(t *testing.T) {
 			DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: out,
 			MetricsListen: "127.0.0.1:0", Ready: func(addr string) { ready <- addr }})
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testenv.Recv(t, done, "done") })
 	var metrics, api string
 	for metrics == "" || api == "" {
 		select {
@@ -415,7 +416,7 @@ func TestApproverServesMetricsAndProbes(t *testing.T) {
 	if code := other.api(t, "POST", "/api/approvals/metered-approve/approve", `{}`, nil); code != 200 {
 		t.Fatalf("approve: %d", code)
 	}
-	if r := <-final; r == nil || r.Status != events.StatusOK {
+	if r := testenv.Recv(t, final, "final"); r == nil || r.Status != events.StatusOK {
 		t.Fatalf("final %+v", r)
 	}
 	_, body := get(t, metrics+"/metrics")

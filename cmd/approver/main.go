@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -46,6 +47,9 @@ func main() {
 	fs.StringVar(&o.SlackUsersFile, "slack-users", "", "file of `<identity> <slack user id>` lines: who may decide from Slack")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "serve /metrics (Prometheus), /healthz and /readyz on this address")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	if slices.ContainsFunc(os.Args[1:], func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+		fs.SetOutput(os.Stdout) // help asked for is the output, not an error
+	}
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "approver: unexpected argument %q (options are flags: approver --help)\n", fs.Arg(0))
@@ -57,11 +61,16 @@ func main() {
 		os.Exit(2)
 	}
 	o.Logger = logger
+	o.Out = telemetry.Lines(*logFormat, os.Stdout, logger) // --log-format json: every line JSON
 	o.Webhooks, o.SlackWebhooks = hooks, slack
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := approver.Serve(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "approver:", err)
+		if *logFormat == "json" {
+			logger.Error("approver stopped", "err", err)
+		} else {
+			fmt.Fprintln(os.Stderr, "approver:", err)
+		}
 		os.Exit(1)
 	}
 }

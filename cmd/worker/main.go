@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
+	"github.com/toolgate/toolgate/internal/bytesize"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/egress/relay"
 	"github.com/toolgate/toolgate/internal/telemetry"
@@ -30,14 +32,15 @@ func main() {
 	fs.StringVar(&o.SkillsDir, "skills", "", "directory of SKILL.md files (default <workspace>/.skills)")
 	fs.IntVar(&o.Concurrency, "concurrency", 0, "calls this worker runs at once (default 32 per CPU, at least 16)")
 	fs.StringVar(&o.Name, "name", "", "worker name in results and audit (default host-pid)")
-	fs.IntVar(&o.MaxPayload, "max-payload", 1<<20, "largest call message accepted, in bytes")
+	o.MaxPayload = 1 << 20
+	fs.Var(bytesize.Var(&o.MaxPayload), "max-payload", "largest call message accepted (a `size`: 1MiB, 4MiB)")
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 0, "how long running calls may finish on SIGTERM (default 30s)")
 	fs.IntVar(&o.Replicas, "replicas", 1, "stream replicas when provisioning a JetStream cluster")
 	fs.Var(&o.Sandbox, "sandbox", "bash isolation: auto (bubblewrap when installed), require (refuse to start without it), off")
 	fs.IntVar(&o.Progress.PerSecond, "progress-rate", 0, "progress messages one call may publish a second (default 10)")
-	fs.IntVar(&o.Progress.MaxBytes, "progress-max-bytes", 0, "bytes of output in one progress message (default 16384)")
+	fs.Var(bytesize.Var(&o.Progress.MaxBytes), "progress-max-bytes", "output in one progress message (a `size`; default 16KiB)")
 	fs.IntVar(&o.BashLimits.Processes, "bash-processes", 0, "processes one bash call may hold at once (default 512 where the worker can bound a call; negative: no limit)")
-	fs.Int64Var(&o.BashLimits.Memory, "bash-memory", 0, "bytes of memory one bash call may use, where the worker can make memory cgroups (default 8 GiB; negative: no limit)")
+	fs.Var(bytesize.Var(&o.BashLimits.Memory), "bash-memory", "memory one bash call may use, where the worker can make memory cgroups (a `size`: 8GiB, 512MiB; default 8GiB; negative: no limit)")
 	trusted := fs.String("trusted-approvers", os.Getenv("TOOLGATE_TRUSTED_APPROVERS"), "comma-separated nkey public keys (U...) of approver services whose decisions are accepted besides the approvers this install created (env TOOLGATE_TRUSTED_APPROVERS); a key merely registered on the bus never counts")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "serve /metrics (Prometheus), /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
 	fs.DurationVar(&o.AuditRetention, "audit-retention", 0, "how long the audit stream keeps events (default 720h)")
@@ -51,6 +54,9 @@ func main() {
 	fs.StringVar(&o.MCPCreds, "mcp-creds", "", "credentials of the --mcp-agent (default minted from this user's install)")
 	fs.StringVar(&o.MCPApprover, "mcp-approver", os.Getenv("TOOLGATE_APPROVER"), "approver URL named in MCP messages of parked calls (env TOOLGATE_APPROVER; default http://127.0.0.1:8470)")
 	fs.StringVar(&o.SearchURL, "search-url", os.Getenv("TOOLGATE_SEARCH_URL"), "base URL of the Tavily-compatible search API web_search posts to (env TOOLGATE_SEARCH_URL; default https://api.tavily.com); its key is read from TAVILY_API_KEY")
+	if slices.ContainsFunc(os.Args[1:], func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+		fs.SetOutput(os.Stdout) // help asked for is the output, not an error
+	}
 	_ = fs.Parse(os.Args[1:])
 	o.SearchAPIKey = os.Getenv("TAVILY_API_KEY")
 	if fs.NArg() > 0 {
@@ -63,6 +69,7 @@ func main() {
 		os.Exit(2)
 	}
 	o.Logger = logger
+	o.Out = telemetry.Lines(*logFormat, os.Stderr, logger) // --log-format json: every line JSON
 	for _, k := range strings.Split(*trusted, ",") {
 		if k = strings.TrimSpace(k); k != "" {
 			o.TrustedApprovers = append(o.TrustedApprovers, k)
@@ -71,7 +78,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := daemon.Run(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
+		if *logFormat == "json" {
+			logger.Error("worker stopped", "err", err)
+		} else {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+		}
 		os.Exit(1)
 	}
 }

@@ -42,8 +42,10 @@ func approvalsUsage() string {
 	return `usage:
   approvals list    [--approver URL] [--token TOKEN] [--json]
   approvals show    ID [--approver URL] [--token TOKEN]
-  approvals approve ID [--comment TEXT] [--always-allow | --args JSON | --args-file FILE]
-                    [--approver URL] [--token TOKEN]
+  approvals approve ID [--comment TEXT] [--always-allow | --always-allow-prefix WORDS |
+                    --args JSON | --args-file FILE] [--approver URL] [--token TOKEN]
+      --always-allow allows the call's whole simple command from now on;
+      --always-allow-prefix a wider prefix of it (approvals show lists them)
   approvals reject  ID --reason TEXT [--approver URL] [--token TOKEN]
   approvals answer  ID --answer TEXT [--approver URL] [--token TOKEN]
 
@@ -171,7 +173,8 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 	comment := fs.String("comment", "", "comment on an approval")
 	reason := fs.String("reason", "", "why the call is rejected (required for reject)")
 	answer := fs.String("answer", "", "the answer to a clarify question")
-	always := fs.Bool("always-allow", false, "approve and allow calls like this one from now on")
+	always := fs.Bool("always-allow", false, "approve and allow calls like this one from now on (the narrowest scope: the whole simple command)")
+	alwaysPrefix := fs.String("always-allow-prefix", "", "approve and allow from now on commands starting with these words (a wider scope, chosen explicitly)")
 	editArgs := fs.String("args", "", "approve with changes: the call's arguments as a JSON object, instead of the parked ones")
 	editFile := fs.String("args-file", "", "approve with changes: read the arguments from this file (- for standard input)")
 	pos, err := parse(fs, args)
@@ -206,7 +209,7 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		if *asJSON {
-			stdout.Write(raw)
+			stdout.Write(unescapeHTML(raw))
 			return 0
 		}
 		printList(stdout, list)
@@ -222,7 +225,7 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		var b bytes.Buffer
-		_ = json.Indent(&b, raw, "", "  ")
+		_ = json.Indent(&b, unescapeHTML(raw), "", "  ")
 		fmt.Fprintln(stdout, b.String())
 		return 0
 	case "approve", "reject", "answer":
@@ -234,7 +237,9 @@ func approvals(verb string, args []string, stdout, stderr io.Writer) int {
 		switch verb {
 		case "approve":
 			body["comment"] = *comment
-			if *always {
+			if *alwaysPrefix != "" {
+				body["always_allow"] = map[string]string{"command_prefix": *alwaysPrefix}
+			} else if *always {
 				body["always_allow"] = true
 			}
 			edited, err := readEdit(*editArgs, *editFile, os.Stdin)
@@ -309,10 +314,9 @@ func printList(w io.Writer, list []map[string]any) {
 				requested = t.Local().Format(time.DateTime) // as the page and amendments list show times
 			}
 		}
-		args, _ := json.Marshal(v["arguments"])
-		a := string(args)
-		if len(a) > 60 {
-			a = a[:57] + "..."
+		a := plainJSON(v["arguments"])
+		if r := []rune(a); len(r) > 60 {
+			a = string(r[:57]) + "..."
 		}
 		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%s\t%s\t%s\n", v["call_id"], v["agent"], v["tool"], v["rule"], requested, left, a)
 	}
@@ -450,4 +454,44 @@ func amendments(verb string, args []string, stdout, stderr io.Writer) int {
 	}
 	tw.Flush()
 	return 0
+}
+
+// plainJSON is v as compact JSON for people: & < > as themselves, not
+// \u0026 and friends (which protect JSON inside HTML, not a terminal).
+func plainJSON(v any) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// htmlEscapes are the escapes an HTML-safe JSON encoder writes for & < >.
+var htmlEscapes = map[string]string{`\u0026`: "&", `\u003c`: "<", `\u003e`: ">"}
+
+// unescapeHTML turns the \u0026, \u003c and \u003e escapes of a JSON text
+// back into & < >, which mean the same in JSON. An escaped backslash
+// followed by "u0026" is left alone.
+func unescapeHTML(raw []byte) []byte {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			out = append(out, raw[i])
+			continue
+		}
+		if i+6 <= len(raw) {
+			if r, ok := htmlEscapes[strings.ToLower(string(raw[i:i+6]))]; ok {
+				out = append(out, r...)
+				i += 5
+				continue
+			}
+		}
+		if i+1 < len(raw) { // any other escape, kept whole
+			out = append(out, raw[i], raw[i+1])
+			i++
+			continue
+		}
+		out = append(out, raw[i])
+	}
+	return out
 }

@@ -57,8 +57,9 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 	t.Cleanup(hs.Close)
 
 	ask := policy.Decision{Action: policy.Ask, Rule: "tools.bash.ask", Reason: "needs a person"}
-	for _, id := range []string{"c-approve", "c-reject"} {
-		p := &parking.Parked{CallID: id, Agent: "bot", Tool: "bash", Arguments: json.RawMessage(`{"command":"git push origin main"}`), Decision: ask}
+	for id, command := range map[string]string{"c-approve": "git push origin main", "c-reject": "make <x> && make test", "c-wide": "rm -rf node_modules && npm ci"} {
+		args, _ := json.Marshal(map[string]string{"command": command})
+		p := &parking.Parked{CallID: id, Agent: "bot", Tool: "bash", Arguments: args, Decision: ask}
 		if err := mgr.Park(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -82,13 +83,26 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 		{"bad token", []string{"approvals", "list", "--approver", hs.URL, "--token", "wrong-token-wrong"}, 1, "", "401"},
 		{"list", append([]string{"approvals", "list"}, api...), 0, "c-approve", ""},
 		{"list shows when", append([]string{"approvals", "list"}, api...), 0, "REQUESTED", ""},
+		{"list shows arguments as written", append([]string{"approvals", "list"}, api...), 0, `{"command":"make <x> && make test"}`, ""},
+		{"list --json too", append([]string{"approvals", "list", "--json"}, api...), 0, `"make <x> && make test"`, ""},
+		{"show too", append([]string{"approvals", "show", "c-reject"}, api...), 0, `"make <x> && make test"`, ""},
 		{"reject without reason", append([]string{"approvals", "reject", "c-reject"}, api...), 2, "", "--reason"},
 		{"approve with flags after the id", append([]string{"approvals", "approve", "c-approve", "--comment", "ok", "--always-allow"}, api...), 0, "c-approve: approved", ""},
 		{"approve again", append([]string{"approvals", "approve", "c-approve"}, api...), 1, "", "409"},
 		{"reject", append([]string{"approvals", "reject", "--reason", "not today", "c-reject"}, api...), 0, "c-reject: rejected", ""},
+		{"show lists the scopes, narrowest first", append([]string{"approvals", "show", "c-wide"}, api...), 0,
+			`"always_allow_scopes": [
+    {
+      "id": "",
+      "agent": "bot",
+      "tool": "bash",
+      "command_prefix": "rm -rf node_modules",`, ""},
+		{"a scope wider than the call is refused", append([]string{"approvals", "approve", "c-wide", "--always-allow-prefix", "npm install"}, api...), 1, "", "400"},
+		{"a wider scope, chosen", append([]string{"approvals", "approve", "c-wide", "--always-allow-prefix", "rm -rf"}, api...), 0, "c-wide: approved", ""},
 		{"unknown call", append([]string{"approvals", "show", "nope"}, api...), 1, "", "404"},
 		{"list empty", append([]string{"approvals", "list"}, api...), 0, "no pending approvals", ""},
-		{"amendments list", []string{"policy", "amendments", "list", "--nats", ns.ClientURL()}, 0, "command git push ...", ""},
+		{"amendments list", []string{"policy", "amendments", "list", "--nats", ns.ClientURL()}, 0, "command git push origin main ...", ""},
+		{"amendments list has the chosen scope", []string{"policy", "amendments", "list", "--nats", ns.ClientURL()}, 0, "command rm -rf ...", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,11 +116,13 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 	var list []struct {
 		ID string `json:"id"`
 	}
-	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 {
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 2 {
 		t.Fatalf("amendments list --json = %s (%v)", out, err)
 	}
-	if out, errOut, code := run("amendments", "revoke", list[0].ID, "--nats", ns.ClientURL()); code != 0 || !strings.Contains(out, "revoked") {
-		t.Fatalf("revoke = %d %s %s", code, out, errOut)
+	for _, a := range list {
+		if out, errOut, code := run("amendments", "revoke", a.ID, "--nats", ns.ClientURL()); code != 0 || !strings.Contains(out, "revoked") {
+			t.Fatalf("revoke = %d %s %s", code, out, errOut)
+		}
 	}
 	if _, errOut, code := run("amendments", "revoke", list[0].ID, "--nats", ns.ClientURL()); code != 1 || !strings.Contains(errOut, "no amendment with that id") {
 		t.Fatalf("revoke again = %d %s", code, errOut)
@@ -114,7 +130,21 @@ func TestApprovalsAndAmendmentsCommands(t *testing.T) {
 	if out, _, _ := run("amendments", "list", "--nats", ns.ClientURL()); !strings.Contains(out, "no amendments") {
 		t.Fatalf("after revoke: %s", out)
 	}
-	if n := resumed.Load(); n != 2 {
-		t.Fatalf("resumed %d calls, want 2", n)
+	if n := resumed.Load(); n != 3 {
+		t.Fatalf("resumed %d calls, want 3", n)
+	}
+}
+
+func TestUnescapeHTML(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"c":"a \u0026\u0026 b \u003cx\u003e"}`: `{"c":"a && b <x>"}`,
+		`{"c":"\\u0026"}`:                        `{"c":"\\u0026"}`, // an escaped backslash, then u0026
+		`{"c":"\"\u0026\n"}`:                     `{"c":"\"&\n"}`,
+		`"\U003E"`:                               `">"`,
+		`"\`:                                     `"\`,
+	} {
+		if got := string(unescapeHTML([]byte(in))); got != want {
+			t.Errorf("unescapeHTML(%s) = %s, want %s", in, got, want)
+		}
 	}
 }

@@ -357,7 +357,7 @@ func TestRejectAnswerAndAlwaysAllowThroughAPI(t *testing.T) {
 	kv, _ := st.js.KeyValue(context.Background(), bus.BucketPolicy)
 	eventually(t, "amendment stored", func() bool {
 		as, err := parking.ListAmendments(context.Background(), kv)
-		return err == nil && len(as) == 1 && as[0].CommandPrefix == "git push" && as[0].Agent == "agent-7" && as[0].ID == res.Amendment.ID
+		return err == nil && len(as) == 1 && as[0].CommandPrefix == "git push origin main" && as[0].Agent == "agent-7" && as[0].ID == res.Amendment.ID
 	})
 }
 

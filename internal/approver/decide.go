@@ -107,7 +107,7 @@ func (s *Server) Decide(ctx context.Context, identity, callID string, in Input) 
 		_ = json.Unmarshal(p.Arguments, &args)
 		scope := *a
 		if scope.CommandPrefix == "" && scope.PathPattern == "" {
-			scope = approval.DefaultScope(p.Agent, p.Tool, args)
+			scope = approval.DefaultScope(p.Agent, p.Tool, args, p.Decision.Offending)
 		}
 		scope.ID, scope.Agent, scope.Tool = nuid.Next(), p.Agent, p.Tool
 		if err := scope.ScopedTo(p.Agent, p.Tool, args); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // recordHandler passes every log record to a channel.
@@ -54,7 +55,7 @@ func TestServeSaysWhenNATSIsAway(t *testing.T) {
 	}()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		testenv.Recv(t, done, "done")
 	})
 
 	// The first thing it says is that NATS is away, and where it looked.

@@ -70,8 +70,12 @@ type View struct {
 	ExpiresAt   time.Time `json:"expires_at"`
 	// Outcome is set once the call is decided.
 	Outcome *parking.Outcome `json:"outcome,omitempty"`
-	// Scope is the default "always allow" scope for this call.
+	// Scope is the default "always allow" scope for this call: the
+	// narrowest, Scopes[0].
 	Scope *approval.Amendment `json:"always_allow_scope,omitempty"`
+	// Scopes are the "always allow" scopes a person may choose, narrowest
+	// first; a wider one is an explicit choice.
+	Scopes []approval.Amendment `json:"always_allow_scopes,omitempty"`
 }
 
 // QuestionView is a clarify question as shown.
@@ -91,8 +95,8 @@ func viewOf(p *parking.Parked) View {
 	} else if p.Status == approval.Pending {
 		var args map[string]any
 		_ = json.Unmarshal(p.Arguments, &args)
-		sc := approval.DefaultScope(p.Agent, p.Tool, args)
-		v.Scope = &sc
+		v.Scopes = approval.Scopes(p.Agent, p.Tool, args, p.Decision.Offending)
+		v.Scope = &v.Scopes[0]
 		if v.Diff == "" {
 			v.Diff = approval.ArgsDiff(p.Tool, args)
 		}

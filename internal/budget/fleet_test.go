@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/worker"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -214,14 +215,14 @@ func TestRedeliveryDoesNotChargeTwice(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testenv.Recv(t, done, "done") })
 
 	c, _ := e.client("carol")
 	id, err := c.Submit(ctxT(t), "work", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-dying.started
+	testenv.Recv(t, dying.started, "dying.started")
 	nc.Close()
 
 	// Another worker gets the redelivery.

@@ -75,5 +75,5 @@ func TestWatchKV(t *testing.T) {
 		}
 	}
 	stop()
-	<-done
+	testenv.Recv(t, done, "done")
 }

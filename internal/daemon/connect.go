@@ -84,7 +84,11 @@ func connect(o Options, ws string) (nc *nats.Conn, url string, creds *identity.C
 		if srv != nil {
 			srv.Close()
 		}
-		return nil, "", nil, nil, fmt.Errorf("connect to NATS at %s: %w", identity.RedactURL(url), err)
+		err = fmt.Errorf("connect to NATS at %s: %w", identity.RedactURL(url), err)
+		if errors.Is(err, nats.ErrAuthorization) && creds != nil {
+			err = fmt.Errorf("%w\n%s", err, identity.AuthHint(credsFile))
+		}
+		return nil, "", nil, nil, err
 	}
 	return nc, url, creds, srv, nil
 }

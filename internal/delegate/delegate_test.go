@@ -76,7 +76,7 @@ func startWorker(t *testing.T, grace time.Duration, after ...tools.Middleware) *
 		}
 		stopped = true
 		cancel()
-		return <-done
+		return testenv.Recv(t, done, "done")
 	}
 	t.Cleanup(func() { _ = stop() })
 	return &fleet{srv: srv, ws: ws, stop: stop}
@@ -114,18 +114,18 @@ func TestParentCancellationReachesSubTask(t *testing.T) {
 	}()
 	defer func() {
 		cancel()
-		if err := <-served; err != nil {
+		if err := testenv.Recv(t, served, "served"); err != nil {
 			t.Errorf("ServeTasks: %v", err)
 		}
 	}()
 	if _, err := lead.Submit(context.Background(), "task", map[string]any{"agent": "helper", "prompt": "work long", "timeout": 3_600_000}); err != nil {
 		t.Fatal(err)
 	}
-	taskID := <-started
+	taskID := testenv.Recv(t, started, "started")
 	if err := f.stop(); err != nil {
 		t.Fatal(err)
 	}
-	cause := <-ended
+	cause := testenv.Recv(t, ended, "ended")
 	if !errors.Is(cause, client.ErrTaskCancelled) || !strings.Contains(cause.Error(), "parent call was cancelled") {
 		t.Fatalf("helper's context ended with %v, want the parent's cancellation", cause)
 	}
@@ -163,8 +163,8 @@ func startOn(t *testing.T, f *fleet) {
 	ready, done := make(chan struct{}), make(chan error, 1)
 	w.OnReady(func() { close(ready) })
 	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-ready
+	t.Cleanup(func() { cancel(); testenv.Recv(t, done, "done") })
+	testenv.Recv(t, ready, "ready")
 }
 
 // The task tool's arguments: allowed tools resolved to canonical names,
@@ -207,7 +207,7 @@ func TestNestedTaskNarrowsAllowedTools(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- c.ServeTasks(ctx, h) }()
-		t.Cleanup(func() { cancel(); <-done })
+		t.Cleanup(func() { cancel(); testenv.Recv(t, done, "done") })
 	}
 	serve(helper, func(ctx context.Context, task *client.Task) (*client.TaskAnswer, error) {
 		r, err := task.Call(ctx, "task", map[string]any{"agent": "deep", "prompt": "edit", "allowed_tools": []string{"read", "edit"}})
@@ -230,10 +230,10 @@ func TestNestedTaskNarrowsAllowedTools(t *testing.T) {
 	if err != nil || r.Status != events.StatusOK {
 		t.Fatalf("task: %v %+v", err, r)
 	}
-	if d := <-denied; d.Status != events.StatusDenied || d.Decision.Rule != delegate.RuleAllowedTools {
+	if d := testenv.Recv(t, denied, "denied"); d.Status != events.StatusDenied || d.Decision.Rule != delegate.RuleAllowedTools {
 		t.Errorf("nested edit: %s %+v", d.Status, d.Decision)
 	}
-	if n := <-nested; n.Status != events.StatusOK || n.ParentCallID != r.CallID || n.SessionID != "root-session" {
+	if n := testenv.Recv(t, nested, "nested"); n.Status != events.StatusOK || n.ParentCallID != r.CallID || n.SessionID != "root-session" {
 		t.Errorf("nested task call: %+v", n)
 	}
 	b, _ := os.ReadFile(filepath.Join(f.ws, "notes.txt"))
@@ -276,12 +276,12 @@ func TestRecordBudgetKeyIsTheRoot(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- c.ServeTasks(ctx, h) }()
-		t.Cleanup(func() { cancel(); <-done })
+		t.Cleanup(func() { cancel(); testenv.Recv(t, done, "done") })
 	}
 	if r, err := lead.Call(context.Background(), "task", map[string]any{"agent": "helper", "prompt": "p"}, client.WithSession("s0")); err != nil || r.Status != events.StatusOK {
 		t.Fatalf("task: %v %+v", err, r)
 	}
-	e, err := kv.Get(context.Background(), bus.AgentKey("deep", <-deepTask))
+	e, err := kv.Get(context.Background(), bus.AgentKey("deep", testenv.Recv(t, deepTask, "deepTask")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,9 +321,9 @@ func TestTaskSurvivesTheAgentRestarting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-started
+	testenv.Recv(t, started, "started")
 	stopFirst()
-	if err := <-served; err != nil {
+	if err := testenv.Recv(t, served, "served"); err != nil {
 		t.Fatalf("first ServeTasks: %v", err)
 	}
 	ctx2, stopSecond := context.WithCancel(context.Background())
@@ -335,7 +335,7 @@ func TestTaskSurvivesTheAgentRestarting(t *testing.T) {
 	}()
 	defer func() {
 		stopSecond()
-		if err := <-served2; err != nil {
+		if err := testenv.Recv(t, served2, "served2"); err != nil {
 			t.Errorf("second ServeTasks: %v", err)
 		}
 	}()
@@ -373,7 +373,7 @@ func TestConcurrentTaskCallsAllCounted(t *testing.T) {
 			return &client.TaskAnswer{Summary: "read"}, nil
 		})
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testenv.Recv(t, done, "done") })
 	r, err := lead.Call(context.Background(), "task", map[string]any{"agent": "helper", "prompt": "read it"})
 	if err != nil || r.Status != events.StatusOK {
 		t.Fatalf("task: %v %+v", err, r)

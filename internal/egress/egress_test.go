@@ -379,7 +379,7 @@ func TestProxyConnectionBound(t *testing.T) {
 			t.Fatalf("tunnel %d: %q", i, line)
 		}
 		open = append(open, c)
-		ups = append(ups, <-accepted)
+		ups = append(ups, testenv.Recv(t, accepted, "accepted"))
 	}
 	for i := range 3 {
 		c, line := tunnel()
@@ -399,7 +399,7 @@ func TestProxyConnectionBound(t *testing.T) {
 		c, line := tunnel()
 		c.Close()
 		if strings.Contains(line, "200") {
-			(<-accepted).Close()
+			(testenv.Recv(t, accepted, "accepted")).Close()
 			break
 		}
 		if !strings.Contains(line, "503") {

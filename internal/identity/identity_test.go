@@ -320,3 +320,34 @@ func TestUpgradeFromOneAccount(t *testing.T) {
 		nc.Close()
 	}
 }
+
+// TestAuthorizationViolationSaysWhatToDo: credentials of another install
+// than the server's are refused with a message naming where they came
+// from (a file, or the state directory) and what to do, not a bare
+// "nats: authorization violation".
+func TestAuthorizationViolationSaysWhatToDo(t *testing.T) {
+	s := testenv.StartAuthNATS(t) // trusts an install of its own, not the state directory's
+	state, err := identity.StatePath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = identity.Dial(s.ClientURL(), "", identity.RoleAgent, "a")
+	if !errors.Is(err, nats.ErrAuthorization) || !strings.Contains(err.Error(), "minted from the state directory "+state) ||
+		!strings.Contains(err.Error(), identity.EnvStateDir) || !strings.Contains(err.Error(), "--creds") {
+		t.Fatalf("minted credentials refused: %v", err)
+	}
+	other, _ := identity.LoadOrCreate(t.TempDir())
+	foreign, _ := other.MintCreds(identity.RoleAgent, "a")
+	b, err := foreign.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "a.creds")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = identity.Dial(s.ClientURL(), file, identity.RoleAgent, "a")
+	if !errors.Is(err, nats.ErrAuthorization) || !strings.Contains(err.Error(), "refused the credentials in "+file) {
+		t.Fatalf("a foreign credentials file refused: %v", err)
+	}
+}

@@ -333,7 +333,7 @@ func TestAllowedOperationsWork(t *testing.T) {
 	if err != nil {
 		t.Fatalf("approver watches: %v", err)
 	}
-	if e := <-w.Updates(); e == nil || e.Key() != "call.c2" {
+	if e := testenv.Recv(t, w.Updates(), "w.Updates()"); e == nil || e.Key() != "call.c2" {
 		t.Fatalf("approver watch: %v", e)
 	}
 	_ = w.Stop()

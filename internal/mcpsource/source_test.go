@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	testenv.Main(m)
 }
 
 type echoIn struct {
@@ -159,7 +160,7 @@ func startSources(t *testing.T, doc string, reg *tools.Registry) {
 	}()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		testenv.Recv(t, done, "done")
 		for _, n := range reg.Names() {
 			if strings.HasPrefix(n, Prefix) {
 				t.Errorf("%s still registered after the sources stopped", n)

@@ -499,7 +499,7 @@ func TestParkedCallSurvivesRestarts(t *testing.T) {
 	go func() { done <- m1.Run(ctx, e.resume) }()
 	p := e.park(m1, "call-restart", ask)
 	cancel() // the worker stops
-	<-done
+	testenv.Recv(t, done, "done")
 
 	e.srv = testenv.RestartNATS(t, e.srv) // the server restarts
 	e.connect()
@@ -950,7 +950,7 @@ func TestUnsignedAmendmentsDoNotTakeEffect(t *testing.T) {
 			}
 		})
 	}()
-	if n := <-seen; n != 0 {
+	if n := testenv.Recv(t, seen, "seen"); n != 0 {
 		t.Fatalf("without a verifier %d amendments took effect", n)
 	}
 }

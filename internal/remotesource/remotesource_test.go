@@ -38,7 +38,7 @@ func rounds(t *testing.T, nc *nats.Conn, reg *tools.Registry) <-chan []string {
 				}
 			}})
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testenv.Recv(t, done, "done") })
 	return ch
 }
 

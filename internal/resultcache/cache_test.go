@@ -91,7 +91,7 @@ func (n *node) run(t *testing.T, srv *testenv.Server, name string) func() {
 		t.Fatalf("worker %s: %v", name, err)
 	}
 	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); <-done }) }
+	stop := func() { once.Do(func() { cancel(); testenv.Recv(t, done, "done") }) }
 	t.Cleanup(stop)
 	return stop
 }

@@ -39,6 +39,10 @@ func NewLogger(format string, w io.Writer) (*slog.Logger, error) {
 var secretKeys = []string{"token", "password", "passwd", "secret", "authorization", "cookie", "seed", "nkey", "creds", "credential", "arguments", "private"}
 
 func redact(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		// 30s, not 30000000000: the JSON handler writes nanoseconds.
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
 	k := strings.ToLower(a.Key)
 	for _, s := range secretKeys {
 		if strings.Contains(k, s) {
@@ -112,4 +116,48 @@ func (l *logHandler) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (l *logHandler) WithGroup(name string) slog.Handler {
 	return &logHandler{h: l.h.WithGroup(name), callID: l.callID}
+}
+
+// Lines returns where a program writes its plain start-up lines
+// ("toolgate: ..."): w itself for the text format; for json, a writer that
+// logs each line through l as one record at info level, so that every
+// line of the output is JSON.
+func Lines(format string, w io.Writer, l *slog.Logger) io.Writer {
+	if format != "json" {
+		return w
+	}
+	return &lineLogger{l: l}
+}
+
+// lineLogger logs each complete line written to it.
+type lineLogger struct {
+	mu      sync.Mutex
+	l       *slog.Logger
+	partial []byte
+}
+
+func (w *lineLogger) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partial = append(w.partial, p...)
+	for {
+		i := strings.IndexByte(string(w.partial), '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := strings.TrimSpace(string(w.partial[:i]))
+		w.partial = w.partial[i+1:]
+		if line == "" {
+			continue
+		}
+		prog, msg, ok := strings.Cut(line, ": ")
+		if !ok || strings.ContainsAny(prog, " \t") {
+			prog, msg = "", line
+		}
+		if strings.HasPrefix(msg, "WARNING: ") {
+			w.l.Warn(strings.TrimPrefix(msg, "WARNING: "))
+		} else {
+			w.l.Info(msg)
+		}
+	}
 }

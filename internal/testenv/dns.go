@@ -38,7 +38,7 @@ func StartDNS(t testing.TB, names map[string][]netip.Addr) *DNS {
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); d.serve() }()
-	t.Cleanup(func() { pc.Close(); <-done })
+	t.Cleanup(func() { pc.Close(); Recv(t, done, "done") })
 	return d
 }
 

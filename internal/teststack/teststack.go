@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/client"
@@ -87,7 +88,7 @@ func StartWorker(t testing.TB, ws string, mod func(*daemon.Options)) *Worker {
 		}
 		stopped = true
 		cancel()
-		return <-done
+		return testenv.Recv(t, done, "done")
 	}
 	t.Cleanup(func() { _ = w.Stop() })
 	return w
@@ -133,7 +134,7 @@ func StartApprover(t testing.TB, natsURL string, mod func(*approver.Options)) st
 	go func() { done <- approver.Serve(ctx, o) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := testenv.Recv(t, done, "done"); err != nil {
 			t.Errorf("approver: %v", err)
 		}
 	})

@@ -32,6 +32,9 @@ func cmdCancel(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return env.fail(ExitNoReach, "%v", err)
 	}
+	if r.State == events.CancelUnknown {
+		return env.fail(ExitFailed, "%s", r.Message)
+	}
 	fmt.Fprintln(env.Stdout, r.Message)
 	if r.State == events.CancelFinished || *wait <= 0 {
 		return ExitOK

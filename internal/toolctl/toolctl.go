@@ -24,13 +24,33 @@ import (
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
-// Exit codes.
+// Exit codes, the same for every command (README "Exit codes").
 const (
-	ExitOK      = 0
-	ExitFailed  = 1 // the call did not succeed (error, denied, timeout, ...)
-	ExitUsage   = 2 // bad command line
-	ExitNoReach = 3 // could not reach NATS or a worker
+	ExitOK      = 0 // done; the call's status is ok
+	ExitFailed  = 1 // the call failed (status error, timeout, interrupted) or the command could not do its work
+	ExitUsage   = 2 // bad command line, or credentials that do not fit
+	ExitNoReach = 3 // could not reach NATS, a worker or the approver in time
+	ExitDenied  = 4 // the policy gate denied the call
+	// ExitWithdrawn: the call will not run: a person rejected it, no
+	// decision came before its deadline, or it was cancelled.
+	ExitWithdrawn = 5
+	// ExitInterrupted: toolctl was interrupted (Ctrl-C, SIGTERM); a call
+	// it was waiting for is cancelled.
+	ExitInterrupted = 130
 )
+
+// StatusExit is the exit code for a call's final status.
+func StatusExit(s events.Status) int {
+	switch s {
+	case events.StatusOK:
+		return ExitOK
+	case events.StatusDenied:
+		return ExitDenied
+	case events.StatusRejected, events.StatusExpired, events.StatusCancelled:
+		return ExitWithdrawn
+	}
+	return ExitFailed
+}
 
 // Env is what a command runs with.
 type Env struct {
@@ -49,6 +69,8 @@ type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, env *Env, args []string) int
+	// examples are command lines shown by `toolctl help NAME`.
+	examples []string
 }
 
 // Extra lets other packages add commands (policy, approvals) without this
@@ -58,28 +80,42 @@ type Extra struct {
 	Summary string
 	// Run gets the arguments after the command name and the global flags.
 	Run func(ctx context.Context, env *Env, args []string) int
+	// Examples are command lines shown by `toolctl help NAME`.
+	Examples []string
 }
 
 // Run runs toolctl with args (without the program name).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...Extra) int {
 	env := &Env{Stdout: stdout, Stderr: stderr}
 	cmds := []command{
-		{"call", "call TOOL key=value ... | --json '{...}': run a tool and print its output", cmdCall},
-		{"tools", "list the tools the workers offer", cmdTools},
-		{"events", "print results, domain and audit events (--follow to keep going)", cmdEvents},
-		{"audit", "print the audit trail: decisions and executions [--follow] [--agent A] [--tool T] [--since D]", cmdAudit},
-		{"cancel", "CALL_ID: cancel a call of the agent, queued, parked or running", cmdCancel},
-		{"budgets", "budget usage against the policy's limits [--agent A] [--session S]", cmdBudgets},
-		{"session", "ID: a session's calls as a tree, each task call with its sub-agent's calls [--since D] [--json]", cmdSession},
-		{"policy", "check | lint | default | push FILE | amendments: the policy gate", cmdPolicy},
-		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals},
-		{"creds", "agent|approver|admin|worker|tool|hook NAME [--out FILE]: mint a NATS .creds file", cmdCreds},
-		{"nats-config", "--out DIR: auth.conf for every nats-server node, and worker/approver/admin creds", cmdNATSConfig},
-		{"mcp", "serve the tools as an MCP server on stdio (an agent's mcpServers entry runs this)", cmdMCP},
-		{"hook", "claude | codex | serve: judge an agent's own tool calls by the policy (PreToolUse hooks)", cmdHook},
+		{"call", "call TOOL key=value ... | --json '{...}': run a tool and print its output", cmdCall, []string{
+			"toolctl call read path=README.md",
+			"toolctl call bash command='go test ./...' --follow",
+			`toolctl call --json '{"path":"README.md","limit":3}' read`}},
+		{"tools", "list the tools the workers offer", cmdTools, []string{"toolctl tools", "toolctl tools --format openai"}},
+		{"events", "print results, domain and audit events (--follow to keep going)", cmdEvents, []string{"toolctl events --follow"}},
+		{"audit", "print the audit trail: decisions and executions [--follow] [--agent A] [--tool T] [--since D]", cmdAudit,
+			[]string{"toolctl audit --tool bash --since 1h"}},
+		{"cancel", "CALL_ID: cancel a call of the agent, queued, parked or running", cmdCancel, []string{"toolctl cancel CALL_ID"}},
+		{"budgets", "budget usage against the policy's limits [--agent A] [--session S]", cmdBudgets, []string{"toolctl budgets --agent agent-7"}},
+		{"session", "ID: a session's calls as a tree, each task call with its sub-agent's calls [--since D] [--json]", cmdSession,
+			[]string{"toolctl session SESSION_ID"}},
+		{"policy", "check | lint | default | push FILE | amendments: the policy gate", cmdPolicy, []string{
+			"toolctl policy default > policy.yaml", "toolctl policy lint policy.yaml",
+			`toolctl policy check --policy policy.yaml --tool bash --args '{"command":"git push"}'`}},
+		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals, []string{
+			"toolctl approvals list", `toolctl approvals approve CALL_ID --comment "looks right"`}},
+		{"creds", "agent|approver|admin|worker|tool|hook NAME [--out FILE]: mint a NATS .creds file", cmdCreds,
+			[]string{"toolctl creds agent agent-7 --expires 24h"}},
+		{"nats-config", "--out DIR: auth.conf for every nats-server node, and worker/approver/admin creds", cmdNATSConfig, nil},
+		{"mcp", "serve the tools as an MCP server on stdio (an agent's mcpServers entry runs this)", cmdMCP,
+			[]string{"toolctl mcp --agent claude-code"}},
+		{"hook", "claude | codex | serve: judge an agent's own tool calls by the policy (PreToolUse hooks)", cmdHook,
+			[]string{"toolctl hook claude"}},
+		{"help", "[COMMAND]: this list, or how to use a command, with examples", nil, []string{"toolctl help call"}},
 	}
 	for _, e := range extra {
-		cmds = append(cmds, command{e.Name, e.Summary, e.Run})
+		cmds = append(cmds, command{e.Name, e.Summary, e.Run, e.Examples})
 	}
 	fs := flag.NewFlagSet("toolctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -94,26 +130,36 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 	fs.StringVar(&env.NATSURL, "nats", defURL, "NATS URL (env NATS_URL)")
 	fs.StringVar(&env.Agent, "agent", defAgent, "agent id to act as (env TOOLGATE_AGENT)")
 	fs.StringVar(&env.Creds, "creds", os.Getenv(identity.EnvCreds), "NATS credentials file (env TOOLGATE_CREDS; default minted from the state directory's keys)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: toolctl [--nats URL] [--creds FILE] [--agent ID] COMMAND [ARGS]")
-		fmt.Fprintln(stderr, "commands:")
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "usage: toolctl [--nats URL] [--creds FILE] [--agent ID] COMMAND [ARGS]")
+		fmt.Fprintln(w, "commands:")
 		for _, c := range cmds {
-			fmt.Fprintf(stderr, "  %-10s %s\n", c.name, c.summary)
+			fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 		}
-		fmt.Fprintln(stderr, "flags (before or after the command; -- ends them):")
+		fmt.Fprintln(w, "flags (before or after the command; -- ends them):")
+		fs.SetOutput(w)
 		fs.PrintDefaults()
-		fmt.Fprintln(stderr, "toolctl COMMAND --help describes a command.")
+		fs.SetOutput(stderr)
+		fmt.Fprintln(w, "examples:")
+		for _, c := range cmds[:3] {
+			fmt.Fprintf(w, "  %s\n", c.examples[0])
+		}
+		fmt.Fprint(w, exitCodesHelp)
+		fmt.Fprintln(w, "toolctl help COMMAND (or toolctl COMMAND --help) describes a command.")
 	}
+	fs.Usage = func() {} // printed below, where it belongs
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout) // asked for: not an error
 			return ExitOK
 		}
+		usage(stderr)
 		return ExitUsage
 	}
 	env.agentSet = os.Getenv("TOOLGATE_AGENT") != ""
 	fs.Visit(func(f *flag.Flag) { env.agentSet = env.agentSet || f.Name == "agent" })
 	if fs.NArg() == 0 {
-		fs.Usage()
+		usage(stderr)
 		return ExitUsage
 	}
 	name := fs.Arg(0)
@@ -128,13 +174,39 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 	if err != nil {
 		return ExitUsage
 	}
-	for _, c := range cmds {
-		if c.name == name {
-			return c.run(ctx, env, rest)
+	if name == "help" {
+		if len(rest) == 0 {
+			usage(stdout)
+			return ExitOK
 		}
+		name, rest = rest[0], []string{"--help"}
+	}
+	for _, c := range cmds {
+		if c.name != name || c.run == nil {
+			continue
+		}
+		if !asksHelp(rest) {
+			code := c.run(ctx, env, rest)
+			if code != ExitOK && ctx.Err() != nil {
+				fmt.Fprintln(stderr, "toolctl: interrupted")
+				return ExitInterrupted
+			}
+			return code
+		}
+		// Help asked for is the output, on stdout.
+		help := *env
+		help.Stderr = stdout
+		code := c.run(ctx, &help, rest)
+		if len(c.examples) > 0 {
+			fmt.Fprintln(stdout, "examples:")
+			for _, e := range c.examples {
+				fmt.Fprintf(stdout, "  %s\n", e)
+			}
+		}
+		return code
 	}
 	fmt.Fprintf(stderr, "toolctl: unknown command %q\n", name)
-	fs.Usage()
+	usage(stderr)
 	return ExitUsage
 }
 
@@ -158,9 +230,11 @@ func withHint(err error) error {
 	return err
 }
 
-// exitCode is ExitUsage for credentials that do not fit, else ExitNoReach.
+// exitCode is ExitUsage for credentials that do not fit (the server's
+// refusal included), else ExitNoReach.
 func exitCode(err error) int {
-	if errors.Is(err, identity.ErrBadCreds) || errors.Is(err, identity.ErrWrongIdentity) || errors.Is(err, identity.ErrBadName) {
+	if errors.Is(err, identity.ErrBadCreds) || errors.Is(err, identity.ErrWrongIdentity) || errors.Is(err, identity.ErrBadName) ||
+		errors.Is(err, nats.ErrAuthorization) {
 		return ExitUsage
 	}
 	return ExitNoReach
@@ -319,7 +393,10 @@ func cmdCall(ctx context.Context, env *Env, args []string) int {
 			}
 		}
 		fmt.Fprintln(env.Stderr, msg)
-		return ExitFailed
+		if code := StatusExit(res.Status); code != ExitOK {
+			return code
+		}
+		return ExitFailed // status ok, but the tool says it failed
 	}
 	return ExitOK
 }
@@ -450,4 +527,29 @@ func cmdTools(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stdout, "%-32s %-8s %s\n", name, t.Kind, summary(t.Description))
 	}
 	return ExitOK
+}
+
+// exitCodesHelp is the exit code table, as help prints it.
+const exitCodesHelp = `exit codes:
+  0    ok
+  1    the call failed (status error, timeout, interrupted), or the command could not do its work
+  2    usage: a bad command line, or credentials that do not fit
+  3    unreachable: no NATS server, worker or approver answered in time
+  4    denied by the policy gate
+  5    rejected by a person, expired without a decision, or cancelled
+  130  interrupted (Ctrl-C): a call toolctl was waiting for is cancelled
+`
+
+// asksHelp reports whether a command's arguments ask for its help (-h,
+// -help or --help before any "--").
+func asksHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
 }

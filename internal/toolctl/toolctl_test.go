@@ -100,8 +100,10 @@ func TestFlagsAnywhere(t *testing.T) {
 			toolctl.ExitUsage, nil, nil, "usage: toolctl call TOOL"},
 		{"unknown command", []string{nats, "cal"},
 			toolctl.ExitUsage, nil, nil, `unknown command "cal"`},
-		{"a failing call exits 1 and says why", []string{nats, "call", "read", "path=../outside"},
-			toolctl.ExitFailed, nil, nil, "status denied"},
+		{"a denied call exits 4 and says why", []string{nats, "call", "read", "path=../outside"},
+			toolctl.ExitDenied, nil, nil, "status denied"},
+		{"a failing call exits 1 and says why", []string{nats, "call", "read", "path=no-such-file"},
+			toolctl.ExitFailed, nil, nil, "status error"},
 		{"policy push names a misspelled key and what was meant", []string{"policy", "push", bad, nats},
 			toolctl.ExitFailed, nil, nil, "line 3: tools.bash.actoin: unknown field actoin; did you mean action?"},
 		{"--wait bounds the wait for a parked call", []string{nats, "call", "bash", "command=git push", "--wait", "200ms"},
@@ -227,7 +229,7 @@ func TestDeniedCallSaysWhyOnce(t *testing.T) {
 	w := startWorker(t)
 	out, errOut, code := run(t, "--nats", w.url, "call", "read", "path=../outside")
 	const why = "is outside the workspace"
-	if code != toolctl.ExitFailed || strings.Count(out+errOut, why) != 1 || !strings.Contains(errOut, "status denied") {
+	if code != toolctl.ExitDenied || strings.Count(out+errOut, why) != 1 || !strings.Contains(errOut, "status denied") {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 }
@@ -367,5 +369,83 @@ func TestEventsFollow(t *testing.T) {
 	}
 	if i, j := strings.Index(out.String(), "before-follow"), strings.Index(out.String(), "during-follow"); i < 0 || j < i {
 		t.Fatalf("stored events do not come first:\n%s", &out)
+	}
+}
+
+// TestExitCodes: a call's outcome is its exit code (README "Exit codes"):
+// interrupting toolctl while it waits exits 130, not "unreachable"; the
+// cancellation of a mistyped call id fails at once, saying so.
+func TestExitCodes(t *testing.T) {
+	w := startWorker(t)
+	t.Run("interrupted", func(t *testing.T) {
+		var out, errOut lockedBuffer
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan int, 1)
+		go func() {
+			done <- toolctl.Run(ctx, []string{"--nats", w.url, "call", "bash", "command=git push"}, &out, &errOut)
+		}()
+		for {
+			changed := errOut.changed() // before looking, so no write is missed
+			if strings.Contains(errOut.String(), "is parked") {
+				break
+			}
+			select {
+			case code := <-done:
+				t.Fatalf("call ended (%d) before it was parked:\n%s", code, &errOut)
+			case <-changed:
+			case <-time.After(testenv.Patience):
+				t.Fatalf("the call was never parked:\n%s", &errOut)
+			}
+		}
+		cancel() // Ctrl-C
+		if code := testenv.Recv(t, done, "toolctl's exit"); code != toolctl.ExitInterrupted {
+			t.Fatalf("exit %d after an interrupt, want %d:\n%s", code, toolctl.ExitInterrupted, &errOut)
+		}
+	})
+	t.Run("cancel of an unknown id", func(t *testing.T) {
+		out, errOut, code := run(t, "--nats", w.url, "cancel", "no-such-call")
+		if code != toolctl.ExitFailed || !strings.Contains(errOut, "has no call no-such-call") || out != "" {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+		}
+	})
+	for status, code := range map[events.Status]int{events.StatusOK: 0, events.StatusError: 1, events.StatusTimeout: 1,
+		events.StatusDenied: 4, events.StatusRejected: 5, events.StatusExpired: 5, events.StatusCancelled: 5} {
+		if got := toolctl.StatusExit(status); got != code {
+			t.Errorf("status %s exits %d, want %d", status, got, code)
+		}
+	}
+}
+
+// TestHelpOnStdout: help asked for is printed on stdout with examples and
+// the exit codes, by --help and by the help command; a usage error goes
+// to stderr.
+func TestHelpOnStdout(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{"usage: toolctl", "examples:", "exit codes:", "130"}},
+		{[]string{"help"}, []string{"usage: toolctl", "  help "}},
+		{[]string{"help", "call"}, []string{"usage: toolctl call TOOL", "examples:", "toolctl call read path=README.md"}},
+		{[]string{"call", "--help"}, []string{"usage: toolctl call TOOL", "-wait duration", "examples:"}},
+		{[]string{"help", "approvals"}, []string{"approvals approve ID", "toolctl approvals list"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			out, errOut, code := run(t, tt.args...)
+			if code != toolctl.ExitOK || errOut != "" {
+				t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+	out, errOut, code := run(t, "cal")
+	if code != toolctl.ExitUsage || out != "" || !strings.Contains(errOut, "usage: toolctl") {
+		t.Fatalf("unknown command: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 }

@@ -62,7 +62,7 @@ func newApprovalRig(t *testing.T) *approvalRig {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = mgr.Run(ctx, w.w.Resume) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testenv.Recv(t, done, "done") })
 	return r
 }
 

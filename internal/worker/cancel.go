@@ -308,6 +308,10 @@ func (cx *canceller) cancel(ctx context.Context, agent, id string) (events.Cance
 	now := time.Now().UTC()
 	rec, _ := json.Marshal(record{State: stateCancelled, Worker: w.cfg.Name, Started: now, Heartbeat: now})
 	if _, err := w.calls.Create(ctx, key, rec); err == nil {
+		if known, err := cx.queued(ctx, agent, id); err == nil && !known {
+			return events.CancelReply{State: events.CancelUnknown,
+				Message: fmt.Sprintf("agent %s has no call %s queued, parked, running or finished: is the id right? (a call published later with this id is answered cancelled)", agent, id)}, nil
+		}
 		return events.CancelReply{State: events.CancelQueued,
 			Message: fmt.Sprintf("call %s has not started (or agent %s made no call with this id): the worker that takes it answers it cancelled without running it", id, agent)}, nil
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
@@ -356,4 +360,33 @@ func (w *Worker) cancelledDuplicate(in *events.Call) events.ResultData {
 		Status: events.StatusCancelled, IsError: true, Output: cancelledError("before it ran").Error()}
 	w.log.Info("call cancelled before it ran", "call_id", in.ID, "agent", in.Agent)
 	return res
+}
+
+// queuedScanLimit bounds how many of an agent's queued calls queued reads;
+// past it a call is taken to be queued.
+const queuedScanLimit = 10000
+
+// queued reports whether agent's call id waits in the calls stream,
+// reading the agent's queued calls by subject without consuming them.
+func (cx *canceller) queued(ctx context.Context, agent, id string) (bool, error) {
+	st, err := cx.w.js.Stream(ctx, bus.StreamCalls)
+	if err != nil {
+		return false, err
+	}
+	subject := events.CallSubject(agent, ">")
+	seq := uint64(1)
+	for range queuedScanLimit {
+		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if m.Header.Get(events.HeaderMsgID) == id {
+			return true, nil
+		}
+		seq = m.Sequence + 1
+	}
+	return true, nil
 }

@@ -28,7 +28,7 @@ func TestMarkFromAnotherWorkerStopsTheRunningCall(t *testing.T) {
 		}
 		final <- r
 	}()
-	<-started
+	testenv.Recv(t, started, "started")
 	_, js := s.Connect(t)
 	kv, err := js.KeyValue(ctx, bus.BucketCancels)
 	if err != nil {
@@ -38,7 +38,7 @@ func TestMarkFromAnotherWorkerStopsTheRunningCall(t *testing.T) {
 	if _, err := kv.Put(ctx, CallKey("alice", "watched"), mark); err != nil {
 		t.Fatal(err)
 	}
-	r := <-final
+	r := testenv.Recv(t, final, "final")
 	if r == nil || r.Status != events.StatusCancelled || !strings.Contains(r.Output, "while it ran") || ctr.get("watched") != 1 {
 		t.Fatalf("result %+v, runs %d", r, ctr.get("watched"))
 	}

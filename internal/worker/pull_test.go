@@ -170,7 +170,7 @@ func TestServerRestartUnderLoadLosesNoneAndRunsNoneTwice(t *testing.T) {
 	for i := range n / 2 {
 		submit(i)
 	}
-	<-started // calls are running
+	testenv.Recv(t, started, "started") // calls are running
 	// The worker and the clients reconnect to the restarted server.
 	testenv.RestartNATS(t, s)
 	for i := n / 2; i < n; i++ {
@@ -265,7 +265,7 @@ func killOneOfTwo(t *testing.T, reg *tools.Registry, started <-chan string, tool
 		}
 	}
 	for w1.w.Executions() < 4 {
-		<-started
+		testenv.Recv(t, started, "started")
 	}
 	w1.w.nc.Close()   // the server sees the worker vanish
 	w1.w.execCancel() // and its tools stop where they are

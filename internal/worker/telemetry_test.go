@@ -48,7 +48,7 @@ func TestReadyOnlyWhileTakingCalls(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	<-ready
+	testenv.Recv(t, ready, "ready")
 	if err := w.Ready(); err != nil {
 		t.Fatalf("taking calls: %v", err)
 	}
@@ -56,7 +56,7 @@ func TestReadyOnlyWhileTakingCalls(t *testing.T) {
 	if _, err := c.Submit(ctxT(t), "sleep", map[string]any{"ms": 3000}); err != nil {
 		t.Fatal(err)
 	}
-	<-started
+	testenv.Recv(t, started, "started")
 	cancel()
 	for end := time.Now().Add(30 * time.Second); ; {
 		err := w.Ready()
@@ -73,7 +73,7 @@ func TestReadyOnlyWhileTakingCalls(t *testing.T) {
 		t.Fatalf("Run returned (%v) with a call still running", err)
 	default:
 	}
-	if err := <-done; err != nil {
+	if err := testenv.Recv(t, done, "done"); err != nil {
 		t.Fatal(err)
 	}
 	if calls, runs := ctr.total(); calls != 1 || runs != 1 {

@@ -317,7 +317,7 @@ func TestShutdownLetsRunningCallFinish(t *testing.T) {
 	if _, err := c.Submit(ctxT(t), "sleep", map[string]any{"ms": 300}, client.WithID("inflight")); err != nil {
 		t.Fatal(err)
 	}
-	<-started
+	testenv.Recv(t, started, "started")
 	if err := w.stop(); err != nil {
 		t.Fatalf("Run returned %v, want nil", err)
 	}
@@ -342,7 +342,7 @@ func TestShutdownGraceOverInterrupts(t *testing.T) {
 	if _, err := c.Submit(ctxT(t), "sleep", map[string]any{"ms": 30000}, client.WithID("long")); err != nil {
 		t.Fatal(err)
 	}
-	<-started
+	testenv.Recv(t, started, "started")
 	if err := w.stop(); err != nil {
 		t.Fatal(err)
 	}

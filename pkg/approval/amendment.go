@@ -3,9 +3,11 @@ package approval
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/pkg/policy/shell"
 	"github.com/toolgate/toolgate/pkg/tooldef"
 )
 
@@ -109,8 +111,12 @@ func (a *Amendment) ScopedTo(agent, tool string, args map[string]any) error {
 	}
 	if a.CommandPrefix != "" {
 		cmd, _ := firstString(args, argNames(tool, tooldef.Command, "command"))
-		if !WordPrefix(cmd, a.CommandPrefix) {
-			return fmt.Errorf("%w: command_prefix %q does not start the call's command", ErrInvalidAmendment, a.CommandPrefix)
+		starts, pw := false, strings.Fields(a.CommandPrefix)
+		for _, argv := range commandArgvs(cmd) {
+			starts = starts || slices.Equal(argv[:min(len(argv), len(pw))], pw)
+		}
+		if !starts {
+			return fmt.Errorf("%w: command_prefix %q does not start any command of the call", ErrInvalidAmendment, a.CommandPrefix)
 		}
 	}
 	return nil
@@ -131,29 +137,86 @@ func WordPrefix(command, prefix string) bool {
 	return true
 }
 
-// DefaultScope proposes the amendment scope for "approve and always allow
-// this": the call's agent and tool, plus for a shell command its program
-// and subcommand (the words before the first flag or path, at most two),
-// and for a file tool the exact path.
-func DefaultScope(agent, tool string, args map[string]any) Amendment {
-	a := Amendment{Agent: agent, Tool: tool}
-	if cmd, ok := firstString(args, argNames(tool, tooldef.Command, "command")); ok {
-		var words []string
-		for _, w := range strings.Fields(cmd) {
-			if len(words) == 2 || strings.HasPrefix(w, "-") || strings.ContainsAny(w, "/.$`|;&<>(){}\"'*?") {
-				break
-			}
-			words = append(words, w)
-		}
-		if len(words) == 0 {
-			words = strings.Fields(cmd)[:min(1, len(strings.Fields(cmd)))]
-		}
-		a.CommandPrefix = strings.Join(words, " ")
-	}
+// DefaultScope is the narrowest of Scopes: what "approve and always allow
+// this" offers unless a person widens it.
+func DefaultScope(agent, tool string, args map[string]any, offending string) Amendment {
+	return Scopes(agent, tool, args, offending)[0]
+}
+
+// Scopes proposes amendment scopes for "approve and always allow this",
+// narrowest first; widening is a person's explicit choice of a later one.
+// Each holds the call's agent and tool, and for a file tool the exact
+// path. For a shell command each names a prefix of one simple command's
+// words: the one the gate stopped at (offending, the decision's Offending
+// text, when it names one of them), else the first. The narrowest is the
+// whole simple command (for `rm -rf node_modules && npm ci`, "rm -rf
+// node_modules"), then one word fewer each, down to the program and one
+// more word: a program alone is offered only for a command of one word.
+// Words are literal ones up to the first that is not (a variable, a
+// substitution) or holds white space; a command with none gets no prefix,
+// which covers no command.
+func Scopes(agent, tool string, args map[string]any, offending string) []Amendment {
+	base := Amendment{Agent: agent, Tool: tool}
 	if p, ok := firstString(args, argNames(tool, tooldef.Path, "path", "file_path", "filePath")); ok && p != "" {
-		a.PathPattern = p
+		base.PathPattern = p
 	}
-	return a
+	cmd, ok := firstString(args, argNames(tool, tooldef.Command, "command"))
+	if !ok {
+		return []Amendment{base}
+	}
+	words := prefixWords(cmd, offending)
+	if len(words) == 0 {
+		return []Amendment{base}
+	}
+	var out []Amendment
+	for n := len(words); n >= min(2, len(words)); n-- {
+		a := base
+		a.CommandPrefix = strings.Join(words[:n], " ")
+		out = append(out, a)
+	}
+	return out
+}
+
+// prefixWords returns the literal leading words of the simple command of
+// cmd that offending names, else of its first simple command.
+func prefixWords(cmd, offending string) []string {
+	var argvs [][]string
+	if s, err := shell.Parse(cmd); err == nil {
+		for _, c := range s.Commands {
+			if c.Wrapper || c.Name() == "" {
+				continue
+			}
+			var words []string
+			for _, w := range c.Args {
+				if !w.Literal || w.Value == "" || strings.ContainsAny(w.Value, " \t\n") {
+					break
+				}
+				words = append(words, w.Value)
+			}
+			if offending != "" && strings.TrimSpace(c.Source) == strings.TrimSpace(offending) {
+				return words
+			}
+			argvs = append(argvs, words)
+		}
+	}
+	if len(argvs) == 0 {
+		return nil
+	}
+	return argvs[0]
+}
+
+// commandArgvs are the literal words of every simple command of cmd, or
+// its white-space separated words when it does not parse.
+func commandArgvs(cmd string) [][]string {
+	s, err := shell.Parse(cmd)
+	if err != nil {
+		return [][]string{strings.Fields(cmd)}
+	}
+	var out [][]string
+	for _, c := range s.Commands {
+		out = append(out, c.Argv())
+	}
+	return out
 }
 
 // argNames returns the name of the argument of tool with role r when tool

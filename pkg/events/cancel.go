@@ -22,6 +22,11 @@ const (
 	// CancelRunning: a worker was running the call; it is stopped (the
 	// whole process tree of a command is killed).
 	CancelRunning = "running"
+	// CancelUnknown: the agent has no call with this id queued, parked,
+	// running or finished (a mistyped id). The cancellation is kept all
+	// the same: a call published later with this id is answered
+	// cancelled without running.
+	CancelUnknown = "unknown"
 )
 
 // CancelReply answers a cancellation request (plain JSON, not a
@@ -30,7 +35,7 @@ const (
 type CancelReply struct {
 	CallID string `json:"call_id"`
 	Agent  string `json:"agent"`
-	// State is finished, queued, parked or running.
+	// State is finished, queued, parked, running or unknown.
 	State string `json:"state"`
 	// Status is the final status of a call that had finished.
 	Status Status `json:"status,omitempty"`

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // mainEnv makes the test binary run the bench's main: the bench starts
@@ -21,7 +23,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	testenv.Main(m)
 }
 
 // TestBenchMeasuresEverySide runs the bench small against the real worker

@@ -133,12 +133,18 @@ func textWhen(ctx context.Context, sel chromedp.CSS, ok func(string) bool) (stri
 // and waits until sel is visible. The context it returns bounds the rest.
 func openPage(t *testing.T, chromium, url, sel string) context.Context {
 	t.Helper()
+	return openPageSized(t, chromium, url, sel, 1100, 900)
+}
+
+// openPageSized is openPage in a window of width × height pixels.
+func openPageSized(t *testing.T, chromium, url, sel string, width, height int) context.Context {
+	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromium), chromedp.UserDataDir(t.TempDir()),
 		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true),
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true),
-		chromedp.WindowSize(1100, 900),
+		chromedp.WindowSize(width, height),
 	}
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(acancel)
@@ -151,6 +157,8 @@ func openPage(t *testing.T, chromium, url, sel string) context.Context {
 	tctx, tcancel := context.WithTimeout(ctx, 90*time.Second)
 	t.Cleanup(tcancel)
 	if err := chromedp.Do(tctx,
+		// A window may not be as narrow as a phone: the viewport may.
+		chromedp.EmulateViewport(int64(width), int64(height)),
 		chromedp.WaitVisible(chromedp.CSS(`#token`)),
 		chromedp.SendKeys(chromedp.CSS(`#token`), teststack.AliceToken),
 		chromedp.Click(chromedp.CSS(`#login-button`)),
@@ -279,5 +287,74 @@ func TestApprovalPageInChromium(t *testing.T) {
 	status, err := chromedp.Run(tctx, chromedp.Text(row+` .status`))
 	if err != nil || status != "approved" {
 		t.Fatalf("history shows %q: %v", status, err)
+	}
+}
+
+// TestApprovalPageFitsAPhone: at a phone's 390 px the page has no
+// horizontal scroll, and a parked compound command offers to always allow
+// its whole simple command ("rm -rf node_modules"), never "rm" alone, with
+// the wider choice in a list.
+func TestApprovalPageFitsAPhone(t *testing.T) {
+	chromium := testenv.LookPath(t, "chromium", "chromium")
+	w := teststack.StartWorker(t, teststack.NewWorkspace(t), nil) // the built-in policy
+	url := teststack.StartApprover(t, w.URL, nil)
+	c := teststack.Client(t, w.URL, "agent-phone")
+	parked := make(chan struct{}, 2)
+	for id, command := range map[string]string{"page-phone": "rm -rf node_modules && npm ci", "page-decided": "git push origin feature/a-long-branch-name"} {
+		go func() {
+			cctx, ccancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer ccancel()
+			_, _ = c.Call(cctx, "bash", map[string]any{"command": command}, client.WithID(id),
+				client.OnPending(func(events.ResultData) { parked <- struct{}{} }))
+		}()
+	}
+	testenv.Recv(t, parked, "the first command parked")
+	testenv.Recv(t, parked, "the second command parked")
+
+	card := `.card[data-call-id="page-phone"]`
+	tctx := openPageSized(t, chromium, url, card+`,.card[data-call-id="page-decided"]`, 390, 844)
+	// A decided call fills the history table, the page's widest part.
+	if err := chromedp.Do(tctx,
+		chromedp.WaitVisible(chromedp.CSS(card)),
+		chromedp.Click(chromedp.CSS(`.card[data-call-id="page-decided"] button[data-action="approve"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#history tr[data-call-id="page-decided"]`)),
+	); err != nil {
+		t.Fatalf("approve a call: %v", err)
+	}
+	type fit struct {
+		Window   int      `json:"window"`
+		Viewport int      `json:"viewport"`
+		Scroll   int      `json:"scroll"`
+		Wide     []string `json:"wide"`
+		Always   string   `json:"always"`
+		Choices  []string `json:"choices"`
+	}
+	v, err := chromedp.Run(tctx, chromedp.Evaluate[fit](`(() => {
+		const c = document.querySelector('`+card+`');
+		const vw = document.documentElement.clientWidth;
+		const wide = [...document.querySelectorAll("body *")].filter(e => {
+			const r = e.getBoundingClientRect();
+			return r.width > 0 && r.right > vw + 1 && getComputedStyle(e).position !== "fixed";
+		}).slice(0, 5).map(e => e.tagName.toLowerCase() + "." + e.className + " right " + Math.round(e.getBoundingClientRect().right));
+		const always = c.querySelector('button[data-action="always"]');
+		return { window: window.innerWidth, viewport: vw, scroll: document.documentElement.scrollWidth, wide: wide,
+			always: always ? always.innerText.trim() : "",
+			choices: [...c.querySelectorAll('select[data-action="widen"] option')].map(o => o.innerText.trim()) };
+	})()`))
+	if err != nil {
+		t.Fatalf("read the page: %v", err)
+	}
+	screenshot(t, tctx, "approval-page-390px.png")
+	if v.Window != 390 {
+		t.Fatalf("the window is %d px wide, not 390", v.Window)
+	}
+	if v.Scroll > v.Viewport {
+		t.Errorf("the page scrolls sideways at 390 px: %d px wide in a %d px viewport (beside its scroll bar); too wide: %q", v.Scroll, v.Viewport, v.Wide)
+	}
+	if !strings.Contains(v.Always, "“rm -rf node_modules”") || strings.Contains(v.Always, "“rm”") {
+		t.Errorf("always allow offers %q, want the whole command rm -rf node_modules", v.Always)
+	}
+	if strings.Join(v.Choices, "|") != "just: rm -rf node_modules|wider: rm -rf …" {
+		t.Errorf("wider choices: %q", v.Choices)
 	}
 }

@@ -291,11 +291,24 @@
     } else {
       acts.append(text);
       buttons.push(el("button", { class: "approve", type: "button", "data-action": "approve", onclick: () => decide(v.call_id, "approve", { comment: text.value }, msg, buttons) }, "Approve"));
-      const scope = v.always_allow_scope || {};
-      const scopeText = scope.command_prefix ? "commands starting “" + scope.command_prefix + "”" : scope.path_pattern ? "path " + scope.path_pattern : "this tool";
-      buttons.push(el("button", { type: "button", "data-action": "always", title: "approve, and from now on allow " + v.agent + " " + v.tool + ": " + scopeText,
-        onclick: () => decide(v.call_id, "approve", { comment: text.value, always_allow: scope.command_prefix || scope.path_pattern ? { command_prefix: scope.command_prefix || "", path_pattern: scope.path_pattern || "" } : true }, msg, buttons) },
-        "Approve & always allow " + scopeText));
+      // "Always allow" offers the narrowest scope (the whole command);
+      // a wider one is a choice made in the list next to it.
+      const scopes = v.always_allow_scopes && v.always_allow_scopes.length ? v.always_allow_scopes : [v.always_allow_scope || {}];
+      const scopeText = (scope) => scope.command_prefix ? "commands starting “" + scope.command_prefix + "”" : scope.path_pattern ? "path " + scope.path_pattern : "this tool";
+      let scope = scopes[0];
+      const always = el("button", { type: "button", "data-action": "always",
+        onclick: () => decide(v.call_id, "approve", { comment: text.value, always_allow: scope.command_prefix || scope.path_pattern ? { command_prefix: scope.command_prefix || "", path_pattern: scope.path_pattern || "" } : true }, msg, buttons) });
+      const label = () => {
+        always.textContent = "Approve & always allow " + scopeText(scope);
+        always.title = "approve, and from now on allow " + v.agent + " " + v.tool + ": " + scopeText(scope);
+      };
+      label();
+      buttons.push(always);
+      if (scopes.length > 1) {
+        const widen = el("select", { "aria-label": "what always allow covers", "data-action": "widen", onchange: () => { scope = scopes[widen.selectedIndex]; label(); } },
+          ...scopes.map((s, i) => el("option", { value: String(i) }, (i ? "wider: " : "just: ") + s.command_prefix + (i ? " …" : ""))));
+        buttons.push(widen);
+      }
       buttons.push(el("button", { class: "reject", type: "button", "data-action": "reject", onclick: () => {
         if (!text.value.trim()) { msg.className = "msg err"; msg.textContent = "a rejection needs a reason: type it in the box"; text.focus(); return; }
         decide(v.call_id, "reject", { reason: text.value }, msg, buttons);

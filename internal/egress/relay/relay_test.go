@@ -20,10 +20,9 @@ import (
 	"github.com/toolgate/toolgate/pkg/policy"
 )
 
-func TestMain(m *testing.M) {
-	relay.MaybeForward()
-	os.Exit(m.Run())
-}
+// TestMain gives the tests a state directory of their own; the binary
+// is the relay when a test starts it as one.
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 func freePort(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

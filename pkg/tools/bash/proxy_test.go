@@ -264,13 +264,13 @@ func TestSandboxOtherCallsProxySocket(t *testing.T) {
 			func(c *tools.Call) { c.Agent = "networked" })
 		first <- result{out, err}
 	}()
-	sock := <-opened
+	sock := testenv.Recv(t, opened, "opened")
 	out, err := run(context.Background(), t, p, map[string]any{"command": "ls -d " + tmp + "/toolgate-egress-*; for s in " + tmp + "/toolgate-egress-*/proxy.sock; do " +
 		curl + "--unix-socket \"$s\" --request-target http://allowed.test:" + aPort + "/ http://allowed.test:" + aPort + "/; done; touch done"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := <-first
+	r := testenv.Recv(t, first, "first")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}

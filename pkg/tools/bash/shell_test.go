@@ -23,7 +23,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/toolgate/toolgate/internal/egress/relay"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
@@ -38,8 +37,7 @@ func TestMain(m *testing.M) {
 	// New warns when commands run without a sandbox, which most tests
 	// ask for.
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	relay.MaybeForward() // the relay of TestSandboxNetworkThroughProxy
-	os.Exit(m.Run())
+	testenv.Main(m) // and the relay of TestSandboxNetworkThroughProxy
 }
 
 // forEachMode runs fn without a sandbox and, where bubblewrap is installed
@@ -603,7 +601,7 @@ func TestSandboxNetworkOnlyWhenGranted(t *testing.T) {
 			t.Errorf("agent %s: metadata network = %v", agent, out.Metadata["network"])
 		}
 		if granted {
-			<-accepted // the listener saw the connection
+			testenv.Recv(t, accepted, "accepted") // the listener saw the connection
 		}
 	}
 	ln.Close()

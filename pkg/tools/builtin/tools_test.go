@@ -109,7 +109,7 @@ func TestWriteIsAtomic(t *testing.T) {
 		e.ok(t, "write", map[string]any{"path": "f", "content": content})
 	}
 	cancel()
-	if bad := <-done; bad != 0 {
+	if bad := testenv.Recv(t, done, "done"); bad != 0 {
 		t.Fatalf("%d reads saw a partial or missing file", bad)
 	}
 }
