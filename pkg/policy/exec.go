@@ -162,12 +162,34 @@ func (e *evaluation) shell() {
 		e.deny("builtin.shell.parse", err.Error(), clip(cmd))
 		return
 	}
+	// What runs is the rendering of the tree, and what is judged is the
+	// tree of that very text: a second parse, which must render to itself.
+	judged, err := shell.Parse(script.Rendered)
+	if err != nil {
+		e.deny("builtin.shell.render", "the command as rendered from its syntax tree cannot be analysed: "+err.Error(), clip(script.Rendered))
+		return
+	}
+	if judged.Rendered != script.Rendered {
+		e.hardAsk("builtin.shell.render", "the command renders differently each time it is parsed", clip(script.Rendered))
+	}
+	e.rendered, e.hasRendered = script.Rendered, true
+	for _, h := range script.Lost {
+		e.hazard(h, h.Source)
+	}
+	script = judged
 	cwds, unknown := e.cwds(cwd, script.Dirs)
 	for _, h := range script.Hazards {
 		e.hazard(h, h.Source)
 	}
+	ran := false
 	for _, c := range script.Commands {
 		e.command(c, x, cwds, unknown)
+		ran = ran || (!c.Wrapper && len(c.Args) > 0)
+	}
+	if !ran && (len(script.Commands) > 0 || strings.TrimSpace(script.Rendered) == "") {
+		// A wrapper with nothing left to judge, or a command of comments
+		// only: nothing left to judge is never an allow.
+		e.hardAsk("builtin.shell.empty", "the command runs no program the gate can judge", clip(script.Rendered))
 	}
 	for _, r := range script.Redirects {
 		e.redirect(r, cwds, unknown)

@@ -71,6 +71,9 @@ type evaluation struct {
 	// statPath and statSize remember the last file judged.
 	statPath string
 	statSize int64
+	// rendered is a shell command as it runs, once judged (hasRendered).
+	rendered    string
+	hasRendered bool
 }
 
 // Evaluate judges req. It never panics and fails closed: anything that
@@ -192,6 +195,7 @@ func (e *evaluation) decide() Decision {
 			}
 		}
 	}
+	d.Command, d.Rendered = e.rendered, e.hasRendered
 	e.limits(&d)
 	return d
 }

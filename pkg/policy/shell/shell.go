@@ -122,6 +122,8 @@ type Word struct {
 	ProcSubst bool
 	// Raw is the word as written in the script, quotes included.
 	Raw string
+
+	node *syntax.Word // where the word is in its tree, for rendering
 }
 
 // Assign is an environment assignment in front of a command or given to env.
@@ -213,17 +215,29 @@ type Script struct {
 	// targets, git -C, make -C, env -C): relative paths may be resolved
 	// against any of them. A non-literal Dir means the directory is unknown.
 	Dirs []Word
+	// Rendered is the command line that runs: the syntax tree judged,
+	// printed back (render.go). A caller that runs the command runs this,
+	// never the text it was given.
+	Rendered string
+	// Lost are findings in the text that rendering removes (a comment
+	// ending in a backslash): the rendered script no longer shows them,
+	// so a judge of Rendered adds them.
+	Lost []Hazard
 }
 
-var parsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }}
+var parsers = sync.Pool{New: func() any {
+	return syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(true))
+}}
 
 // Parse analyses src. An error (wrapping ErrSyntax) means the command line
 // cannot be known and must not run without a person's look, if at all.
 func Parse(src string) (*Script, error) {
 	a := &analyzer{s: &Script{}}
-	if err := a.parse(src, 0, nil); err != nil {
+	r, err := a.parseAs(src, 0, nil, Bash)
+	if err != nil {
 		return nil, err
 	}
+	a.s.Rendered = r
 	return a.s, nil
 }
 
@@ -233,24 +247,45 @@ type analyzer struct {
 }
 
 func (a *analyzer) parse(src string, depth int, wrappedBy []string) error {
+	_, err := a.parseAs(src, depth, wrappedBy, Bash)
+	return err
+}
+
+// parseAs analyses src in dialect d and returns its rendering.
+func (a *analyzer) parseAs(src string, depth int, wrappedBy []string, d Dialect) (string, error) {
 	if depth > MaxDepth {
-		return fmt.Errorf("%w: nested deeper than %d levels of sh -c", ErrSyntax, MaxDepth)
+		return "", fmt.Errorf("%w: nested deeper than %d levels of sh -c", ErrSyntax, MaxDepth)
 	}
 	if len(src) > MaxLen {
-		return fmt.Errorf("%w: %d bytes, longer than %d", ErrSyntax, len(src), MaxLen)
+		return "", fmt.Errorf("%w: %d bytes, longer than %d", ErrSyntax, len(src), MaxLen)
 	}
 	if strings.IndexByte(src, 0) >= 0 {
-		return fmt.Errorf("%w: contains a NUL byte", ErrSyntax)
+		return "", fmt.Errorf("%w: contains a NUL byte", ErrSyntax)
 	}
-	p := parsers.Get().(*syntax.Parser)
+	pool := &parsers
+	if d == POSIX {
+		pool = &posixParsers
+	}
+	p := pool.Get().(*syntax.Parser)
 	f, err := p.Parse(strings.NewReader(src), "")
-	parsers.Put(p)
+	pool.Put(p)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrSyntax, err)
+		return "", fmt.Errorf("%w: %v", ErrSyntax, err)
 	}
-	w := &walker{a: a, src: src, depth: depth, wrappedBy: wrappedBy}
+	w := &walker{a: a, src: src, depth: depth, wrappedBy: wrappedBy, dialect: d, repl: map[*syntax.Word]string{}}
+	comments(f, func(c syntax.Comment) {
+		if strings.HasSuffix(c.Text, "\\") || strings.Contains(c.Text, "\\\n") {
+			// bash ends a comment at the newline; a parser that read the
+			// backslash as a continuation would judge another script.
+			w.a.s.Lost = append(w.a.s.Lost, Hazard{Kind: HazardUnsupported,
+				Detail: "a comment ends in a backslash, which shells read differently", Source: "#" + strings.TrimRight(c.Text, "\n")})
+		}
+	}, false)
 	w.stmts(f.Stmts)
-	return a.err
+	if a.err != nil {
+		return "", a.err
+	}
+	return w.render(f)
 }
 
 // walker walks one parsed source (the top level or one sh -c string).
@@ -259,6 +294,10 @@ type walker struct {
 	src       string
 	depth     int
 	wrappedBy []string
+	dialect   Dialect
+	// repl are the values words are rendered with instead of their own:
+	// a nested shell's string, rendered in turn.
+	repl map[*syntax.Word]string
 }
 
 func (w *walker) text(n syntax.Node) string {
@@ -761,6 +800,7 @@ func (w *walker) resolve(wd *syntax.Word) Word {
 	}
 	out.Value = b.String()
 	out.Raw = w.text(wd)
+	out.node = wd
 	if !out.Literal && !out.ProcSubst {
 		out.Value = ""
 	}

@@ -722,7 +722,7 @@ func (b *bash) handle(ctx context.Context, c *tools.Call) (*tools.Output, error)
 	cause := fmt.Errorf("%w: the command ran past its timeout of %s", tools.ErrTimeout, a.timeout)
 	runCtx, cancel := context.WithTimeoutCause(ctx, a.timeout, cause)
 	defer cancel()
-	res, err := b.run(runCtx, c, a.command, cwd, network)
+	res, err := b.run(runCtx, c, judged(c, a.command), cwd, network)
 	if err != nil {
 		return nil, err
 	}
@@ -735,6 +735,16 @@ func (b *bash) handle(ctx context.Context, c *tools.Call) (*tools.Output, error)
 		"sandbox", b.sb.Kind, "exit_code", res.code, "killed", killed != nil,
 		"stdout_bytes", res.out.bytes, "stderr_bytes", res.err.bytes, "duration", res.duration)
 	return out, killed
+}
+
+// judged is the command line that runs: the one the policy gate rendered
+// from the syntax tree it judged, when it judged one (a gate's decision
+// carries it), else the command as given (no policy: nothing judged it).
+func judged(c *tools.Call, command string) string {
+	if c.Decision != nil && c.Decision.Rendered {
+		return c.Decision.Command
+	}
+	return command
 }
 
 // killedError is the error of a call whose command was killed because
