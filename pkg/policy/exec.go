@@ -310,6 +310,10 @@ func (e *evaluation) command(c *shell.Command, x *effExec, cwds []string, unknow
 	for _, pa := range c.Paths {
 		e.shellPath(pa, cwds, unknownCwd, src)
 	}
+	if c.History != "" && sysName == "git" && len(e.shellPathRules(false).denied) > 0 {
+		// The gate cannot see which files the repository's history holds.
+		e.hardAsk("builtin.shell.git_history", src+": "+c.History+", and the policy denies paths", src)
+	}
 	if c.Wrapper {
 		return // judged by what it runs
 	}

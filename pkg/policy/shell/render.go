@@ -157,7 +157,17 @@ func (w *walker) render(f *syntax.File) (string, error) {
 	if err := syntax.NewPrinter().Print(&b, f); err != nil {
 		return "", fmt.Errorf("%w: cannot render the command: %v", ErrSyntax, err)
 	}
-	return strings.TrimRight(b.String(), "\n"), nil
+	return trimBlanks(b.String()), nil
+}
+
+// trimBlanks removes the blanks and newlines around a printed script,
+// keeping a final blank a backslash escapes.
+func trimBlanks(s string) string {
+	s = strings.TrimLeft(s, " \t\n")
+	for len(s) > 0 && strings.IndexByte(" \t\n", s[len(s)-1]) >= 0 && !(len(s) > 1 && s[len(s)-2] == '\\') {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // Render returns the command line that runs for src: src parsed, judged

@@ -163,6 +163,10 @@ type Command struct {
 	Source string
 	// Depth is 0 for the top-level script, 1 inside sh -c, and so on.
 	Depth int
+	// History, when set, says how the command (git log -p, git show,
+	// git diff REV, git cat-file, ...) prints files from git's object
+	// store or index that its arguments do not name (githistory.go).
+	History string
 }
 
 // Name returns the command name when it is literal, else "".
@@ -410,6 +414,13 @@ func (w *walker) command(c syntax.Command) {
 			for _, it := range l.Items {
 				w.word(it)
 			}
+			if l.Name != nil {
+				by := "for"
+				if c.Select {
+					by = "select"
+				}
+				assigned(func(k HazardKind, d string) { w.hazard(k, d, c) }, by, l.Name.Value)
+			}
 		case *syntax.CStyleLoop:
 			w.arith(l.Init, l)
 			w.arith(l.Cond, l)
@@ -451,6 +462,9 @@ func (w *walker) command(c syntax.Command) {
 	case *syntax.CoprocClause:
 		if c.Name != nil {
 			w.word(c.Name)
+			if r := w.resolve(c.Name); r.Literal {
+				assigned(func(k HazardKind, d string) { w.hazard(k, d, c) }, "coproc", r.Value)
+			}
 		}
 		w.stmt(c.Stmt)
 	default:
@@ -742,10 +756,14 @@ func (w *walker) testPath(x syntax.TestExpr) {
 	}
 }
 
-// resolve computes what is statically known of a word.
+// resolve computes what is statically known of a word. Globs and brace
+// expansions are found over the whole word, as bash expands it: quotes
+// inside ["-"] or {"a",b} protect the characters they hold, not the
+// brackets and braces around them.
 func (w *walker) resolve(wd *syntax.Word) Word {
 	out := Word{Literal: true}
 	var b strings.Builder
+	var pat pattern
 	for i, p := range wd.Parts {
 		switch p := p.(type) {
 		case *syntax.Lit:
@@ -766,20 +784,19 @@ func (w *walker) resolve(wd *syntax.Word) Word {
 					// ~"..." : bash does not expand; keep literal.
 				}
 			}
-			unq, glob, brace := unescapeUnquoted(v)
-			out.Glob = out.Glob || glob
-			out.Brace = out.Brace || brace
-			b.WriteString(unq)
+			b.WriteString(pat.unquoted(v))
 		case *syntax.SglQuoted:
 			if p.Dollar && strings.ContainsRune(p.Value, '\\') {
 				out.Literal = false
 			}
+			pat.quoted()
 			b.WriteString(p.Value)
 		case *syntax.DblQuoted:
 			if p.Dollar {
 				// $"..." is translated by the locale.
 				out.Literal = false
 			}
+			pat.quoted()
 			for _, q := range p.Parts {
 				lit, ok := q.(*syntax.Lit)
 				if !ok {
@@ -795,9 +812,12 @@ func (w *walker) resolve(wd *syntax.Word) Word {
 			out.Glob = true
 			out.Literal = false
 		default:
+			pat.quoted()
 			out.Literal = false
 		}
 	}
+	out.Glob = out.Glob || pat.glob
+	out.Brace = pat.brace
 	out.Value = b.String()
 	out.Raw = w.text(wd)
 	out.node = wd
@@ -810,16 +830,26 @@ func (w *walker) resolve(wd *syntax.Word) Word {
 	return out
 }
 
-// unescapeUnquoted removes backslash escapes of an unquoted literal and
-// reports unescaped glob characters and brace expansions.
-func unescapeUnquoted(s string) (string, bool, bool) {
-	if !strings.ContainsAny(s, "\\*?[{") {
-		return s, false, false
+// pattern follows the unquoted characters of one word that make it a
+// glob or a brace expansion. Its state lasts over the whole word: a
+// quoted part between [ and ] or { and } does not reset it.
+type pattern struct {
+	bracket, braceOpen, braceSep, dot bool
+	glob, brace                       bool
+}
+
+// quoted records a quoted (or expanded) part: it holds no pattern
+// characters but separates two dots.
+func (p *pattern) quoted() { p.dot = false }
+
+// unquoted removes the backslash escapes of an unquoted literal part and
+// follows its pattern characters.
+func (p *pattern) unquoted(s string) string {
+	if !strings.ContainsAny(s, "\\*?[]{},.") {
+		p.dot = false
+		return s
 	}
 	var b strings.Builder
-	glob, brace := false, false
-	open := -1 // position in b of an unescaped '['
-	braceOpen, braceSep := -1, false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c == '\\' {
@@ -829,36 +859,37 @@ func unescapeUnquoted(s string) (string, bool, bool) {
 				}
 				i++
 			}
+			p.dot = false
 			continue
 		}
 		switch c {
 		case '*', '?':
-			glob = true
+			p.glob = true
 		case '[':
-			open = b.Len()
+			p.bracket = true
 		case ']':
-			if open >= 0 {
-				glob = true
+			if p.bracket {
+				p.glob = true
 			}
 		case '{':
-			braceOpen, braceSep = b.Len(), false
+			p.braceOpen = true
 		case ',':
-			if braceOpen >= 0 {
-				braceSep = true
+			if p.braceOpen {
+				p.braceSep = true
 			}
 		case '.':
-			if braceOpen >= 0 && i+1 < len(s) && s[i+1] == '.' {
-				braceSep = true
+			if p.braceOpen && p.dot {
+				p.braceSep = true
 			}
 		case '}':
-			if braceOpen >= 0 && braceSep {
-				brace = true
+			if p.braceOpen && p.braceSep {
+				p.brace = true
 			}
-			braceOpen = -1
 		}
+		p.dot = c == '.'
 		b.WriteByte(c)
 	}
-	return b.String(), glob, brace
+	return b.String()
 }
 
 // unescapeDouble removes the backslash escapes that double quotes honour.
@@ -949,6 +980,43 @@ func (w *walker) simple(words []Word, assigns []Assign, src string, wrappedBy []
 	case "watch":
 		w.watch(cmd, inner)
 		return
+	case "jobs":
+		if w.jobs(cmd, inner) {
+			return
+		}
 	}
 	w.knowledge(cmd, base)
+}
+
+// jobs unwraps jobs -x COMMAND ARGS, which runs COMMAND (with job specs
+// in ARGS replaced by process group ids); it reports whether it did.
+func (w *walker) jobs(cmd *Command, chain []string) bool {
+	args := cmd.Args
+	x := false
+	i := 1
+	for ; i < len(args); i++ {
+		v := args[i].Value
+		if !args[i].Literal {
+			cmd.hazard(HazardDynamic, "jobs: an option or the command it runs is not known statically")
+			return true
+		}
+		if v == "--" {
+			i++
+			break
+		}
+		if len(v) < 2 || v[0] != '-' {
+			break
+		}
+		x = x || strings.IndexByte(v, 'x') >= 0
+	}
+	if !x {
+		return false
+	}
+	cmd.Wrapper = true
+	if i >= len(args) {
+		cmd.hazard(HazardScript, "jobs -x without a command runs nothing the analyser can judge")
+		return true
+	}
+	w.simple(args[i:], nil, cmd.Source, chain)
+	return true
 }
