@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -438,15 +439,34 @@ func (e *evaluation) shellPath(pa shell.PathArg, cwds []string, unknownCwd bool,
 	switch {
 	case filepath.IsAbs(p):
 		e.judgePath(pr, p, pa.Path, pa.Write, true)
+		e.historyFile(pr, pa, []string{p}, src)
 	case unknownCwd:
 		e.hardAsk("builtin.shell.cwd", fmt.Sprintf("relative path %s with a working directory not known statically", pa.Path), src)
 	default:
+		abs := make([]string, 0, len(cwds))
 		for _, d := range cwds {
 			e.judgePath(pr, d+"/"+p, pa.Path, pa.Write, true)
+			abs = append(abs, d+"/"+p)
 		}
+		e.historyFile(pr, pa, abs, src)
 	}
 	if pa.Write {
 		e.writeLevel(pa.Path, src)
+	}
+}
+
+// historyFile asks about a git pathspec (PathArg.File) that is not an
+// existing regular file where the policy denies paths: over the
+// repository's history it reaches every file under it, which no rule sees.
+func (e *evaluation) historyFile(pr *pathRules, pa shell.PathArg, abs []string, src string) {
+	if !pa.File || len(pr.denied) == 0 {
+		return
+	}
+	for _, a := range abs {
+		if fi, err := os.Lstat(a); err != nil || !fi.Mode().IsRegular() {
+			e.hardAsk("builtin.shell.git_history", fmt.Sprintf("%s: the pathspec %s is not a file of the worktree, and over the repository's history it reaches every file under it, while the policy denies paths", src, pa.Path), src)
+			return
+		}
 	}
 }
 

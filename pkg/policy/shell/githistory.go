@@ -124,7 +124,7 @@ func gitHistory(sub string, rest []Word) (string, []PathArg) {
 				}
 			}
 			if p != "" {
-				paths = append(paths, PathArg{Path: p})
+				paths = append(paths, PathArg{Path: p, File: true})
 			}
 		case ok:
 			return why, nil
@@ -149,6 +149,10 @@ func gitHistory(sub string, rest []Word) (string, []PathArg) {
 		if !s.Literal || strings.HasPrefix(s.Value, ":") || strings.ContainsAny(s.Value, "*?[\\") {
 			return why + " (a pathspec with magic or a glob)", paths
 		}
+		// Every version of the path git's history holds: the judge
+		// requires it to be a file, since a directory (or a path gone
+		// from the worktree) reaches every file under it.
+		paths = append(paths, PathArg{Path: s.Value, Tilde: s.Tilde, File: true})
 	}
 	return "", paths
 }

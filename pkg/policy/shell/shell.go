@@ -141,6 +141,10 @@ type PathArg struct {
 	Tilde bool
 	// Write reports that the command writes or removes it.
 	Write bool
+	// File reports a path that reads only itself when it is an existing
+	// regular file, and everything under it otherwise (a git pathspec
+	// over the repository's history).
+	File bool
 }
 
 // Command is one simple command the script would run.
