@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -440,18 +442,73 @@ func (e *evaluation) shellPath(pa shell.PathArg, cwds []string, unknownCwd bool,
 	case filepath.IsAbs(p):
 		e.judgePath(pr, p, pa.Path, pa.Write, true)
 		e.historyFile(pr, pa, []string{p}, src)
+		e.treeDenied(pr, pa, p)
 	case unknownCwd:
 		e.hardAsk("builtin.shell.cwd", fmt.Sprintf("relative path %s with a working directory not known statically", pa.Path), src)
 	default:
 		abs := make([]string, 0, len(cwds))
 		for _, d := range cwds {
 			e.judgePath(pr, d+"/"+p, pa.Path, pa.Write, true)
+			e.treeDenied(pr, pa, d+"/"+p)
 			abs = append(abs, d+"/"+p)
 		}
 		e.historyFile(pr, pa, abs, src)
 	}
 	if pa.Write {
 		e.writeLevel(pa.Path, src)
+	}
+}
+
+// maxTreeWalk bounds the entries of a directory looked at for the files
+// a recursive reader would open; a larger tree asks.
+const maxTreeWalk = 20000
+
+// treeDenied judges the files a recursive reader (grep -r, rg) opens
+// beneath a directory where the policy denies paths: no check sees them
+// opened, so a denied file in the tree now is a denied read. The tree is
+// walked as it is when judged.
+func (e *evaluation) treeDenied(pr *pathRules, pa shell.PathArg, abs string) {
+	if !pa.Tree || len(pr.denied) == 0 {
+		return
+	}
+	real, err := e.resolve(abs)
+	if err != nil {
+		return // judged (and denied) by judgePath
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return
+	}
+	n := 0
+	var denied *pathGlob
+	var at string
+	errStop := errors.New("stop")
+	werr := filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if n++; n > maxTreeWalk {
+			return errStop
+		}
+		if d.IsDir() {
+			return nil
+		}
+		target := p
+		if d.Type()&fs.ModeSymlink != 0 {
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				target = r
+			}
+		}
+		if g := e.deniedBy(pr, target, p); g != nil {
+			denied, at = g, p
+			return errStop
+		}
+		return nil
+	})
+	switch {
+	case denied != nil:
+		e.deny(denied.id, fmt.Sprintf("reading every file beneath %s reads %s, which is denied by %q", pa.Path, at, denied.raw), pa.Path)
+	case errors.Is(werr, errStop):
+		e.hardAsk("builtin.shell.tree", fmt.Sprintf("%s holds more than %d entries, too many to judge the files a recursive read opens", pa.Path, maxTreeWalk), pa.Path)
 	}
 }
 

@@ -145,6 +145,9 @@ type PathArg struct {
 	// regular file, and everything under it otherwise (a git pathspec
 	// over the repository's history).
 	File bool
+	// Tree reports that the command reads every file beneath the path
+	// when it is a directory (grep -r, rg).
+	Tree bool
 }
 
 // Command is one simple command the script would run.
