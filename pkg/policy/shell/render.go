@@ -154,7 +154,7 @@ func (w *walker) render(f *syntax.File) (string, error) {
 		return true
 	})
 	var b strings.Builder
-	if err := syntax.NewPrinter().Print(&b, f); err != nil {
+	if err := syntax.NewPrinter(syntax.SpaceRedirects(true)).Print(&b, f); err != nil {
 		return "", fmt.Errorf("%w: cannot render the command: %v", ErrSyntax, err)
 	}
 	return trimBlanks(b.String()), nil

@@ -19,12 +19,12 @@ func TestRender(t *testing.T) {
 		{`cat ~/x ~ "~/y"`, `cat ~/x ~ '~/y'`},
 		{`echo "it's"`, `echo 'it'\''s'`},
 		{`echo "\$HOME" $HOME`, `echo '$HOME' $HOME`},
-		{`ls >'out file' 2>&1`, `ls >'out file' 2>&1`},
+		{`ls >'out file' 2>&1`, `ls > 'out file' 2>&1`},
 		{`find . -exec sh -c 'cat "$1" # x' sh {} \;`, `find . -exec sh -c 'cat "$1"' sh '{}' ';'`},
-		{`sh -c '[[ a > FILE ]]'`, `sh -c ''\''[['\'' a '\'']]'\'' >FILE'`},
+		{`sh -c '[[ a > FILE ]]'`, `sh -c ''\''[['\'' a '\'']]'\'' > FILE'`},
 		{`bash -c '[[ a > b ]]'`, `bash -c '[[ a > b ]]'`},
 		{`watch 'ls  -la'`, `watch 'ls -la'`},
-		{"cat <<'EOF'\n$x\nEOF", "cat <<'EOF'\n$x\nEOF"},
+		{"cat <<'EOF'\n$x\nEOF", "cat << 'EOF'\n$x\nEOF"},
 		{`for i in a 'b c'; do echo "$i"; done`, `for i in a 'b c'; do echo "$i"; done`},
 	} {
 		got, err := Render(c.src)
