@@ -166,8 +166,12 @@ func (e *evaluation) shell() {
 		return
 	}
 	// What runs is the rendering of the tree, and what is judged is the
-	// tree of that very text: a second parse, which must render to itself.
-	judged, err := shell.Parse(script.Rendered)
+	// tree of that very text: a second parse, which must render to itself
+	// (the first one, when the command was written as it renders).
+	judged, err := script, error(nil)
+	if script.Rendered != cmd {
+		judged, err = shell.Parse(script.Rendered)
+	}
 	if err != nil {
 		e.deny("builtin.shell.render", "the command as rendered from its syntax tree cannot be analysed: "+err.Error(), clip(script.Rendered))
 		return

@@ -50,6 +50,8 @@ func dialectOf(base string) Dialect {
 	return Bash
 }
 
+var printers = sync.Pool{New: func() any { return syntax.NewPrinter(syntax.SpaceRedirects(true)) }}
+
 var posixParsers = sync.Pool{New: func() any {
 	return syntax.NewParser(syntax.Variant(syntax.LangPOSIX), syntax.KeepComments(true))
 }}
@@ -115,7 +117,9 @@ func comments(f *syntax.File, visit func(c syntax.Comment), clear bool) {
 
 // render prints the tree the walker judged as the command line that runs.
 func (w *walker) render(f *syntax.File) (string, error) {
-	comments(f, func(syntax.Comment) {}, true)
+	if strings.IndexByte(w.src, '#') >= 0 {
+		comments(f, func(syntax.Comment) {}, true)
+	}
 	pin := func(wd *syntax.Word, command bool) {
 		if wd == nil {
 			return
@@ -154,7 +158,10 @@ func (w *walker) render(f *syntax.File) (string, error) {
 		return true
 	})
 	var b strings.Builder
-	if err := syntax.NewPrinter(syntax.SpaceRedirects(true)).Print(&b, f); err != nil {
+	pr := printers.Get().(*syntax.Printer)
+	err := pr.Print(&b, f)
+	printers.Put(pr)
+	if err != nil {
 		return "", fmt.Errorf("%w: cannot render the command: %v", ErrSyntax, err)
 	}
 	return trimBlanks(b.String()), nil

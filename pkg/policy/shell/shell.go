@@ -284,6 +284,18 @@ func (a *analyzer) parseAs(src string, depth int, wrappedBy []string, d Dialect)
 		return "", fmt.Errorf("%w: %v", ErrSyntax, err)
 	}
 	w := &walker{a: a, src: src, depth: depth, wrappedBy: wrappedBy, dialect: d, repl: map[*syntax.Word]string{}}
+	if strings.IndexByte(src, '#') >= 0 {
+		w.badComments(f)
+	}
+	w.stmts(f.Stmts)
+	if a.err != nil {
+		return "", a.err
+	}
+	return w.render(f)
+}
+
+// badComments records the comments that end in a backslash.
+func (w *walker) badComments(f *syntax.File) {
 	comments(f, func(c syntax.Comment) {
 		if strings.HasSuffix(c.Text, "\\") || strings.Contains(c.Text, "\\\n") {
 			// bash ends a comment at the newline; a parser that read the
@@ -292,11 +304,6 @@ func (a *analyzer) parseAs(src string, depth int, wrappedBy []string, d Dialect)
 				Detail: "a comment ends in a backslash, which shells read differently", Source: "#" + strings.TrimRight(c.Text, "\n")})
 		}
 	}, false)
-	w.stmts(f.Stmts)
-	if a.err != nil {
-		return "", a.err
-	}
-	return w.render(f)
 }
 
 // walker walks one parsed source (the top level or one sh -c string).
