@@ -101,6 +101,12 @@ type Decision struct {
 	// Rendered reports that Command is set (it may be empty: a command
 	// of comments only renders to nothing).
 	Rendered bool `json:"-"`
+	// Programs, on an allow of a shell tool that no amendment made, are
+	// the real paths of the system programs the gate resolved for the
+	// command's simple commands (wrappers included): the only programs a
+	// sandbox that can enforce it lets the call execute, besides the
+	// shell, their interpreters and the helpers they are known to run.
+	Programs []string `json:"-"`
 }
 
 // Evaluator judges requests. *Gate implements it; AllowAll is the permissive

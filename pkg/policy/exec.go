@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/pkg/policy/shell"
@@ -313,6 +314,11 @@ func (e *evaluation) command(c *shell.Command, x *effExec, cwds []string, unknow
 	if strings.Contains(name, "/") && !e.systemProgram(name, cwds, unknownCwd) {
 		e.hardAsk("builtin.shell.program", fmt.Sprintf("%s runs %s, which is not the system's %s", src, name, base), src)
 		sysName = ""
+	}
+	if sysName != "" {
+		if bin := e.g.systemBinary(sysName); bin != "" && !slices.Contains(e.programs, bin) {
+			e.programs = append(e.programs, bin)
+		}
 	}
 	for _, pa := range c.Paths {
 		e.shellPath(pa, cwds, unknownCwd, src)

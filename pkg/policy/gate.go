@@ -74,6 +74,8 @@ type evaluation struct {
 	// rendered is a shell command as it runs, once judged (hasRendered).
 	rendered    string
 	hasRendered bool
+	// programs are the system programs the shell command runs.
+	programs []string
 }
 
 // Evaluate judges req. It never panics and fails closed: anything that
@@ -177,6 +179,7 @@ func (e *evaluation) decide() Decision {
 	}
 	if d.Action == Allow {
 		d.Paths = e.paths
+		d.Programs = e.programs
 	}
 	if d.Action == Ask && e.known {
 		a, rest := e.amendment()

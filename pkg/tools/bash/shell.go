@@ -229,6 +229,9 @@ type bash struct {
 	// user namespace of its own, in which the kernel counts RLIMIT_NPROC
 	// for the call alone.
 	userNS bool
+	// execList is this binary, shown in the sandbox to apply the execute
+	// allowlist (execlist_linux.go); "" when the machine cannot.
+	execList string
 }
 
 // New returns the bash tool (aliases run_shell and exec) for cfg. It
@@ -322,6 +325,7 @@ func New(cfg Config) (*tools.Tool, error) {
 	if err := b.setupCgroup(cfg.Limits.Processes); err != nil {
 		return nil, err
 	}
+	b.setupExecList()
 	if err := b.check(); err != nil {
 		return nil, err
 	}
@@ -785,6 +789,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	}
 	defer os.RemoveAll(pc.root)
 	argv, dir, id := b.inner(command), cwd, b.id
+	execMounts, argv := b.allowlist(c, argv)
 	env := callEnv(b.env, pc.home, pc.tmp)
 	proxied := false
 	var stopProxy func() []string
@@ -810,6 +815,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			return nil, fmt.Errorf("bash: git wrapper: %w", err)
 		}
 		mounts = append(mounts, gw...)
+		mounts = append(mounts, execMounts...)
 		if !c.Approved {
 			// Without a person, git's program-running configuration of
 			// the workspace's repository is replaced for the call.
