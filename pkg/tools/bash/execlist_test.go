@@ -74,3 +74,38 @@ func TestExecuteAllowlist(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkExecuteAllowlist is a sandboxed call of `ls` through a gate
+// that resolved ls, with the allowlist (the programs given) and without
+// (no programs: not restricted).
+func BenchmarkExecuteAllowlist(b *testing.B) {
+	testenv.LookPath(b, "bwrap", "bubblewrap")
+	ls, _ := exec.LookPath("ls")
+	lsReal, _ := filepath.EvalSymlinks(ls)
+	ws := newWorkspace(b, testUID)
+	tool, err := bash.New(bash.Config{Workspace: ws, Sandbox: bash.ModeRequire})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	if err := reg.Register(tool); err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name     string
+		programs []string
+	}{{"without", nil}, {"with", []string{lsReal}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			gate := policy.EvaluatorFunc(func(context.Context, policy.Request) policy.Decision {
+				return policy.Decision{Action: policy.Allow, Rule: "bench", Rendered: true, Command: "ls", Programs: bc.programs}
+			})
+			p := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithGate(gate))
+			for b.Loop() {
+				out, err := p.Handle(context.Background(), &tools.Call{Name: "bash", Arguments: []byte(`{"command":"ls"}`)})
+				if err != nil || out.IsError {
+					b.Fatal(err, out)
+				}
+			}
+		})
+	}
+}
