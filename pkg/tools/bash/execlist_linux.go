@@ -122,6 +122,11 @@ func execList(shell string, programs []string) []string {
 			add(r, depth)
 		}
 		add(interpreter(p), depth+1)
+		for _, h := range execHelpers[filepath.Base(p)] {
+			if lp, err := exec.LookPath(h); err == nil {
+				add(lp, depth+1)
+			}
+		}
 		if filepath.Base(p) == "git" {
 			// git runs its own programs from its exec path, and the
 			// sandbox's git is a script of sh running the real one.
@@ -135,6 +140,14 @@ func execList(shell string, programs []string) []string {
 		add(p, 0)
 	}
 	return out
+}
+
+// execHelpers are programs a program runs by itself as part of what it
+// does: tar's compressors, the sh and gzip of the z* scripts, the sh of
+// watch, the echo of xargs without a command.
+var execHelpers = map[string][]string{
+	"tar": {"gzip", "bzip2", "xz", "zstd", "lzip", "lzma", "lzop"}, "zcat": {"sh", "gzip"}, "zgrep": {"sh", "gzip", "grep"},
+	"zless": {"sh", "gzip", "less"}, "gunzip": {"sh", "gzip"}, "zdiff": {"sh", "gzip", "diff"}, "watch": {"sh"}, "xargs": {"echo"},
 }
 
 // gitExecDir is the directory git runs its subcommands from.
