@@ -148,6 +148,7 @@ func execList(shell string, programs []string) []string {
 var execHelpers = map[string][]string{
 	"tar": {"gzip", "bzip2", "xz", "zstd", "lzip", "lzma", "lzop"}, "zcat": {"sh", "gzip"}, "zgrep": {"sh", "gzip", "grep"},
 	"zless": {"sh", "gzip", "less"}, "gunzip": {"sh", "gzip"}, "zdiff": {"sh", "gzip", "diff"}, "watch": {"sh"}, "xargs": {"echo"},
+	"rg": {"gzip", "bzip2", "xz", "lz4", "zstd", "brotli", "uncompress"},
 }
 
 // gitExecDir is the directory git runs its subcommands from.
