@@ -110,8 +110,9 @@ func send(t *testing.T, c *client.Client, command string) events.ResultData {
 }
 
 // runAttacks starts a worker (bubblewrap required) under the policy doc
-// ("" for the built-in policy) and runs every attack against it.
-func runAttacks(t *testing.T, doc string, attacks []attack) {
+// ("" for the built-in policy), changed by mods, and runs every attack
+// against it.
+func runAttacks(t *testing.T, doc string, attacks []attack, mods ...func(*daemon.Options)) {
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	testenv.LookPath(t, "bash", "bash")
 	ws := newWorkspace(t)
@@ -131,6 +132,9 @@ func runAttacks(t *testing.T, doc string, attacks []attack) {
 			f := filepath.Join(t.TempDir(), "policy.yaml")
 			writeFile(t, f, doc)
 			o.PolicyFile = f
+		}
+		for _, m := range mods {
+			m(o)
 		}
 	})
 	c := p.client(t, "agent-attack")

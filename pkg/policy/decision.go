@@ -92,6 +92,21 @@ type Decision struct {
 	// CheckPath would judge them under the same revision: a file opened
 	// at one of them needs no second judgement.
 	Paths []string `json:"-"`
+	// Command, when Rendered, is the command line a shell tool runs: the
+	// gate rendered it from the syntax tree of the call's command and
+	// judged the tree of this very text (shell.Script.Rendered), so that
+	// what runs is what was judged. The bash tool runs it instead of the
+	// command as the agent wrote it.
+	Command string `json:"-"`
+	// Rendered reports that Command is set (it may be empty: a command
+	// of comments only renders to nothing).
+	Rendered bool `json:"-"`
+	// Programs, on an allow of a shell tool that no amendment made, are
+	// the real paths of the system programs the gate resolved for the
+	// command's simple commands (wrappers included): the only programs a
+	// sandbox that can enforce it lets the call execute, besides the
+	// shell, their interpreters and the helpers they are known to run.
+	Programs []string `json:"-"`
 }
 
 // Evaluator judges requests. *Gate implements it; AllowAll is the permissive

@@ -1,9 +1,13 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/pkg/policy/shell"
@@ -162,12 +166,38 @@ func (e *evaluation) shell() {
 		e.deny("builtin.shell.parse", err.Error(), clip(cmd))
 		return
 	}
+	// What runs is the rendering of the tree, and what is judged is the
+	// tree of that very text: a second parse, which must render to itself
+	// (the first one, when the command was written as it renders).
+	judged, err := script, error(nil)
+	if script.Rendered != cmd {
+		judged, err = shell.Parse(script.Rendered)
+	}
+	if err != nil {
+		e.deny("builtin.shell.render", "the command as rendered from its syntax tree cannot be analysed: "+err.Error(), clip(script.Rendered))
+		return
+	}
+	if judged.Rendered != script.Rendered {
+		e.hardAsk("builtin.shell.render", "the command renders differently each time it is parsed", clip(script.Rendered))
+	}
+	e.rendered, e.hasRendered = script.Rendered, true
+	for _, h := range script.Lost {
+		e.hazard(h, h.Source)
+	}
+	script = judged
 	cwds, unknown := e.cwds(cwd, script.Dirs)
 	for _, h := range script.Hazards {
 		e.hazard(h, h.Source)
 	}
+	ran := false
 	for _, c := range script.Commands {
 		e.command(c, x, cwds, unknown)
+		ran = ran || (!c.Wrapper && len(c.Args) > 0)
+	}
+	if !ran && (len(script.Commands) > 0 || strings.TrimSpace(script.Rendered) == "") {
+		// A wrapper with nothing left to judge, or a command of comments
+		// only: nothing left to judge is never an allow.
+		e.hardAsk("builtin.shell.empty", "the command runs no program the gate can judge", clip(script.Rendered))
 	}
 	for _, r := range script.Redirects {
 		e.redirect(r, cwds, unknown)
@@ -285,8 +315,17 @@ func (e *evaluation) command(c *shell.Command, x *effExec, cwds []string, unknow
 		e.hardAsk("builtin.shell.program", fmt.Sprintf("%s runs %s, which is not the system's %s", src, name, base), src)
 		sysName = ""
 	}
+	if sysName != "" {
+		if bin := e.g.systemBinary(sysName); bin != "" && !slices.Contains(e.programs, bin) {
+			e.programs = append(e.programs, bin)
+		}
+	}
 	for _, pa := range c.Paths {
 		e.shellPath(pa, cwds, unknownCwd, src)
+	}
+	if c.History != "" && sysName == "git" && len(e.shellPathRules(false).denied) > 0 {
+		// The gate cannot see which files the repository's history holds.
+		e.hardAsk("builtin.shell.git_history", src+": "+c.History+", and the policy denies paths", src)
 	}
 	if c.Wrapper {
 		return // judged by what it runs
@@ -412,15 +451,89 @@ func (e *evaluation) shellPath(pa shell.PathArg, cwds []string, unknownCwd bool,
 	switch {
 	case filepath.IsAbs(p):
 		e.judgePath(pr, p, pa.Path, pa.Write, true)
+		e.historyFile(pr, pa, []string{p}, src)
+		e.treeDenied(pr, pa, p)
 	case unknownCwd:
 		e.hardAsk("builtin.shell.cwd", fmt.Sprintf("relative path %s with a working directory not known statically", pa.Path), src)
 	default:
+		abs := make([]string, 0, len(cwds))
 		for _, d := range cwds {
 			e.judgePath(pr, d+"/"+p, pa.Path, pa.Write, true)
+			e.treeDenied(pr, pa, d+"/"+p)
+			abs = append(abs, d+"/"+p)
 		}
+		e.historyFile(pr, pa, abs, src)
 	}
 	if pa.Write {
 		e.writeLevel(pa.Path, src)
+	}
+}
+
+// maxTreeWalk bounds the entries of a directory looked at for the files
+// a recursive reader would open; a larger tree asks.
+const maxTreeWalk = 20000
+
+// treeDenied judges the files a recursive reader (grep -r, rg) opens
+// beneath a directory where the policy denies paths: no check sees them
+// opened, so a denied file in the tree now is a denied read. The tree is
+// walked as it is when judged.
+func (e *evaluation) treeDenied(pr *pathRules, pa shell.PathArg, abs string) {
+	if !pa.Tree || len(pr.denied) == 0 {
+		return
+	}
+	real, err := e.resolve(abs)
+	if err != nil {
+		return // judged (and denied) by judgePath
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return
+	}
+	n := 0
+	var denied *pathGlob
+	var at string
+	errStop := errors.New("stop")
+	werr := filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if n++; n > maxTreeWalk {
+			return errStop
+		}
+		if d.IsDir() {
+			return nil
+		}
+		target := p
+		if d.Type()&fs.ModeSymlink != 0 {
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				target = r
+			}
+		}
+		if g := e.deniedBy(pr, target, p); g != nil {
+			denied, at = g, p
+			return errStop
+		}
+		return nil
+	})
+	switch {
+	case denied != nil:
+		e.deny(denied.id, fmt.Sprintf("reading every file beneath %s reads %s, which is denied by %q", pa.Path, at, denied.raw), pa.Path)
+	case errors.Is(werr, errStop):
+		e.hardAsk("builtin.shell.tree", fmt.Sprintf("%s holds more than %d entries, too many to judge the files a recursive read opens", pa.Path, maxTreeWalk), pa.Path)
+	}
+}
+
+// historyFile asks about a git pathspec (PathArg.File) that is not an
+// existing regular file where the policy denies paths: over the
+// repository's history it reaches every file under it, which no rule sees.
+func (e *evaluation) historyFile(pr *pathRules, pa shell.PathArg, abs []string, src string) {
+	if !pa.File || len(pr.denied) == 0 {
+		return
+	}
+	for _, a := range abs {
+		if fi, err := os.Lstat(a); err != nil || !fi.Mode().IsRegular() {
+			e.hardAsk("builtin.shell.git_history", fmt.Sprintf("%s: the pathspec %s is not a file of the worktree, and over the repository's history it reaches every file under it, while the policy denies paths", src, pa.Path), src)
+			return
+		}
 	}
 }
 

@@ -71,6 +71,11 @@ type evaluation struct {
 	// statPath and statSize remember the last file judged.
 	statPath string
 	statSize int64
+	// rendered is a shell command as it runs, once judged (hasRendered).
+	rendered    string
+	hasRendered bool
+	// programs are the system programs the shell command runs.
+	programs []string
 }
 
 // Evaluate judges req. It never panics and fails closed: anything that
@@ -174,6 +179,7 @@ func (e *evaluation) decide() Decision {
 	}
 	if d.Action == Allow {
 		d.Paths = e.paths
+		d.Programs = e.programs
 	}
 	if d.Action == Ask && e.known {
 		a, rest := e.amendment()
@@ -192,6 +198,7 @@ func (e *evaluation) decide() Decision {
 			}
 		}
 	}
+	d.Command, d.Rendered = e.rendered, e.hasRendered
 	e.limits(&d)
 	return d
 }

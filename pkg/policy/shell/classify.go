@@ -51,7 +51,7 @@ var ReadOnlyCommands = set("cat", "ls", "pwd", "grep", "egrep", "fgrep", "rg", "
 	"od", "hexdump", "xxd", "strings", "true", "false", "test", "[", "seq", "type", "sed", "awk", "gawk", "mawk", "nawk",
 	"cd", "pushd", "popd", "dirs", ":", "join", "paste", "fold", "fmt", "expand", "unexpand", "rev", "tac", "nproc",
 	"uptime", "tty", "sleep", "command", "look", "locale", "arch", "getconf", "zcat", "zgrep", "wait", "exit", "return",
-	"break", "continue", "shift", "getopts", "read", "unset", "local", "umask", "ulimit", "times", "jobs", "help")
+	"break", "continue", "shift", "getopts", "read", "unset", "local", "umask", "ulimit", "times", "help")
 
 // DangerousCommands write, delete, reach the network or run arbitrary code:
 // they need a person.

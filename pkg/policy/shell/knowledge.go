@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"regexp"
 	"strings"
 )
 
@@ -21,6 +22,18 @@ var evalBuiltins = map[string]string{
 	"history":  "history can read and replay command files",
 	"coproc":   "coproc runs a command asynchronously",
 }
+
+// responseFiles are the programs that read further arguments from a
+// file named by an @FILE argument (libiberty's expandargv, javac and java's
+// argument files): what it holds, options included, no rule sees.
+var responseFiles = set("strings", "nm", "objdump", "readelf", "size", "addr2line", "c++filt", "ar", "ranlib", "strip",
+	"objcopy", "elfedit", "gprof", "as", "ld", "ld.bfd", "ld.gold", "gcc", "g++", "cc", "c++", "cpp", "gfortran", "gccgo",
+	"dlltool", "windres", "javac", "java", "clang", "clang++")
+
+// jqModule finds jq's import and include directives, which read modules
+// and data files (import "x" as $d; with a search path of the program's
+// choosing).
+var jqModule = regexp.MustCompile(`(^|[^A-Za-z0-9_$.])(import|include)([^A-Za-z0-9_]|$)`)
 
 // writers write or remove the files named as their operands (and, to be
 // safe, as their option values: cp -t DIR, curl -o FILE, unzip -d DIR).
@@ -223,6 +236,14 @@ func (w *walker) knowledge(cmd *Command, base string) {
 		cmd.hazard(HazardScript, base+" runs code in a syntax the analyser does not parse")
 	}
 	args := cmd.Args
+	if responseFiles[base] {
+		for _, a := range args[1:] {
+			if strings.HasPrefix(a.Value, "@") && len(a.Value) > 1 {
+				cmd.hazardAt(HazardRead, base+" reads more arguments from the file "+a.Value[1:]+", which no rule sees", a.Value)
+				break
+			}
+		}
+	}
 	if s, ok := optionSpecs[base]; ok {
 		w.specified(cmd, base, s)
 		return
@@ -276,8 +297,10 @@ func (w *walker) knowledge(cmd *Command, base string) {
 		if target == nil {
 			// cd alone goes home.
 			w.a.s.Dirs = append(w.a.s.Dirs, Word{Value: "~", Literal: true, Tilde: true})
-		} else if target.Literal && target.Value == "-" {
-			// back to a directory already counted
+		} else if target.Literal && (target.Value == "-" || (base == "pushd" && (strings.HasPrefix(target.Value, "+") || strings.HasPrefix(target.Value, "-")))) {
+			// cd - goes to $OLDPWD and pushd +N to an entry of the
+			// directory stack, which the script may have set to anything.
+			w.a.s.Dirs = append(w.a.s.Dirs, Word{Raw: target.Value})
 		} else {
 			w.a.s.Dirs = append(w.a.s.Dirs, *target)
 		}
@@ -408,6 +431,19 @@ func (w *walker) knowledge(cmd *Command, base string) {
 			if strings.Contains(shortCluster(v), "C") || (strings.HasPrefix(v, "--c") && strings.HasPrefix("compile", strings.TrimPrefix(v, "--"))) {
 				cmd.hazardAt(HazardWrite, "file -C writes a compiled magic file", v)
 			}
+		}
+	case "jq", "gojq", "jaq":
+		for _, a := range args[1:] {
+			v, c, n := a.Value, shortCluster(a.Value), longName(a.Value)
+			switch {
+			case strings.ContainsAny(c, "fL") || (len(n) >= 3 && (strings.HasPrefix("from-file", n) || strings.HasPrefix("library-path", n))):
+				cmd.hazardAt(HazardRead, base+" "+v+" reads a program or modules from files whose content is not analysed", v)
+			case jqModule.MatchString(v):
+				cmd.hazardAt(HazardRead, base+" import and include read modules and data from a search path no rule sees", v)
+			default:
+				continue
+			}
+			break
 		}
 	case "yq":
 		for _, a := range args[1:] {

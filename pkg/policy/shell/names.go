@@ -130,6 +130,9 @@ func (w *walker) judgeNames(cmd *Command, base string) {
 			continue
 		}
 		w.nameText(cmd, base, n.Value)
+		if assigners[base] {
+			assigned(func(k HazardKind, d string) { cmd.hazardAt(k, d, n.Value) }, base, n.Value)
+		}
 	}
 	for _, a := range arith {
 		if !a.Literal {
@@ -189,4 +192,22 @@ func (w *walker) hidden(text string, wrappedBy []string) bool {
 		return false
 	}
 	return true
+}
+
+// assigners are the builtins that assign the variables they are given
+// (read NAME, printf -v NAME, getopts OPTS NAME, mapfile NAME, wait -p
+// NAME): such a name is judged as an assignment.
+var assigners = set("read", "printf", "mapfile", "readarray", "getopts", "wait")
+
+// assigned judges a variable a builtin or a loop assigns as an
+// assignment in the shell: a name that is not a plain lower-case one
+// (HOME, XDG_CONFIG_HOME, OLDPWD, CDPATH, ...) reaches, when inherited
+// exported, every later program, or changes what the shell does.
+func assigned(add func(HazardKind, string), by, name string) {
+	if i := strings.IndexByte(name, '['); i >= 0 {
+		name = name[:i]
+	}
+	if !shellVarSafe(name) {
+		add(HazardEnv, by+" assigns "+name+", which changes what later programs run or read")
+	}
 }

@@ -171,6 +171,17 @@ func (p *parsedArgs) has(ids ...string) bool {
 	return false
 }
 
+// value returns the value of the last option id given, or "".
+func (p *parsedArgs) value(id string) string {
+	v := ""
+	for _, o := range p.opts {
+		if o.def.id == id && o.hasValue {
+			v = o.value.Value
+		}
+	}
+	return v
+}
+
 // lookupLong finds a long option by its name or a prefix of it. It returns
 // the option, or a problem.
 func (s *optSpec) lookupLong(name string) (*optDef, string) {

@@ -209,6 +209,14 @@ func (w *walker) awkProgram(cmd *Command, p *parsedArgs) {
 		program = append(program, operands[0])
 		operands = operands[1:]
 	}
+	for _, a := range cmd.Args[1:] {
+		if strings.Contains(a.Value, "ARGV") || strings.Contains(a.Value, "ARGC") {
+			// The files awk reads are ARGV's elements, which the program
+			// and -v or operand assignments may change.
+			cmd.hazardAt(HazardRead, "awk ARGV and ARGC name the files it reads, which no rule sees once changed", a.Value)
+			break
+		}
+	}
 	for _, pw := range program {
 		if !pw.Literal {
 			cmd.hazardAt(HazardExpansion, "awk program is not known statically", pw.Value)
@@ -266,6 +274,11 @@ func (w *walker) gitHazards(cmd *Command) {
 		}
 	}
 	operands := gitSubcommandOptions(cmd, w, sub, rest)
+	if c, _ := classifyGit(argvOf(cmd.Args[1:])); c == ReadOnly || gitWritesOut[sub] {
+		why, paths := gitHistory(sub, rest)
+		cmd.History = why
+		cmd.Paths = append(cmd.Paths, paths...)
+	}
 	switch sub {
 	case "verify-commit", "verify-tag":
 		cmd.hazardAt(HazardExec, "git "+sub+" runs the signature program (gpg.program) repository configuration names", sub)
@@ -299,3 +312,7 @@ func argvOf(ws []Word) []string {
 	}
 	return out
 }
+
+// gitWritesOut are the git subcommands that write files out of the
+// object store (not read-only, judged for their history too).
+var gitWritesOut = set("archive", "bundle", "fast-export", "format-patch")

@@ -122,6 +122,8 @@ type Word struct {
 	ProcSubst bool
 	// Raw is the word as written in the script, quotes included.
 	Raw string
+
+	node *syntax.Word // where the word is in its tree, for rendering
 }
 
 // Assign is an environment assignment in front of a command or given to env.
@@ -139,6 +141,13 @@ type PathArg struct {
 	Tilde bool
 	// Write reports that the command writes or removes it.
 	Write bool
+	// File reports a path that reads only itself when it is an existing
+	// regular file, and everything under it otherwise (a git pathspec
+	// over the repository's history).
+	File bool
+	// Tree reports that the command reads every file beneath the path
+	// when it is a directory (grep -r, rg).
+	Tree bool
 }
 
 // Command is one simple command the script would run.
@@ -161,6 +170,10 @@ type Command struct {
 	Source string
 	// Depth is 0 for the top-level script, 1 inside sh -c, and so on.
 	Depth int
+	// History, when set, says how the command (git log -p, git show,
+	// git diff REV, git cat-file, ...) prints files from git's object
+	// store or index that its arguments do not name (githistory.go).
+	History string
 }
 
 // Name returns the command name when it is literal, else "".
@@ -213,17 +226,29 @@ type Script struct {
 	// targets, git -C, make -C, env -C): relative paths may be resolved
 	// against any of them. A non-literal Dir means the directory is unknown.
 	Dirs []Word
+	// Rendered is the command line that runs: the syntax tree judged,
+	// printed back (render.go). A caller that runs the command runs this,
+	// never the text it was given.
+	Rendered string
+	// Lost are findings in the text that rendering removes (a comment
+	// ending in a backslash): the rendered script no longer shows them,
+	// so a judge of Rendered adds them.
+	Lost []Hazard
 }
 
-var parsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }}
+var parsers = sync.Pool{New: func() any {
+	return syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(true))
+}}
 
 // Parse analyses src. An error (wrapping ErrSyntax) means the command line
 // cannot be known and must not run without a person's look, if at all.
 func Parse(src string) (*Script, error) {
 	a := &analyzer{s: &Script{}}
-	if err := a.parse(src, 0, nil); err != nil {
+	r, err := a.parseAs(src, 0, nil, Bash)
+	if err != nil {
 		return nil, err
 	}
+	a.s.Rendered = r
 	return a.s, nil
 }
 
@@ -233,24 +258,52 @@ type analyzer struct {
 }
 
 func (a *analyzer) parse(src string, depth int, wrappedBy []string) error {
+	_, err := a.parseAs(src, depth, wrappedBy, Bash)
+	return err
+}
+
+// parseAs analyses src in dialect d and returns its rendering.
+func (a *analyzer) parseAs(src string, depth int, wrappedBy []string, d Dialect) (string, error) {
 	if depth > MaxDepth {
-		return fmt.Errorf("%w: nested deeper than %d levels of sh -c", ErrSyntax, MaxDepth)
+		return "", fmt.Errorf("%w: nested deeper than %d levels of sh -c", ErrSyntax, MaxDepth)
 	}
 	if len(src) > MaxLen {
-		return fmt.Errorf("%w: %d bytes, longer than %d", ErrSyntax, len(src), MaxLen)
+		return "", fmt.Errorf("%w: %d bytes, longer than %d", ErrSyntax, len(src), MaxLen)
 	}
 	if strings.IndexByte(src, 0) >= 0 {
-		return fmt.Errorf("%w: contains a NUL byte", ErrSyntax)
+		return "", fmt.Errorf("%w: contains a NUL byte", ErrSyntax)
 	}
-	p := parsers.Get().(*syntax.Parser)
+	pool := &parsers
+	if d == POSIX {
+		pool = &posixParsers
+	}
+	p := pool.Get().(*syntax.Parser)
 	f, err := p.Parse(strings.NewReader(src), "")
-	parsers.Put(p)
+	pool.Put(p)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrSyntax, err)
+		return "", fmt.Errorf("%w: %v", ErrSyntax, err)
 	}
-	w := &walker{a: a, src: src, depth: depth, wrappedBy: wrappedBy}
+	w := &walker{a: a, src: src, depth: depth, wrappedBy: wrappedBy, dialect: d, repl: map[*syntax.Word]string{}}
+	if strings.IndexByte(src, '#') >= 0 {
+		w.badComments(f)
+	}
 	w.stmts(f.Stmts)
-	return a.err
+	if a.err != nil {
+		return "", a.err
+	}
+	return w.render(f)
+}
+
+// badComments records the comments that end in a backslash.
+func (w *walker) badComments(f *syntax.File) {
+	comments(f, func(c syntax.Comment) {
+		if strings.HasSuffix(c.Text, "\\") || strings.Contains(c.Text, "\\\n") {
+			// bash ends a comment at the newline; a parser that read the
+			// backslash as a continuation would judge another script.
+			w.a.s.Lost = append(w.a.s.Lost, Hazard{Kind: HazardUnsupported,
+				Detail: "a comment ends in a backslash, which shells read differently", Source: "#" + strings.TrimRight(c.Text, "\n")})
+		}
+	}, false)
 }
 
 // walker walks one parsed source (the top level or one sh -c string).
@@ -259,6 +312,10 @@ type walker struct {
 	src       string
 	depth     int
 	wrappedBy []string
+	dialect   Dialect
+	// repl are the values words are rendered with instead of their own:
+	// a nested shell's string, rendered in turn.
+	repl map[*syntax.Word]string
 }
 
 func (w *walker) text(n syntax.Node) string {
@@ -371,6 +428,13 @@ func (w *walker) command(c syntax.Command) {
 			for _, it := range l.Items {
 				w.word(it)
 			}
+			if l.Name != nil {
+				by := "for"
+				if c.Select {
+					by = "select"
+				}
+				assigned(func(k HazardKind, d string) { w.hazard(k, d, c) }, by, l.Name.Value)
+			}
 		case *syntax.CStyleLoop:
 			w.arith(l.Init, l)
 			w.arith(l.Cond, l)
@@ -412,6 +476,9 @@ func (w *walker) command(c syntax.Command) {
 	case *syntax.CoprocClause:
 		if c.Name != nil {
 			w.word(c.Name)
+			if r := w.resolve(c.Name); r.Literal {
+				assigned(func(k HazardKind, d string) { w.hazard(k, d, c) }, "coproc", r.Value)
+			}
 		}
 		w.stmt(c.Stmt)
 	default:
@@ -703,10 +770,14 @@ func (w *walker) testPath(x syntax.TestExpr) {
 	}
 }
 
-// resolve computes what is statically known of a word.
+// resolve computes what is statically known of a word. Globs and brace
+// expansions are found over the whole word, as bash expands it: quotes
+// inside ["-"] or {"a",b} protect the characters they hold, not the
+// brackets and braces around them.
 func (w *walker) resolve(wd *syntax.Word) Word {
 	out := Word{Literal: true}
 	var b strings.Builder
+	var pat pattern
 	for i, p := range wd.Parts {
 		switch p := p.(type) {
 		case *syntax.Lit:
@@ -727,20 +798,19 @@ func (w *walker) resolve(wd *syntax.Word) Word {
 					// ~"..." : bash does not expand; keep literal.
 				}
 			}
-			unq, glob, brace := unescapeUnquoted(v)
-			out.Glob = out.Glob || glob
-			out.Brace = out.Brace || brace
-			b.WriteString(unq)
+			b.WriteString(pat.unquoted(v))
 		case *syntax.SglQuoted:
 			if p.Dollar && strings.ContainsRune(p.Value, '\\') {
 				out.Literal = false
 			}
+			pat.quoted()
 			b.WriteString(p.Value)
 		case *syntax.DblQuoted:
 			if p.Dollar {
 				// $"..." is translated by the locale.
 				out.Literal = false
 			}
+			pat.quoted()
 			for _, q := range p.Parts {
 				lit, ok := q.(*syntax.Lit)
 				if !ok {
@@ -756,11 +826,15 @@ func (w *walker) resolve(wd *syntax.Word) Word {
 			out.Glob = true
 			out.Literal = false
 		default:
+			pat.quoted()
 			out.Literal = false
 		}
 	}
+	out.Glob = out.Glob || pat.glob
+	out.Brace = pat.brace
 	out.Value = b.String()
 	out.Raw = w.text(wd)
+	out.node = wd
 	if !out.Literal && !out.ProcSubst {
 		out.Value = ""
 	}
@@ -770,16 +844,26 @@ func (w *walker) resolve(wd *syntax.Word) Word {
 	return out
 }
 
-// unescapeUnquoted removes backslash escapes of an unquoted literal and
-// reports unescaped glob characters and brace expansions.
-func unescapeUnquoted(s string) (string, bool, bool) {
-	if !strings.ContainsAny(s, "\\*?[{") {
-		return s, false, false
+// pattern follows the unquoted characters of one word that make it a
+// glob or a brace expansion. Its state lasts over the whole word: a
+// quoted part between [ and ] or { and } does not reset it.
+type pattern struct {
+	bracket, braceOpen, braceSep, dot bool
+	glob, brace                       bool
+}
+
+// quoted records a quoted (or expanded) part: it holds no pattern
+// characters but separates two dots.
+func (p *pattern) quoted() { p.dot = false }
+
+// unquoted removes the backslash escapes of an unquoted literal part and
+// follows its pattern characters.
+func (p *pattern) unquoted(s string) string {
+	if !strings.ContainsAny(s, "\\*?[]{},.") {
+		p.dot = false
+		return s
 	}
 	var b strings.Builder
-	glob, brace := false, false
-	open := -1 // position in b of an unescaped '['
-	braceOpen, braceSep := -1, false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c == '\\' {
@@ -789,36 +873,37 @@ func unescapeUnquoted(s string) (string, bool, bool) {
 				}
 				i++
 			}
+			p.dot = false
 			continue
 		}
 		switch c {
 		case '*', '?':
-			glob = true
+			p.glob = true
 		case '[':
-			open = b.Len()
+			p.bracket = true
 		case ']':
-			if open >= 0 {
-				glob = true
+			if p.bracket {
+				p.glob = true
 			}
 		case '{':
-			braceOpen, braceSep = b.Len(), false
+			p.braceOpen = true
 		case ',':
-			if braceOpen >= 0 {
-				braceSep = true
+			if p.braceOpen {
+				p.braceSep = true
 			}
 		case '.':
-			if braceOpen >= 0 && i+1 < len(s) && s[i+1] == '.' {
-				braceSep = true
+			if p.braceOpen && p.dot {
+				p.braceSep = true
 			}
 		case '}':
-			if braceOpen >= 0 && braceSep {
-				brace = true
+			if p.braceOpen && p.braceSep {
+				p.brace = true
 			}
-			braceOpen = -1
 		}
+		p.dot = c == '.'
 		b.WriteByte(c)
 	}
-	return b.String(), glob, brace
+	return b.String()
 }
 
 // unescapeDouble removes the backslash escapes that double quotes honour.
@@ -909,6 +994,43 @@ func (w *walker) simple(words []Word, assigns []Assign, src string, wrappedBy []
 	case "watch":
 		w.watch(cmd, inner)
 		return
+	case "jobs":
+		if w.jobs(cmd, inner) {
+			return
+		}
 	}
 	w.knowledge(cmd, base)
+}
+
+// jobs unwraps jobs -x COMMAND ARGS, which runs COMMAND (with job specs
+// in ARGS replaced by process group ids); it reports whether it did.
+func (w *walker) jobs(cmd *Command, chain []string) bool {
+	args := cmd.Args
+	x := false
+	i := 1
+	for ; i < len(args); i++ {
+		v := args[i].Value
+		if !args[i].Literal {
+			cmd.hazard(HazardDynamic, "jobs: an option or the command it runs is not known statically")
+			return true
+		}
+		if v == "--" {
+			i++
+			break
+		}
+		if len(v) < 2 || v[0] != '-' {
+			break
+		}
+		x = x || strings.IndexByte(v, 'x') >= 0
+	}
+	if !x {
+		return false
+	}
+	cmd.Wrapper = true
+	if i >= len(args) {
+		cmd.hazard(HazardScript, "jobs -x without a command runs nothing the analyser can judge")
+		return true
+	}
+	w.simple(args[i:], nil, cmd.Source, chain)
+	return true
 }

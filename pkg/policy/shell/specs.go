@@ -364,7 +364,7 @@ func (w *walker) specified(cmd *Command, base string, s *optSpec) {
 	case awkSpec:
 		w.awkProgram(cmd, p)
 		return
-	case grepSpec:
+	case grepSpec, rgSpec:
 		if !p.has("e", "f") && len(ops) > 0 {
 			ops = ops[1:] // the pattern
 		}
@@ -424,7 +424,18 @@ func (w *walker) specified(cmd *Command, base string, s *optSpec) {
 			}
 		}
 	}
+	n := len(cmd.Paths)
 	cmd.Paths = append(cmd.Paths, pathArgs(ops, write)...)
+	if recursive := (s == grepSpec && (p.has("r", "R") || p.value("d") == "recurse")) || s == rgSpec; recursive {
+		// Every file beneath a directory operand (the working directory
+		// when none is given) is read: the judge looks at what it holds.
+		for i := n; i < len(cmd.Paths); i++ {
+			cmd.Paths[i].Tree = true
+		}
+		if len(cmd.Paths) == n {
+			cmd.Paths = append(cmd.Paths, PathArg{Path: ".", Tree: true})
+		}
+	}
 	if write {
 		// A program that writes where it is told writes into its -C
 		// directory and its option values too (tar -x -C DIR).

@@ -365,14 +365,35 @@ func (w *walker) shell(cmd *Command, chain []string) {
 		return
 	}
 	if i >= len(args) {
+		cmd.hazard(HazardScript, base+" -c without a string runs nothing the analyser can judge")
 		return
 	}
 	if !args[i].Literal {
 		cmd.hazard(HazardExpansion, base+" -c string is not known statically")
 		return
 	}
-	if err := w.a.parse(args[i].Value, w.depth+1, chain); err != nil && w.a.err == nil {
-		w.a.err = err
+	w.nested(cmd, args[i], args[i].Value, dialectOf(base), chain)
+}
+
+// nested analyses a shell string a command runs (in the dialect of the
+// shell that runs it) and renders word with its rendering. A string in
+// which nothing is left to judge is a hazard, never an allow.
+func (w *walker) nested(cmd *Command, word Word, src string, d Dialect, chain []string) {
+	n := len(w.a.s.Commands)
+	r, err := w.a.parseAs(src, w.depth+1, chain, d)
+	if err != nil {
+		if w.a.err == nil {
+			w.a.err = err
+		}
+		return
+	}
+	if word.node != nil {
+		w.repl[word.node] = r
+	} else if r != src {
+		cmd.hazardAt(HazardUnsupported, "the shell string cannot be rendered as it was judged", src)
+	}
+	if len(w.a.s.Commands) == n {
+		cmd.hazardAt(HazardScript, "the shell string runs no command the analyser can judge", src)
 	}
 }
 
@@ -494,7 +515,10 @@ func (w *walker) watch(cmd *Command, chain []string) {
 		}
 		parts = append(parts, a.Value)
 	}
-	if err := w.a.parse(strings.Join(parts, " "), w.depth+1, chain); err != nil && w.a.err == nil {
-		w.a.err = err
+	word := Word{}
+	if len(parts) == 1 {
+		word = args[i]
 	}
+	// watch runs the words joined through sh -c.
+	w.nested(cmd, word, strings.Join(parts, " "), POSIX, chain)
 }

@@ -232,6 +232,9 @@ type bash struct {
 	// user namespace of its own, in which the kernel counts RLIMIT_NPROC
 	// for the call alone.
 	userNS bool
+	// execList is this binary, shown in the sandbox to apply the execute
+	// allowlist (execlist_linux.go); "" when the machine cannot.
+	execList string
 }
 
 // New returns the bash tool (aliases run_shell and exec) for cfg. It
@@ -334,6 +337,7 @@ func newBash(cfg Config) (*bash, error) {
 	if err := b.setupCgroup(cfg.Limits.Processes); err != nil {
 		return nil, err
 	}
+	b.setupExecList()
 	if err := b.check(); err != nil {
 		return nil, err
 	}
@@ -754,7 +758,7 @@ func (b *bash) handle(ctx context.Context, c *tools.Call) (*tools.Output, error)
 	cause := fmt.Errorf("%w: the command ran past its timeout of %s", tools.ErrTimeout, a.timeout)
 	runCtx, cancel := context.WithTimeoutCause(ctx, a.timeout, cause)
 	defer cancel()
-	res, err := b.run(runCtx, c, a.command, cwd, network)
+	res, err := b.run(runCtx, c, judged(c, a.command), cwd, network)
 	if err != nil {
 		return nil, err
 	}
@@ -767,6 +771,16 @@ func (b *bash) handle(ctx context.Context, c *tools.Call) (*tools.Output, error)
 		"sandbox", b.sb.Kind, "exit_code", res.code, "killed", killed != nil,
 		"stdout_bytes", res.out.bytes, "stderr_bytes", res.err.bytes, "duration", res.duration)
 	return out, killed
+}
+
+// judged is the command line that runs: the one the policy gate rendered
+// from the syntax tree it judged, when it judged one (a gate's decision
+// carries it), else the command as given (no policy: nothing judged it).
+func judged(c *tools.Call, command string) string {
+	if c.Decision != nil && c.Decision.Rendered {
+		return c.Decision.Command
+	}
+	return command
 }
 
 // killedError is the error of a call whose command was killed because
@@ -807,6 +821,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	}
 	defer os.RemoveAll(pc.root)
 	argv, dir, id := b.inner(command), cwd, b.id
+	execMounts, argv := b.allowlist(c, argv)
 	env := callEnv(b.env, pc.home, pc.tmp)
 	proxied := false
 	var stopProxy func() []string
@@ -838,6 +853,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			return nil, fmt.Errorf("bash: git wrapper: %w", err)
 		}
 		mounts = append(mounts, gw...)
+		mounts = append(mounts, execMounts...)
 		if !c.Approved {
 			// Without a person, git's program-running configuration of
 			// the workspace's repository is replaced for the call.
