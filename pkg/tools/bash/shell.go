@@ -821,7 +821,6 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	}
 	defer os.RemoveAll(pc.root)
 	argv, dir, id := b.inner(command), cwd, b.id
-	execMounts, argv := b.allowlist(c, argv)
 	env := callEnv(b.env, pc.home, pc.tmp)
 	proxied := false
 	var stopProxy func() []string
@@ -843,7 +842,10 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		}
 		defer held.close()
 		mounts = append(mounts, "--info-fd", files.add(infoW), "--block-fd", files.add(blockR))
-		argv = b.direct(command)
+		// The execute allowlist (execlist_linux.go), when the gate
+		// resolved the call's programs, wraps bash itself.
+		execMounts, direct := b.allowlist(c, b.direct(command))
+		argv = direct
 		mounts = append(mounts, "--bind", pc.home, home)
 		if b.userNS {
 			mounts = append(mounts, "--unshare-user")
