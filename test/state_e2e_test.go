@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -55,6 +56,57 @@ func TestWorkerRefusesStateInTheWorkspace(t *testing.T) {
 	})
 	if ents, _ := os.ReadDir(ws); len(ents) != 1 {
 		t.Fatalf("the worker wrote into the workspace: %v", ents)
+	}
+}
+
+// TestWorkerRefusesTrustedFilesAnAgentReaches: the policy the gate
+// judges by, the hooks, the tool overrides, the MCP servers' config and
+// the MCP agent's credentials stop the worker at start when a served
+// root reaches them: in the workspace, through a symbolic link the
+// agent could re-point, or in a directory the policy's allowed_paths
+// opens. Nothing starts, so no tool ever reads or writes them.
+func TestWorkerRefusesTrustedFilesAnAgentReaches(t *testing.T) {
+	ws := newWorkspace(t)
+	outside := stateTempDir(t)
+	extra := stateTempDir(t)
+	policyOutside := filepath.Join(outside, "policy.yaml")
+	writeFile(t, policyOutside, "tools:\n  default: ask\n")
+	opensExtra := filepath.Join(outside, "opens-extra.yaml")
+	writeFile(t, opensExtra, "tools:\n  default: ask\n  read:\n    allowed_paths: [\""+extra+"\"]\n")
+	inExtra := filepath.Join(extra, "hooks.yaml")
+	writeFile(t, inExtra, "redact: {}\n")
+	trusted := filepath.Join(ws, "trusted")
+	for _, f := range []string{"policy.yaml", "hooks.yaml", "tools.yaml", "mcp.json", "mcp.creds"} {
+		writeFile(t, filepath.Join(trusted, f), "{}\n")
+	}
+	link := filepath.Join(ws, "policy-link.yaml")
+	if err := os.Symlink(policyOutside, link); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		o    daemon.Options
+		flag string
+	}{
+		"policy":                 {daemon.Options{PolicyFile: filepath.Join(trusted, "policy.yaml")}, "--policy"},
+		"hooks":                  {daemon.Options{HooksFile: filepath.Join(trusted, "hooks.yaml")}, "--hooks"},
+		"tools config":           {daemon.Options{ToolsConfig: filepath.Join(trusted, "tools.yaml")}, "--tools-config"},
+		"mcp config":             {daemon.Options{MCPConfig: filepath.Join(trusted, "mcp.json")}, "--mcp-config"},
+		"mcp creds":              {daemon.Options{MCPCreds: filepath.Join(trusted, "mcp.creds")}, "--mcp-creds"},
+		"policy through link":    {daemon.Options{PolicyFile: link}, "symbolic link " + link},
+		"hooks in an extra root": {daemon.Options{PolicyFile: opensExtra, HooksFile: inExtra}, "allowed_paths: --hooks"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := tc.o
+			o.Workspace, o.Listen, o.DataDir = ws, "127.0.0.1:0", stateTempDir(t)
+			o.Logger, o.Out = slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard
+			// A worker that starts anyway stops when the context ends.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			err := daemon.Run(ctx, o)
+			if !errors.Is(err, identity.ErrInWorkspace) || !strings.Contains(err.Error(), tc.flag) {
+				t.Fatalf("Run = %v, want ErrInWorkspace naming %s", err, tc.flag)
+			}
+		})
 	}
 }
 

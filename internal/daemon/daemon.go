@@ -156,6 +156,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := trustedOutside(o, ws); err != nil {
+		return err
+	}
 	hooksCfg, err := loadHooks(o)
 	if err != nil {
 		return err
