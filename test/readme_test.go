@@ -38,6 +38,9 @@ const (
 	// follows until interrupted: interrupted once its output matches, then
 	// must exit 0.
 	modeFollow
+	// a line of the shell's own: a variable assignment or mkdir -p, done
+	// by the test.
+	modeShell
 )
 
 // readmeStep is what a README command must do.
@@ -51,7 +54,8 @@ type readmeStep struct {
 	// in is the command's standard input; a modeServe command's stays
 	// open while it serves.
 	in string
-	// files are written into the workspace before the command runs
+	// files are written before the command runs, into the workspace
+	// unless their name starts with a shell variable
 	// ({{BIN}} is the directory of the built binaries): what the README
 	// assumes the reader has, such as an mcpServers file.
 	files map[string]string
@@ -75,13 +79,14 @@ const readmeMCPConfig = `{"mcpServers": {"gate": {"command": "{{BIN}}/toolctl", 
 // keyed by the command as written (comments dropped). A command the README
 // gains without an entry here fails the test.
 var readmeSteps = map[string]readmeStep{
-	"go run ./cmd/toolctl audit --tool bash":                              {out: `execution\s+toolctl/bash`},
-	"go run ./cmd/toolctl budgets":                                        {out: `no budget has been used`},
-	"go run ./cmd/toolctl creds agent agent-7 > agent-7.creds":            {out: `^$`},
-	"go run ./cmd/toolctl creds approver alice --out alice.creds":         {out: `wrote approver credentials for "alice" to alice\.creds`},
-	"go run ./cmd/toolctl nats-config --out nats-auth":                    {out: `wrote nats-auth/auth\.conf`},
-	"go run ./cmd/toolctl creds agent ci-bot --expires 24h":               {out: `-----BEGIN NATS USER JWT-----`},
-	"go run ./cmd/toolctl creds revoke agent-7.creds":                     {out: `revoked U[A-Z0-9]+: the embedded server refuses it`},
+	"go run ./cmd/toolctl audit --tool bash":                                            {out: `execution\s+toolctl/bash`},
+	"go run ./cmd/toolctl budgets":                                                      {out: `no budget has been used`},
+	`state="${XDG_STATE_HOME:-$HOME/.local/state}/toolgate"`:                            {mode: modeShell},
+	`go run ./cmd/toolctl creds agent agent-7 --out "$state/agent-7.creds"`:             {out: `wrote agent credentials for "agent-7" to \S+/toolgate/agent-7\.creds`},
+	`go run ./cmd/toolctl creds approver alice --out "$state/alice.creds"`:              {out: `wrote approver credentials for "alice" to \S+/toolgate/alice\.creds`},
+	`go run ./cmd/toolctl nats-config --out "$state/nats-auth"`:                         {out: `wrote \S+/toolgate/nats-auth/auth\.conf`},
+	`go run ./cmd/toolctl creds agent ci-bot --expires 24h --out "$state/ci-bot.creds"`: {out: `wrote agent credentials for "ci-bot" to \S+/toolgate/ci-bot\.creds`},
+	`go run ./cmd/toolctl creds revoke "$state/agent-7.creds"`:                          {out: `revoked U[A-Z0-9]+: the embedded server refuses it`},
 	"go run ./cmd/worker":                                                 {mode: modeServe, out: `worker taking calls`},
 	"go run ./cmd/toolctl call read path=README.md":                       {out: `(?m)^\s+1\t# toolgate$`},
 	"go run ./cmd/toolctl tools":                                          {out: `(?m)^read \(read_file\)`},
@@ -90,12 +95,14 @@ var readmeSteps = map[string]readmeStep{
 	"go run ./cmd/toolctl call bash command='uname -a'":                   {out: `Linux`},
 	`go run ./cmd/toolctl call --json '{"path":"README.md","limit":3}' read`: {
 		out: `(?s)^\s+1\t# toolgate\n.*\s+3\t.*limit reached: showing lines 1-3`},
-	"go run ./cmd/toolctl events --follow":              {mode: modeFollow, out: `dev\.toolgate\.call\.completed\.v1`},
-	"go run ./cmd/toolctl policy default > policy.yaml": {out: `^$`},
-	"go run ./cmd/toolctl policy lint policy.yaml":      {out: `policy\.yaml: valid, revision \w+, 0 warning\(s\)`},
-	"go run ./cmd/worker --policy policy.yaml":          {mode: modeServe, out: `toolgate: policy file:policy\.yaml`},
-	"go run ./cmd/toolctl policy push policy.yaml":      {out: `pushed policy\.yaml as the shared policy, revision \w+`},
-	`go run ./cmd/toolctl policy check --policy policy.yaml --tool bash --args '{"command":"ls && rm -rf /"}'`: {
+	"go run ./cmd/toolctl events --follow":                      {mode: modeFollow, out: `dev\.toolgate\.call\.completed\.v1`},
+	"conf=${XDG_CONFIG_HOME:-$HOME/.config}/toolgate":           {mode: modeShell},
+	`mkdir -p "$conf"`:                                          {mode: modeShell},
+	`go run ./cmd/toolctl policy default > "$conf/policy.yaml"`: {out: `^$`},
+	`go run ./cmd/toolctl policy lint "$conf/policy.yaml"`:      {out: `/toolgate/policy\.yaml: valid, revision \w+, 0 warning\(s\)`},
+	`go run ./cmd/worker --policy "$conf/policy.yaml"`:          {mode: modeServe, out: `toolgate: policy file:\S+/toolgate/policy\.yaml`},
+	`go run ./cmd/toolctl policy push "$conf/policy.yaml"`:      {out: `pushed \S+/toolgate/policy\.yaml as the shared policy, revision \w+`},
+	`go run ./cmd/toolctl policy check --policy "$conf/policy.yaml" --tool bash --args '{"command":"ls && rm -rf /"}'`: {
 		out: `"action":"(ask|deny)"`}, // the built-in policy asks; never allow
 	"go run ./cmd/approver": {mode: modeServe, out: `approver: page and API at (http://\S+)`},
 	"go run ./cmd/toolctl call bash command='git push'": {mode: modeBackground, out: `call (\S+) is parked`,
@@ -103,13 +110,14 @@ var readmeSteps = map[string]readmeStep{
 	"go run ./cmd/toolctl mcp --agent claude-code": {mode: modeServe, in: mcpHello,
 		out: `"id":2,"result":\{.*"tools":\[.*"name":"read"`},
 	"go run ./cmd/worker --mcp-listen 127.0.0.1:8471": {mode: modeServe, out: `MCP \(Streamable HTTP\) on http://127\.0\.0\.1:\d+/mcp as agent`},
-	"go run ./cmd/worker --mcp-config mcp.json": {mode: modeServe, files: map[string]string{"mcp.json": readmeMCPConfig},
+	`go run ./cmd/worker --mcp-config "$conf/mcp.json"`: {mode: modeServe, files: map[string]string{"$conf/mcp.json": readmeMCPConfig},
 		out: `(?s)MCP servers \[gate\].*mcp tools.*mcp__gate__read`}, // the first worker's read, through toolctl mcp
-	"go run ./cmd/toolctl tools --format openai":                             {out: `"type":\s*"function"(?s).*"name":\s*"read"`},
-	"go run ./cmd/toolctl creds tool word_count --out word_count.creds":      {out: `wrote tool credentials for "word_count" to word_count\.creds`},
-	"go run ./examples/remote-tool-go --creds word_count.creds":              {mode: modeServe, out: `serving word_count`},
-	"go run ./cmd/toolctl approvals list":                                    {out: `{{CALL_ID}}\s+toolctl\s+bash`},
-	`go run ./cmd/toolctl approvals approve CALL_ID --comment "looks right"`: {out: `{{CALL_ID}}: `},
+	"go run ./cmd/toolctl tools --format openai":                                 {out: `"type":\s*"function"(?s).*"name":\s*"read"`},
+	"state=${XDG_STATE_HOME:-$HOME/.local/state}/toolgate":                       {mode: modeShell},
+	`go run ./cmd/toolctl creds tool word_count --out "$state/word_count.creds"`: {out: `wrote tool credentials for "word_count" to \S+/toolgate/word_count\.creds`},
+	`go run ./examples/remote-tool-go --creds "$state/word_count.creds"`:         {mode: modeServe, out: `serving word_count`},
+	"go run ./cmd/toolctl approvals list":                                        {out: `{{CALL_ID}}\s+toolctl\s+bash`},
+	`go run ./cmd/toolctl approvals approve CALL_ID --comment "looks right"`:     {out: `{{CALL_ID}}: `},
 }
 
 // readmeExempt are README commands the test does not run, and why.
@@ -143,7 +151,15 @@ func TestReadmeCommands(t *testing.T) {
 	ws := newWorkspace(t)
 	writeFile(t, filepath.Join(ws, "README.md"), string(readme))
 
-	r := &readmeRun{t: t, bin: bin, ws: ws, vars: map[string]string{}}
+	// The shell's variables the README's lines use: a home, config and
+	// state directories of the test's own, outside the workspace.
+	home := t.TempDir()
+	shell := map[string]string{"HOME": home, "XDG_CONFIG_HOME": filepath.Join(home, ".config"),
+		"XDG_STATE_HOME": filepath.Join(home, ".local", "state")}
+	if err := os.MkdirAll(filepath.Join(shell["XDG_STATE_HOME"], "toolgate"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := &readmeRun{t: t, bin: bin, ws: ws, vars: map[string]string{}, shell: shell}
 	ran := 0
 	for _, line := range lines {
 		if why, ok := readmeExempt[line]; ok {
@@ -215,12 +231,49 @@ func stripComment(l string) string {
 
 // readmeRun is the walk-through in progress.
 type readmeRun struct {
-	t    *testing.T
-	bin  string
-	ws   string
-	env  []string
-	vars map[string]string // CALL_ID
-	bg   []*bgProc
+	t     *testing.T
+	bin   string
+	ws    string
+	env   []string
+	vars  map[string]string // CALL_ID
+	shell map[string]string // the shell's variables ($conf, $state, $HOME)
+	bg    []*bgProc
+}
+
+// expandConfig expands words with the walk-through's shell variables.
+func (r *readmeRun) expandConfig() *expand.Config {
+	return &expand.Config{Env: expand.FuncEnviron(func(name string) string { return r.shell[name] })}
+}
+
+// shellLine does what the shell would for a line of its own: assign a
+// variable, or make a directory.
+func (r *readmeRun) shellLine(line string) {
+	r.t.Helper()
+	f, err := syntax.NewParser().Parse(strings.NewReader(line), "README.md")
+	if err != nil || len(f.Stmts) != 1 {
+		r.t.Fatalf("%s: not one shell command: %v", line, err)
+	}
+	call, ok := f.Stmts[0].Cmd.(*syntax.CallExpr)
+	if !ok {
+		r.t.Fatalf("%s: not a simple command", line)
+	}
+	if len(call.Args) == 0 {
+		for _, a := range call.Assigns {
+			v, err := expand.Literal(r.expandConfig(), a.Value)
+			if err != nil {
+				r.t.Fatalf("%s: %v", line, err)
+			}
+			r.shell[a.Name.Value] = v
+		}
+		return
+	}
+	args, err := expand.Fields(r.expandConfig(), call.Args...)
+	if err != nil || len(args) != 3 || args[0] != "mkdir" || args[1] != "-p" {
+		r.t.Fatalf("%s: only assignments and mkdir -p DIR are run by the test (%v)", line, err)
+	}
+	if err := os.MkdirAll(args[2], 0o755); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 // bgProc is a command left running.
@@ -249,7 +302,7 @@ func (r *readmeRun) argv(line string) (args []string, stdoutFile string) {
 		r.t.Fatalf("%s: not a simple command", line)
 	}
 	for _, w := range call.Args {
-		s, err := expand.Literal(nil, w)
+		s, err := expand.Literal(r.expandConfig(), w)
 		if err != nil {
 			r.t.Fatalf("%s: %v", line, err)
 		}
@@ -259,7 +312,7 @@ func (r *readmeRun) argv(line string) (args []string, stdoutFile string) {
 		if rd.Op != syntax.RdrOut {
 			r.t.Fatalf("%s: only > redirections are supported", line)
 		}
-		stdoutFile, _ = expand.Literal(nil, rd.Word)
+		stdoutFile, _ = expand.Literal(r.expandConfig(), rd.Word)
 	}
 	// go run ./cmd/X (or ./examples/X) → the binary built once.
 	if len(args) < 3 || args[0] != "go" || args[1] != "run" || !strings.HasPrefix(args[2], "./cmd/") && !strings.HasPrefix(args[2], "./examples/") {
@@ -293,10 +346,18 @@ func (r *readmeRun) command(args []string) (*exec.Cmd, *syncBuffer) {
 func (r *readmeRun) step(line string, s readmeStep) {
 	t := r.t
 	t.Helper()
+	if s.mode == modeShell {
+		r.shellLine(line)
+		t.Logf("ok: %s", line)
+		return
+	}
 	args, toFile := r.argv(line)
 	want := regexp.MustCompile(r.subst(s.out))
 	for name, content := range s.files {
-		writeFile(t, filepath.Join(r.ws, name), strings.ReplaceAll(content, "{{BIN}}", r.bin))
+		if name = os.Expand(name, func(v string) string { return r.shell[v] }); !filepath.IsAbs(name) {
+			name = filepath.Join(r.ws, name)
+		}
+		writeFile(t, name, strings.ReplaceAll(content, "{{BIN}}", r.bin))
 	}
 	switch s.mode {
 	case modeRun:
@@ -311,7 +372,10 @@ func (r *readmeRun) step(line string, s readmeStep) {
 		err := runCtx(ctx, cmd)
 		code := exitCode(err)
 		if toFile != "" {
-			writeFile(t, filepath.Join(r.ws, toFile), stdout.String())
+			if !filepath.IsAbs(toFile) {
+				toFile = filepath.Join(r.ws, toFile)
+			}
+			writeFile(t, toFile, stdout.String())
 		}
 		if code != s.code || !want.MatchString(out.String()) {
 			t.Fatalf("%s\nexit %d (want %d), output does not match %q:\n%s", line, code, s.code, want, out)
