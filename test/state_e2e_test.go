@@ -157,3 +157,59 @@ func TestEmbeddedServerIsAuthenticated(t *testing.T) {
 		t.Fatalf("the workspace holds more than README.md and the old .toolgate: %v", ents)
 	}
 }
+
+// TestSecondWorkerJoinsTheBus: a worker started on a store another
+// worker's embedded server holds — as `worker` typed in a second
+// terminal does, on the state directory's store — joins that server as
+// another worker instead of starting a second bus over the same files;
+// one given another address on that store refuses, naming the running
+// server and how to join it.
+func TestSecondWorkerJoinsTheBus(t *testing.T) {
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	data := stateTempDir(t)
+	first := startProcess(t, ws, func(o *daemon.Options) { o.DataDir = data; o.Name = "first" })
+	second := startProcess(t, ws, func(o *daemon.Options) { o.DataDir = data; o.Listen = ""; o.Name = "second" })
+	if second.url != first.url || !strings.Contains(second.out.String(), "joining it as another worker") {
+		t.Fatalf("second worker on %s, first on %s:\n%s", second.url, first.url, second.out)
+	}
+	if out, errOut, code := second.toolctl(t, "call", "read", "path=README.md"); code != toolctl.ExitOK || !strings.Contains(out, "hello") {
+		t.Fatalf("a call with two workers: %d %s %s", code, out, errOut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := daemon.Run(ctx, daemon.Options{Workspace: ws, DataDir: data, Listen: "127.0.0.1:0",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), "--nats "+first.url) {
+		t.Fatalf("a second server on the store: %v, want a refusal naming %s", err, first.url)
+	}
+}
+
+// TestWorkerCleanRestartLogsNoWarnings: a worker stopped cleanly leaves its
+// store so that the next start logs no recovery: no warning or error
+// line from the embedded server over a stop and a restart.
+func TestWorkerCleanRestartLogsNoWarnings(t *testing.T) {
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	data := stateTempDir(t)
+	var logs capture
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	for i := range 2 {
+		p := startProcess(t, ws, func(o *daemon.Options) { o.DataDir = data; o.Logger = logger })
+		if out, errOut, code := p.toolctl(t, "call", "read", "path=README.md"); code != toolctl.ExitOK {
+			t.Fatalf("run %d: %d %s %s", i, code, out, errOut)
+		}
+		if err := p.stop(); err != nil {
+			t.Fatalf("run %d: stop: %v", i, err)
+		}
+	}
+	var warned []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "component=nats-server") {
+			warned = append(warned, l)
+		}
+	}
+	if len(warned) > 0 {
+		t.Fatalf("%d warning lines from the embedded server over a clean stop and restart:\n%s", len(warned), strings.Join(warned, "\n"))
+	}
+}

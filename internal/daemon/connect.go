@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,17 +48,23 @@ func connect(o Options, ws string) (nc *nats.Conn, url string, creds *identity.C
 		if err != nil {
 			return nil, "", nil, nil, err
 		}
-		srv, err = embedded.Start(embedded.Config{Listen: o.Listen, DataDir: o.DataDir, Install: in, Logger: o.Logger})
-		if err != nil {
-			return nil, "", nil, nil, err
-		}
-		url = srv.ClientURL()
 		if creds, err = in.MintCreds(identity.RoleWorker, workerIdentity); err != nil {
-			srv.Close()
 			return nil, "", nil, nil, err
 		}
-		fmt.Fprintf(o.Out, "toolgate: embedded NATS with JetStream listening on %s (authenticated: users of account %s)\n", url, in.AccountPublicKey)
-		fmt.Fprintf(o.Out, "toolgate: data in %s; keys and credentials in %s\n", srv.StoreDir(), in.Dir)
+		if run, ok := embedded.Running(o.DataDir); ok && (o.Listen == "" || o.Listen == strings.TrimPrefix(run.URL, "nats://")) {
+			// The store is served already: one bus per store, so this
+			// worker joins that server as another worker.
+			url = run.URL
+			fmt.Fprintf(o.Out, "toolgate: the embedded NATS of pid %d serves this store at %s: joining it as another worker (--listen ADDR --data DIR starts a server of its own)\n", run.PID, url)
+		} else {
+			srv, err = embedded.Start(embedded.Config{Listen: o.Listen, DataDir: o.DataDir, Install: in, Logger: o.Logger})
+			if err != nil {
+				return nil, "", nil, nil, err
+			}
+			url = srv.ClientURL()
+			fmt.Fprintf(o.Out, "toolgate: embedded NATS with JetStream listening on %s (authenticated: users of account %s)\n", url, in.AccountPublicKey)
+			fmt.Fprintf(o.Out, "toolgate: data in %s; keys and credentials in %s\n", srv.StoreDir(), in.Dir)
+		}
 	} else {
 		fmt.Fprintf(o.Out, "toolgate: using NATS at %s\n", identity.RedactURL(url))
 		if !identity.HasUserInfo(url) || credsFile != "" {
