@@ -169,9 +169,16 @@ func TestSecondWorkerJoinsTheBus(t *testing.T) {
 	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
 	data := stateTempDir(t)
 	first := startProcess(t, ws, func(o *daemon.Options) { o.DataDir = data; o.Name = "first" })
-	second := startProcess(t, ws, func(o *daemon.Options) { o.DataDir = data; o.Listen = ""; o.Name = "second" })
+	mcpURL := make(chan string, 1)
+	second := startProcess(t, ws, func(o *daemon.Options) {
+		o.DataDir, o.Listen, o.Name = data, "", "second"
+		o.MCPListen, o.MCPReady = "127.0.0.1:0", func(u string) { mcpURL <- u } // worker --mcp-listen ..., as typed
+	})
 	if second.url != first.url || !strings.Contains(second.out.String(), "joining it as another worker") {
 		t.Fatalf("second worker on %s, first on %s:\n%s", second.url, first.url, second.out)
+	}
+	if u := <-mcpURL; !strings.HasSuffix(u, "/mcp") {
+		t.Fatalf("the joined worker's MCP endpoint: %q", u)
 	}
 	if out, errOut, code := second.toolctl(t, "call", "read", "path=README.md"); code != toolctl.ExitOK || !strings.Contains(out, "hello") {
 		t.Fatalf("a call with two workers: %d %s %s", code, out, errOut)
