@@ -79,6 +79,14 @@ func TestWorkerRefusesTrustedFilesAnAgentReaches(t *testing.T) {
 	for _, f := range []string{"policy.yaml", "hooks.yaml", "tools.yaml", "mcp.json", "mcp.creds"} {
 		writeFile(t, filepath.Join(trusted, f), "{}\n")
 	}
+	// An MCP server whose command is a script in the workspace: the
+	// worker would run whatever the agent wrote there.
+	writeFile(t, filepath.Join(ws, "server.sh"), "#!/bin/sh\n")
+	if err := os.Chmod(filepath.Join(ws, "server.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mcpScript := filepath.Join(outside, "mcp.json")
+	writeFile(t, mcpScript, `{"mcpServers": {"local": {"command": "`+filepath.Join(ws, "server.sh")+`"}}}`)
 	link := filepath.Join(ws, "policy-link.yaml")
 	if err := os.Symlink(policyOutside, link); err != nil {
 		t.Fatal(err)
@@ -93,6 +101,7 @@ func TestWorkerRefusesTrustedFilesAnAgentReaches(t *testing.T) {
 		"mcp config":             {daemon.Options{MCPConfig: filepath.Join(trusted, "mcp.json")}, "--mcp-config"},
 		"mcp creds":              {daemon.Options{MCPCreds: filepath.Join(trusted, "mcp.creds")}, "--mcp-creds"},
 		"policy through link":    {daemon.Options{PolicyFile: link}, "symbolic link " + link},
+		"mcp server command":     {daemon.Options{MCPConfig: mcpScript}, `the command of server "local"`},
 		"hooks in an extra root": {daemon.Options{PolicyFile: opensExtra, HooksFile: inExtra}, "allowed_paths: --hooks"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -260,6 +260,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := mcpCommandsOutside(mcpCfg, append([]string{ws}, roots...)...); err != nil {
+		return err
+	}
 	budgets, err := budget.New(ctx, js, budget.Config{Worker: o.Name, Logger: o.Logger,
 		Budgets: func() []policy.Budget { return gate.Policy().Budgets() }})
 	if err != nil {
