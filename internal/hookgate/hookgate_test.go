@@ -341,5 +341,8 @@ func FuzzDecide(f *testing.F) {
 				t.Fatalf("decision %q", s.PermissionDecision)
 			}
 		}
+		if b, _ := json.Marshal(Codex(out)); codexAccepts(b) != nil {
+			t.Fatalf("Codex would refuse %s: %v", b, codexAccepts(b))
+		}
 	})
 }
