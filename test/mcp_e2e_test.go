@@ -485,3 +485,61 @@ func TestMCPParkedCallSurvivesClientTimeout(t *testing.T) {
 		t.Fatalf("status of an unknown call: %v %q", err, text(r))
 	}
 }
+
+// TestMCPCancelBeforeParkingCancelsTheCall: a request cancelled while
+// its call runs (not parked) still cancels the call: the command is
+// killed before it prints its last line.
+func TestMCPCancelBeforeParkingCancelsTheCall(t *testing.T) {
+	s := startMCPStack(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	started := make(chan struct{}, 1)
+	cs := inMemoryMCP(ctx, t, s, "quitter", mcpserver.Options{}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			if strings.Contains(req.Params.Message, "started") {
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+			}
+		}})
+	results, err := dialAs(t, s.worker.url, identity.RoleAdmin, "admin").SubscribeSync(events.ResultSubject("quitter", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo started; sleep 30; echo finished"}}
+		params.SetProgressToken("b")
+		_, err := cs.CallTool(rctx, params)
+		errc <- err
+	}()
+	select {
+	case <-started:
+	case err := <-errc:
+		t.Fatalf("bash ended before it was cancelled: %v", err)
+	case <-ctx.Done():
+		t.Fatal("no progress from the running command")
+	}
+	stop()
+	<-errc
+	// The worker answers cancelled once it has killed the command, long
+	// before its sleep would end.
+	for {
+		m, err := results.NextMsg(60 * time.Second)
+		if err != nil {
+			t.Fatalf("no result of the cancelled call: %v", err)
+		}
+		var r events.ResultData
+		if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Status == events.StatusCancelled && !strings.Contains(r.Output, "finished") {
+			return
+		}
+		if r.Status.Final() {
+			t.Fatalf("the call ended %s, want cancelled: %q", r.Status, r.Output)
+		}
+	}
+}
