@@ -237,7 +237,15 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		p = &progress{session: req.Session, token: tok}
 	}
-	wctx, parked, release := detach(ctx, s.o.CallWait)
+	// The bus call has a context of its own. A client whose request timed
+	// out (the TypeScript SDK's 60 s, unless progress resets it) cancels
+	// its request; a request cancelled before its call parks cancels it,
+	// but a parked call stays parked for the person deciding it, its result
+	// collected later with StatusTool. After CallWait the call's context
+	// ends, which leaves the call parked too (a deadline never cancels a
+	// call on the bus).
+	wctx, cancelCall := context.WithTimeout(context.WithoutCancel(ctx), s.o.CallWait)
+	var parked parkState
 	var hbOnce sync.Once
 	opts := []client.CallOption{
 		client.OnPending(func(r events.ResultData) {
@@ -262,7 +270,7 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		defer release()
+		defer cancelCall()
 		res, err := s.o.Client.Call(wctx, req.Params.Name, args, opts...)
 		done <- outcome{res, err}
 	}()
@@ -275,7 +283,8 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 			s.o.Logger.Info("mcp: request ended while the call waits; the call stays parked", "tool", req.Params.Name, "err", context.Cause(ctx))
 			return nil, ctx.Err()
 		}
-		<-done // cancelled with the request
+		cancelCall() // not parked: cancelling the request cancels the call
+		<-done
 		return nil, ctx.Err()
 	}
 	if o.err != nil {
@@ -288,25 +297,6 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 		return errorResult("toolgate could not run the call: " + o.err.Error()), nil
 	}
 	return result(o.res), nil
-}
-
-// detach gives a call a context of its own: cancelled with the
-// request's until the call parks, and no longer after that. A client
-// whose request timed out (the TypeScript SDK's 60 s, unless progress
-// resets it) cancels its request; a parked call must stay parked for the
-// person deciding it, and its result is collected later with
-// StatusTool. The call's context still ends after wait, which leaves the
-// call parked (a deadline never cancels a call on the bus). release
-// frees the context once the call has returned.
-func detach(ctx context.Context, wait time.Duration) (call context.Context, st *parkState, release func()) {
-	st = &parkState{}
-	call, cancelCall := context.WithTimeout(context.WithoutCancel(ctx), wait)
-	stop := context.AfterFunc(ctx, func() {
-		if !st.get() {
-			cancelCall() // not parked: cancelling the request cancels the call
-		}
-	})
-	return call, st, func() { stop(); cancelCall() }
 }
 
 // parkState says whether a call has parked.
@@ -358,11 +348,8 @@ func (s *Server) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	case err == nil && r.Status.Final():
 		return result(r), nil
 	case err == nil:
-		out := errorResult("")
-		out.IsError = false
-		out.Content = []mcp.Content{&mcp.TextContent{Text: s.parkedMessage(*r) + "; ask again later"}}
-		out.Meta = mcp.Meta{"toolgate/call_id": r.CallID, "toolgate/status": string(r.Status)}
-		return out, nil
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s.parkedMessage(*r) + "; ask again later"}},
+			Meta: mcp.Meta{"toolgate/call_id": r.CallID, "toolgate/status": string(r.Status)}}, nil
 	case errors.Is(err, client.ErrNoResult):
 		return errorResult(fmt.Sprintf("no result of call %s yet: it is still queued or running, or it is not a call of agent %s", in.CallID, s.o.Client.Agent())), nil
 	default:
