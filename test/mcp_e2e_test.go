@@ -375,28 +375,38 @@ func resultTraceParent(t *testing.T, natsURL string, r *mcp.CallToolResult) stri
 // TestMCPCallTimeoutSaysSo waits for a parked call no one decides, on a
 // face with a short wait: the result says it timed out, and the call
 // stays parked for people.
-func TestMCPCallTimeoutSaysSo(t *testing.T) {
-	s := startMCPStack(t, false)
-	nc := dialAs(t, s.worker.url, identity.RoleAgent, "impatient")
-	c, err := client.New(nc, "impatient")
+// inMemoryMCP serves the fleet's tools as agent over an in-memory
+// transport, with o's other options, until ctx ends, and connects a
+// client with copts.
+func inMemoryMCP(ctx context.Context, t *testing.T, s *mcpStack, agent string, o mcpserver.Options, copts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	nc := dialAs(t, s.worker.url, identity.RoleAgent, agent)
+	c, err := client.New(nc, agent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := mcpserver.New(mcpserver.Options{NC: nc, Client: c, CallWait: 2 * time.Second})
+	o.NC, o.Client = nc, c
+	srv, err := mcpserver.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	go func() { _ = srv.Sync(ctx) }()
 	testenv.Recv(t, srv.Ready(), "srv.Ready()")
 	st, ct := mcp.NewInMemoryTransports()
 	go func() { _ = srv.MCP().Run(ctx, st) }()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, copts).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cs.Close()
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func TestMCPCallTimeoutSaysSo(t *testing.T) {
+	s := startMCPStack(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs := inMemoryMCP(ctx, t, s, "impatient", mcpserver.Options{CallWait: 2 * time.Second}, nil)
 	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"path": "later.txt", "content": "x"}})
 	if err != nil {
 		t.Fatal(err)
@@ -411,5 +421,126 @@ func TestMCPCallTimeoutSaysSo(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(s.worker.ws, "later.txt")); err == nil {
 		t.Fatal("the parked write ran")
+	}
+}
+
+// TestMCPParkedCallSurvivesClientTimeout: a client whose request for a
+// parked call times out cancels the request (as the TypeScript SDK does
+// after 60 s); the call stays parked, a person approves it, it runs,
+// and toolgate_call_status collects its result. A call cancelled before
+// it parks is still cancelled.
+func TestMCPParkedCallSurvivesClientTimeout(t *testing.T) {
+	s := startMCPStack(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := newParked()
+	cs := inMemoryMCP(ctx, t, s, "hasty", mcpserver.Options{ApproverURL: s.approver},
+		&mcp.ClientOptions{ProgressNotificationHandler: p.handler})
+
+	rctx, timeout := context.WithCancel(ctx) // the client's request timeout
+	errc := make(chan error, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"path": "late.txt", "content": "approved late\n"}}
+		params.SetProgressToken("w")
+		_, err := cs.CallTool(rctx, params)
+		errc <- err
+	}()
+	var id string
+	select {
+	case id = <-p.ids:
+	case err := <-errc:
+		t.Fatalf("the write finished without parking: %v", err)
+	case <-ctx.Done():
+		t.Fatal("no progress said the write waits")
+	}
+	if msg := p.messages()[0]; !strings.Contains(msg, mcpserver.StatusTool) {
+		t.Errorf("the parked message %q does not say how to collect the call", msg)
+	}
+	timeout()
+	if err := <-errc; err == nil {
+		t.Fatal("the timed-out request returned a result")
+	}
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.StatusTool, Arguments: map[string]any{"call_id": id}})
+	if err != nil {
+		t.Fatalf("%s: %v", mcpserver.StatusTool, err)
+	}
+	if r.IsError || r.Meta["toolgate/status"] != string(events.StatusPending) {
+		t.Fatalf("status of the parked call: %v %+v %q", err, r, text(r))
+	}
+	s.approve(t, id) // fails when the call was withdrawn
+	r, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.StatusTool, Arguments: map[string]any{"call_id": id, "wait_seconds": 50}})
+	if err != nil {
+		t.Fatalf("%s: %v", mcpserver.StatusTool, err)
+	}
+	if r.IsError || r.Meta["toolgate/call_id"] != id || r.Meta["toolgate/status"] != string(events.StatusOK) {
+		t.Fatalf("status after approval: %v %+v %q", err, r, text(r))
+	}
+	if b, err := os.ReadFile(filepath.Join(s.worker.ws, "late.txt")); err != nil || string(b) != "approved late\n" {
+		t.Fatalf("the approved write: %q %v", b, err)
+	}
+	r, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.StatusTool, Arguments: map[string]any{"call_id": "no-such-call"}})
+	if err != nil {
+		t.Fatalf("%s: %v", mcpserver.StatusTool, err)
+	}
+	if !r.IsError || !strings.Contains(text(r), "no result") {
+		t.Fatalf("status of an unknown call: %v %q", err, text(r))
+	}
+}
+
+// TestMCPCancelBeforeParkingCancelsTheCall: a request cancelled while
+// its call runs (not parked) still cancels the call: the command is
+// killed before it prints its last line.
+func TestMCPCancelBeforeParkingCancelsTheCall(t *testing.T) {
+	s := startMCPStack(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	started := make(chan struct{}, 1)
+	cs := inMemoryMCP(ctx, t, s, "quitter", mcpserver.Options{}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			if strings.Contains(req.Params.Message, "started") {
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+			}
+		}})
+	results, err := dialAs(t, s.worker.url, identity.RoleAdmin, "admin").SubscribeSync(events.ResultSubject("quitter", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo started; sleep 30; echo finished"}}
+		params.SetProgressToken("b")
+		_, err := cs.CallTool(rctx, params)
+		errc <- err
+	}()
+	select {
+	case <-started:
+	case err := <-errc:
+		t.Fatalf("bash ended before it was cancelled: %v", err)
+	case <-ctx.Done():
+		t.Fatal("no progress from the running command")
+	}
+	stop()
+	<-errc
+	// The worker answers cancelled once it has killed the command, long
+	// before its sleep would end.
+	for {
+		m, err := results.NextMsg(60 * time.Second)
+		if err != nil {
+			t.Fatalf("no result of the cancelled call: %v", err)
+		}
+		var r events.ResultData
+		if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Status == events.StatusCancelled && !strings.Contains(r.Output, "finished") {
+			return
+		}
+		if r.Status.Final() {
+			t.Fatalf("the call ended %s, want cancelled: %q", r.Status, r.Output)
+		}
 	}
 }

@@ -58,11 +58,12 @@ func TestPolicyFileIsEnforcedAndHotReloaded(t *testing.T) {
 	ws := newWorkspace(t)
 	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
 	writeFile(t, filepath.Join(ws, "server.pem"), "-----BEGIN PRIVATE KEY-----\n")
-	polFile := filepath.Join(t.TempDir(), "policy.yaml")
+	// The policy opens /tmp to the tools: the policy and the store must
+	// live elsewhere.
+	polFile := filepath.Join(stateTempDir(t), "policy.yaml")
 	if err := os.WriteFile(polFile, seedPolicy(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The policy opens /tmp to the tools: the store must live elsewhere.
 	p := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile = polFile; o.DataDir = stateTempDir(t) })
 	if !strings.Contains(p.out.String(), "policy file:"+polFile) {
 		t.Fatalf("banner does not name the policy:\n%s", p.out)
@@ -179,4 +180,69 @@ func TestPolicyPushReachesTheFleet(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || d["action"] != "deny" {
 		t.Fatalf("policy check: %d %s", code, out)
 	}
+}
+
+// TestPolicyFileMidWriteKeepsTheLastGoodPolicy: the shell's > truncates
+// the policy file before writing it, and a writer may write it in
+// pieces. Neither the empty file nor the first piece (a valid document
+// that happens to allow everything) is ever in force: the policy that
+// denies read stays until the whole new document is there.
+func TestPolicyFileMidWriteKeepsTheLastGoodPolicy(t *testing.T) {
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	polFile := filepath.Join(stateTempDir(t), "policy.yaml")
+	writeFile(t, polFile, "tools:\n  default: allow\n  read:\n    action: deny\n")
+	p := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile = polFile })
+	c := p.client(t, "agent-w")
+	nc, _, err := identity.Dial(p.url, "", identity.RoleAdmin, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	changes, _ := nc.SubscribeSync(events.PolicyChangeSubject)
+	readDenied := func(when string) {
+		t.Helper()
+		if r := call(t, c, "read", `{"path":"README.md"}`); r.Status != events.StatusDenied {
+			t.Fatalf("%s: read %s, want the policy in force to deny it", when, r.Status)
+		}
+	}
+	readDenied("at start")
+
+	// Truncated: the file stays empty until the worker has said what it
+	// made of it.
+	if err := os.WriteFile(polFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := changes.NextMsg(30 * time.Second)
+	if err != nil {
+		t.Fatalf("no word about the empty policy file: %v", err)
+	}
+	ev, _, _ := events.Decode(m.Header, m.Data)
+	if ev.Type() != events.TypePolicyRejected || !strings.Contains(string(ev.Data()), "empty") {
+		t.Fatalf("the empty policy file: %s %s, want it rejected as empty", ev.Type(), ev.Data())
+	}
+	readDenied("with the file empty")
+
+	// Written in two pieces; the first alone would allow read.
+	f, err := os.OpenFile(polFile, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("tools:\n  default: allow\n"); err != nil {
+		t.Fatal(err)
+	}
+	readDenied("half written")
+	time.Sleep(200 * time.Millisecond)
+	readDenied("half written")
+	if _, err := f.WriteString("  read:\n    action: deny\n  ls:\n    action: deny\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the whole new policy denying ls", func() (bool, string) {
+		r := call(t, c, "ls", `{}`)
+		return r.Status == events.StatusDenied, string(r.Status)
+	})
+	readDenied("after the write")
 }

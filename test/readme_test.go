@@ -76,13 +76,14 @@ const readmeMCPConfig = `{"mcpServers": {"gate": {"command": "{{BIN}}/toolctl", 
 // keyed by the command as written (comments dropped). A command the README
 // gains without an entry here fails the test.
 var readmeSteps = map[string]readmeStep{
-	"go run ./cmd/toolctl audit --tool bash":                              {out: `execution\s+toolctl/bash`},
-	"go run ./cmd/toolctl budgets":                                        {out: `no budget has been used`},
-	"go run ./cmd/toolctl creds agent agent-7 > agent-7.creds":            {out: `^$`},
-	"go run ./cmd/toolctl creds approver alice --out alice.creds":         {out: `wrote approver credentials for "alice" to alice\.creds`},
-	"go run ./cmd/toolctl nats-config --out nats-auth":                    {out: `wrote nats-auth/auth\.conf`},
-	"go run ./cmd/toolctl creds agent ci-bot --expires 24h":               {out: `-----BEGIN NATS USER JWT-----`},
-	"go run ./cmd/toolctl creds revoke agent-7.creds":                     {out: `revoked U[A-Z0-9]+: the embedded server refuses it`},
+	"go run ./cmd/toolctl audit --tool bash":                                {out: `execution\s+toolctl/bash`},
+	"go run ./cmd/toolctl budgets":                                          {out: `no budget has been used`},
+	`go run ./cmd/toolctl creds agent agent-7 --out "$state/agent-7.creds"`: {out: `wrote agent credentials for "agent-7" to \S+/toolgate/agent-7\.creds`},
+	`go run ./cmd/toolctl creds approver alice --out "$state/alice.creds"`:  {out: `wrote approver credentials for "alice" to \S+/toolgate/alice\.creds`},
+	`go run ./cmd/toolctl nats-config --out "$state/nats-auth"`:             {out: `wrote \S+/toolgate/nats-auth/auth\.conf`},
+	`go run ./cmd/toolctl creds agent ci-bot --expires 24h --out "$state/ci-bot.creds"`: {
+		out: `wrote agent credentials for "ci-bot" to \S+/toolgate/ci-bot\.creds`},
+	`go run ./cmd/toolctl creds revoke "$state/agent-7.creds"`: {out: `revoked U[A-Z0-9]+: the embedded server refuses it`},
 	"go run ./cmd/worker":                                                 {mode: modeServe, out: `worker taking calls`},
 	"go run ./cmd/toolctl call read path=README.md":                       {out: `(?m)^\s+1\t# toolgate$`},
 	"go run ./cmd/toolctl tools":                                          {out: `(?m)^read \(read_file\)`},
@@ -91,13 +92,14 @@ var readmeSteps = map[string]readmeStep{
 	"go run ./cmd/toolctl call bash command='uname -a'":                   {out: `Linux`},
 	`go run ./cmd/toolctl call --json '{"path":"README.md","limit":3}' read`: {
 		out: `(?s)^\s+1\t# toolgate\n.*\s+3\t.*limit reached: showing lines 1-3`},
-	"go run ./cmd/toolctl events --follow":              {mode: modeFollow, out: `dev\.toolgate\.call\.completed\.v1`},
-	"go run ./cmd/toolctl policy default > policy.yaml": {out: `^$`},
-	"go run ./cmd/toolctl policy lint policy.yaml":      {out: `policy\.yaml: valid, revision \w+, 0 warning\(s\)`},
-	"go run ./cmd/worker --policy policy.yaml": {mode: modeServe, // a second worker, on the first one's bus
-		out: `(?s)toolgate: using NATS at nats://127\.0\.0\.1:\d+.*toolgate: policy file:policy\.yaml.*worker taking calls`},
-	"go run ./cmd/toolctl policy push policy.yaml": {out: `pushed policy\.yaml as the shared policy, revision \w+`},
-	`go run ./cmd/toolctl policy check --policy policy.yaml --tool bash --args '{"command":"ls && rm -rf /"}'`: {
+	"go run ./cmd/toolctl events --follow":                      {mode: modeFollow, out: `dev\.toolgate\.call\.completed\.v1`},
+	`mkdir -p "$conf"`:                                          {out: `^$`},
+	`go run ./cmd/toolctl policy default > "$conf/policy.yaml"`: {out: `^$`},
+	`go run ./cmd/toolctl policy lint "$conf/policy.yaml"`:      {out: `/toolgate/policy\.yaml: valid, revision \w+, 0 warning\(s\)`},
+	`go run ./cmd/worker --policy "$conf/policy.yaml"`: {mode: modeServe, // a second worker, on the first one's bus
+		out: `(?s)toolgate: using NATS at nats://127\.0\.0\.1:\d+.*toolgate: policy file:\S+/toolgate/policy\.yaml.*worker taking calls`},
+	`go run ./cmd/toolctl policy push "$conf/policy.yaml"`: {out: `pushed \S+/toolgate/policy\.yaml as the shared policy, revision \w+`},
+	`go run ./cmd/toolctl policy check --policy "$conf/policy.yaml" --tool bash --args '{"command":"ls && rm -rf /"}'`: {
 		out: `"action":"(ask|deny)"`}, // the built-in policy asks; never allow
 	"go run ./cmd/approver": {mode: modeServe, out: `approver: page and API at (http://\S+)`},
 	"go run ./cmd/toolctl call bash command='git push'": {mode: modeBackground, out: `call (\S+) is parked`,
@@ -105,12 +107,13 @@ var readmeSteps = map[string]readmeStep{
 	"go run ./cmd/toolctl mcp --agent claude-code": {mode: modeServe, in: mcpHello,
 		out: `"id":2,"result":\{.*"tools":\[.*"name":"read"`},
 	"go run ./cmd/worker --mcp-listen 127.0.0.1:8471": {mode: modeServe, out: `MCP \(Streamable HTTP\) on http://127\.0\.0\.1:\d+/mcp as agent`},
-	"go run ./cmd/worker --mcp-config mcp.json": {mode: modeServe, files: map[string]string{"mcp.json": readmeMCPConfig},
+	`go run ./cmd/worker --mcp-config "$conf/mcp.json"`: {mode: modeServe, files: map[string]string{"$conf/mcp.json": readmeMCPConfig},
 		out: `(?s)MCP servers \[gate\].*mcp tools.*mcp__gate__read`}, // the first worker's read, through toolctl mcp
-	"go run ./cmd/toolctl tools --format openai":                        {out: `"type":\s*"function"(?s).*"name":\s*"read"`},
-	"go run ./cmd/toolctl creds tool word_count --out word_count.creds": {out: `wrote tool credentials for "word_count" to word_count\.creds`},
-	"go run ./examples/remote-tool-go --creds word_count.creds":         {mode: modeServe, out: `serving word_count`},
-	"go run ./cmd/toolctl approvals list":                               {out: `{{CALL_ID}}\s+toolctl\s+bash`},
+	"go run ./cmd/toolctl tools --format openai": {out: `"type":\s*"function"(?s).*"name":\s*"read"`},
+	`go run ./cmd/toolctl creds tool word_count --out "$state/word_count.creds"`: {
+		out: `wrote tool credentials for "word_count" to \S+/toolgate/word_count\.creds`},
+	`go run ./examples/remote-tool-go --creds "$state/word_count.creds"`: {mode: modeServe, out: `serving word_count`},
+	"go run ./cmd/toolctl approvals list":                                {out: `{{CALL_ID}}\s+toolctl\s+bash`},
 	`echo '{"tool_name":"Bash","tool_input":{"command":"git status"}}' | toolctl hook claude --agent claude-code`: {
 		out: `"permissionDecision":\s*"allow"`},
 	`go run ./cmd/toolctl approvals approve CALL_ID --comment "looks right"`: {out: `{{CALL_ID}}: `},
@@ -193,6 +196,9 @@ func TestReadmeCommands(t *testing.T) {
 		}
 		if line == readmeInstall {
 			t.Logf("ok: %s (run first, into %s)", line, bin)
+			continue
+		}
+		if r.assign(line) {
 			continue
 		}
 		step, ok := readmeSteps[line]
@@ -280,6 +286,41 @@ type readmeRun struct {
 	natsURL string
 }
 
+// assign does what the shell does with a line of assignments only
+// (conf=${XDG_CONFIG_HOME:-$HOME/.config}/toolgate): bash computes each
+// value in the walk-through's environment, and the later commands see
+// it as a variable. It reports whether line was one.
+func (r *readmeRun) assign(line string) bool {
+	r.t.Helper()
+	f, err := syntax.NewParser().Parse(strings.NewReader(line), "README.md")
+	if err != nil || len(f.Stmts) != 1 {
+		return false
+	}
+	call, ok := f.Stmts[0].Cmd.(*syntax.CallExpr)
+	if !ok || len(call.Args) > 0 || len(call.Assigns) == 0 {
+		return false
+	}
+	for _, a := range call.Assigns {
+		cmd, out := r.command([]string{"bash", "-c", line + `; printf %s "$` + a.Name.Value + `"`})
+		if err := cmd.Run(); err != nil {
+			r.t.Fatalf("%s: %v\n%s", line, err, out)
+		}
+		r.env = append(r.env, a.Name.Value+"="+out.String())
+		r.t.Logf("ok: %s (%s=%s)", line, a.Name.Value, out)
+	}
+	return true
+}
+
+// lookup is a variable of the walk-through's environment.
+func (r *readmeRun) lookup(name string) string {
+	for i := len(r.env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(r.env[i], "="); ok && k == name {
+			return v
+		}
+	}
+	return os.Getenv(name)
+}
+
 // bgProc is a command left running.
 type bgProc struct {
 	line string
@@ -303,9 +344,10 @@ func (r *readmeRun) argv(line string) (args []string, stdoutFile string) {
 	}
 	st := f.Stmts[0]
 	call, ok := st.Cmd.(*syntax.CallExpr)
-	// What only a shell does ($VAR, ~, pipelines, lists) is left to bash.
+	// What only a shell does ($VAR, ~, pipelines, lists) is left to bash,
+	// with the README's go run lines running the installed binaries.
 	if !ok || len(call.Assigns) > 0 || st.Background || strings.Contains(line, "$") || strings.Contains(line, "~") {
-		return []string{"bash", "-c", line}, ""
+		return []string{"bash", "-c", strings.NewReplacer("go run ./cmd/", "", "go run ./examples/", "").Replace(line)}, ""
 	}
 	for _, w := range call.Args {
 		s, err := expand.Literal(nil, w)
@@ -365,7 +407,11 @@ func (r *readmeRun) step(line string, s readmeStep) {
 	args, toFile := r.argv(line)
 	want := regexp.MustCompile(r.subst(s.out))
 	for name, content := range s.files {
-		writeFile(t, filepath.Join(r.ws, name), strings.ReplaceAll(content, "{{BIN}}", r.bin))
+		name = os.Expand(name, r.lookup)
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(r.ws, name)
+		}
+		writeFile(t, name, strings.ReplaceAll(content, "{{BIN}}", r.bin))
 	}
 	switch s.mode {
 	case modeRun:

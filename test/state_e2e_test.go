@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -58,6 +59,66 @@ func TestWorkerRefusesStateInTheWorkspace(t *testing.T) {
 	}
 }
 
+// TestWorkerRefusesTrustedFilesAnAgentReaches: the policy the gate
+// judges by, the hooks, the tool overrides, the MCP servers' config and
+// the MCP agent's credentials stop the worker at start when a served
+// root reaches them: in the workspace, through a symbolic link the
+// agent could re-point, or in a directory the policy's allowed_paths
+// opens. Nothing starts, so no tool ever reads or writes them.
+func TestWorkerRefusesTrustedFilesAnAgentReaches(t *testing.T) {
+	ws := newWorkspace(t)
+	outside := stateTempDir(t)
+	extra := stateTempDir(t)
+	policyOutside := filepath.Join(outside, "policy.yaml")
+	writeFile(t, policyOutside, "tools:\n  default: ask\n")
+	opensExtra := filepath.Join(outside, "opens-extra.yaml")
+	writeFile(t, opensExtra, "tools:\n  default: ask\n  read:\n    allowed_paths: [\""+extra+"\"]\n")
+	inExtra := filepath.Join(extra, "hooks.yaml")
+	writeFile(t, inExtra, "redact: {}\n")
+	trusted := filepath.Join(ws, "trusted")
+	for _, f := range []string{"policy.yaml", "hooks.yaml", "tools.yaml", "mcp.json", "mcp.creds"} {
+		writeFile(t, filepath.Join(trusted, f), "{}\n")
+	}
+	// An MCP server whose command is a script in the workspace: the
+	// worker would run whatever the agent wrote there.
+	writeFile(t, filepath.Join(ws, "server.sh"), "#!/bin/sh\n")
+	if err := os.Chmod(filepath.Join(ws, "server.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mcpScript := filepath.Join(outside, "mcp.json")
+	writeFile(t, mcpScript, `{"mcpServers": {"local": {"command": "`+filepath.Join(ws, "server.sh")+`"}}}`)
+	link := filepath.Join(ws, "policy-link.yaml")
+	if err := os.Symlink(policyOutside, link); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		o    daemon.Options
+		flag string
+	}{
+		"policy":                 {daemon.Options{PolicyFile: filepath.Join(trusted, "policy.yaml")}, "--policy"},
+		"hooks":                  {daemon.Options{HooksFile: filepath.Join(trusted, "hooks.yaml")}, "--hooks"},
+		"tools config":           {daemon.Options{ToolsConfig: filepath.Join(trusted, "tools.yaml")}, "--tools-config"},
+		"mcp config":             {daemon.Options{MCPConfig: filepath.Join(trusted, "mcp.json")}, "--mcp-config"},
+		"mcp creds":              {daemon.Options{MCPCreds: filepath.Join(trusted, "mcp.creds")}, "--mcp-creds"},
+		"policy through link":    {daemon.Options{PolicyFile: link}, "symbolic link " + link},
+		"mcp server command":     {daemon.Options{MCPConfig: mcpScript}, `the command of server "local"`},
+		"hooks in an extra root": {daemon.Options{PolicyFile: opensExtra, HooksFile: inExtra}, "allowed_paths: --hooks"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := tc.o
+			o.Workspace, o.Listen, o.DataDir = ws, "127.0.0.1:0", stateTempDir(t)
+			o.Logger, o.Out = slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard
+			// A worker that starts anyway stops when the context ends.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			err := daemon.Run(ctx, o)
+			if !errors.Is(err, identity.ErrInWorkspace) || !strings.Contains(err.Error(), tc.flag) {
+				t.Fatalf("Run = %v, want ErrInWorkspace naming %s", err, tc.flag)
+			}
+		})
+	}
+}
+
 // TestEmbeddedServerIsAuthenticated: the quick start's server refuses a
 // client without credentials, an old ./.toolgate is left alone with a
 // message, and nothing is written into the workspace.
@@ -103,5 +164,68 @@ func TestEmbeddedServerIsAuthenticated(t *testing.T) {
 	ents, _ := os.ReadDir(ws)
 	if len(ents) != 2 {
 		t.Fatalf("the workspace holds more than README.md and the old .toolgate: %v", ents)
+	}
+}
+
+// TestSecondWorkerJoinsTheBus: a worker started on a store another
+// worker's embedded server holds — as `worker` typed in a second
+// terminal does, on the state directory's store — joins that server as
+// another worker instead of starting a second bus over the same files;
+// one given another address on that store refuses, naming the running
+// server and how to join it.
+func TestSecondWorkerJoinsTheBus(t *testing.T) {
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	data := stateTempDir(t)
+	first := startProcess(t, ws, func(o *daemon.Options) { o.DataDir = data; o.Name = "first" })
+	mcpURL := make(chan string, 1)
+	second := startProcess(t, ws, func(o *daemon.Options) {
+		o.DataDir, o.Listen, o.Name = data, "", "second"
+		o.MCPListen, o.MCPReady = "127.0.0.1:0", func(u string) { mcpURL <- u } // worker --mcp-listen ..., as typed
+	})
+	if second.url != first.url || !strings.Contains(second.out.String(), "joining it as another worker") {
+		t.Fatalf("second worker on %s, first on %s:\n%s", second.url, first.url, second.out)
+	}
+	if u := <-mcpURL; !strings.HasSuffix(u, "/mcp") {
+		t.Fatalf("the joined worker's MCP endpoint: %q", u)
+	}
+	if out, errOut, code := second.toolctl(t, "call", "read", "path=README.md"); code != toolctl.ExitOK || !strings.Contains(out, "hello") {
+		t.Fatalf("a call with two workers: %d %s %s", code, out, errOut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := daemon.Run(ctx, daemon.Options{Workspace: ws, DataDir: data, Listen: "127.0.0.1:0",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), "--nats "+first.url) {
+		t.Fatalf("a second server on the store: %v, want a refusal naming %s", err, first.url)
+	}
+}
+
+// TestWorkerCleanRestartLogsNoWarnings: a worker stopped cleanly leaves its
+// store so that the next start logs no recovery: no warning or error
+// line from the embedded server over a stop and a restart.
+func TestWorkerCleanRestartLogsNoWarnings(t *testing.T) {
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	data := stateTempDir(t)
+	var logs capture
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	for i := range 2 {
+		p := startProcess(t, ws, func(o *daemon.Options) { o.DataDir = data; o.Logger = logger })
+		if out, errOut, code := p.toolctl(t, "call", "read", "path=README.md"); code != toolctl.ExitOK {
+			t.Fatalf("run %d: %d %s %s", i, code, out, errOut)
+		}
+		if err := p.stop(); err != nil {
+			t.Fatalf("run %d: stop: %v", i, err)
+		}
+	}
+	var warned []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "component=nats-server") {
+			warned = append(warned, l)
+		}
+	}
+	if len(warned) > 0 {
+		t.Fatalf("%d warning lines from the embedded server over a clean stop and restart:\n%s", len(warned), strings.Join(warned, "\n"))
 	}
 }

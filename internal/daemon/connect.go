@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -37,11 +38,6 @@ func connect(o Options, ws string) (nc *nats.Conn, url string, creds *identity.C
 	if credsFile == "" {
 		credsFile = os.Getenv(identity.EnvCreds)
 	}
-	if credsFile != "" {
-		if err := identity.CheckOutside("--creds", credsFile, ws); err != nil {
-			return nil, "", nil, nil, err
-		}
-	}
 	if url == "" {
 		if o.DataDir != "" {
 			if err := identity.CheckOutside("--data", o.DataDir, ws); err != nil {
@@ -52,17 +48,23 @@ func connect(o Options, ws string) (nc *nats.Conn, url string, creds *identity.C
 		if err != nil {
 			return nil, "", nil, nil, err
 		}
-		srv, err = embedded.Start(embedded.Config{Listen: o.Listen, DataDir: o.DataDir, Install: in, Logger: o.Logger})
-		if err != nil {
-			return nil, "", nil, nil, err
-		}
-		url = srv.ClientURL()
 		if creds, err = in.MintCreds(identity.RoleWorker, workerIdentity); err != nil {
-			srv.Close()
 			return nil, "", nil, nil, err
 		}
-		fmt.Fprintf(o.Out, "toolgate: embedded NATS with JetStream listening on %s (authenticated: services in account %s, agents in account %s)\n", url, in.AccountPublicKey, in.AgentsPublicKey)
-		fmt.Fprintf(o.Out, "toolgate: data in %s; keys and credentials in %s\n", srv.StoreDir(), in.Dir)
+		if run, ok := embedded.Running(o.DataDir); ok && (o.Listen == "" || o.Listen == strings.TrimPrefix(run.URL, "nats://")) {
+			// The store is served already: one bus per store, so this
+			// worker joins that server as another worker.
+			url = run.URL
+			fmt.Fprintf(o.Out, "toolgate: the embedded NATS of pid %d serves this store at %s: joining it as another worker (--listen ADDR --data DIR starts a server of its own)\n", run.PID, url)
+		} else {
+			srv, err = embedded.Start(embedded.Config{Listen: o.Listen, DataDir: o.DataDir, Install: in, Logger: o.Logger})
+			if err != nil {
+				return nil, "", nil, nil, err
+			}
+			url = srv.ClientURL()
+			fmt.Fprintf(o.Out, "toolgate: embedded NATS with JetStream listening on %s (authenticated: services in account %s, agents in account %s)\n", url, in.AccountPublicKey, in.AgentsPublicKey)
+			fmt.Fprintf(o.Out, "toolgate: data in %s; keys and credentials in %s\n", srv.StoreDir(), in.Dir)
+		}
 	} else {
 		fmt.Fprintf(o.Out, "toolgate: using NATS at %s\n", identity.RedactURL(url))
 		if !identity.HasUserInfo(url) || credsFile != "" {
@@ -111,8 +113,41 @@ func announceOldState(o Options, ws, state string) {
 	}
 }
 
-// stateOutside refuses a state directory, data directory or credentials
-// file inside the extra roots the policy opens to the tools.
+// trustedFiles names the files the worker trusts or keeps secret, by the
+// flag that gives each: the gate's policy, the hooks that change calls
+// and outputs, the tool overrides, the MCP servers it starts, and the
+// credentials it connects with. An agent that could write one could
+// change what judges it; one that could read a credentials file could
+// act as the worker.
+func trustedFiles(o Options) map[string]string {
+	creds := o.Creds
+	if creds == "" {
+		creds = os.Getenv(identity.EnvCreds)
+	}
+	return map[string]string{"--policy": o.PolicyFile, "--hooks": o.HooksFile, "--tools-config": o.ToolsConfig,
+		"--mcp-config": o.MCPConfig, "--creds": creds, "--mcp-creds": o.MCPCreds}
+}
+
+// trustedOutside refuses a trusted file (trustedFiles) inside a served
+// root, or reached through a symbolic link inside one.
+func trustedOutside(o Options, roots ...string) error {
+	files := trustedFiles(o)
+	for _, what := range []string{"--policy", "--hooks", "--tools-config", "--mcp-config", "--creds", "--mcp-creds"} {
+		p := files[what]
+		if p == "" {
+			continue
+		}
+		if err := identity.CheckOutside(what, p, roots...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stateOutside refuses a state directory, data directory or trusted
+// file inside the extra roots the policy opens to the tools. Roots are
+// opened at start only: a policy reloaded later that names another one
+// opens nothing until the next start, which checks again.
 func stateOutside(o Options, roots []string) error {
 	if len(roots) == 0 {
 		return nil
@@ -121,17 +156,16 @@ func stateOutside(o Options, roots []string) error {
 	if err != nil {
 		return err
 	}
-	check := map[string]string{"the state directory": state, "--data": o.DataDir, "--creds": o.Creds}
-	if o.Creds == "" {
-		check["--creds"] = os.Getenv(identity.EnvCreds)
-	}
-	for what, p := range check {
+	for what, p := range map[string]string{"the state directory": state, "--data": o.DataDir} {
 		if p == "" {
 			continue
 		}
 		if err := identity.CheckOutside(what, p, roots...); err != nil {
 			return fmt.Errorf("policy allowed_paths: %w", err)
 		}
+	}
+	if err := trustedOutside(o, roots...); err != nil {
+		return fmt.Errorf("policy allowed_paths: %w", err)
 	}
 	return nil
 }

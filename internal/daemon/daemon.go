@@ -156,6 +156,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := trustedOutside(o, ws); err != nil {
+		return err
+	}
 	hooksCfg, err := loadHooks(o)
 	if err != nil {
 		return err
@@ -255,6 +258,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	mcpCfg, err := loadMCPConfig(o.MCPConfig)
 	if err != nil {
+		return err
+	}
+	if err := mcpCommandsOutside(mcpCfg, append([]string{ws}, roots...)...); err != nil {
 		return err
 	}
 	budgets, err := budget.New(ctx, js, budget.Config{Worker: o.Name, Logger: o.Logger,

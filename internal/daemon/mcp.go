@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -77,6 +79,30 @@ func loadMCPConfig(path string) (*mcpsource.Config, error) {
 		return nil, fmt.Errorf("--mcp-config: %w", err)
 	}
 	return c, nil
+}
+
+// mcpCommandsOutside refuses an MCP server whose command lies in a
+// served root: the worker runs it unsandboxed, so an agent that could
+// rewrite it would run code as the worker. (Its arguments may name the
+// workspace: a filesystem server serves it by design.)
+func mcpCommandsOutside(c *mcpsource.Config, roots ...string) error {
+	if c == nil {
+		return nil
+	}
+	for _, name := range c.Names() {
+		s := c.Servers[name]
+		if s.Command == "" {
+			continue
+		}
+		path, err := exec.LookPath(os.ExpandEnv(s.Command))
+		if err != nil {
+			continue // reported when the server starts
+		}
+		if err := identity.CheckOutside(fmt.Sprintf("--mcp-config: the command of server %q", name), path, roots...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // startMCPSources connects to the configured MCP servers and keeps their

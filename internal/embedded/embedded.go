@@ -42,6 +42,7 @@ type Config struct {
 type Server struct {
 	*server.Server
 	storeDir string
+	lock     *storeLock
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -53,7 +54,7 @@ func Start(cfg Config) (*Server, error) {
 		cfg.Listen = "127.0.0.1:4222"
 	}
 	if cfg.DataDir == "" {
-		dir, err := identity.StateDir()
+		dir, err := defaultDataDir()
 		if err != nil {
 			return nil, err
 		}
@@ -81,6 +82,28 @@ func Start(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(store, 0o700); err != nil {
 		return nil, fmt.Errorf("--data %q: %w", cfg.DataDir, err)
 	}
+	lock, err := lockStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := start(cfg, host, port, store)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	srv.lock = lock
+	if err := lock.record(srv.ClientURL()); err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("--data %q: %w", cfg.DataDir, err)
+	}
+	return srv, nil
+}
+
+// defaultDataDir is the state directory.
+func defaultDataDir() (string, error) { return identity.StateDir() }
+
+// start starts the server on store, its lock held.
+func start(cfg Config, host string, port int, store string) (*Server, error) {
 	opts := &server.Options{
 		ServerName: "toolgate-embedded",
 		Host:       host, Port: port,
@@ -109,7 +132,7 @@ func Start(cfg Config) (*Server, error) {
 	select {
 	case err := <-fatal.errc:
 		s.Shutdown()
-		return nil, fmt.Errorf("embedded nats-server cannot listen on %s (another worker running? choose another address with --listen): %w", cfg.Listen, err)
+		return nil, fmt.Errorf("embedded nats-server cannot listen on %s (another worker running? join its server with --nats nats://%s, or choose another address with --listen and a store of its own with --data): %w", cfg.Listen, cfg.Listen, err)
 	case ok := <-ready:
 		if !ok {
 			s.Shutdown()
@@ -207,8 +230,12 @@ func (s *serverLog) Tracef(string, ...any) {}
 // StoreDir is where JetStream keeps its files.
 func (s *Server) StoreDir() string { return s.storeDir }
 
-// Close shuts the server down and waits for it.
+// Close shuts the server down, waits for it, and frees its store.
 func (s *Server) Close() {
 	s.Shutdown()
 	s.WaitForShutdown()
+	if s.lock != nil {
+		s.lock.release()
+		s.lock = nil
+	}
 }

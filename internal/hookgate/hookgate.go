@@ -4,9 +4,10 @@
 // tools... are mapped to toolgate's tools and judged by the same gate; an
 // ask goes to people through the approver (a judge-only call of the mapped
 // toolgate tool, approved as any call, never run by the worker) and the
-// hook waits for their decision. Both agents speak the same hook
-// JSON: tool_name and tool_input in, hookSpecificOutput.permissionDecision
-// allow, deny or ask with a reason out.
+// hook waits for their decision. Both agents send the same hook JSON
+// (tool_name and tool_input); Claude Code takes
+// hookSpecificOutput.permissionDecision allow, deny or ask with a reason,
+// Codex a narrower answer (Codex).
 package hookgate
 
 import (
@@ -126,6 +127,35 @@ func (j *Judge) Decide(ctx context.Context, in Input) Output {
 	}
 }
 
+// Codex turns an answer into the one Codex's PreToolUse output parser
+// accepts (openai/codex, codex-rs/hooks): it refuses
+// permissionDecision "allow" without updatedInput, refuses "ask"
+// outright, and wants a non-empty reason with "deny". So an allow, and
+// no decision, are the empty object (Codex goes on with its own
+// approval flow), a deny keeps its reason, and an ask, which only
+// reaches here when no person can be asked (--no-ask), is a deny that
+// says so: failing open is not an option. With an Asker, Decide has
+// already turned every ask into the people's allow or deny.
+func Codex(out Output) Output {
+	s := out.HookSpecificOutput
+	if s == nil {
+		return Output{}
+	}
+	switch policy.Action(s.PermissionDecision) {
+	case policy.Allow:
+		return Output{}
+	case policy.Ask:
+		return decision(policy.Deny, s.PermissionDecisionReason+
+			" (Codex's hooks cannot ask; run toolctl hook codex without --no-ask so that a person decides in the approver)")
+	default:
+		reason := strings.TrimSpace(s.PermissionDecisionReason)
+		if reason == "" {
+			reason = "toolgate denies"
+		}
+		return decision(policy.Deny, reason)
+	}
+}
+
 func decision(a policy.Action, reason string) Output {
 	return Output{HookSpecificOutput: &Specific{HookEventName: "PreToolUse", PermissionDecision: string(a), PermissionDecisionReason: reason}}
 }
@@ -179,12 +209,28 @@ func Map(in Input) ([]policy.Request, error) {
 			return nil, err
 		}
 		return []policy.Request{call(tooldef.Write, role{tooldef.Path: str("file_path"), tooldef.Content: str("content")})}, nil
-	case "Edit", "MultiEdit":
+	case "Edit":
 		if err := needs("file_path"); err != nil {
 			return nil, err
 		}
 		return []policy.Request{call(tooldef.Edit, role{tooldef.Path: str("file_path"),
 			tooldef.OldText: str("old_string"), tooldef.NewText: str("new_string")})}, nil
+	case "MultiEdit":
+		// {file_path, edits: [{old_string, new_string, replace_all}]}:
+		// every edit is judged, as an edit of the file.
+		if err := needs("file_path"); err != nil {
+			return nil, err
+		}
+		return multiEdit(in.ToolName, str("file_path"), args["edits"])
+	case "PowerShell":
+		// Not bash: its syntax is not shell syntax, so its command is not
+		// parsed and no command classification can allow it. It is judged
+		// by name and kind (execute): a rule for PowerShell, the execute
+		// kind's rule, else the policy's default.
+		if err := needs("command"); err != nil {
+			return nil, err
+		}
+		return []policy.Request{req(in.ToolName, policy.KindExecute, map[string]any{"command": str("command")})}, nil
 	case "NotebookEdit":
 		if err := needs("notebook_path"); err != nil {
 			return nil, err
@@ -218,6 +264,30 @@ func Map(in Input) ([]policy.Request, error) {
 		return []policy.Request{req(in.ToolName, policy.KindExecute, args)}, nil
 	}
 	return nil, nil
+}
+
+// multiEdit maps a MultiEdit's edits, one request each; a MultiEdit
+// without edits, or with one that is not an object of strings, cannot be
+// judged.
+func multiEdit(tool, path string, edits any) ([]policy.Request, error) {
+	list, ok := edits.([]any)
+	if !ok || len(list) == 0 {
+		return nil, fmt.Errorf("%w: %s without edits", ErrBadInput, tool)
+	}
+	out := make([]policy.Request, 0, len(list))
+	for i, e := range list {
+		m, ok := e.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s edits[%d] is not an object", ErrBadInput, tool, i)
+		}
+		oldText, ok1 := m["old_string"].(string)
+		newText, ok2 := m["new_string"].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("%w: %s edits[%d] wants old_string and new_string strings", ErrBadInput, tool, i)
+		}
+		out = append(out, call(tooldef.Edit, role{tooldef.Path: path, tooldef.OldText: oldText, tooldef.NewText: newText}))
+	}
+	return out, nil
 }
 
 // role gives the values of a built-in tool's arguments by what they stand

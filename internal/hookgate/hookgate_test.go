@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,7 +78,7 @@ func TestDecisionsGolden(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.json")
 	var got strings.Builder
 	for _, f := range files {
-		out := j.Decide(context.Background(), payload(t, filepath.Base(f), ws))
+		out := answer(j, filepath.Base(f), payload(t, filepath.Base(f), ws))
 		b, _ := json.Marshal(out)
 		got.WriteString(filepath.Base(f) + " " + strings.ReplaceAll(string(b), ws, "WORKSPACE") + "\n")
 	}
@@ -93,6 +94,132 @@ func TestDecisionsGolden(t *testing.T) {
 	}
 	if got.String() != string(want) {
 		t.Errorf("decisions differ from %s:\n%s", path, got.String())
+	}
+}
+
+// answer is what `toolctl hook claude|codex` prints for a payload named
+// claude-* or codex-*.
+func answer(j *Judge, name string, in Input) Output {
+	out := j.Decide(context.Background(), in)
+	if strings.HasPrefix(name, "codex-") {
+		return Codex(out)
+	}
+	return out
+}
+
+// codexAccepts applies the rules of Codex's PreToolUse output parser
+// (openai/codex, codex-rs/hooks: the output schema and the checks that
+// mark a hook's answer invalid) to one answer. An invalid answer shows
+// up in Codex as a failed hook, never as the decision meant.
+func codexAccepts(b []byte) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return fmt.Errorf("not a JSON object: %w", err)
+	}
+	for k := range top {
+		switch k {
+		case "continue", "hookSpecificOutput", "stopReason", "suppressOutput", "systemMessage":
+		default:
+			return fmt.Errorf("unknown field %q (the schema allows no other)", k)
+		}
+	}
+	if string(top["continue"]) == "false" {
+		return errors.New("unsupported continue:false")
+	}
+	if _, ok := top["stopReason"]; ok {
+		return errors.New("unsupported stopReason")
+	}
+	if string(top["suppressOutput"]) == "true" {
+		return errors.New("unsupported suppressOutput")
+	}
+	raw, ok := top["hookSpecificOutput"]
+	if !ok || string(raw) == "null" {
+		return nil
+	}
+	var hs map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &hs); err != nil {
+		return fmt.Errorf("hookSpecificOutput is not an object: %w", err)
+	}
+	for k := range hs {
+		switch k {
+		case "additionalContext", "hookEventName", "permissionDecision", "permissionDecisionReason", "updatedInput":
+		default:
+			return fmt.Errorf("unknown hookSpecificOutput field %q", k)
+		}
+	}
+	if string(hs["hookEventName"]) != `"PreToolUse"` {
+		return fmt.Errorf("hookEventName %s, want \"PreToolUse\" (required)", hs["hookEventName"])
+	}
+	var decision, reason string
+	_ = json.Unmarshal(hs["permissionDecision"], &decision)
+	_ = json.Unmarshal(hs["permissionDecisionReason"], &reason)
+	_, hasReason := hs["permissionDecisionReason"]
+	_, hasUpdated := hs["updatedInput"]
+	switch {
+	case hasUpdated && decision != "allow":
+		return errors.New("updatedInput without permissionDecision:allow")
+	case decision == "allow" && !hasUpdated:
+		return errors.New("unsupported permissionDecision:allow (without updatedInput)")
+	case decision == "ask":
+		return errors.New("unsupported permissionDecision:ask")
+	case decision == "deny" && strings.TrimSpace(reason) == "":
+		return errors.New("permissionDecision:deny without a non-empty permissionDecisionReason")
+	case decision == "" && hasReason:
+		return errors.New("permissionDecisionReason without permissionDecision")
+	case decision != "" && decision != "allow" && decision != "deny":
+		return fmt.Errorf("permissionDecision %q is not allow, deny or ask", decision)
+	}
+	return nil
+}
+
+// TestCodexAnswersFollowCodexsParser: every answer `toolctl hook codex`
+// gives, the golden ones and those for every ask (no person to ask,
+// approved, refused, unreachable), is one Codex's parser accepts, and
+// a deny is a deny there.
+func TestCodexAnswersFollowCodexsParser(t *testing.T) {
+	p, _, err := policy.Parse([]byte(hookPolicy), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := workspace(t)
+	// The answers Claude Code takes, which `hook codex` used to print,
+	// are refused: Codex showed every allow as a failed hook and let an
+	// ask through.
+	j := &Judge{Gate: policy.NewGate(p), Agent: "codex"}
+	for _, f := range []string{"codex-bash.json", "codex-bash-push.json"} {
+		b, _ := json.Marshal(j.Decide(context.Background(), payload(t, f, ws)))
+		if err := codexAccepts(b); err == nil {
+			t.Errorf("%s: the rules accept Claude Code's answer %s", f, b)
+		}
+	}
+	files, _ := filepath.Glob("testdata/*.json")
+	for _, asker := range []Asker{nil, &fakeAsker{allow: true}, &fakeAsker{}, &fakeAsker{err: errors.New("no NATS")}} {
+		j := &Judge{Gate: policy.NewGate(p), Agent: "codex", Asker: asker}
+		for _, f := range files {
+			in := payload(t, filepath.Base(f), ws)
+			plain := j.Decide(context.Background(), in)
+			b, _ := json.Marshal(Codex(plain))
+			if err := codexAccepts(b); err != nil {
+				t.Errorf("%s (asker %v): Codex would refuse %s: %v", filepath.Base(f), asker, b, err)
+			}
+			if s := plain.HookSpecificOutput; s != nil && s.PermissionDecision != string(policy.Allow) && !strings.Contains(string(b), `"permissionDecision":"deny"`) {
+				t.Errorf("%s: %s became %s, want a deny", filepath.Base(f), s.PermissionDecision, b)
+			}
+		}
+	}
+}
+
+func TestMultiEditJudgesEveryEdit(t *testing.T) {
+	ws := workspace(t)
+	reqs, err := Map(payload(t, "claude-multiedit.json", ws))
+	if err != nil || len(reqs) != 2 {
+		t.Fatalf("Map = %d requests, %v; want one per edit", len(reqs), err)
+	}
+	for i, want := range [][2]string{{"hello", "hello, world"}, {"world", "there"}} {
+		a := reqs[i].Arguments
+		if reqs[i].Tool != "edit" || a["old_string"] != want[0] || a["new_string"] != want[1] || a["path"] != filepath.Join(ws, "README.md") {
+			t.Errorf("request %d = %s %v, want the edit %q -> %q", i, reqs[i].Tool, a, want[0], want[1])
+		}
 	}
 }
 
@@ -115,13 +242,21 @@ func TestDecisions(t *testing.T) {
 		{"claude-edit.json", "allow"},
 		{"claude-mcp.json", "ask"},
 		{"claude-todowrite.json", ""},
-		{"codex-bash.json", "allow"},
+		{"claude-powershell.json", "ask"},
+		{"claude-multiedit.json", "allow"},
+		{"claude-multiedit-no-edits.json", "deny"},
+		// Codex: allow is the empty answer, an ask no one can be asked
+		// about is a deny.
+		{"codex-bash.json", ""},
+		{"codex-bash-push.json", "deny"},
+		{"codex-bash-sudo.json", "deny"},
+		{"codex-todo.json", ""},
 		{"codex-apply-patch-secret.json", "deny"},
 		{"codex-bad-input.json", "deny"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			out := j.Decide(context.Background(), payload(t, tt.file, ws))
+			out := answer(j, tt.file, payload(t, tt.file, ws))
 			got := ""
 			if out.HookSpecificOutput != nil {
 				got = out.HookSpecificOutput.PermissionDecision
@@ -205,6 +340,9 @@ func FuzzDecide(f *testing.F) {
 			default:
 				t.Fatalf("decision %q", s.PermissionDecision)
 			}
+		}
+		if b, _ := json.Marshal(Codex(out)); codexAccepts(b) != nil {
+			t.Fatalf("Codex would refuse %s: %v", b, codexAccepts(b))
 		}
 	})
 }

@@ -12,6 +12,7 @@ package identity
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,13 +168,78 @@ func realPath(p string) string {
 }
 
 // CheckOutside returns an error wrapping ErrInWorkspace when path (what
-// names it, e.g. "--data") lies inside any of the served roots.
+// names it, e.g. "--data") lies inside any of the served roots, or is
+// reached through a symbolic link that lies inside one: whoever can
+// replace such a link decides what path names.
 func CheckOutside(what, path string, roots ...string) error {
+	hops := pathHops(path)
 	for _, r := range roots {
-		if r != "" && Within(path, r) {
-			return fmt.Errorf("%s %s is %w %s: an agent could read or change it; keep it elsewhere (the state directory is $XDG_STATE_HOME/toolgate, or set %s)",
-				what, path, ErrInWorkspace, r, EnvStateDir)
+		if r == "" {
+			continue
+		}
+		rr := realPath(r)
+		for _, h := range hops {
+			if within(h, rr) {
+				how := ""
+				if h != hops[len(hops)-1] {
+					how = " through the symbolic link " + h + ","
+				}
+				return fmt.Errorf("%s %s is%s %w %s: an agent could read or change it; keep it elsewhere (the state directory is $XDG_STATE_HOME/toolgate, or set %s)",
+					what, path, how, ErrInWorkspace, r, EnvStateDir)
+			}
 		}
 	}
 	return nil
+}
+
+// within reports whether the absolute, resolved path p is dir or below it.
+func within(p, dir string) bool {
+	if p == dir {
+		return true
+	}
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// pathHops resolves p one component at a time, as the kernel does, and
+// returns the location of every symbolic link it passes (its directory
+// resolved) followed by the path p finally names. Components that do
+// not exist yet are taken as written.
+func pathHops(p string) []string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return []string{p}
+	}
+	var hops []string
+	todo := strings.Split(abs, string(filepath.Separator))
+	cur := string(filepath.Separator)
+	for links := 0; len(todo) > 0; {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		fi, err := os.Lstat(next)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 || links >= 40 {
+			cur = next
+			continue
+		}
+		links++
+		hops = append(hops, next)
+		target, err := os.Readlink(next)
+		if err != nil {
+			cur = next
+			continue
+		}
+		if filepath.IsAbs(target) {
+			cur = string(filepath.Separator)
+		}
+		todo = append(strings.Split(target, string(filepath.Separator)), todo...)
+	}
+	return append(hops, cur)
 }

@@ -170,6 +170,24 @@ func TestCheckOutside(t *testing.T) {
 	if err := os.Symlink(ws, link); err != nil {
 		t.Fatal(err)
 	}
+	// A link inside the workspace to a file outside it: the agent can
+	// point the link elsewhere, so what it names is the agent's to choose.
+	if err := os.WriteFile(filepath.Join(out, "policy.yaml"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wsLink := filepath.Join(ws, "policy.yaml")
+	if err := os.Symlink(filepath.Join(out, "policy.yaml"), wsLink); err != nil {
+		t.Fatal(err)
+	}
+	// A chain out -> ws -> out passes through the workspace.
+	chain := filepath.Join(out, "chain")
+	if err := os.Symlink(wsLink, chain); err != nil {
+		t.Fatal(err)
+	}
+	rel := filepath.Join(out, "rel")
+	if err := os.Symlink("policy.yaml", rel); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		path string
 		in   bool
@@ -180,6 +198,10 @@ func TestCheckOutside(t *testing.T) {
 		{filepath.Join(link, "state"), true}, // through a symbolic link
 		{filepath.Join(ws, "..", filepath.Base(ws)+"x"), false},
 		{out, false},
+		{wsLink, true},
+		{chain, true},
+		{rel, false},
+		{filepath.Join(out, "policy.yaml"), false},
 	} {
 		err := identity.CheckOutside("--data", c.path, ws)
 		if got := errors.Is(err, identity.ErrInWorkspace); got != c.in {

@@ -100,6 +100,9 @@ func New(o Options) (*Server, error) {
 			Logging: &mcp.LoggingCapabilities{},
 		},
 	})
+	s.mcp.AddTool(&mcp.Tool{Name: StatusTool, InputSchema: statusSchema,
+		Description: "The result of a call whose request ended while it waited for a person's approval (call_id from its messages), or that it still waits.",
+		Annotations: annotations(tooldef.KindRead)}, s.status)
 	return s, nil
 }
 
@@ -181,6 +184,9 @@ func (s *Server) refresh(ctx context.Context) error {
 			s.o.Logger.Warn("mcp: tool not offered", "tool", t.Name, "err", err)
 			continue
 		}
+		if t.Name == StatusTool {
+			continue // the server's own
+		}
 		seen[t.Name] = true
 		def := t.Description + "\x00" + t.Kind + "\x00" + string(schema)
 		if s.known[t.Name] == def {
@@ -231,34 +237,124 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		p = &progress{session: req.Session, token: tok}
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.o.CallWait)
-	defer cancel()
+	// The bus call has a context of its own. A client whose request timed
+	// out (the TypeScript SDK's 60 s, unless progress resets it) cancels
+	// its request; a request cancelled before its call parks cancels it,
+	// but a parked call stays parked for the person deciding it, its result
+	// collected later with StatusTool. After CallWait the call's context
+	// ends, which leaves the call parked too (a deadline never cancels a
+	// call on the bus).
+	wctx, cancelCall := context.WithTimeout(context.WithoutCancel(ctx), s.o.CallWait)
+	var parked parkState
 	var hbOnce sync.Once
 	opts := []client.CallOption{
 		client.OnPending(func(r events.ResultData) {
+			parked.set()
 			msg := s.parkedMessage(r)
 			s.o.Logger.Info("mcp: call parked", "call_id", r.CallID, "tool", r.Tool, "agent", r.Agent)
-			p.send(wctx, msg)
-			hbOnce.Do(func() { go p.remind(wctx, msg) })
+			p.send(ctx, msg)
+			// Progress keeps clients that reset their timeout on it
+			// waiting, for as long as the request lasts.
+			hbOnce.Do(func() { go p.remind(ctx, msg) })
 		}),
-		client.OnProgress(func(pd events.ProgressData) { p.send(wctx, pd.Chunk) }),
+		client.OnProgress(func(pd events.ProgressData) { p.send(ctx, pd.Chunk) }),
 	}
 	// An MCP client tracing its requests puts the W3C traceparent in
 	// _meta; the call continues that trace (invalid values are dropped).
 	if tp, ok := req.Params.Meta["traceparent"].(string); ok {
 		opts = append(opts, client.WithTraceContext(tp, ""))
 	}
-	res, err := s.o.Client.Call(wctx, req.Params.Name, args, opts...)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return errorResult(fmt.Sprintf("timed out: no result within %s (the call may still finish; `toolctl events` shows it)", s.o.CallWait)), nil
+	type outcome struct {
+		res *events.ResultData
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		defer cancelCall()
+		res, err := s.o.Client.Call(wctx, req.Params.Name, args, opts...)
+		done <- outcome{res, err}
+	}()
+	var o outcome
+	select {
+	case o = <-done:
+	case <-ctx.Done():
+		if parked.get() {
+			// The call stays parked; StatusTool collects it.
+			s.o.Logger.Info("mcp: request ended while the call waits; the call stays parked", "tool", req.Params.Name, "err", context.Cause(ctx))
+			return nil, ctx.Err()
+		}
+		cancelCall() // not parked: cancelling the request cancels the call
+		<-done
+		return nil, ctx.Err()
+	}
+	if o.err != nil {
+		if errors.Is(o.err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return errorResult(fmt.Sprintf("timed out: no result within %s (the call may still finish; %s collects it, `toolctl events` shows it)", s.o.CallWait, StatusTool)), nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return errorResult("toolgate could not run the call: " + err.Error()), nil
+		return errorResult("toolgate could not run the call: " + o.err.Error()), nil
 	}
-	return result(res), nil
+	return result(o.res), nil
+}
+
+// parkState says whether a call has parked.
+type parkState struct {
+	mu     sync.Mutex
+	parked bool
+}
+
+func (p *parkState) set() { p.mu.Lock(); p.parked = true; p.mu.Unlock() }
+func (p *parkState) get() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.parked
+}
+
+// StatusTool is the tool that collects a call whose request ended while
+// it was parked: its result once final, else that it still waits.
+const StatusTool = "toolgate_call_status"
+
+// statusSchema is StatusTool's input.
+var statusSchema = json.RawMessage(`{"type":"object","properties":{` +
+	`"call_id":{"type":"string","description":"the call id a parked call's messages and _meta name"},` +
+	`"wait_seconds":{"type":"integer","minimum":0,"maximum":50,"description":"how long to wait for the result before answering that the call still waits (default 0)"}},` +
+	`"required":["call_id"],"additionalProperties":false}`)
+
+// status answers StatusTool: the stored result of one of this agent's
+// calls, waiting up to wait_seconds for a final one.
+func (s *Server) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var in struct {
+		CallID      string `json:"call_id"`
+		WaitSeconds int    `json:"wait_seconds"`
+	}
+	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.CallID == "" {
+		return errorResult(StatusTool + ": want {\"call_id\": \"...\"}"), nil
+	}
+	if err := events.ValidToken(in.CallID); err != nil {
+		return errorResult(StatusTool + ": call_id: " + err.Error()), nil
+	}
+	wait := time.Duration(min(max(in.WaitSeconds, 0), 50)) * time.Second
+	r, err := s.o.Client.Result(ctx, in.CallID)
+	if (err != nil || !r.Status.Final()) && wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		if w, werr := s.o.Client.Wait(wctx, in.CallID); werr == nil {
+			r, err = w, nil
+		}
+		cancel()
+	}
+	switch {
+	case err == nil && r.Status.Final():
+		return result(r), nil
+	case err == nil:
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s.parkedMessage(*r) + "; ask again later"}},
+			Meta: mcp.Meta{"toolgate/call_id": r.CallID, "toolgate/status": string(r.Status)}}, nil
+	case errors.Is(err, client.ErrNoResult):
+		return errorResult(fmt.Sprintf("no result of call %s yet: it is still queued or running, or it is not a call of agent %s", in.CallID, s.o.Client.Agent())), nil
+	default:
+		return errorResult("toolgate could not read the call's result: " + err.Error()), nil
+	}
 }
 
 func (s *Server) parkedMessage(r events.ResultData) string {
@@ -266,7 +362,8 @@ func (s *Server) parkedMessage(r events.ResultData) string {
 	if r.Decision != nil && r.Decision.Reason != "" {
 		msg += " (" + r.Decision.Reason + ")"
 	}
-	return msg + fmt.Sprintf(": approve or reject it at %s or with `toolctl approvals approve %s`", s.o.ApproverURL, r.CallID)
+	return msg + fmt.Sprintf(": approve or reject it at %s or with `toolctl approvals approve %s`; if this request ends first, the call stays parked and %s {\"call_id\": %q} collects its result",
+		s.o.ApproverURL, r.CallID, StatusTool, r.CallID)
 }
 
 // result maps a final toolgate result to an MCP tool result: the output

@@ -117,6 +117,7 @@ func (l *Loader) watchFile(ctx context.Context) {
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	unreadable := false
+	var pending []byte // a changed document seen once, not yet settled
 	for {
 		select {
 		case <-ctx.Done():
@@ -131,9 +132,41 @@ func (l *Loader) watchFile(ctx context.Context) {
 				continue
 			}
 			unreadable = false
+			l.mu.Lock()
+			same := bytes.Equal(data, l.last)
+			l.mu.Unlock()
+			if same {
+				pending = nil
+				continue
+			}
+			// A file being written (the shell's > truncates it first,
+			// an editor may write in pieces) reads empty or cut short:
+			// a change is applied only once two polls read the same
+			// bytes, and an empty document never.
+			if pending == nil || !bytes.Equal(data, pending) {
+				pending = data
+				continue
+			}
+			pending = nil
 			l.applyIfNew(data, "file:"+l.File)
 		}
 	}
+}
+
+// ErrEmptyPolicy: a policy file holds no document (only blanks and
+// comments), as it does mid-write; it is refused, never read as the
+// empty policy.
+var ErrEmptyPolicy = errors.New("the policy file is empty")
+
+// empty reports whether data holds nothing but blank and comment lines.
+func empty(data []byte) bool {
+	for line := range bytes.Lines(data) {
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 && line[0] != '#' {
+			return false
+		}
+	}
+	return true
 }
 
 // watchKV follows the KV key. A watch can go quiet after the server
@@ -213,6 +246,9 @@ func (l *Loader) apply(data []byte, source string) Change {
 		data = doc
 	}
 	p, warns, err := policy.Parse(data, source)
+	if err == nil && empty(data) {
+		err = fmt.Errorf("%s: %w (a write in progress?)", source, ErrEmptyPolicy)
+	}
 	if err != nil {
 		ch := Change{Source: source, Revision: l.Gate.Policy().Revision(), Err: err}
 		l.notify(ch)
@@ -239,6 +275,9 @@ func (l *Loader) notify(ch Change) {
 // it once it verified the seal. An invalid document is not stored.
 func Push(ctx context.Context, kv jetstream.KeyValue, data []byte, source string, signer trust.Signer) (*policy.Policy, []policy.Warning, error) {
 	p, warns, err := policy.Parse(data, source)
+	if err == nil && empty(data) {
+		err = fmt.Errorf("%s: %w", source, ErrEmptyPolicy)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

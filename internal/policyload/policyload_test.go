@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/policy"
 )
 
@@ -57,5 +59,35 @@ func TestInvalidReloadIsLogged(t *testing.T) {
 	}
 	if got := l.Gate.Policy().Revision(); got != first.Revision {
 		t.Fatalf("revision %s after a refused reload, want %s", got, first.Revision)
+	}
+}
+
+// TestEmptyPolicyIsRefused: a file holding only blanks and comments (a
+// truncated file, mid-write) is never the empty policy: refused at
+// start, refused on reload with the policy in force kept, and never
+// pushed.
+func TestEmptyPolicyIsRefused(t *testing.T) {
+	for _, doc := range []string{"", "\n  \n", "# only a comment\n"} {
+		file := filepath.Join(t.TempDir(), "policy.yaml")
+		if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l := &Loader{Gate: policy.NewGate(nil), File: file, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		if _, err := l.Load(context.Background()); !errors.Is(err, ErrEmptyPolicy) {
+			t.Fatalf("Load(%q) = %v, want ErrEmptyPolicy", doc, err)
+		}
+		if err := os.WriteFile(file, []byte("default: deny\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		first, err := l.Load(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch := l.apply([]byte(doc), "file:"+file); !errors.Is(ch.Err, ErrEmptyPolicy) || l.Gate.Policy().Revision() != first.Revision {
+			t.Fatalf("reload of %q: %v, revision %s, want refused and %s kept", doc, ch.Err, l.Gate.Policy().Revision(), first.Revision)
+		}
+		if _, _, err := Push(context.Background(), nil, []byte(doc), "x", trust.Signer{}); !errors.Is(err, ErrEmptyPolicy) {
+			t.Fatalf("Push(%q) = %v, want ErrEmptyPolicy", doc, err)
+		}
 	}
 }

@@ -18,7 +18,9 @@ import (
 
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/hookgate"
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/policyload"
+	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/policy"
 )
@@ -74,7 +76,11 @@ func cmdHook(ctx context.Context, env *Env, args []string) int {
 		printHook(env, hookDeny("toolgate: the hook payload is not JSON: "+err.Error()))
 		return ExitOK
 	}
-	printHook(env, j.Decide(ctx, in))
+	out := j.Decide(ctx, in)
+	if mode == "codex" {
+		out = hookgate.Codex(out)
+	}
+	printHook(env, out)
 	return ExitOK
 }
 
@@ -107,9 +113,20 @@ func (e *Env) hookJudge(ctx context.Context, file string, ask bool, log *slog.Lo
 	loader := &policyload.Loader{Gate: gate, File: file, Logger: log}
 	if file == "" {
 		// Without the bus there is no fleet policy to judge by.
+		var creds *identity.Creds
 		var err error
-		if policyNC, err = e.Connect(); err != nil {
+		if policyNC, creds, err = e.connectCreds(identity.RoleAdmin, "admin"); err != nil {
 			return nil, nil, fmt.Errorf("the fleet's policy (or judge by --policy FILE): %w", err)
+		}
+		// A pushed policy counts as it does for workers: sealed by an
+		// admin of the account that issued these credentials.
+		var accounts []string
+		if creds != nil {
+			accounts = []string{creds.Account}
+		}
+		if loader.Verifier, err = trust.NewVerifier(accounts, nil); err != nil {
+			closeFn()
+			return nil, nil, fmt.Errorf("trusted accounts: %w", err)
 		}
 		js, err := jetstream.New(policyNC)
 		if err == nil {

@@ -215,11 +215,18 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 func (e *Env) Connect() (*nats.Conn, error) { return e.connectAs(identity.RoleAdmin, "admin") }
 
 func (e *Env) connectAs(role identity.Role, name string) (*nats.Conn, error) {
-	nc, _, err := identity.Dial(e.NATSURL, e.Creds, role, name, nats.Name("toolctl"), nats.Timeout(5*time.Second))
+	nc, _, err := e.connectCreds(role, name)
+	return nc, err
+}
+
+// connectCreds connects as connectAs does and returns the credentials
+// used (nil when the URL carries a password).
+func (e *Env) connectCreds(role identity.Role, name string) (*nats.Conn, *identity.Creds, error) {
+	nc, creds, err := identity.Dial(e.NATSURL, e.Creds, role, name, nats.Name("toolctl"), nats.Timeout(5*time.Second))
 	if err != nil {
-		return nil, withHint(err)
+		return nil, nil, withHint(err)
 	}
-	return nc, nil
+	return nc, creds, nil
 }
 
 // withHint adds how to start a worker when no server answered.
