@@ -186,8 +186,13 @@ func TestReadmeCommands(t *testing.T) {
 
 	// The reader's HOME is one of the test's own: a README path under ~
 	// lands there, not in the HOME of whoever runs the tests.
+	// Its state and configuration are where a newcomer's are: under that
+	// HOME, not the test binary's own directories.
+	home := t.TempDir()
 	r := &readmeRun{t: t, bin: bin, ws: ws, vars: map[string]string{},
-		env: []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + t.TempDir()}}
+		env: []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + home,
+			identity.EnvStateDir + "=", "XDG_STATE_HOME=" + filepath.Join(home, ".local", "state"),
+			"XDG_CONFIG_HOME=" + filepath.Join(home, ".config")}}
 	ran := 0
 	for _, line := range lines {
 		if why, ok := readmeExempt[line]; ok {
