@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/telemetry"
+	"github.com/toolgate/toolgate/internal/version"
 )
 
 // list is a repeatable string flag.
@@ -46,7 +47,12 @@ func main() {
 	fs.StringVar(&o.SlackUsersFile, "slack-users", "", "file of `<identity> <slack user id>` lines: who may decide from Slack")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "serve /metrics (Prometheus), /healthz and /readyz on this address")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit")
 	_ = fs.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Println(version.Get().String("approver"))
+		return
+	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "approver: unexpected argument %q (options are flags: approver --help)\n", fs.Arg(0))
 		os.Exit(2)

@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/egress/relay"
 	"github.com/toolgate/toolgate/internal/telemetry"
+	"github.com/toolgate/toolgate/internal/version"
 )
 
 func main() {
@@ -42,6 +43,7 @@ func main() {
 	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "serve /metrics (Prometheus), /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
 	fs.DurationVar(&o.AuditRetention, "audit-retention", 0, "how long the audit stream keeps events (default 720h)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit")
 	fs.BoolVar(&o.NoRemoteTools, "no-remote-tools", false, "do not discover tools served as NATS micro services")
 	fs.StringVar(&o.ToolsConfig, "tools-config", "", "tool overrides file (YAML): disable tools or set their kind, description, timeouts, whatever their source")
 	fs.StringVar(&o.HooksFile, "hooks", "", "tool hooks file (YAML): before and after hooks, in-process or over NATS, and the redaction of secrets (on by default); give every worker the same file")
@@ -52,6 +54,10 @@ func main() {
 	fs.StringVar(&o.MCPApprover, "mcp-approver", os.Getenv("TOOLGATE_APPROVER"), "approver URL named in MCP messages of parked calls (env TOOLGATE_APPROVER; default http://127.0.0.1:8470)")
 	fs.StringVar(&o.SearchURL, "search-url", os.Getenv("TOOLGATE_SEARCH_URL"), "base URL of the Tavily-compatible search API web_search posts to (env TOOLGATE_SEARCH_URL; default https://api.tavily.com); its key is read from TAVILY_API_KEY")
 	_ = fs.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Println(version.Get().String("worker"))
+		return
+	}
 	o.SearchAPIKey = os.Getenv("TAVILY_API_KEY")
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "worker: unexpected argument %q (options are flags: worker --help)\n", fs.Arg(0))

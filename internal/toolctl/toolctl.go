@@ -94,6 +94,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 	fs.StringVar(&env.NATSURL, "nats", defURL, "NATS URL (env NATS_URL)")
 	fs.StringVar(&env.Agent, "agent", defAgent, "agent id to act as (env TOOLGATE_AGENT)")
 	fs.StringVar(&env.Creds, "creds", os.Getenv(identity.EnvCreds), "NATS credentials file (env TOOLGATE_CREDS; default minted from the state directory's keys)")
+	cmds = append(cmds, shipCommands(&cmds, fs)...)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: toolctl [--nats URL] [--creds FILE] [--agent ID] COMMAND [ARGS]")
 		fmt.Fprintln(stderr, "commands:")
@@ -103,6 +104,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		fmt.Fprintln(stderr, "flags (before or after the command; -- ends them):")
 		fs.PrintDefaults()
 		fmt.Fprintln(stderr, "toolctl COMMAND --help describes a command.")
+	}
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		return cmdVersion(ctx, env, args[1:])
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
