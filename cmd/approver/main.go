@@ -48,9 +48,17 @@ func main() {
 	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "serve /metrics (Prometheus), /healthz and /readyz on this address")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit")
+	healthcheck := fs.String("healthcheck", "", "GET this URL (e.g. http://127.0.0.1:8470/healthz), exit 0 when it answers 200 and 1 otherwise: a container image's HEALTHCHECK")
 	_ = fs.Parse(os.Args[1:])
 	if *showVersion {
 		fmt.Println(version.Get().String("approver"))
+		return
+	}
+	if *healthcheck != "" {
+		if err := telemetry.Probe(*healthcheck); err != nil {
+			fmt.Fprintln(os.Stderr, "approver: healthcheck:", err)
+			os.Exit(1)
+		}
 		return
 	}
 	if fs.NArg() > 0 {

@@ -44,6 +44,7 @@ func main() {
 	fs.DurationVar(&o.AuditRetention, "audit-retention", 0, "how long the audit stream keeps events (default 720h)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit")
+	healthcheck := fs.String("healthcheck", "", "GET this URL (e.g. http://127.0.0.1:9464/healthz), exit 0 when it answers 200 and 1 otherwise: a container image's HEALTHCHECK")
 	fs.BoolVar(&o.NoRemoteTools, "no-remote-tools", false, "do not discover tools served as NATS micro services")
 	fs.StringVar(&o.ToolsConfig, "tools-config", "", "tool overrides file (YAML): disable tools or set their kind, description, timeouts, whatever their source")
 	fs.StringVar(&o.HooksFile, "hooks", "", "tool hooks file (YAML): before and after hooks, in-process or over NATS, and the redaction of secrets (on by default); give every worker the same file")
@@ -56,6 +57,13 @@ func main() {
 	_ = fs.Parse(os.Args[1:])
 	if *showVersion {
 		fmt.Println(version.Get().String("worker"))
+		return
+	}
+	if *healthcheck != "" {
+		if err := telemetry.Probe(*healthcheck); err != nil {
+			fmt.Fprintln(os.Stderr, "worker: healthcheck:", err)
+			os.Exit(1)
+		}
 		return
 	}
 	o.SearchAPIKey = os.Getenv("TAVILY_API_KEY")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -39,4 +40,20 @@ func registerBuildInfo(t *Telemetry) error {
 func Healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	fmt.Fprintf(w, "ok\n%s\n", version.Get().String("toolgate"))
+}
+
+// Probe GETs url and returns nil when it answers 200 within five seconds:
+// the HEALTHCHECK of a container image, which has no curl
+// (worker --healthcheck URL, approver --healthcheck URL).
+func Probe(url string) error {
+	c := &http.Client{Timeout: 5 * time.Second}
+	res, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, res.Status)
+	}
+	return nil
 }

@@ -47,4 +47,10 @@ func TestBuildInfo(t *testing.T) {
 	if h := get("/healthz"); h != "ok\n"+v.String("toolgate")+"\n" {
 		t.Fatalf("/healthz = %q", h)
 	}
+	if err := Probe(srv.URL + "/healthz"); err != nil {
+		t.Fatalf("Probe /healthz: %v", err)
+	}
+	if err := Probe(srv.URL + "/nothing"); err == nil {
+		t.Fatal("Probe of a 404 succeeded")
+	}
 }
