@@ -241,8 +241,8 @@ func Binaries(ctx context.Context, repo, dir string, names ...string) error {
 // state directory (and workspace) owned by the user.
 func appFiles(dir, bin string, img Image) error {
 	files := map[string]string{
-		"etc/passwd":       fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\n%s:x:%d:%d:toolgate:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", User, UID, UID, StateDir),
-		"etc/group":        fmt.Sprintf("root:x:0:\n%s:x:%d:\nnogroup:x:65534:\n", User, UID),
+		"etc/passwd":        fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\n%s:x:%d:%d:toolgate:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", User, UID, UID, StateDir),
+		"etc/group":         fmt.Sprintf("root:x:0:\n%s:x:%d:\nnogroup:x:65534:\n", User, UID),
 		"etc/nsswitch.conf": "passwd: files\ngroup: files\nhosts: files dns\n",
 	}
 	for name, body := range files {
