@@ -71,7 +71,7 @@ var Images = []Image{
 	{Name: "worker", Debian: WorkerPackages, Also: []string{"toolctl"},
 		Cmd:         []string{"--workspace=" + Work, "--metrics-listen=0.0.0.0:9464", "--sandbox=require"},
 		Healthcheck: []string{"CMD", "/usr/local/bin/worker", "--healthcheck", "http://127.0.0.1:9464/healthz"},
-		Ports:       []string{"4222/tcp", "9464/tcp"}, Volumes: []string{StateDir, Work}},
+		Ports:       []string{"9464/tcp"}, Volumes: []string{StateDir, Work}},
 	{Name: "approver",
 		Cmd:         []string{"--listen=0.0.0.0:8470", "--metrics-listen=0.0.0.0:9465"},
 		Healthcheck: []string{"CMD", "/usr/local/bin/approver", "--healthcheck", "http://127.0.0.1:8470/healthz"},
