@@ -87,6 +87,15 @@ func TestHelmLint(t *testing.T) {
 // --kube-version ...`: Helm's install action in client-only dry-run mode.
 func render(t *testing.T, files []string) string {
 	t.Helper()
+	m, err := tryRender(t, files)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	return m
+}
+
+func tryRender(t *testing.T, files []string) (string, error) {
+	t.Helper()
 	ch, err := loader.Load(chartDir)
 	if err != nil {
 		t.Fatal(err)
@@ -101,14 +110,14 @@ func render(t *testing.T, files []string) string {
 	inst.APIVersions = chartutil.VersionSet{"monitoring.coreos.com/v1"}
 	rel, err := inst.Run(ch, chartValues(t, files))
 	if err != nil {
-		t.Fatalf("render: %v", err)
+		return "", err
 	}
 	var b strings.Builder
 	b.WriteString(rel.Manifest)
 	for _, h := range rel.Hooks {
 		fmt.Fprintf(&b, "\n---\n%s\n", h.Manifest)
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 // decoder decodes strictly: an unknown or duplicated field is an error, as
@@ -403,6 +412,24 @@ func TestStrictDecodingRefusesMistakes(t *testing.T) {
 	} {
 		if _, _, err := dec.Decode([]byte(doc), nil, nil); err == nil {
 			t.Errorf("%s: decoded without error:\n%s", name, doc)
+		}
+	}
+}
+
+// TestHelmValuesSchema: a misspelt or mistyped value fails the render
+// (values.schema.json) instead of being ignored.
+func TestHelmValuesSchema(t *testing.T) {
+	for name, file := range map[string]string{
+		"misspelt key": "worker:\n  replica: 3\n",
+		"wrong type":   "worker:\n  autoscaling:\n    enabled: \"yes\"\n",
+		"bad sandbox":  "worker:\n  sandbox: sometimes\n",
+	} {
+		p := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(p, []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tryRender(t, []string{p}); err == nil || !strings.Contains(err.Error(), "schema") {
+			t.Errorf("%s: render error %v, want the values schema's", name, err)
 		}
 	}
 }
