@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/telemetry"
+	"github.com/toolgate/toolgate/internal/version"
 )
 
 // list is a repeatable string flag.
@@ -47,10 +48,23 @@ func main() {
 	fs.StringVar(&o.SlackUsersFile, "slack-users", "", "file of `<identity> <slack user id>` lines: who may decide from Slack")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "serve /metrics (Prometheus), /healthz and /readyz on this address")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit")
+	healthcheck := fs.String("healthcheck", "", "GET this URL (e.g. http://127.0.0.1:8470/healthz), exit 0 when it answers 200 and 1 otherwise: a container image's HEALTHCHECK")
 	if slices.ContainsFunc(os.Args[1:], func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
 		fs.SetOutput(os.Stdout) // help asked for is the output, not an error
 	}
 	_ = fs.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Println(version.Get().String("approver"))
+		return
+	}
+	if *healthcheck != "" {
+		if err := telemetry.Probe(*healthcheck); err != nil {
+			fmt.Fprintln(os.Stderr, "approver: healthcheck:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "approver: unexpected argument %q (options are flags: approver --help)\n", fs.Arg(0))
 		os.Exit(2)

@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/egress/relay"
 	"github.com/toolgate/toolgate/internal/telemetry"
+	"github.com/toolgate/toolgate/internal/version"
 )
 
 func main() {
@@ -45,6 +46,8 @@ func main() {
 	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "serve /metrics (Prometheus), /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
 	fs.DurationVar(&o.AuditRetention, "audit-retention", 0, "how long the audit stream keeps events (default 720h)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit")
+	healthcheck := fs.String("healthcheck", "", "GET this URL (e.g. http://127.0.0.1:9464/healthz), exit 0 when it answers 200 and 1 otherwise: a container image's HEALTHCHECK")
 	fs.BoolVar(&o.NoRemoteTools, "no-remote-tools", false, "do not discover tools served as NATS micro services")
 	fs.StringVar(&o.ToolsConfig, "tools-config", "", "tool overrides file (YAML): disable tools or set their kind, description, timeouts, whatever their source")
 	fs.StringVar(&o.HooksFile, "hooks", "", "tool hooks file (YAML): before and after hooks, in-process or over NATS, and the redaction of secrets (on by default); give every worker the same file")
@@ -58,6 +61,17 @@ func main() {
 		fs.SetOutput(os.Stdout) // help asked for is the output, not an error
 	}
 	_ = fs.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Println(version.Get().String("worker"))
+		return
+	}
+	if *healthcheck != "" {
+		if err := telemetry.Probe(*healthcheck); err != nil {
+			fmt.Fprintln(os.Stderr, "worker: healthcheck:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	o.SearchAPIKey = os.Getenv("TAVILY_API_KEY")
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "worker: unexpected argument %q (options are flags: worker --help)\n", fs.Arg(0))

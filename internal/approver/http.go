@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/parking"
+	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/pkg/approval"
 )
 
@@ -39,7 +40,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", s.page)
 	mux.HandleFunc("POST /login", s.login)
 	mux.HandleFunc("POST /logout", s.logout)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /healthz", telemetry.Healthz)
 	mux.HandleFunc("GET /events", s.authed(s.events))
 	mux.HandleFunc("GET /api/approvals", s.authed(s.list))
 	mux.HandleFunc("GET /api/history", s.authed(s.history))

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/workspace"
@@ -64,9 +63,7 @@ const (
 
 func statLine(h hash.Hash, name string, fi fs.FileInfo) {
 	fmt.Fprintf(h, "%q %s %d %d", name, fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		fmt.Fprintf(h, " %d %d %d.%d", st.Dev, st.Ino, st.Ctim.Sec, st.Ctim.Nsec)
-	}
+	h.Write([]byte(statIdentity(fi)))
 	h.Write([]byte{'\n'})
 }
 

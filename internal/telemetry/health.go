@@ -10,16 +10,13 @@ import (
 )
 
 // Endpoints serves /metrics (Prometheus text), /healthz (the process is
-// alive) and /readyz (ready() returns nil: connected and taking work).
+// alive, and its build) and /readyz (ready() returns nil: connected and taking work).
 func Endpoints(prom http.Handler, ready func() error) http.Handler {
 	mux := http.NewServeMux()
 	if prom != nil {
 		mux.Handle("GET /metrics", prom)
 	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
+	mux.HandleFunc("GET /healthz", Healthz)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if err := ready(); err != nil {

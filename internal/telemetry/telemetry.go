@@ -192,6 +192,9 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 	}
 	t := New(tp, mp, prop)
 	t.Prometheus, t.Exporting, t.shutdown = promH, exporing, closers
+	if err := registerBuildInfo(t); err != nil {
+		return nil, fmt.Errorf("build info metric: %w", err)
+	}
 	return t, nil
 }
 

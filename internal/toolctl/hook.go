@@ -37,6 +37,9 @@ func cmdHook(ctx context.Context, env *Env, args []string) int {
 		return env.fail(ExitUsage, "hook: want claude, codex or serve")
 	}
 	mode, args := args[0], args[1:]
+	if mode == "help" || mode == "-h" || mode == "-help" || mode == "--help" {
+		mode, args = "claude|codex|serve", []string{"--help"} // the flags' usage, which every mode shares
+	}
 	fs := flag.NewFlagSet("hook "+mode, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	agent := fs.String("agent", env.Agent, "agent id the policy judges the calls as")

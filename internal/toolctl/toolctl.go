@@ -130,6 +130,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 	fs.StringVar(&env.NATSURL, "nats", defURL, "NATS URL (env NATS_URL)")
 	fs.StringVar(&env.Agent, "agent", defAgent, "agent id to act as (env TOOLGATE_AGENT)")
 	fs.StringVar(&env.Creds, "creds", os.Getenv(identity.EnvCreds), "NATS credentials file (env TOOLGATE_CREDS; default minted from the state directory's keys)")
+	cmds = append(cmds, shipCommands(&cmds, fs)...)
 	usage := func(w io.Writer) {
 		fmt.Fprintln(w, "usage: toolctl [--nats URL] [--creds FILE] [--agent ID] COMMAND [ARGS]")
 		fmt.Fprintln(w, "commands:")
@@ -148,6 +149,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		fmt.Fprintln(w, "toolctl help COMMAND (or toolctl COMMAND --help) describes a command.")
 	}
 	fs.Usage = func() {} // printed below, where it belongs
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		return cmdVersion(ctx, env, args[1:])
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdout) // asked for: not an error

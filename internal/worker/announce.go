@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/version"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
@@ -36,7 +37,7 @@ func (w *Worker) toolEvent(typ string, t *tools.Tool) {
 // ToolData describes t for registry events and listings.
 func ToolData(t *tools.Tool, worker string) events.ToolData {
 	return events.ToolData{Name: t.Name, Aliases: t.Aliases, Description: t.Description, Kind: string(t.Kind),
-		Version: t.Version, Parameters: t.Parameters, Worker: worker}
+		Version: t.Version, Parameters: t.Parameters, Worker: worker, WorkerVersion: version.Get().Short()}
 }
 
 func (w *Worker) listTools(m *nats.Msg) {

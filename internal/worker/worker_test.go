@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/version"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -493,6 +494,9 @@ func TestRegistryEventsAndListing(t *testing.T) {
 			t.Fatal(err)
 		}
 		got[d.Name] = ev.Type()
+		if d.WorkerVersion == "" || d.WorkerVersion != version.Get().Short() {
+			t.Fatalf("%s announced by worker version %q, want %q", d.Name, d.WorkerVersion, version.Get().Short())
+		}
 	}
 	for _, n := range []string{"echo", "sleep", "peek", "fail"} {
 		if got[n] != events.TypeToolRegistered {

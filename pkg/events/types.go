@@ -200,6 +200,10 @@ type ToolData struct {
 	Version     string          `json:"version,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 	Worker      string          `json:"worker"`
+	// WorkerVersion is the build of the worker that announced the tool
+	// (module version and commit), so a fleet in the middle of a rollout
+	// shows which build offers what.
+	WorkerVersion string `json:"worker_version,omitempty"`
 }
 
 // ViolationData is the data of a dev.toolgate.policy.violation.v1 event,

@@ -24,9 +24,12 @@ func (g *group) finish(int) bool { return false }
 
 func seccompFile() (*os.File, error) { return nil, errors.ErrUnsupported }
 
-type cgroupParent struct{ v2 bool }
+type cgroupParent struct{ v2, memory bool }
 
-type callCgroup struct{ v2 bool }
+type callCgroup struct {
+	v2     bool
+	memDir string
+}
 
 func findCgroup() (*cgroupParent, string) { return nil, "cgroups are Linux-only" }
 

@@ -1,0 +1,356 @@
+package image
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+)
+
+// need skips without a program, and fails under CI, which installs it.
+func need(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not installed (CI installs it)", name)
+		}
+		t.Skipf("%s is not installed", name)
+	}
+	return p
+}
+
+// TestImages builds the three images into an OCI layout, reads them back
+// from it, and runs them: each binary reports its version from inside its
+// image's filesystem, the worker's sandbox tools work there, and a worker
+// started from the image runs a bash call in its bubblewrap sandbox.
+func TestImages(t *testing.T) {
+	for _, p := range []string{"apt-get", "apt-cache", "dpkg-deb", "go"} {
+		need(t, p)
+	}
+	bwrap := need(t, "bwrap")
+	out := os.Getenv("TOOLGATE_IMAGE_OUT")
+	if out == "" {
+		out = filepath.Join(t.TempDir(), "oci")
+	}
+	ctx := context.Background()
+	epoch := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if _, err := Build(ctx, Options{Repo: "../../..", Out: out, Tag: "test", Epoch: epoch, Log: testWriter{t}}); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := layout.ImageIndexFromPath(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	images := map[string]v1.Image{}
+	for _, d := range im.Manifests {
+		ref := d.Annotations["org.opencontainers.image.ref.name"]
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		images[strings.TrimSuffix(strings.TrimPrefix(ref, "toolgate/"), ":test")] = img
+	}
+	for _, spec := range Images {
+		t.Run(spec.Name, func(t *testing.T) {
+			img, ok := images[spec.Name]
+			if !ok {
+				t.Fatalf("no toolgate/%s:test in the layout (%v)", spec.Name, slices.Collect(mapsKeys(images)))
+			}
+			checkConfig(t, spec, img)
+			root := unpack(t, img)
+			line := inImage(t, bwrap, root, nil, "/usr/local/bin/"+spec.Name, "--version")
+			if !regexp.MustCompile(`^` + spec.Name + ` \S+ commit \S+ built \S+ go\S+\n$`).MatchString(line) {
+				t.Fatalf("%s --version in the image printed %q", spec.Name, line)
+			}
+			if spec.Name == "worker" {
+				checkWorkerTools(t, bwrap, root)
+				runWorker(t, bwrap, root)
+				testMaskedProc(t, bwrap, root)
+			}
+		})
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func mapsKeys(m map[string]v1.Image) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// checkConfig: non-root by default, the volumes, the health check, and
+// the ownership of what the user writes to.
+func checkConfig(t *testing.T, spec Image, img v1.Image) {
+	t.Helper()
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cf.Config
+	if c.User != "65532:65532" {
+		t.Errorf("user %q, want 65532:65532 (non-root)", c.User)
+	}
+	if len(c.Entrypoint) != 1 || c.Entrypoint[0] != "/usr/local/bin/"+spec.Name {
+		t.Errorf("entrypoint %v", c.Entrypoint)
+	}
+	for _, v := range spec.Volumes {
+		if _, ok := c.Volumes[v]; !ok {
+			t.Errorf("no volume %s in %v", v, c.Volumes)
+		}
+	}
+	if spec.Healthcheck != nil && (c.Healthcheck == nil || !slices.Contains(c.Healthcheck.Test, "--healthcheck") ||
+		!strings.HasSuffix(c.Healthcheck.Test[len(c.Healthcheck.Test)-1], "/healthz")) {
+		t.Errorf("healthcheck %+v, want --healthcheck .../healthz", c.Healthcheck)
+	}
+	if cf.Created.Time.IsZero() || cf.OS != "linux" {
+		t.Errorf("created %v, os %q", cf.Created, cf.OS)
+	}
+	// The volumes belong to the user; everything else to root, so the
+	// user cannot change the image's programs.
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	seen := map[string]bool{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := "/" + strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/")
+		if slices.Contains(spec.Volumes, name) {
+			seen[name] = true
+			if h.Uid != UID || h.Gid != UID {
+				t.Errorf("%s owned by %d:%d, want %d", name, h.Uid, h.Gid, UID)
+			}
+		} else if h.Uid != 0 && !strings.HasPrefix(name+"/", spec.Volumes[0]+"/") {
+			t.Errorf("%s owned by %d, want root", name, h.Uid)
+		}
+		if name == "/usr/local/bin/"+spec.Name && h.Mode&0o022 != 0 {
+			t.Errorf("%s mode %o is writable by others", name, h.Mode)
+		}
+	}
+	for _, v := range spec.Volumes {
+		if !seen[v] {
+			t.Errorf("the image has no directory %s", v)
+		}
+	}
+}
+
+// unpack writes the image's flattened filesystem to a directory.
+func unpack(t *testing.T, img v1.Image) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "root")
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(root, filepath.Clean("/"+h.Name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			_ = os.Chmod(p, os.FileMode(h.Mode&0o7777)|os.ModeDir)
+		case tar.TypeSymlink:
+			if err := os.Symlink(h.Linkname, p); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeLink:
+			if err := os.Link(filepath.Join(root, filepath.Clean("/"+h.Linkname)), p); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode&0o777))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.Copy(f, tr); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+	}
+	// The unpacked tree is the image's user's to write, as its volumes are.
+	for _, d := range []string{StateDir, Work, "/tmp"} {
+		_ = os.MkdirAll(filepath.Join(root, d), 0o777)
+		_ = os.Chmod(filepath.Join(root, d), 0o1777)
+	}
+	return root
+}
+
+// inImage runs argv with root as the root directory, as the image's
+// user in a user namespace of its own (no container runtime needed), and
+// returns its standard output.
+func inImage(t *testing.T, bwrap, root string, env []string, argv ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bwrap, append(bwrapArgs(root, env), argv...)...)
+	cmd.Env = []string{}
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("%v in the image: %v\n%s%s", argv, err, out, ee.Stderr)
+		}
+		t.Fatalf("%v in the image: %v", argv, err)
+	}
+	return string(out)
+}
+
+// bwrapArgs run a program in the image's filesystem as a container
+// runtime would, with the host's /proc unmasked (as the chart's
+// procMount: Unmasked gives a pod): bwrap, inside, mounts a /proc of its
+// own, which the kernel refuses while parts of the /proc above are
+// covered. maskedProc covers them as a runtime's default does.
+func bwrapArgs(root string, env []string, maskedProc ...bool) []string {
+	proc := []string{"--bind", "/proc", "/proc"}
+	if len(maskedProc) > 0 && maskedProc[0] {
+		proc = []string{"--unshare-pid", "--proc", "/proc"} // bwrap covers /proc/sys and others read-only
+	}
+	a := append([]string{"--bind", root, "/", "--dev", "/dev"}, proc...)
+	a = append(a, "--unshare-user", "--uid", fmt.Sprint(UID), "--gid", fmt.Sprint(UID), "--die-with-parent",
+		"--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", StateDir,
+		"--setenv", "TOOLGATE_STATE_DIR", StateDir, "--chdir", Work)
+	for _, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		a = append(a, "--setenv", k, v)
+	}
+	return a
+}
+
+// checkWorkerTools: what the worker's tools run is in its image and works
+// there, bubblewrap included (a sandbox inside the image's filesystem).
+func checkWorkerTools(t *testing.T, bwrap, root string) {
+	for _, c := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"git", "--version"}, "git version"},
+		{[]string{"rg", "--version"}, "ripgrep"},
+		{[]string{"bash", "-c", "echo $((6*7)) | sed s/42/forty-two/"}, "forty-two"},
+		{[]string{"bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net", "--cap-drop", "ALL", "bash", "-c", "echo sandboxed"}, "sandboxed"},
+		{[]string{"id", "-un"}, User},
+	} {
+		if out := inImage(t, bwrap, root, nil, c.argv...); !strings.Contains(out, c.want) {
+			t.Errorf("%v in the image printed %q, want %q", c.argv, out, c.want)
+		}
+	}
+}
+
+// runWorker starts the image's worker as its entrypoint and default
+// arguments do (the sandbox required, the embedded NATS server), waits
+// for /readyz, and has the image's toolctl run a bash call: it succeeds
+// only if the worker built its bubblewrap sandbox inside the image.
+func runWorker(t *testing.T, bwrap, root string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := ln.Addr().String()
+	ln.Close()
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	natsAddr := ln.Addr().String()
+	ln.Close()
+	var logs strings.Builder
+	w := exec.Command(bwrap, append(bwrapArgs(root, nil), "/usr/local/bin/worker", "--workspace="+Work,
+		"--sandbox=require", "--metrics-listen="+metrics, "--listen="+natsAddr)...)
+	w.Env, w.Stdout, w.Stderr = []string{}, &logs, &logs
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Wait() }()
+	defer func() {
+		_ = w.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = w.Process.Kill()
+			<-done
+		}
+	}()
+	ready := false
+	for i := 0; i < 240 && !ready; i++ {
+		select {
+		case err := <-done:
+			t.Fatalf("the worker exited: %v\n%s", err, logs.String())
+		case <-time.After(250 * time.Millisecond):
+		}
+		if res, err := http.Get("http://" + metrics + "/readyz"); err == nil {
+			ready = res.StatusCode == 200
+			res.Body.Close()
+		}
+	}
+	if !ready {
+		t.Fatalf("the worker was not ready after 60s:\n%s", logs.String())
+	}
+	inImage(t, bwrap, root, nil, "/usr/local/bin/worker", "--healthcheck", "http://"+metrics+"/healthz")
+	call := inImage(t, bwrap, root, []string{"NATS_URL=nats://" + natsAddr},
+		"/usr/local/bin/toolctl", "call", "--timeout", "60s", "bash", "command=echo from-the-sandbox")
+	if !strings.Contains(call, "from-the-sandbox") {
+		t.Fatalf("bash call printed %q\nworker:\n%s", call, logs.String())
+	}
+}
+
+// testMaskedProc: where bubblewrap cannot build its
+// sandbox (a /proc with covered parts, a container runtime's default),
+// the image's worker does not start, and says why, instead of running
+// commands unsandboxed.
+func testMaskedProc(t *testing.T, bwrap, root string) {
+	cmd := exec.Command(bwrap, append(bwrapArgs(root, nil, true), "/usr/local/bin/worker", "--workspace="+Work,
+		"--sandbox=require", "--listen=127.0.0.1:0")...)
+	cmd.Env = []string{}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || !strings.Contains(string(out), "bwrap") {
+		t.Fatalf("the worker under a masked /proc: %v\n%s", err, out)
+	}
+	t.Logf("the worker refused, as it should:\n%s", strings.TrimSpace(string(out)))
+}
