@@ -142,6 +142,10 @@ func completionSpec(ctx context.Context, cmds []command, global *flag.FlagSet) c
 	s.Globals = append(s.Globals, "help", "version")
 	for _, c := range cmds {
 		cc := compCommand{Name: c.name, Summary: c.summary, Subs: subcommands(c.summary)}
+		if c.run == nil { // an entry of the listing only, such as help
+			s.Commands = append(s.Commands, cc)
+			continue
+		}
 		if c.name != "completion" && c.name != "version" && c.name != "mcp" && c.name != "hook" {
 			cc.Flags = helpFlags(ctx, c.run)
 		}
