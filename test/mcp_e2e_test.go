@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/approver"
+	"github.com/toolgate/toolgate/internal/bearer"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
@@ -45,6 +46,7 @@ type mcpStack struct {
 	worker   *process
 	approver string // approver base URL
 	mcpURL   string // the worker's MCP endpoint, when served
+	token    string // agent mcp-http's bearer token for it
 	shown    string // the approver URL parked calls name
 }
 
@@ -65,7 +67,12 @@ func startMCPStack(t *testing.T, http bool) *mcpStack {
 		o.RemoteInterval = 200 * time.Millisecond
 		if http {
 			o.MCPListen = "127.0.0.1:0"
-			o.MCPAgent = "mcp-http"
+			o.MCPTokens = t.TempDir()
+			tok, err := bearer.Mint(o.MCPTokens, "mcp-http")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.token = tok
 			o.MCPReady = func(u string) { mcpReady <- u }
 			o.MCPApprover = httpApprover
 		}
@@ -274,7 +281,8 @@ func TestMCPOverHTTP(t *testing.T) {
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.mcpURL}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.mcpURL,
+		HTTPClient: &http.Client{Transport: bearerTransport{s.token}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,12 +324,14 @@ func TestMCPOverHTTP(t *testing.T) {
 	tests := []struct {
 		name, host, origin string
 		want               int
+		noToken            bool
 	}{
-		{"rebound host", "evil.example.com", "", http.StatusForbidden},
-		{"rebound host and origin", "evil.example.com:" + port, "http://evil.example.com", http.StatusForbidden},
-		{"loopback host, foreign origin", "localhost:" + port, "http://evil.example.com", http.StatusForbidden},
-		{"localhost", "localhost:" + port, "http://localhost:" + port, http.StatusOK},
-		{"127.0.0.1", "127.0.0.1:" + port, "", http.StatusOK},
+		{"rebound host", "evil.example.com", "", http.StatusForbidden, false},
+		{"rebound host and origin", "evil.example.com:" + port, "http://evil.example.com", http.StatusForbidden, false},
+		{"loopback host, foreign origin", "localhost:" + port, "http://evil.example.com", http.StatusForbidden, false},
+		{"localhost", "localhost:" + port, "http://localhost:" + port, http.StatusOK, false},
+		{"127.0.0.1", "127.0.0.1:" + port, "", http.StatusOK, false},
+		{"127.0.0.1 without a token", "127.0.0.1:" + port, "", http.StatusUnauthorized, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -332,6 +342,9 @@ func TestMCPOverHTTP(t *testing.T) {
 			}
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json, text/event-stream")
+			if !tt.noToken {
+				req.Header.Set("Authorization", "Bearer "+s.token)
+			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)

@@ -99,11 +99,18 @@ type Options struct {
 	// MCPListen, when set, serves the fleet's tools as an MCP server over
 	// Streamable HTTP at http://<MCPListen>/mcp.
 	MCPListen string
-	// MCPAgent is the agent id MCP calls are made as; default "mcp".
+	// MCPAgent, when set, is the only agent the MCP face serves; with
+	// MCPInsecureLoopback every request is made as it (default "mcp").
 	MCPAgent string
-	// MCPCreds is that agent's credentials file; empty mints them from
-	// this user's install.
+	// MCPCreds is that agent's credentials file; empty mints each agent's
+	// from this user's install.
 	MCPCreds string
+	// MCPTokens is the directory of the agents' bearer tokens the MCP face
+	// accepts (internal/bearer); default <state dir>/tokens.
+	MCPTokens string
+	// MCPInsecureLoopback serves the MCP face without authentication, on a
+	// loopback address only, as MCPAgent: every local user may use it.
+	MCPInsecureLoopback bool
 	// MCPApprover is the approver URL named in MCP messages of parked calls.
 	MCPApprover string
 	// MCPReady, if set, is called with the MCP endpoint URL once it listens.

@@ -73,8 +73,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		{"session", "ID: a session's calls as a tree, each task call with its sub-agent's calls [--since D] [--json]", cmdSession},
 		{"policy", "check | lint | default | push FILE | amendments: the policy gate", cmdPolicy},
 		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals},
-		{"creds", "agent|approver|admin|worker|tool|hook NAME [--out FILE]: mint a NATS .creds file", cmdCreds},
-		{"nats-config", "--out DIR: auth.conf for every nats-server node, and worker/approver/admin creds", cmdNATSConfig},
+		{"creds", "agent|approver|admin|worker|tool|hook NAME... [--out FILE|-] [--out-dir DIR] | token AGENT: mint .creds files (0600) or a bearer token", cmdCreds},
+		{"nats-config", "[--out DIR]: auth.conf for every nats-server node, and worker/approver/admin creds", cmdNATSConfig},
 		{"mcp", "serve the tools as an MCP server on stdio (an agent's mcpServers entry runs this)", cmdMCP},
 		{"hook", "claude | codex | serve: judge an agent's own tool calls by the policy (PreToolUse hooks)", cmdHook},
 	}
