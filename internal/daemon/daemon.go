@@ -96,6 +96,9 @@ type Options struct {
 	// worker's credentials. With neither these nor TrustedApprovers, every
 	// decision, amendment and pushed policy is refused.
 	TrustedAccounts []string
+	// MaxParked bounds one agent's calls waiting for people at once
+	// (parking.Options.MaxParkedPerAgent): 0 the default, negative none.
+	MaxParked int
 	// MCPListen, when set, serves the fleet's tools as an MCP server over
 	// Streamable HTTP at http://<MCPListen>/mcp.
 	MCPListen string
@@ -301,7 +304,7 @@ func Run(ctx context.Context, o Options) error {
 	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger),
 		tools.WithHooks(chain.Before(), chain.After()), tools.Use(mws...))
 	mgr, err := parking.NewManager(ctx, js, parking.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers,
-		TrustedAccounts: o.TrustedAccounts, EditJudge: worker.JudgeEdit(pipe), Logger: o.Logger})
+		TrustedAccounts: o.TrustedAccounts, EditJudge: worker.JudgeEdit(pipe), MaxParkedPerAgent: o.MaxParked, Logger: o.Logger})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
 	"github.com/toolgate/toolgate/internal/identity"
@@ -20,6 +21,10 @@ import (
 
 // ErrNoResult is returned by Result when no result is stored for the call.
 var ErrNoResult = errors.New("no result stored for this call")
+
+// ErrListingRefused reports a worker refusing a tool listing: the tools
+// of another agent are listed only to that agent or an admin.
+var ErrListingRefused = errors.New("tool listing refused")
 
 // resultsStream is the stream results are retained in (see internal/bus).
 const resultsStream = "TOOLGATE_RESULTS"
@@ -269,6 +274,9 @@ func (c *Client) listTools(ctx context.Context, body []byte) ([]events.ToolData,
 	m, err := c.nc.RequestWithContext(ctx, events.SubjectToolsList, body)
 	if err != nil {
 		return nil, fmt.Errorf("list tools (is a worker running?): %w", err)
+	}
+	if e := m.Header.Get(micro.ErrorHeader); e != "" {
+		return nil, fmt.Errorf("%w: %s", ErrListingRefused, e)
 	}
 	var out []events.ToolData
 	if err := json.Unmarshal(m.Data, &out); err != nil {
