@@ -29,6 +29,7 @@ func main() {
 	fs.StringVar(&o.PolicyFile, "policy", "", "policy file (YAML or JSON), reloaded when it changes; default: the fleet's shared policy (toolctl policy push), else the built-in one")
 	fs.StringVar(&o.SkillsDir, "skills", "", "directory of SKILL.md files (default <workspace>/.skills)")
 	fs.IntVar(&o.Concurrency, "concurrency", 0, "calls this worker runs at once (default 32 per CPU, at least 16)")
+	fs.IntVar(&o.AgentConcurrency, "agent-concurrency", 0, "calls of one agent this worker runs at once; the agent's other calls wait their turn while other agents' run (default 3/4 of --concurrency; negative: no limit)")
 	fs.StringVar(&o.Name, "name", "", "worker name in results and audit (default host-pid)")
 	fs.IntVar(&o.MaxPayload, "max-payload", 1<<20, "largest call message accepted, in bytes")
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 0, "how long running calls may finish on SIGTERM (default 30s)")

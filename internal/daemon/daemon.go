@@ -63,6 +63,10 @@ type Options struct {
 	// Concurrency bounds calls run at once by this worker; default
 	// worker.DefaultConcurrency().
 	Concurrency int
+	// AgentConcurrency bounds one agent's calls running at once on this
+	// worker (worker.Config.AgentConcurrency): 0 the default (three
+	// quarters of Concurrency), negative none.
+	AgentConcurrency int
 	// Name identifies the worker; default host-pid.
 	Name string
 	// MaxPayload bounds a call message in bytes; default 1 MiB.
@@ -309,7 +313,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	w, err := worker.New(nc, pipe, worker.Config{
-		Name: o.Name, Concurrency: o.Concurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
+		Name: o.Name, Concurrency: o.Concurrency, AgentConcurrency: o.AgentConcurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
 		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr, Preview: preview(ws, roots, gate)},
 		Telemetry: tel,
 	})

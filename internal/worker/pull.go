@@ -55,6 +55,7 @@ type puller struct {
 	work  chan deliveredMsg // hands a call to an idle slot
 	quit  chan struct{}     // closed when the worker stops taking calls
 	slots sync.WaitGroup
+	fair  *fairShare // which agent's call takes a free slot (fair.go)
 
 	asked int // calls asked for and not yet delivered
 	reqs  map[string]*pullReq
@@ -77,6 +78,7 @@ func newPuller(w *Worker) *puller {
 		msgs: make(chan *nats.Msg, 2*c+16),
 		wake: make(chan struct{}, 1), work: make(chan deliveredMsg), quit: make(chan struct{}),
 		reqs: map[string]*pullReq{},
+		fair: newFairShare(w.cfg.AgentConcurrency, c, w.ackWait()),
 	}
 }
 
@@ -105,6 +107,9 @@ func (p *puller) run(ctx context.Context) error {
 				}
 				break
 			}
+			if n := p.fair.handBack(); n > 0 {
+				p.w.log.Info("handed back calls waiting for their agent's turn", "calls", n)
+			}
 			close(p.quit)
 			return nil
 		case m := <-p.msgs:
@@ -115,6 +120,7 @@ func (p *puller) run(ctx context.Context) error {
 			// connection that sent them.
 			p.forgetAll()
 		case now := <-tick.C:
+			p.fair.refresh(now)
 			for id, r := range p.reqs {
 				if now.After(r.deadline.Add(pullGrace)) {
 					p.end(id, "") // its status never came
@@ -124,14 +130,22 @@ func (p *puller) run(ctx context.Context) error {
 	}
 }
 
-// ask sends a pull request for the free slots not yet asked for. While
-// earlier requests still wait at the server it waits until a batch's
-// worth of slots is free, so that a busy worker does not send a request
-// per call.
+// ask first gives free slots to held calls whose agent's turn it is
+// (fair.go), then sends a pull request for the free slots not yet asked
+// for, unless as many calls are held as may be. While earlier requests
+// still wait at the server it waits until a batch's worth of slots is
+// free, so that a busy worker does not send a request per call.
 func (p *puller) ask() {
 	c := p.w.cfg.Concurrency
+	for c-int(p.w.running.Load())-p.asked > 0 {
+		m, ok := p.fair.next()
+		if !ok {
+			break
+		}
+		p.dispatch(m)
+	}
 	free := c - int(p.w.running.Load()) - p.asked
-	if free <= 0 || (p.asked > 0 && free < max(1, c/8)) || time.Now().Before(p.hold) {
+	if free <= 0 || (p.asked > 0 && free < max(1, c/8)) || time.Now().Before(p.hold) || p.fair.full() {
 		return
 	}
 	p.seq++
@@ -191,7 +205,9 @@ func (p *puller) receive(m *nats.Msg) {
 		}
 		break
 	}
-	p.dispatch(delivery{m})
+	if p.fair.admit(delivery{m}) {
+		p.dispatch(delivery{m})
+	}
 }
 
 // pendingMsgsHeader is where the server's status ending a pull request
@@ -232,6 +248,7 @@ func (p *puller) slot(m deliveredMsg) {
 	defer p.slots.Done()
 	for {
 		p.w.settle(m, p.w.handle(m))
+		p.fair.release(callAgent(m))
 		p.w.running.Add(-1)
 		p.w.inflight.Done()
 		select {
