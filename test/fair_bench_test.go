@@ -47,6 +47,7 @@ func BenchmarkReadBesideFlood(b *testing.B) {
 		slices.Sort(lat)
 		return lat[len(lat)/2]
 	}
+	p50("warm-up") // connections, caches: not the idle worker's cost
 	idle := p50("idle")
 
 	done := make(chan struct{}, flood)
