@@ -19,7 +19,9 @@ import (
 // server (InProgress, every third of the ack wait) and is not claimed, so
 // handing it back (a nak, when the worker stops) is always safe; at most
 // maxHeld calls are held (the puller stops asking beyond), so nothing
-// piles up unseen.
+// piles up unseen. The bound is also fairness's limit: while one agent
+// has more calls queued than its share plus maxHeld, calls of others
+// queued behind them wait until the flood's held calls drain.
 type fairShare struct {
 	cap       int // calls one agent runs at once; <= 0: no cap
 	maxHeld   int
@@ -41,8 +43,11 @@ type heldCall struct {
 // default: the rest stays free for other agents' calls.
 func defaultAgentShare(concurrency int) int { return max(1, concurrency-concurrency/4) }
 
+// heldPerSlot is how many calls a worker holds per slot at most.
+const heldPerSlot = 4
+
 func newFairShare(cap, concurrency int, ackWait time.Duration) *fairShare {
-	return &fairShare{cap: cap, maxHeld: concurrency, keepAlive: ackWait / 3,
+	return &fairShare{cap: cap, maxHeld: heldPerSlot * concurrency, keepAlive: ackWait / 3,
 		running: map[string]int{}, held: map[string][]heldCall{}}
 }
 

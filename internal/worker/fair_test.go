@@ -1,10 +1,16 @@
 package worker
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/client"
 )
 
 // heldMsg is a delivered call message whose settling is recorded: what
@@ -70,7 +76,7 @@ func TestFairShareRoundRobinAndBound(t *testing.T) {
 	}
 	// a and b run one each; one each is held.
 	if f.full() {
-		t.Fatal("2 held of 4 is not full")
+		t.Fatal("2 held of 16 is not full")
 	}
 	f.release("b")
 	f.release("a")
@@ -79,13 +85,13 @@ func TestFairShareRoundRobinAndBound(t *testing.T) {
 	if first != ms["a"][1] || second != ms["b"][1] {
 		t.Fatalf("turns: %v then %v, want a's then b's", first, second)
 	}
-	for range 4 {
+	for range heldPerSlot * 4 {
 		f.admit(call("a"))
 	}
 	if !f.full() {
-		t.Fatal("4 held of 4: the puller must stop asking")
+		t.Fatal("16 held of 16: the puller must stop asking")
 	}
-	if n := f.handBack(); n != 4 {
+	if n := f.handBack(); n != heldPerSlot*4 {
 		t.Fatalf("handed back %d", n)
 	}
 }
@@ -101,5 +107,66 @@ func TestFairShareWithoutCapRunsAll(t *testing.T) {
 	g := newFairShare(1, 4, time.Second)
 	if !g.admit(&heldMsg{subject: "x"}) || !g.admit(&heldMsg{subject: "x"}) {
 		t.Fatal("held a call without an agent")
+	}
+}
+
+// TestHeldCallsStayAliveAndOthersRun: on a real server, one agent's flood
+// holds its share of the slots, its further calls are held (up to the
+// bound) without ever reaching their ack wait, and another agent's call
+// takes the free slot.
+func TestHeldCallsStayAliveAndOthersRun(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	started := make(chan string, 64)
+	reg := testRegistry(t, &ctr, started)
+	const slots, share, calls = 4, 3, 12
+	startWorker(t, s.ClientURL(), reg, Config{Name: "w1", Concurrency: slots, ShutdownGrace: time.Millisecond, Bus: fastBus})
+	flood, nc := newClient(t, s, "flood")
+	for i := range calls {
+		if _, err := flood.Submit(ctxT(t), "sleep", map[string]any{"ms": 600000}, client.WithID(fmt.Sprintf("flood-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range share {
+		select {
+		case <-started:
+		case <-ctxT(t).Done():
+			t.Fatal("the flood did not take its share")
+		}
+	}
+	other, _ := newClient(t, s, "other")
+	if _, err := other.Submit(ctxT(t), "sleep", map[string]any{"ms": 600000}, client.WithID("other-1")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-started:
+		if id != "other-1" {
+			t.Fatalf("%s started, want other-1", id)
+		}
+	case <-ctxT(t).Done():
+		t.Fatal("the other agent's call never started")
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctxT(t), bus.StreamCalls, bus.ConsumerWorkers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Several ack waits (2s) pass: running and held calls are kept alive,
+	// and at most heldPerSlot per slot are held.
+	for range 3 {
+		time.Sleep(2500 * time.Millisecond)
+		info, err := cons.Info(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumRedelivered != 0 || info.NumAckPending > (1+heldPerSlot)*slots || info.NumAckPending+int(info.NumPending) != calls+1 {
+			t.Fatalf("redelivered %d, delivered unacked %d, pending %d", info.NumRedelivered, info.NumAckPending, info.NumPending)
+		}
+	}
+	if _, runs := ctr.total(); runs != slots {
+		t.Fatalf("%d executions, want %d", runs, slots)
 	}
 }
