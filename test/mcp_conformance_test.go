@@ -52,7 +52,7 @@ func TestMCPConformance(t *testing.T) {
 	ws := newWorkspace(t)
 	mcpReady := make(chan string, 1)
 	startProcess(t, ws, func(o *daemon.Options) {
-		o.MCPListen = "127.0.0.1:0"
+		o.MCPListen, o.MCPInsecureLoopback = "127.0.0.1:0", true // the suite sends no token
 		o.MCPReady = func(u string) { mcpReady <- u }
 	})
 	// The DNS rebinding scenario wants a localhost URL.

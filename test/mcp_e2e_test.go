@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/approver"
+	"github.com/toolgate/toolgate/internal/bearer"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
@@ -46,6 +47,7 @@ type mcpStack struct {
 	worker   *process
 	approver string // approver base URL
 	mcpURL   string // the worker's MCP endpoint, when served
+	token    string // agent mcp-http's bearer token for it
 	shown    string // the approver URL parked calls name
 }
 
@@ -66,7 +68,12 @@ func startMCPStack(t *testing.T, http bool) *mcpStack {
 		o.RemoteInterval = 200 * time.Millisecond
 		if http {
 			o.MCPListen = "127.0.0.1:0"
-			o.MCPAgent = "mcp-http"
+			o.MCPTokens = t.TempDir()
+			tok, err := bearer.Mint(o.MCPTokens, "mcp-http")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.token = tok
 			o.MCPReady = func(u string) { mcpReady <- u }
 			o.MCPApprover = httpApprover
 		}
@@ -275,7 +282,8 @@ func TestMCPOverHTTP(t *testing.T) {
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.mcpURL}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.mcpURL,
+		HTTPClient: &http.Client{Transport: bearerTransport{s.token}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,12 +325,14 @@ func TestMCPOverHTTP(t *testing.T) {
 	tests := []struct {
 		name, host, origin string
 		want               int
+		noToken            bool
 	}{
-		{"rebound host", "evil.example.com", "", http.StatusForbidden},
-		{"rebound host and origin", "evil.example.com:" + port, "http://evil.example.com", http.StatusForbidden},
-		{"loopback host, foreign origin", "localhost:" + port, "http://evil.example.com", http.StatusForbidden},
-		{"localhost", "localhost:" + port, "http://localhost:" + port, http.StatusOK},
-		{"127.0.0.1", "127.0.0.1:" + port, "", http.StatusOK},
+		{"rebound host", "evil.example.com", "", http.StatusForbidden, false},
+		{"rebound host and origin", "evil.example.com:" + port, "http://evil.example.com", http.StatusForbidden, false},
+		{"loopback host, foreign origin", "localhost:" + port, "http://evil.example.com", http.StatusForbidden, false},
+		{"localhost", "localhost:" + port, "http://localhost:" + port, http.StatusOK, false},
+		{"127.0.0.1", "127.0.0.1:" + port, "", http.StatusOK, false},
+		{"127.0.0.1 without a token", "127.0.0.1:" + port, "", http.StatusUnauthorized, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -333,6 +343,9 @@ func TestMCPOverHTTP(t *testing.T) {
 			}
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json, text/event-stream")
+			if !tt.noToken {
+				req.Header.Set("Authorization", "Bearer "+s.token)
+			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)

@@ -41,7 +41,7 @@ func startProgressWorker(t *testing.T, mcpURL chan<- string) *process {
 	return startProcess(t, newWorkspace(t), func(o *daemon.Options) {
 		o.PolicyFile, o.Progress = pol, progressLimit
 		if mcpURL != nil {
-			o.MCPListen, o.MCPAgent = "127.0.0.1:0", "mcp-progress"
+			o.MCPListen, o.MCPAgent, o.MCPInsecureLoopback = "127.0.0.1:0", "mcp-progress", true
 			o.MCPReady = func(u string) { mcpURL <- u }
 		}
 	})

@@ -32,6 +32,7 @@ func main() {
 	fs.StringVar(&o.PolicyFile, "policy", "", "policy file (YAML or JSON), reloaded when it changes; default: the fleet's shared policy (toolctl policy push), else the built-in one")
 	fs.StringVar(&o.SkillsDir, "skills", "", "directory of SKILL.md files (default <workspace>/.skills)")
 	fs.IntVar(&o.Concurrency, "concurrency", 0, "calls this worker runs at once (default 32 per CPU, at least 16)")
+	fs.IntVar(&o.AgentConcurrency, "agent-concurrency", 0, "calls of one agent this worker runs at once; the agent's other calls wait their turn while other agents' run (default 3/4 of --concurrency; negative: no limit)")
 	fs.StringVar(&o.Name, "name", "", "worker name in results and audit (default host-pid)")
 	o.MaxPayload = 1 << 20
 	fs.Var(bytesize.Var(&o.MaxPayload), "max-payload", "largest call message accepted (a `size`: 1MiB, 4MiB)")
@@ -51,10 +52,13 @@ func main() {
 	fs.BoolVar(&o.NoRemoteTools, "no-remote-tools", false, "do not discover tools served as NATS micro services")
 	fs.StringVar(&o.ToolsConfig, "tools-config", "", "tool overrides file (YAML): disable tools or set their kind, description, timeouts, whatever their source")
 	fs.StringVar(&o.HooksFile, "hooks", "", "tool hooks file (YAML): before and after hooks, in-process or over NATS, and the redaction of secrets (on by default); give every worker the same file")
+	fs.IntVar(&o.MaxParked, "max-parked", 0, "calls of one agent waiting for people at once; more are refused with an error result (default 100; negative: no limit)")
 	fs.StringVar(&o.MCPConfig, "mcp-config", "", "mcpServers file (Claude Code's format): the servers' tools join as mcp__<server>__<tool>")
 	fs.StringVar(&o.MCPListen, "mcp-listen", "", "serve the tools as an MCP server over Streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:8471)")
-	fs.StringVar(&o.MCPAgent, "mcp-agent", "mcp", "agent id of calls made through --mcp-listen")
-	fs.StringVar(&o.MCPCreds, "mcp-creds", "", "credentials of the --mcp-agent (default minted from this user's install)")
+	fs.StringVar(&o.MCPAgent, "mcp-agent", "", "serve only this agent through --mcp-listen (with --mcp-insecure-loopback: every call is made as it; default mcp)")
+	fs.StringVar(&o.MCPCreds, "mcp-creds", "", "credentials of the one agent --mcp-listen serves (default each token's agent's, minted from this user's install)")
+	fs.StringVar(&o.MCPTokens, "mcp-tokens", "", "directory of the agents' bearer tokens --mcp-listen accepts (default <state dir>/tokens; mint with toolctl creds token AGENT)")
+	fs.BoolVar(&o.MCPInsecureLoopback, "mcp-insecure-loopback", false, "serve --mcp-listen on a loopback address WITHOUT authentication, every request as --mcp-agent (any local user may call tools)")
 	fs.StringVar(&o.MCPApprover, "mcp-approver", os.Getenv("TOOLGATE_APPROVER"), "approver URL named in MCP messages of parked calls (env TOOLGATE_APPROVER; default http://127.0.0.1:8470)")
 	fs.StringVar(&o.SearchURL, "search-url", os.Getenv("TOOLGATE_SEARCH_URL"), "base URL of the Tavily-compatible search API web_search posts to (env TOOLGATE_SEARCH_URL; default https://api.tavily.com); its key is read from TAVILY_API_KEY")
 	if slices.ContainsFunc(os.Args[1:], func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {

@@ -63,6 +63,10 @@ type Options struct {
 	// Concurrency bounds calls run at once by this worker; default
 	// worker.DefaultConcurrency().
 	Concurrency int
+	// AgentConcurrency bounds one agent's calls running at once on this
+	// worker (worker.Config.AgentConcurrency): 0 the default (three
+	// quarters of Concurrency), negative none.
+	AgentConcurrency int
 	// Name identifies the worker; default host-pid.
 	Name string
 	// MaxPayload bounds a call message in bytes; default 1 MiB.
@@ -96,14 +100,24 @@ type Options struct {
 	// worker's credentials. With neither these nor TrustedApprovers, every
 	// decision, amendment and pushed policy is refused.
 	TrustedAccounts []string
+	// MaxParked bounds one agent's calls waiting for people at once
+	// (parking.Options.MaxParkedPerAgent): 0 the default, negative none.
+	MaxParked int
 	// MCPListen, when set, serves the fleet's tools as an MCP server over
 	// Streamable HTTP at http://<MCPListen>/mcp.
 	MCPListen string
-	// MCPAgent is the agent id MCP calls are made as; default "mcp".
+	// MCPAgent, when set, is the only agent the MCP face serves; with
+	// MCPInsecureLoopback every request is made as it (default "mcp").
 	MCPAgent string
-	// MCPCreds is that agent's credentials file; empty mints them from
-	// this user's install.
+	// MCPCreds is that agent's credentials file; empty mints each agent's
+	// from this user's install.
 	MCPCreds string
+	// MCPTokens is the directory of the agents' bearer tokens the MCP face
+	// accepts (internal/bearer); default <state dir>/tokens.
+	MCPTokens string
+	// MCPInsecureLoopback serves the MCP face without authentication, on a
+	// loopback address only, as MCPAgent: every local user may use it.
+	MCPInsecureLoopback bool
 	// MCPApprover is the approver URL named in MCP messages of parked calls.
 	MCPApprover string
 	// MCPReady, if set, is called with the MCP endpoint URL once it listens.
@@ -300,12 +314,12 @@ func Run(ctx context.Context, o Options) error {
 	pipe := tools.NewPipeline(reg, tools.WithGate(gate), tools.WithWorkspace(ws), tools.WithLogger(o.Logger),
 		tools.WithHooks(chain.Before(), chain.After()), tools.Use(mws...))
 	mgr, err := parking.NewManager(ctx, js, parking.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers,
-		TrustedAccounts: o.TrustedAccounts, EditJudge: worker.JudgeEdit(pipe), Logger: o.Logger})
+		TrustedAccounts: o.TrustedAccounts, EditJudge: worker.JudgeEdit(pipe), MaxParkedPerAgent: o.MaxParked, Logger: o.Logger})
 	if err != nil {
 		return err
 	}
 	w, err := worker.New(nc, pipe, worker.Config{
-		Name: o.Name, Concurrency: o.Concurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
+		Name: o.Name, Concurrency: o.Concurrency, AgentConcurrency: o.AgentConcurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
 		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr, Preview: preview(ws, roots, gate)},
 		Telemetry: tel,
 	})

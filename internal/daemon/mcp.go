@@ -2,14 +2,18 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolgate/toolgate/internal/bearer"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/mcpsource"
@@ -18,55 +22,194 @@ import (
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
-// DefaultMCPAgent is the agent id calls through the HTTP MCP face are made as.
+// DefaultMCPAgent is the agent id calls through the HTTP MCP face are made
+// as with --mcp-insecure-loopback and no --mcp-agent.
 const DefaultMCPAgent = "mcp"
 
+// ErrMCPNoToken reports an MCP face asked to start with no token to
+// authenticate its callers and without --mcp-insecure-loopback.
+var ErrMCPNoToken = errors.New("no MCP token")
+
 // startMCP serves the fleet's tools over Streamable HTTP at
-// http://<o.MCPListen>/mcp as agent o.MCPAgent, until ctx is done. The
-// returned channel yields the server's end.
+// http://<o.MCPListen>/mcp until ctx is done. Every request carries a
+// bearer token (internal/bearer) of an agent and is served as that agent,
+// on its own bus connection and MCP sessions; with o.MCPInsecureLoopback,
+// on a loopback address only, requests are taken without a token as agent
+// o.MCPAgent. The returned channel yields the server's end.
 func startMCP(ctx context.Context, url string, o Options) (<-chan error, error) {
-	agent := o.MCPAgent
-	if agent == "" {
-		agent = DefaultMCPAgent
+	f := &mcpFace{ctx: ctx, url: url, o: o, agents: map[string]*mcpAgent{}}
+	var allow func(string) bool
+	if o.MCPCreds != "" {
+		c, err := identity.LoadCreds(o.MCPCreds)
+		if err != nil {
+			return nil, fmt.Errorf("--mcp-creds: %w", err)
+		}
+		if o.MCPAgent != "" && o.MCPAgent != c.Name {
+			return nil, fmt.Errorf("--mcp-creds %s are agent %q's, not --mcp-agent %q's", o.MCPCreds, c.Name, o.MCPAgent)
+		}
+		o.MCPAgent, f.o.MCPAgent = c.Name, c.Name
 	}
-	nc, err := dialMCPAgent(url, o.MCPCreds, agent)
+	if o.MCPAgent != "" {
+		allow = func(a string) bool { return a == o.MCPAgent }
+	}
+	tokens := o.MCPTokens
+	if o.MCPInsecureLoopback {
+		if o.MCPAgent == "" {
+			o.MCPAgent, f.o.MCPAgent = DefaultMCPAgent, DefaultMCPAgent
+		}
+	} else {
+		var agents []string
+		var err error
+		if tokens, agents, err = bearer.Holders(tokens); err != nil {
+			return nil, fmt.Errorf("--mcp-tokens: %w", err)
+		}
+		usable := 0
+		for _, a := range agents {
+			if allow == nil || allow(a) {
+				usable++
+			}
+		}
+		if usable == 0 {
+			who := "any agent"
+			if o.MCPAgent != "" {
+				who = "agent " + o.MCPAgent
+			}
+			return nil, fmt.Errorf("--mcp-listen: %w of %s in %s: mint one with `toolctl creds token AGENT` (its callers send Authorization: Bearer TOKEN), or give --mcp-insecure-loopback to take every local user's requests as one agent", ErrMCPNoToken, who, tokens)
+		}
+	}
+	ln, err := net.Listen("tcp", o.MCPListen)
+	if err != nil {
+		return nil, fmt.Errorf("--mcp-listen %s: %w", o.MCPListen, err)
+	}
+	loop := mcpserver.IsLoopback(ln)
+	var h http.Handler
+	if o.MCPInsecureLoopback {
+		if !loop {
+			ln.Close()
+			return nil, fmt.Errorf("--mcp-insecure-loopback: %s is not a loopback address; without a token only loopback is allowed", o.MCPListen)
+		}
+		// Fail at start, not at the first request, on credentials that do
+		// not work.
+		if _, err := f.agent(o.MCPAgent); err != nil {
+			ln.Close()
+			f.close()
+			return nil, err
+		}
+		h = f
+	} else {
+		if o.MCPCreds != "" {
+			if _, err := f.agent(o.MCPAgent); err != nil {
+				ln.Close()
+				f.close()
+				return nil, err
+			}
+		}
+		h = bearer.Require(tokens, allow, f)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Path, h)
+	done := make(chan error, 1)
+	go func() { done <- mcpserver.Serve(ctx, mcpserver.Guard(mux, loop), ln) }()
+	if o.MCPInsecureLoopback {
+		fmt.Fprintf(o.Out, "toolgate: MCP (Streamable HTTP) on http://%s%s as agent %s, WITHOUT authentication (--mcp-insecure-loopback): every local user acts as %s\n", ln.Addr(), mcpserver.Path, o.MCPAgent, o.MCPAgent)
+	} else {
+		who := "the agent of each bearer token"
+		if o.MCPAgent != "" {
+			who = "agent " + o.MCPAgent
+		}
+		fmt.Fprintf(o.Out, "toolgate: MCP (Streamable HTTP) on http://%s%s as %s in %s (Authorization: Bearer TOKEN)\n", ln.Addr(), mcpserver.Path, who, tokens)
+	}
+	if o.MCPReady != nil {
+		o.MCPReady("http://" + ln.Addr().String() + mcpserver.Path)
+	}
+	out := make(chan error, 1)
+	go func() {
+		err := <-done
+		f.close()
+		out <- err
+	}()
+	return out, nil
+}
+
+// mcpFace dispatches each request to the MCP server of its agent, made at
+// the agent's first request.
+type mcpFace struct {
+	ctx context.Context
+	url string
+	o   Options
+
+	mu     sync.Mutex
+	agents map[string]*mcpAgent
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// mcpAgent is one agent's MCP server: its own bus connection and sessions.
+type mcpAgent struct {
+	nc *nats.Conn
+	h  http.Handler
+}
+
+func (f *mcpFace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	agent := bearer.AgentFrom(r.Context())
+	if agent == "" {
+		agent = f.o.MCPAgent // --mcp-insecure-loopback
+	}
+	a, err := f.agent(agent)
+	if err != nil {
+		f.o.Logger.Warn("mcp: agent's connection", "agent", agent, "err", err)
+		http.Error(w, "toolgate cannot reach the bus as agent "+agent, http.StatusServiceUnavailable)
+		return
+	}
+	a.h.ServeHTTP(w, r)
+}
+
+// agent returns the MCP server of agent, connecting it at first use.
+func (f *mcpFace) agent(agent string) (*mcpAgent, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if a := f.agents[agent]; a != nil {
+		return a, nil
+	}
+	if f.closed {
+		return nil, errors.New("mcp: stopping")
+	}
+	nc, err := dialMCPAgent(f.url, f.o.MCPCreds, agent)
 	if err != nil {
 		return nil, err
 	}
 	c, err := client.New(nc, agent)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("--mcp-agent: %w", err)
+		return nil, fmt.Errorf("agent %s: %w", agent, err)
 	}
-	s, err := mcpserver.New(mcpserver.Options{NC: nc, Client: c, ApproverURL: o.MCPApprover, Logger: o.Logger})
+	s, err := mcpserver.New(mcpserver.Options{NC: nc, Client: c, ApproverURL: f.o.MCPApprover, Logger: f.o.Logger})
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", o.MCPListen)
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("--mcp-listen %s: %w", o.MCPListen, err)
-	}
-	done := make(chan error, 2)
-	go func() { done <- s.Sync(ctx) }()
+	f.wg.Add(1)
 	go func() {
-		done <- mcpserver.Serve(ctx, s, ln, o.Logger)
-	}()
-	fmt.Fprintf(o.Out, "toolgate: MCP (Streamable HTTP) on http://%s%s as agent %s\n", ln.Addr(), mcpserver.Path, agent)
-	if o.MCPReady != nil {
-		o.MCPReady("http://" + ln.Addr().String() + mcpserver.Path)
-	}
-	out := make(chan error, 1)
-	go func() {
-		defer nc.Close()
-		e1, e2 := <-done, <-done
-		if e1 == nil {
-			e1 = e2
+		defer f.wg.Done()
+		if err := s.Sync(f.ctx); err != nil {
+			f.o.Logger.Error("mcp: tool list", "agent", agent, "err", err)
 		}
-		out <- e1
 	}()
-	return out, nil
+	a := &mcpAgent{nc: nc, h: mcpserver.StreamHandler(s, f.o.Logger)}
+	f.agents[agent] = a
+	return a, nil
+}
+
+// close waits for the agents' tool list upkeep (ended by ctx) and closes
+// their connections.
+func (f *mcpFace) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.wg.Wait()
+	for _, a := range f.agents {
+		a.nc.Close()
+	}
 }
 
 // loadMCPConfig reads the --mcp-config file; nil when none is given.

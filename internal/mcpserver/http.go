@@ -21,21 +21,23 @@ const Path = "/mcp"
 // sessionIdle closes HTTP sessions that saw no request for this long.
 const sessionIdle = 30 * time.Minute
 
-// HTTPHandler serves s over Streamable HTTP at Path. When loopback is true
-// (the listener is on a loopback address) requests are refused unless
-// their Host, and Origin when present, name the loopback host: a web page
-// the browser reaches through DNS rebinding must not drive the tools.
-// Otherwise a browser request from another origin is refused.
-func HTTPHandler(s *Server, loopback bool, log *slog.Logger) http.Handler {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+// StreamHandler is the Streamable HTTP handler of s alone (no checks):
+// its sessions are s's, so a session id never crosses to another Server.
+func StreamHandler(s *Server, log *slog.Logger) http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		Logger: log, SessionTimeout: sessionIdle,
 	})
-	mux := http.NewServeMux()
-	mux.Handle(Path, h)
+}
+
+// Guard refuses what a browser could send on its own: when loopback is
+// true (the listener is on a loopback address) requests whose Host, and
+// Origin when present, do not name the loopback host (a web page reaching
+// it through DNS rebinding); otherwise requests from another origin.
+func Guard(next http.Handler, loopback bool) http.Handler {
 	if loopback {
-		return localOnly(mux)
+		return localOnly(next)
 	}
-	return http.NewCrossOriginProtection().Handler(mux)
+	return http.NewCrossOriginProtection().Handler(next)
 }
 
 // localOnly refuses requests whose Host or Origin is not a loopback name
@@ -57,14 +59,10 @@ func localOnly(next http.Handler) http.Handler {
 	})
 }
 
-// Serve serves s over Streamable HTTP on ln (http://<addr>/mcp) until ctx
-// is done. A loopback listener gets the DNS rebinding checks.
-func Serve(ctx context.Context, s *Server, ln net.Listener, log *slog.Logger) error {
-	loopback := false
-	if ta, ok := ln.Addr().(*net.TCPAddr); ok {
-		loopback = ta.IP.IsLoopback()
-	}
-	srv := &http.Server{Handler: HTTPHandler(s, loopback, log), ReadHeaderTimeout: 10 * time.Second}
+// Serve serves h (HTTPHandler's, or a composition of Guard and
+// StreamHandler) on ln until ctx is done.
+func Serve(ctx context.Context, h http.Handler, ln net.Listener) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -80,4 +78,10 @@ func Serve(ctx context.Context, s *Server, ln net.Listener, log *slog.Logger) er
 	_ = srv.Close() // streams still open (a parked call's) end now
 	<-errc
 	return nil
+}
+
+// IsLoopback reports whether ln listens on a loopback address.
+func IsLoopback(ln net.Listener) bool {
+	ta, ok := ln.Addr().(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }

@@ -60,6 +60,13 @@ type Options struct {
 	MaxResumes int
 	// DecisionAckWait is the decisions consumer's ack wait; default 30s.
 	DecisionAckWait time.Duration
+	// MaxParkedPerAgent bounds the calls of one agent waiting for people
+	// at once; a call over it is refused with ErrTooManyParked (its agent
+	// gets an error result; nothing is parked). Default
+	// DefaultMaxParkedPerAgent; negative means no bound. Counted from this
+	// manager's view of the bucket, so workers parking at the same moment
+	// may let a few more through.
+	MaxParkedPerAgent int
 	// EditJudge judges the arguments of an approval with changes before it
 	// counts (schema and policy, see EditJudge); nil refuses every edit.
 	EditJudge EditJudge
@@ -67,7 +74,17 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultMaxParkedPerAgent is Options.MaxParkedPerAgent's default.
+const DefaultMaxParkedPerAgent = 100
+
+// ErrTooManyParked refuses to park a call whose agent has
+// Options.MaxParkedPerAgent calls waiting for people already.
+var ErrTooManyParked = errors.New("too many calls waiting for people")
+
 func (o Options) withDefaults() Options {
+	if o.MaxParkedPerAgent == 0 {
+		o.MaxParkedPerAgent = DefaultMaxParkedPerAgent
+	}
 	if o.Name == "" {
 		host, _ := os.Hostname()
 		o.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -184,6 +201,10 @@ func (m *Manager) Park(ctx context.Context, p *Parked) error {
 		return fmt.Errorf("park %s: encode: %w", p.CallID, err)
 	}
 	key := CallKey(p.CallID)
+	if n, over := m.overQuota(key, p.Agent); over {
+		return fmt.Errorf("%w: agent %s has %d calls waiting for people, the most a worker parks for one agent (worker --max-parked); have them decided or cancel some, then call again",
+			ErrTooManyParked, p.Agent, n)
+	}
 	if _, err := m.kv.Create(ctx, key, rec); err != nil {
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("park %s: %w", p.CallID, err)
@@ -217,6 +238,28 @@ func (m *Manager) Park(ctx context.Context, p *Parked) error {
 	m.log.Info("call parked", "call_id", p.CallID, "agent", p.Agent, "tool", p.Tool,
 		"rule", p.Decision.Rule, "approvers", p.Threshold(), "expires_at", p.ExpiresAt)
 	return nil
+}
+
+// overQuota reports whether agent has MaxParkedPerAgent calls pending
+// already, and how many. A call already parked (a redelivery) is never
+// over: parking it again changes nothing.
+func (m *Manager) overQuota(key, agent string) (int, bool) {
+	max := m.opts.MaxParkedPerAgent
+	if max < 0 {
+		return 0, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, known := m.index[key]; known {
+		return 0, false
+	}
+	n := 0
+	for _, q := range m.index {
+		if q.Agent == agent && !q.Status.Final() {
+			n++
+		}
+	}
+	return n, n >= max
 }
 
 // Get returns the parked record of callID, or ErrNotFound.

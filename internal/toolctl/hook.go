@@ -11,11 +11,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/internal/bearer"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/hookgate"
 	"github.com/toolgate/toolgate/internal/identity"
@@ -47,6 +49,8 @@ func cmdHook(ctx context.Context, env *Env, args []string) int {
 	noAsk := fs.Bool("no-ask", false, "answer an ask with \"ask\" (the agent asks its user) instead of asking people through the approver")
 	askTimeout := fs.Duration("ask-timeout", 10*time.Minute, "how long people have to answer an ask")
 	listen := fs.String("listen", "127.0.0.1:8472", "serve: where the HTTP endpoint listens (POST /hook)")
+	tokens := fs.String("tokens", "", "serve: directory of bearer tokens; requests carry the --agent's (default <state dir>/tokens; mint with toolctl creds token AGENT)")
+	insecure := fs.Bool("insecure-loopback", false, "serve: take requests WITHOUT a token, on a loopback address only (any local user may park calls as --agent)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return ExitOK
@@ -59,6 +63,14 @@ func cmdHook(ctx context.Context, env *Env, args []string) int {
 		return env.fail(ExitUsage, "hook: unknown mode %q (want claude, codex or serve)", mode)
 	}
 	env.Agent = *agent
+	var auth func(http.Handler) http.Handler
+	if mode == "serve" {
+		// Before anything connects: a face nobody may use does not start.
+		var err error
+		if auth, err = hookAuth(*tokens, *insecure, *agent, *listen); err != nil {
+			return env.fail(ExitUsage, "%v", err)
+		}
+	}
 	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	j, closeFn, err := env.hookJudge(ctx, *policyFile, !*noAsk, log)
 	if err != nil {
@@ -72,7 +84,7 @@ func cmdHook(ctx context.Context, env *Env, args []string) int {
 	defer closeFn()
 	j.AskTimeout = *askTimeout
 	if mode == "serve" {
-		return serveHook(ctx, env, j, *listen)
+		return serveHook(ctx, env, j, *listen, auth)
 	}
 	var in hookgate.Input
 	if err := json.NewDecoder(io.LimitReader(hookStdin, 4<<20)).Decode(&in); err != nil {
@@ -168,7 +180,30 @@ func (e *Env) hookJudge(ctx context.Context, file string, ask bool, log *slog.Lo
 	return j, closeFn, nil
 }
 
-func serveHook(ctx context.Context, env *Env, j *hookgate.Judge, addr string) int {
+// hookAuth is what hook serve asks of a request: a bearer token of agent
+// from dir (default the state directory's), or, with insecure, nothing,
+// on a loopback address only.
+func hookAuth(dir string, insecure bool, agent, listen string) (func(http.Handler) http.Handler, error) {
+	if insecure {
+		host, _, err := net.SplitHostPort(listen)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			return nil, fmt.Errorf("--insecure-loopback: --listen %s is not a loopback address; without a token only loopback is allowed", listen)
+		}
+		return func(h http.Handler) http.Handler { return h }, nil
+	}
+	dir, agents, err := bearer.Holders(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--tokens: %w", err)
+	}
+	if !slices.Contains(agents, agent) {
+		return nil, fmt.Errorf("hook serve: agent %s has no bearer token in %s: mint one with `toolctl creds token %s` (requests send Authorization: Bearer TOKEN), or give --insecure-loopback to take every local user's requests", agent, dir, agent)
+	}
+	return func(h http.Handler) http.Handler {
+		return bearer.Require(dir, func(a string) bool { return a == agent }, h)
+	}, nil
+}
+
+func serveHook(ctx context.Context, env *Env, j *hookgate.Judge, addr string, auth func(http.Handler) http.Handler) int {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return env.fail(ExitUsage, "--listen: %v", err)
@@ -178,7 +213,7 @@ func serveHook(ctx context.Context, env *Env, j *hookgate.Judge, addr string) in
 		loopback = ta.IP.IsLoopback()
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/hook", hookgate.Handler(j, loopback))
+	mux.Handle("/hook", auth(hookgate.Handler(j, loopback)))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(env.Stderr, "toolctl hook: PreToolUse endpoint on http://%s/hook\n", ln.Addr())
 	errc := make(chan error, 1)

@@ -3,12 +3,15 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"strings"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/version"
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
@@ -45,6 +48,15 @@ func (w *Worker) listTools(m *nats.Msg) {
 	if len(m.Data) > 0 {
 		_ = json.Unmarshal(m.Data, &req) // a bad body lists everything: calls are judged anyway
 	}
+	if req.Agent != "" && !mayListFor(m.Reply, req.Agent) {
+		// What an agent's policy denies is its own business: a listing
+		// for agent X goes to X's inbox or an admin's only.
+		r := nats.NewMsg(m.Reply)
+		r.Header.Set(micro.ErrorCodeHeader, "403")
+		r.Header.Set(micro.ErrorHeader, "the tools of agent "+req.Agent+" are listed only to that agent or an admin")
+		_ = m.RespondMsg(r)
+		return
+	}
 	var out []events.ToolData
 	for _, t := range w.pipe.Registry().List() {
 		if req.Agent != "" && w.pipe.DeniedOutright(req.Agent, t) {
@@ -56,4 +68,18 @@ func (w *Worker) listTools(m *nats.Msg) {
 	if err := bus.Respond(m, &nats.Msg{Data: b}); err != nil {
 		w.log.Warn("tool listing not answered", "err", err)
 	}
+}
+
+// mayListFor reports whether the answer to a listing for agent may go to
+// reply: an inbox of that agent or of an admin (or a worker). Every
+// identity's credentials confine it to its own inbox prefix
+// (identity.InboxPrefix), so the reply subject says who reads the answer.
+func mayListFor(reply, agent string) bool {
+	for _, p := range []string{identity.InboxPrefix(identity.RoleAgent, agent) + ".",
+		identity.InboxPrefix(identity.RoleAdmin, ""), identity.InboxPrefix(identity.RoleWorker, "")} {
+		if strings.HasPrefix(reply, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/parking"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
@@ -65,6 +66,8 @@ func outcome(c *tools.Call, out *tools.Output, err error, shuttingDown bool) eve
 	case errors.As(err, &pe):
 		r.Decision = wireDecision(pe.Decision)
 		r.Status, r.IsError, r.Output = events.StatusDenied, true, err.Error()
+	case errors.Is(err, parking.ErrTooManyParked):
+		r.Status, r.IsError, r.Error, r.Output = events.StatusError, true, events.CodeTooManyParked, err.Error()
 	case errors.Is(err, errParkFailed):
 		r.Status, r.IsError, r.Error, r.Output = events.StatusError, true, events.CodeInternal, err.Error()
 	case errors.As(err, &ae):

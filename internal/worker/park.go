@@ -53,6 +53,10 @@ func (w *Worker) park(in *events.Call, next tools.Handler) tools.Handler {
 			return nil, &tools.PolicyError{Decision: d}
 		}
 		if perr := w.cfg.Parker.Park(ctx, in, c, pk); perr != nil {
+			if errors.Is(perr, parking.ErrTooManyParked) {
+				w.log.Warn("call not parked", "call_id", in.ID, "agent", in.Agent, "err", perr)
+				return nil, perr // outcome: an error result saying why
+			}
 			w.log.Error("park failed", "call_id", in.ID, "err", perr)
 			return nil, fmt.Errorf("%w: %w", errParkFailed, perr)
 		}

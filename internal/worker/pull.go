@@ -63,6 +63,7 @@ type puller struct {
 	work  chan deliveredMsg // hands a call to an idle slot
 	quit  chan struct{}     // closed when the worker stops taking calls
 	slots sync.WaitGroup
+	fair  *fairShare // which agent's call takes a free slot (fair.go)
 
 	asked int // calls asked for and not yet delivered
 	reqs  map[string]*pullReq
@@ -87,6 +88,7 @@ func newPuller(w *Worker) *puller {
 		msgs: make(chan *nats.Msg, 2*c+16),
 		wake: make(chan struct{}, 1), work: make(chan deliveredMsg), quit: make(chan struct{}),
 		reqs: map[string]*pullReq{},
+		fair: newFairShare(w.cfg.AgentConcurrency, c, w.ackWait()),
 	}
 }
 
@@ -116,6 +118,7 @@ func (p *puller) run(ctx context.Context) error {
 			// connection that sent them.
 			p.forgetAll()
 		case now := <-tick.C:
+			p.fair.refresh(now)
 			for id, r := range p.reqs {
 				if now.After(r.deadline.Add(pullGrace)) {
 					p.end(id, "") // its status never came
@@ -138,6 +141,11 @@ func (p *puller) run(ctx context.Context) error {
 // is given up pullGrace after its expiry, as while running.
 func (p *puller) stop(sub *nats.Subscription, reconnected <-chan nats.Status) {
 	p.stopping = true
+	// Calls held for their agent's turn go back first, for another
+	// worker to take at once.
+	if n := p.fair.handBack(); n > 0 {
+		p.w.log.Info("stopping: calls waiting for their agent's turn handed back", "calls", n)
+	}
 	var last time.Time
 	for _, r := range p.reqs {
 		last = maxTime(last, r.deadline)
@@ -177,14 +185,22 @@ func maxTime(a, b time.Time) time.Time {
 	return a
 }
 
-// ask sends a pull request for the free slots not yet asked for. While
-// earlier requests still wait at the server it waits until a batch's
-// worth of slots is free, so that a busy worker does not send a request
-// per call.
+// ask first gives free slots to held calls whose agent's turn it is
+// (fair.go), then sends a pull request for the free slots not yet asked
+// for, unless as many calls are held as may be. While earlier requests
+// still wait at the server it waits until a batch's worth of slots is
+// free, so that a busy worker does not send a request per call.
 func (p *puller) ask() {
 	c := p.w.cfg.Concurrency
+	for c-int(p.w.running.Load())-p.asked > 0 {
+		m, ok := p.fair.next()
+		if !ok {
+			break
+		}
+		p.dispatch(m)
+	}
 	free := c - int(p.w.running.Load()) - p.asked
-	if free <= 0 || (p.asked > 0 && free < max(1, c/8)) || time.Now().Before(p.hold) {
+	if free <= 0 || (p.asked > 0 && free < max(1, c/8)) || time.Now().Before(p.hold) || p.fair.full() {
 		return
 	}
 	p.seq++
@@ -244,7 +260,9 @@ func (p *puller) receive(m *nats.Msg) {
 		}
 		break
 	}
-	p.dispatch(delivery{m})
+	if p.stopping || p.fair.admit(delivery{m}) { // stopping: dispatch hands it back
+		p.dispatch(delivery{m})
+	}
 }
 
 // pendingMsgsHeader is where the server's status ending a pull request
@@ -291,6 +309,7 @@ func (p *puller) slot(m deliveredMsg) {
 	defer p.slots.Done()
 	for {
 		p.w.settle(m, p.w.handle(m))
+		p.fair.release(callAgent(m))
 		p.w.running.Add(-1)
 		p.w.inflight.Done()
 		select {

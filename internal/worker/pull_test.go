@@ -28,7 +28,9 @@ func TestWorkerHoldsNoMoreCallsThanItsSlots(t *testing.T) {
 	started := make(chan string, 64)
 	reg := testRegistry(t, &ctr, started)
 	const slots, calls = 4, 20
-	startWorker(t, s.ClientURL(), reg, Config{Name: "w1", Concurrency: slots, ShutdownGrace: time.Millisecond, Bus: fastBus})
+	// One agent, no fair share: the puller's own accounting (held calls,
+	// the fair share's, are kept alive and bounded: fair_test.go).
+	startWorker(t, s.ClientURL(), reg, Config{Name: "w1", Concurrency: slots, AgentConcurrency: -1, ShutdownGrace: time.Millisecond, Bus: fastBus})
 	c, nc := newClient(t, s, "hold")
 	for i := range calls {
 		if _, err := c.Submit(ctxT(t), "sleep", map[string]any{"ms": 600000}, client.WithID(fmt.Sprintf("hold-%d", i))); err != nil {

@@ -45,6 +45,12 @@ type Config struct {
 	// Concurrency bounds the calls this worker runs at once; default
 	// DefaultConcurrency().
 	Concurrency int
+	// AgentConcurrency bounds the calls of one agent this worker runs at
+	// once, so that other agents' calls find free slots (fair.go); its
+	// calls over it wait for their turn. Default three quarters of
+	// Concurrency; negative means no bound. A policy budget's
+	// max_concurrent still refuses calls beyond its own limit.
+	AgentConcurrency int
 	// MaxPayload bounds a call's message data in bytes; default 1 MiB.
 	MaxPayload int
 	// ShutdownGrace is how long running calls may finish after a stop
@@ -76,6 +82,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = DefaultConcurrency()
+	}
+	if c.AgentConcurrency == 0 {
+		c.AgentConcurrency = defaultAgentShare(c.Concurrency)
 	}
 	if c.MaxPayload <= 0 {
 		c.MaxPayload = 1 << 20

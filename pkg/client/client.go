@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
 	"github.com/toolgate/toolgate/internal/identity"
@@ -21,6 +22,10 @@ import (
 
 // ErrNoResult is returned by Result when no result is stored for the call.
 var ErrNoResult = errors.New("no result stored for this call")
+
+// ErrListingRefused reports a worker refusing a tool listing: the tools
+// of another agent are listed only to that agent or an admin.
+var ErrListingRefused = errors.New("tool listing refused")
 
 // storedResultCheck is how often a waiting call also looks for its stored
 // result, in case the live one was missed.
@@ -263,6 +268,9 @@ func (c *Client) listTools(ctx context.Context, body []byte) ([]events.ToolData,
 	m, err := c.nc.RequestWithContext(ctx, events.SubjectToolsList, body)
 	if err != nil {
 		return nil, fmt.Errorf("list tools (is a worker running?): %w", err)
+	}
+	if e := m.Header.Get(micro.ErrorHeader); e != "" {
+		return nil, fmt.Errorf("%w: %s", ErrListingRefused, e)
 	}
 	var out []events.ToolData
 	if err := json.Unmarshal(m.Data, &out); err != nil {

@@ -29,6 +29,9 @@ const (
 	CodeInvalidSubject   = "invalid_subject"
 	CodeInternal         = "internal"
 	CodeBudgetExceeded   = "budget_exceeded"
+	// CodeTooManyParked: the agent has as many calls waiting for people as
+	// a worker parks for one agent; the call was not parked.
+	CodeTooManyParked = "too_many_parked"
 )
 
 // ErrorCode maps a decoding error to the code put in the error result.

@@ -1,0 +1,172 @@
+package worker
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/client"
+)
+
+// heldMsg is a delivered call message whose settling is recorded: what
+// the fair share does to the messages it holds.
+type heldMsg struct {
+	subject          string
+	progress, nakked int
+}
+
+func (m *heldMsg) Subject() string                  { return m.subject }
+func (m *heldMsg) Headers() nats.Header             { return nil }
+func (m *heldMsg) Data() []byte                     { return nil }
+func (m *heldMsg) InProgress() error                { m.progress++; return nil }
+func (m *heldMsg) StreamSeq() uint64                { return 0 }
+func (m *heldMsg) NumDelivered() uint64             { return 1 }
+func (m *heldMsg) Ack() error                       { return nil }
+func (m *heldMsg) NakWithDelay(time.Duration) error { m.nakked++; return nil }
+func (m *heldMsg) TermWithReason(string) error      { return nil }
+
+func call(agent string) *heldMsg { return &heldMsg{subject: "toolgate.call." + agent + ".bash"} }
+
+func TestFairShareTakesTurns(t *testing.T) {
+	f := newFairShare(2, 4, 30*time.Second)
+	a1, a2, a3, a4 := call("a"), call("a"), call("a"), call("a")
+	b1, c1 := call("b"), call("c")
+	for _, tt := range []struct {
+		m    *heldMsg
+		runs bool
+	}{{a1, true}, {a2, true}, {a3, false}, {a4, false}, {b1, true}, {c1, true}} {
+		if got := f.admit(tt.m); got != tt.runs {
+			t.Fatalf("admit %s = %v, want %v", tt.m.subject, got, tt.runs)
+		}
+	}
+	if _, ok := f.next(); ok {
+		t.Fatal("a held call ran while its agent is at its cap")
+	}
+	f.release("a")
+	if m, ok := f.next(); !ok || m != a3 {
+		t.Fatalf("after a call of a ended: %v %v, want a's first held call", m, ok)
+	}
+	if _, ok := f.next(); ok {
+		t.Fatal("a is at its cap again")
+	}
+	// Held calls are kept alive, and handed back when the worker stops.
+	f.refresh(time.Now().Add(11 * time.Second))
+	if a4.progress != 1 || a3.progress != 0 {
+		t.Errorf("in progress: held %d, running %d; want 1, 0", a4.progress, a3.progress)
+	}
+	if n := f.handBack(); n != 1 || a4.nakked != 1 || f.full() {
+		t.Errorf("handed back %d, nak %d", n, a4.nakked)
+	}
+}
+
+func TestFairShareRoundRobinAndBound(t *testing.T) {
+	f := newFairShare(1, 4, 30*time.Second)
+	ms := map[string][]*heldMsg{}
+	for range 2 {
+		for _, a := range []string{"a", "b"} {
+			m := call(a)
+			ms[a] = append(ms[a], m)
+			f.admit(m)
+		}
+	}
+	// a and b run one each; one each is held.
+	if f.full() {
+		t.Fatal("2 held of 16 is not full")
+	}
+	f.release("b")
+	f.release("a")
+	first, _ := f.next()
+	second, _ := f.next()
+	if first != ms["a"][1] || second != ms["b"][1] {
+		t.Fatalf("turns: %v then %v, want a's then b's", first, second)
+	}
+	for range heldPerSlot * 4 {
+		f.admit(call("a"))
+	}
+	if !f.full() {
+		t.Fatal("16 held of 16: the puller must stop asking")
+	}
+	if n := f.handBack(); n != heldPerSlot*4 {
+		t.Fatalf("handed back %d", n)
+	}
+}
+
+func TestFairShareWithoutCapRunsAll(t *testing.T) {
+	f := newFairShare(-1, 4, time.Second)
+	for range 10 {
+		if !f.admit(call("a")) {
+			t.Fatal("held a call with no cap")
+		}
+	}
+	// A subject naming no agent is never held.
+	g := newFairShare(1, 4, time.Second)
+	if !g.admit(&heldMsg{subject: "x"}) || !g.admit(&heldMsg{subject: "x"}) {
+		t.Fatal("held a call without an agent")
+	}
+}
+
+// TestHeldCallsStayAliveAndOthersRun: on a real server, one agent's flood
+// holds its share of the slots, its further calls are held (up to the
+// bound) without ever reaching their ack wait, and another agent's call
+// takes the free slot.
+func TestHeldCallsStayAliveAndOthersRun(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	started := make(chan string, 64)
+	reg := testRegistry(t, &ctr, started)
+	const slots, share, calls = 4, 3, 12
+	startWorker(t, s.ClientURL(), reg, Config{Name: "w1", Concurrency: slots, ShutdownGrace: time.Millisecond, Bus: fastBus})
+	flood, nc := newClient(t, s, "flood")
+	for i := range calls {
+		if _, err := flood.Submit(ctxT(t), "sleep", map[string]any{"ms": 600000}, client.WithID(fmt.Sprintf("flood-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range share {
+		select {
+		case <-started:
+		case <-ctxT(t).Done():
+			t.Fatal("the flood did not take its share")
+		}
+	}
+	other, _ := newClient(t, s, "other")
+	if _, err := other.Submit(ctxT(t), "sleep", map[string]any{"ms": 600000}, client.WithID("other-1")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-started:
+		if id != "other-1" {
+			t.Fatalf("%s started, want other-1", id)
+		}
+	case <-ctxT(t).Done():
+		t.Fatal("the other agent's call never started")
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctxT(t), bus.StreamCalls, bus.ConsumerWorkers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Several ack waits (2s) pass: running and held calls are kept alive,
+	// and at most heldPerSlot per slot are held.
+	for range 3 {
+		time.Sleep(2500 * time.Millisecond)
+		info, err := cons.Info(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumRedelivered != 0 || info.NumAckPending > (1+heldPerSlot)*slots || info.NumAckPending+int(info.NumPending) != calls+1 {
+			t.Fatalf("redelivered %d, delivered unacked %d, pending %d", info.NumRedelivered, info.NumAckPending, info.NumPending)
+		}
+	}
+	if _, runs := ctr.total(); runs != slots {
+		t.Fatalf("%d executions, want %d", runs, slots)
+	}
+}
