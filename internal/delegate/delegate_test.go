@@ -118,10 +118,14 @@ func TestParentCancellationReachesSubTask(t *testing.T) {
 			t.Errorf("ServeTasks: %v", err)
 		}
 	}()
-	if _, err := lead.Submit(context.Background(), "task", map[string]any{"agent": "helper", "prompt": "work long", "timeout": 3_600_000}); err != nil {
+	callID, err := lead.Submit(context.Background(), "task", map[string]any{"agent": "helper", "prompt": "work long", "timeout": 3_600_000})
+	if err != nil {
 		t.Fatal(err)
 	}
 	taskID := <-started
+	if taskID == callID {
+		t.Fatalf("the task id is the parent's call id %s: the sub-agent learns it", callID)
+	}
 	if err := f.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +133,7 @@ func TestParentCancellationReachesSubTask(t *testing.T) {
 	if !errors.Is(cause, client.ErrTaskCancelled) || !strings.Contains(cause.Error(), "parent call was cancelled") {
 		t.Fatalf("helper's context ended with %v, want the parent's cancellation", cause)
 	}
-	r, err := lead.Wait(context.Background(), taskID)
+	r, err := lead.Wait(context.Background(), callID)
 	if err != nil || r.Status != events.StatusInterrupted {
 		t.Fatalf("task call: %v %+v, want interrupted", err, r)
 	}

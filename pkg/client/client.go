@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -117,7 +116,7 @@ func WithTraceContext(traceparent, tracestate string) CallOption {
 	}
 }
 
-// WithID sets the call id (default: a fresh unique id). Publishing the same
+// WithID sets the call id (default: NewCallID, 128 random bits). Publishing the same
 // id again never runs the tool twice.
 func WithID(id string) CallOption { return func(o *callOpts) { o.id = id } }
 
@@ -283,7 +282,7 @@ func (c *Client) options(opts []CallOption) *callOpts {
 		f(o)
 	}
 	if o.id == "" {
-		o.id = nuid.Next()
+		o.id = NewCallID()
 	}
 	return o
 }

@@ -59,8 +59,9 @@ type CallData struct {
 	// answered ok without running the tool (the caller runs it itself,
 	// as an agent's own tool judged through its hook).
 	JudgeOnly bool `json:"judge_only,omitempty"`
-	// ParentCallID names the delegated task this call serves: the call
-	// id of the parent's task call (the task id). Set by an agent serving
+	// ParentCallID names the delegated task this call serves: its task
+	// id (TaskRequestData.TaskID, fresh and random, never the parent's
+	// call id). Set by an agent serving
 	// a task (pkg/client does it); the worker checks it against the task
 	// record it stored and holds the call to that task's allowed tools.
 	ParentCallID string `json:"parent_call_id,omitempty"`
@@ -156,8 +157,9 @@ type AuditData struct {
 	// JudgeOnly marks a call that was judged and not executed.
 	JudgeOnly bool `json:"judge_only,omitempty"`
 	// ParentCallID is the task call a sub-agent's call served: in
-	// execution events as the task's record confirmed it, in decision
-	// events (made before the check) as the call claimed it.
+	// execution events the parent's call id as the task's record
+	// confirmed it, in decision events (made before the check) the task
+	// id the call claimed.
 	ParentCallID string `json:"parent_call_id,omitempty"`
 	// Cached marks a result served from the result cache (execution
 	// events only): the tool did not run again.
