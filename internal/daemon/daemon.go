@@ -301,7 +301,7 @@ func Run(ctx context.Context, o Options) error {
 	w, err := worker.New(nc, pipe, worker.Config{
 		Name: o.Name, Concurrency: o.Concurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
 		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr, Preview: preview(ws, roots, gate)},
-		Telemetry: tel,
+		Telemetry: tel, Budgeted: budgets.Applies,
 	})
 	if err != nil {
 		return err

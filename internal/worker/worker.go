@@ -60,6 +60,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Telemetry traces and measures the calls; nil records nothing.
 	Telemetry *telemetry.Telemetry
+	// Budgeted reports whether a budget applies to a call the gate
+	// allowed (budget.Enforcer.Applies). A pure call it applies to is
+	// claimed like any other, so that one call id runs, and is charged,
+	// once whatever the Nats-Msg-Ids of its messages; nil: none applies.
+	Budgeted func(*tools.Call) bool
 
 	// publishTimeout is how long a publish waits for its ack; default
 	// defaultPublishTimeout (tests shorten it).

@@ -1,0 +1,148 @@
+package test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// The attacks of this file are an agent's, with its own credentials only,
+// against what the bus carries for others or keeps as accounts.
+
+// freeAddr is a loopback address no one listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// until polls cond until it holds, failing the test after d.
+func until(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("condition not met within %s", d)
+		}
+	}
+}
+
+// metricSum adds the values of the Prometheus samples at addr whose line
+// starts with name and contains every one of labels.
+func metricSum(t *testing.T, addr, name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+outer:
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				continue outer
+			}
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// TestAttackOneCallIDManyMsgIDsRunsOnce: an agent sends one call id 30
+// times at once, each message with a Nats-Msg-Id of its own, for a
+// read-only tool under a budget of one call. The tool runs once, however
+// the messages interleave: a budgeted call is claimed and charged once
+// per (agent, call id). It counts executions (calls that ran to ok),
+// not verdicts.
+func TestAttackOneCallIDManyMsgIDsRunsOnce(t *testing.T) {
+	ws := newWorkspace(t)
+	// Enough files that a glob takes a while: the duplicates overlap.
+	for i := range 4000 {
+		writeFile(t, filepath.Join(ws, fmt.Sprintf("d%d/e%d/f%d.txt", i%40, i%7, i)), "a\n")
+	}
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, pol, "tools: {default: allow}\nbudgets:\n  one-glob:\n    tools: [glob]\n    max_calls: 1\n    per: 24h\n")
+	metrics := freeAddr(t)
+	p := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile = pol; o.MetricsListen = metrics })
+	nc := dialAs(t, p.url, identity.RoleAgent, "mallory")
+	admin, err := jetstream.New(dialAs(t, p.url, identity.RoleAdmin, "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const sends = 30
+	id := "same-call-id"
+	for i := range sends {
+		func() {
+			ev, err := events.New(id, events.AgentSource("mallory"), events.TypeCallRequested, map[string]any{"arguments": map[string]any{"pattern": "**/*.txt"}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			m, err := events.Encode(events.CallSubject("mallory", "glob"), ev, events.Binary)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			m.Header.Set(events.HeaderMsgID, fmt.Sprintf("%s-%d", id, i))
+			if err := nc.PublishMsg(m); err != nil { // all at once: no wait for the acks
+				t.Error(err)
+			}
+		}()
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// All stored before the count is awaited.
+	until(t, 30*time.Second, func() bool {
+		s, err := admin.Stream(ctx, bus.StreamCalls)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx)
+		return err == nil && info.State.LastSeq >= sends
+	})
+	// Every message is settled when the consumer has none pending or
+	// waiting for an ack.
+	until(t, 30*time.Second, func() bool {
+		c, err := admin.Consumer(ctx, bus.StreamCalls, bus.ConsumerWorkers)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+	if ran := metricSum(t, metrics, "toolgate_calls_total", `tool="glob"`, `outcome="ok"`); ran != 1 {
+		t.Fatalf("one call id under a budget of 1 ran %v times", ran)
+	}
+}
