@@ -17,6 +17,8 @@ import (
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/toolctl"
+	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
@@ -144,5 +146,51 @@ func TestAttackOneCallIDManyMsgIDsRunsOnce(t *testing.T) {
 	})
 	if ran := metricSum(t, metrics, "toolgate_calls_total", `tool="glob"`, `outcome="ok"`); ran != 1 {
 		t.Fatalf("one call id under a budget of 1 ran %v times", ran)
+	}
+}
+
+// TestAttackInvalidSharedPolicyNeverDowngrades: an admin pushed a policy
+// that denies read; something else then stores a value under the shared
+// policy key that is no sealed policy (as an agent could make the server
+// store, answering on $KV.toolgate_policy.policy). A worker that starts
+// afterwards applies the last good pushed policy - read stays denied -
+// never the built-in default that allows it.
+func TestAttackInvalidSharedPolicyNeverDowngrades(t *testing.T) {
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "secret\n")
+	data := stateTempDir(t)
+	p := startProcess(t, ws, func(o *daemon.Options) { o.DataDir = data })
+	admin := trusttest.CredsFile(t, installUser(t, identity.RoleAdmin, "admin"))
+	good := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, good, "tools:\n  default: allow\n  read:\n    action: deny\n")
+	if out, errOut, code := p.toolctl(t, "policy", "push", good, "--creds", admin); code != toolctl.ExitOK {
+		t.Fatalf("push: %d %s %s", code, out, errOut)
+	}
+	c := p.client(t, "mallory")
+	eventually(t, "the pushed policy", func() (bool, string) {
+		r := call(t, c, "read", `{"path":"README.md"}`)
+		return r.Status == events.StatusDenied, string(r.Status)
+	})
+	js, err := jetstream.New(dialAs(t, p.url, identity.RoleAdmin, "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(context.Background(), bus.BucketPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(context.Background(), "policy", []byte(`{"status":"ok","output":"not a policy"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.stop(); err != nil {
+		t.Fatal(err)
+	}
+	p = startProcess(t, ws, func(o *daemon.Options) { o.DataDir = data })
+	if strings.Contains(p.out.String(), "policy builtin") {
+		t.Fatalf("the restarted worker fell back to the built-in policy:\n%s", p.out)
+	}
+	c = p.client(t, "mallory")
+	if r := call(t, c, "read", `{"path":"README.md"}`); r.Status != events.StatusDenied || strings.Contains(r.Output, "secret") {
+		t.Fatalf("read after a restart over an invalid shared policy: %+v", r)
 	}
 }
