@@ -194,3 +194,46 @@ func TestAttackInvalidSharedPolicyNeverDowngrades(t *testing.T) {
 		t.Fatalf("read after a restart over an invalid shared policy: %+v", r)
 	}
 }
+
+// TestAttackCorruptBudgetCounter: an agent's spent budget counter is
+// overwritten - with an empty object, which the old reading took for a
+// fresh counter, and with garbage, which refused every call until an
+// admin repaired it. Neither frees the budget nor blocks it: the worker
+// rebuilds the counter from the audited charges, and the next call is
+// refused as spent. It counts executions, not verdicts.
+func TestAttackCorruptBudgetCounter(t *testing.T) {
+	for _, forged := range []string{`{}`, `garbage`} {
+		t.Run(forged, func(t *testing.T) {
+			ws := newWorkspace(t)
+			writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+			pol := filepath.Join(t.TempDir(), "policy.yaml")
+			writeFile(t, pol, "tools: {default: allow}\nbudgets:\n  two-reads:\n    tools: [read]\n    max_calls: 2\n    per: 24h\n")
+			metrics := freeAddr(t)
+			p := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile = pol; o.MetricsListen = metrics })
+			c := p.client(t, "mallory")
+			if r := call(t, c, "read", `{"path":"README.md"}`); r.Status != events.StatusOK {
+				t.Fatalf("first read: %+v", r)
+			}
+			js, err := jetstream.New(dialAs(t, p.url, identity.RoleWorker, "w"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kv, err := js.KeyValue(context.Background(), bus.BucketBudgets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kv.Put(context.Background(), "two-reads.mallory", []byte(forged)); err != nil {
+				t.Fatal(err)
+			}
+			// The second read is the last the budget allows; the third and
+			// fourth are refused.
+			var statuses []events.Status
+			for range 3 {
+				statuses = append(statuses, call(t, c, "read", `{"path":"README.md"}`).Status)
+			}
+			if ran := metricSum(t, metrics, "toolgate_calls_total", `tool="read"`, `outcome="ok"`); ran != 2 || statuses[0] != events.StatusOK {
+				t.Fatalf("reads that ran under a budget of 2 over a forged counter: %v (statuses after the forgery %v)", ran, statuses)
+			}
+		})
+	}
+}
