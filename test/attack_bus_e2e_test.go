@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/internal/approver"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
@@ -100,7 +103,7 @@ func TestAttackOneCallIDManyMsgIDsRunsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const sends = 30
 	id := "same-call-id"
@@ -136,7 +139,9 @@ func TestAttackOneCallIDManyMsgIDsRunsOnce(t *testing.T) {
 	})
 	// Every message is settled when the consumer has none pending or
 	// waiting for an ack.
-	until(t, 30*time.Second, func() bool {
+	// A duplicate that found the call running is handed back and settled
+	// on its redelivery, an ack wait later.
+	until(t, 2*time.Minute, func() bool {
 		c, err := admin.Consumer(ctx, bus.StreamCalls, bus.ConsumerWorkers)
 		if err != nil {
 			return false
@@ -235,5 +240,128 @@ func TestAttackCorruptBudgetCounter(t *testing.T) {
 				t.Fatalf("reads that ran under a budget of 2 over a forged counter: %v (statuses after the forgery %v)", ran, statuses)
 			}
 		})
+	}
+}
+
+// TestAttackForgedResult: results arrive on a parked call's result
+// subject that no trusted worker made for it - an unsigned one saying ok,
+// and another agent's own result, signed by a real worker, stored again
+// on the victim's subject - as the server stored them when an agent named
+// that subject as a reply. The victim's client refuses both and goes on
+// waiting; approved, the call runs (the worker's resume does not take the
+// stored forgery for "finished before") and the real result arrives.
+func TestAttackForgedResult(t *testing.T) {
+	s := startApprovalStack(t)
+	victim := s.worker.client(t, "victim")
+	mallory := s.worker.client(t, "mallory")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	own, err := mallory.Call(ctx, "read", map[string]any{"path": "."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := s.submit(t, victim, "victim-call", "approved.txt", "real\n")
+
+	nc := dialAs(t, s.worker.url, identity.RoleWorker, "w")
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := events.ResultSubject("victim", "victim-call")
+	unsigned, err := events.EncodeData(subject, events.Attrs{ID: "forged-1", Source: "toolgate://worker/w", Type: events.TypeCallCompleted, Subject: "victim-call"},
+		events.ResultData{CallID: "victim-call", Agent: "victim", Tool: "write", Status: events.StatusOK, Output: "forged"}, events.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := js.Stream(ctx, bus.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := stored.GetLastMsgForSubject(ctx, events.ResultSubject("mallory", ownID(t, own)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := &nats.Msg{Subject: subject, Header: raw.Header, Data: raw.Data}
+	replayed.Header.Set(events.HeaderMsgID, "forged-2")
+	for _, m := range []*nats.Msg{unsigned, replayed} {
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case r := <-final:
+		t.Fatalf("the victim's client took a forged result: %+v", r)
+	case <-time.After(2 * time.Second):
+	}
+	var res approver.Result
+	if code := s.api(t, "POST", "/api/approvals/victim-call/approve", `{}`, &res); code != 200 {
+		t.Fatalf("approve = %d %+v", code, res)
+	}
+	r := wait(t, final)
+	if r.Status != events.StatusOK || strings.Contains(r.Output, "forged") {
+		t.Fatalf("final result = %+v", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.worker.ws, "approved.txt")); err != nil || string(b) != "real\n" {
+		t.Fatalf("the approved write did not run: %q %v", b, err)
+	}
+	if victim.Refused() < 2 {
+		t.Fatalf("the client refused %d results, want both forgeries", victim.Refused())
+	}
+}
+
+// ownID is the call id of a result.
+func ownID(t *testing.T, r *events.ResultData) string {
+	t.Helper()
+	if r.CallID == "" {
+		t.Fatalf("result without a call id: %+v", r)
+	}
+	return r.CallID
+}
+
+// TestAttackForgedAuditEntry: audit events no trusted worker made for
+// the agent they name - an unsigned one, and another agent's real one
+// stored again under the victim's subject - are not listed by `toolctl
+// audit`, which says it refused them and exits non-zero.
+func TestAttackForgedAuditEntry(t *testing.T) {
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	p := startProcess(t, ws, nil)
+	for _, agent := range []string{"victim", "mallory"} {
+		if r := call(t, p.client(t, agent), "read", `{"path":"README.md"}`); r.Status != events.StatusOK {
+			t.Fatalf("%s: %+v", agent, r)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(dialAs(t, p.url, identity.RoleWorker, "w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := events.NewMessage(events.AuditSubject("victim", "bash"), "victim.planted:audit", "toolgate://worker/w", events.TypeCallAudited,
+		events.AuditData{Kind: events.AuditExecution, CallID: "planted", Agent: "victim", Tool: "bash", Status: events.StatusOK, Time: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit, err := js.Stream(ctx, bus.StreamAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := audit.GetLastMsgForSubject(ctx, events.AuditSubject("mallory", "read"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := &nats.Msg{Subject: events.AuditSubject("victim", "read"), Header: raw.Header, Data: raw.Data}
+	replayed.Header.Set(events.HeaderMsgID, "replayed")
+	for _, m := range []*nats.Msg{forged, replayed} {
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, errOut, code := p.toolctl(t, "audit", "--agent", "victim", "--json")
+	if strings.Contains(out, "planted") || strings.Contains(out, "mallory") || !strings.Contains(out, `"agent":"victim"`) {
+		t.Fatalf("toolctl audit listed a forged event:\n%s", out)
+	}
+	if code != toolctl.ExitFailed || strings.Count(errOut, "refused toolgate.audit.victim.") != 2 {
+		t.Fatalf("toolctl audit: code %d, stderr:\n%s", code, errOut)
 	}
 }

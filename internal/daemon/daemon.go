@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 	"github.com/toolgate/toolgate/internal/budget"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/delegate"
+	"github.com/toolgate/toolgate/internal/eventsig"
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/parking"
 	"github.com/toolgate/toolgate/internal/policyload"
 	"github.com/toolgate/toolgate/internal/resultcache"
@@ -298,10 +301,20 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	// Stored results count when a worker of the trusted accounts, or of
+	// this worker's own, signed them.
+	workerAccounts := o.TrustedAccounts
+	if creds != nil {
+		workerAccounts = append(slices.Clone(workerAccounts), creds.Account)
+	}
+	workers, err := trust.NewVerifier(workerAccounts, nil)
+	if err != nil {
+		return err
+	}
 	w, err := worker.New(nc, pipe, worker.Config{
 		Name: o.Name, Concurrency: o.Concurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
 		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr, Preview: preview(ws, roots, gate)},
-		Telemetry: tel, Budgeted: budgets.Applies,
+		Telemetry: tel, Budgeted: budgets.Applies, Signer: signer(creds), Verifier: eventsig.New(workers),
 	})
 	if err != nil {
 		return err
@@ -482,4 +495,15 @@ func policyChange(ch policyload.Change) events.PolicyChangeData {
 		d.Warnings = append(d.Warnings, w.String())
 	}
 	return d
+}
+
+// signer is the key and JWT the worker signs its results and audit
+// events with: its own credentials'. Without credentials (a URL that
+// carries a user or token) there is none, and readers refuse what it
+// publishes.
+func signer(creds *identity.Creds) trust.Signer {
+	if creds == nil {
+		return trust.Signer{}
+	}
+	return trust.Signer{Key: creds.Key, JWT: creds.JWT}
 }

@@ -56,7 +56,7 @@ func startWorker(t *testing.T, grace time.Duration, after ...tools.Middleware) *
 	}
 	reg.MustRegister(d.Tool())
 	mws := append([]tools.Middleware{d.Middleware}, after...)
-	w, err := worker.New(nc, tools.NewPipeline(reg, tools.Use(mws...)), worker.Config{Name: "w1", Logger: quiet, ShutdownGrace: grace})
+	w, err := worker.New(nc, tools.NewPipeline(reg, tools.Use(mws...)), signed(t, worker.Config{Name: "w1", Logger: quiet, ShutdownGrace: grace}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func startOn(t *testing.T, f *fleet) {
 		t.Fatal(err)
 	}
 	reg.MustRegister(d.Tool())
-	w, err := worker.New(nc, tools.NewPipeline(reg, tools.Use(d.Middleware)), worker.Config{Name: "w2", Logger: quiet})
+	w, err := worker.New(nc, tools.NewPipeline(reg, tools.Use(d.Middleware)), signed(t, worker.Config{Name: "w2", Logger: quiet}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,4 +384,11 @@ func TestConcurrentTaskCallsAllCounted(t *testing.T) {
 	if want := fmt.Sprintf("tool calls: %d,", n); !strings.Contains(r.Output, want) {
 		t.Errorf("task output %q lacks %q", r.Output, want)
 	}
+}
+
+// signed gives a worker the tests' worker key, as the daemon gives it its
+// credentials': clients take only signed results.
+func signed(t testing.TB, cfg worker.Config) worker.Config {
+	cfg.Signer, cfg.Verifier, _ = testenv.WorkerSigning(t)
+	return cfg
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/eventsig"
+	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
@@ -49,13 +51,20 @@ func cmdAudit(ctx context.Context, env *Env, args []string) int {
 	if cons == nil {
 		return code
 	}
+	verify, err := env.auditVerifier()
+	if err != nil {
+		return env.fail(ExitUsage, "%v", err)
+	}
+	refused := 0
 	print := func(subject string, h nats.Header, data []byte) {
-		var a events.AuditData
-		ev, err := events.DecodeData(h, data, &a)
+		ev, ap, err := verify.Audit(subject, h, data)
 		if err != nil {
-			fmt.Fprintf(env.Stdout, "%s (undecodable: %v)\n", subject, err)
+			// Not an event a trusted worker made: not listed as one.
+			refused++
+			fmt.Fprintf(env.Stderr, "toolctl: refused %s %s: %v\n", subject, ev.ID(), err)
 			return
 		}
+		a := *ap
 		if *asJSON {
 			b, _ := json.Marshal(AuditLine{Type: ev.Type(), ID: ev.ID(), Data: a})
 			fmt.Fprintln(env.Stdout, string(b))
@@ -68,7 +77,20 @@ func cmdAudit(ctx context.Context, env *Env, args []string) int {
 	if err := drain(ctx, cons, *follow, show, show, func() {}); err != nil && !errors.Is(err, context.Canceled) {
 		return env.fail(ExitNoReach, "%v", err)
 	}
+	if refused > 0 {
+		return env.fail(ExitFailed, "%d audit events refused: unsigned, not signed by a trusted worker, or not what they claim", refused)
+	}
 	return ExitOK
+}
+
+// auditVerifier verifies audit events against the account that issued
+// the credentials toolctl connected with.
+func (e *Env) auditVerifier() (*eventsig.Verifier, error) {
+	v, err := trust.NewVerifier(e.trusted(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("trusted accounts: %w", err)
+	}
+	return eventsig.New(v), nil
 }
 
 // auditConsumer reads the audit events on subject stored in the last

@@ -43,6 +43,9 @@ type Env struct {
 	Creds string
 	// agentSet is whether --agent or $TOOLGATE_AGENT named the agent.
 	agentSet bool
+	// account is the account that issued the credentials connected
+	// with: whose workers' signed results and audit events count.
+	account string
 }
 
 type command struct {
@@ -143,9 +146,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 func (e *Env) Connect() (*nats.Conn, error) { return e.connectAs(identity.RoleAdmin, "admin") }
 
 func (e *Env) connectAs(role identity.Role, name string) (*nats.Conn, error) {
-	nc, _, err := identity.Dial(e.NATSURL, e.Creds, role, name, nats.Name("toolctl"), nats.Timeout(5*time.Second))
+	nc, creds, err := identity.Dial(e.NATSURL, e.Creds, role, name, nats.Name("toolctl"), nats.Timeout(5*time.Second))
 	if err != nil {
 		return nil, withHint(err)
+	}
+	if creds != nil {
+		e.account = creds.Account
 	}
 	return nc, nil
 }
@@ -174,7 +180,7 @@ func (e *Env) client() (*nats.Conn, *client.Client, int) {
 	if err != nil {
 		return nil, nil, e.fail(exitCode(err), "%v", err)
 	}
-	c, err := client.New(nc, e.Agent)
+	c, err := client.New(nc, e.Agent, client.WithTrustedAccounts(e.trusted()...))
 	if err != nil {
 		nc.Close()
 		return nil, nil, e.fail(ExitUsage, "--agent: %v", err)
@@ -199,9 +205,19 @@ func (e *Env) connectAgent() (*nats.Conn, error) {
 		return nil, withHint(err)
 	}
 	if creds != nil {
-		e.Agent = creds.Name
+		e.Agent, e.account = creds.Name, creds.Account
 	}
 	return nc, nil
+}
+
+// trusted is the accounts whose workers' signatures count: the one that
+// issued the credentials connected with; none known leaves the default
+// (client.WithTrustedAccounts).
+func (e *Env) trusted() []string {
+	if e.account == "" {
+		return nil
+	}
+	return []string{e.account}
 }
 
 // jetStream connects and returns the JetStream API, or nil and the exit

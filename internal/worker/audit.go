@@ -223,7 +223,8 @@ const auditAttempts = 8
 // publishAudit publishes an audit event; its acknowledgement is handled
 // by auditAck, a failure retried.
 func (w *Worker) publishAudit(subject, id, typ string, data events.AuditData) {
-	m, err := events.NewMessage(subject, id, "toolgate://worker/"+w.cfg.Name, typ, data)
+	m, err := events.EncodeData(subject, events.Attrs{ID: id, Source: "toolgate://worker/" + w.cfg.Name, Type: typ, Sign: w.sign},
+		data, events.Binary)
 	if err != nil {
 		w.obs.m.AuditLost.Add(context.Background(), 1)
 		w.log.Error("audit event lost: encode", "call_id", data.CallID, "type", typ, "err", err)

@@ -32,8 +32,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/eventsig"
 	"github.com/toolgate/toolgate/internal/fate"
 	"github.com/toolgate/toolgate/internal/telemetry"
+	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
@@ -65,6 +67,14 @@ type Config struct {
 	// claimed like any other, so that one call id runs, and is charged,
 	// once whatever the Nats-Msg-Ids of its messages; nil: none applies.
 	Budgeted func(*tools.Call) bool
+	// Signer signs the results and audit events the worker publishes
+	// (its worker credentials' key and JWT); without a key they go out
+	// unsigned, and every reader refuses them.
+	Signer trust.Signer
+	// Verifier checks a stored result before it counts as the call's
+	// ("finished before", on a redelivery or a resume); nil refuses
+	// every stored result.
+	Verifier *eventsig.Verifier
 
 	// publishTimeout is how long a publish waits for its ack; default
 	// defaultPublishTimeout (tests shorten it).
@@ -135,7 +145,11 @@ type Worker struct {
 	// executions counts tool executions started by this worker (tests
 	// assert it to prove exactly-once).
 	executions atomic.Int64
-	onReady    func()
+	// forged counts stored results refused by the verifier.
+	forged atomic.Int64
+	// sign signs results and audit events (cfg.Signer); nil: unsigned.
+	sign    events.SignFunc
+	onReady func()
 	// beforeAck, when set (tests only), runs before a call message is
 	// acked; returning false skips the ack, as a crash at that point
 	// would.
@@ -158,6 +172,7 @@ func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
 	w.beats = newBeater(w)
 	w.boxes = newReplyBoxes(nc, cfg.Concurrency+16, &w.running)
 	w.source = "toolgate://worker/" + cfg.Name
+	w.sign = eventsig.Sign(cfg.Signer)
 	w.execCtx, w.execCancel = context.WithCancel(context.Background())
 	w.newObserver()
 	return w, nil

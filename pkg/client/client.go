@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/internal/eventsig"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -33,10 +35,14 @@ const storedResultCheck = 5 * time.Second
 
 // Client calls tools as one agent.
 type Client struct {
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	agent string
-	mode  events.Mode
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	agent   string
+	mode    events.Mode
+	trusted []string
+	optErr  error
+	verify  *eventsig.Verifier
+	refused atomic.Int64
 }
 
 // Option configures a Client.
@@ -59,6 +65,12 @@ func New(nc *nats.Conn, agent string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	if c.optErr != nil {
+		return nil, c.optErr
+	}
+	if err := c.newVerifier(); err != nil {
+		return nil, fmt.Errorf("trusted accounts: %w", err)
+	}
 	return c, nil
 }
 
@@ -69,7 +81,10 @@ func New(nc *nats.Conn, agent string, opts ...Option) (*Client, error) {
 //
 //	agent, opts, err := client.Credentials("agent-7.creds")
 //	nc, err := nats.Connect(url, opts...)
-//	c, err := client.New(nc, agent)
+//	c, err := client.New(nc, agent, client.WithCredsTrust("agent-7.creds"))
+//
+// WithCredsTrust makes the client accept the results of the workers of
+// the account that issued the credentials (results are signed).
 func Credentials(file string) (agent string, opts []nats.Option, err error) {
 	if file == "" && os.Getenv(identity.EnvCreds) == "" {
 		return "", nil, fmt.Errorf("no credentials: give an agent's .creds file or set %s", identity.EnvCreds)
@@ -250,11 +265,11 @@ func (c *Client) Result(ctx context.Context, id string) (*events.ResultData, err
 		}
 		return nil, fmt.Errorf("get result %s: status %s %s", id, st, raw.Header.Get("Description"))
 	}
-	var r events.ResultData
-	if _, err := events.DecodeData(raw.Header, raw.Data, &r); err != nil {
-		return nil, fmt.Errorf("decode result %s: %w", id, err)
+	r := c.result(raw.Header, raw.Data, id)
+	if r == nil {
+		return nil, fmt.Errorf("%w: the stored one of %s does not verify", ErrNoResult, id)
 	}
-	return &r, nil
+	return r, nil
 }
 
 // Tools asks a worker for the registry listing.
@@ -393,15 +408,15 @@ func (c *Client) wait(ctx context.Context, ch <-chan *nats.Msg, o *callOpts) (*e
 			}
 			continue
 		}
-		var r events.ResultData
-		if _, err := events.DecodeData(m.Header, m.Data, &r); err != nil {
-			return nil, fmt.Errorf("decode result of %s: %w", o.id, err)
+		r := c.result(m.Header, m.Data, o.id)
+		if r == nil {
+			continue // refused: the real result is still to come
 		}
 		if r.Status.Final() {
-			return &r, nil
+			return r, nil
 		}
 		if o.onPending != nil {
-			o.onPending(r)
+			o.onPending(*r)
 		}
 	}
 }
