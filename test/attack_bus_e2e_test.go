@@ -365,3 +365,94 @@ func TestAttackForgedAuditEntry(t *testing.T) {
 		t.Fatalf("toolctl audit: code %d, stderr:\n%s", code, errOut)
 	}
 }
+
+// TestAuditVerifyDetectsTampering: a worker's audit events form a signed
+// chain with a signed checkpoint; `toolctl audit --verify` finds the trail
+// sound, then detects each tampering: an event removed from the stream,
+// one changed (stored again with other data, the original removed), one
+// inserted (a real event stored a second time), and the chain's last
+// event removed (only the checkpoint shows it).
+func TestAuditVerifyDetectsTampering(t *testing.T) {
+	tests := []struct {
+		name   string
+		tamper func(t *testing.T, s jetstream.Stream, js jetstream.JetStream, msgs []*jetstream.RawStreamMsg)
+		want   string
+	}{
+		{"removed", func(t *testing.T, s jetstream.Stream, _ jetstream.JetStream, msgs []*jetstream.RawStreamMsg) {
+			if err := s.DeleteMsg(context.Background(), msgs[1].Sequence); err != nil {
+				t.Fatal(err)
+			}
+		}, "are missing: removed"},
+		{"changed", func(t *testing.T, s jetstream.Stream, js jetstream.JetStream, msgs []*jetstream.RawStreamMsg) {
+			m := &nats.Msg{Subject: msgs[1].Subject, Header: msgs[1].Header, Data: []byte(strings.Replace(string(msgs[1].Data), `"ann"`, `"bob"`, 1))}
+			m.Header.Set(events.HeaderMsgID, "changed")
+			if _, err := js.PublishMsg(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.DeleteMsg(context.Background(), msgs[1].Sequence); err != nil {
+				t.Fatal(err)
+			}
+		}, "refused"},
+		{"inserted", func(t *testing.T, _ jetstream.Stream, js jetstream.JetStream, msgs []*jetstream.RawStreamMsg) {
+			m := &nats.Msg{Subject: msgs[1].Subject, Header: msgs[1].Header, Data: msgs[1].Data}
+			m.Header.Set(events.HeaderMsgID, "inserted")
+			if _, err := js.PublishMsg(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+		}, "is stored twice: inserted"},
+		{"last removed", func(t *testing.T, s jetstream.Stream, _ jetstream.JetStream, msgs []*jetstream.RawStreamMsg) {
+			if err := s.DeleteMsg(context.Background(), msgs[len(msgs)-1].Sequence); err != nil {
+				t.Fatal(err)
+			}
+		}, "the last ones were removed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := newWorkspace(t)
+			writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+			data := stateTempDir(t)
+			p := startProcess(t, ws, func(o *daemon.Options) { o.DataDir = data })
+			c := p.client(t, "ann")
+			for range 3 {
+				if r := call(t, c, "read", `{"path":"README.md"}`); r.Status != events.StatusOK {
+					t.Fatalf("read: %+v", r)
+				}
+			}
+			if err := p.stop(); err != nil { // its last checkpoint is published
+				t.Fatal(err)
+			}
+			p = startProcess(t, ws, func(o *daemon.Options) { o.DataDir = data })
+			out, errOut, code := p.toolctl(t, "audit", "--verify")
+			if code != toolctl.ExitOK || !strings.Contains(out, "6 events, 6 under a signed checkpoint: ok") {
+				t.Fatalf("the untouched trail: %d\n%s%s", code, out, errOut)
+			}
+			js, err := jetstream.New(dialAs(t, p.url, identity.RoleWorker, "w"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			s, err := js.Stream(ctx, bus.StreamAudit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var msgs []*jetstream.RawStreamMsg
+			for seq := uint64(1); ; seq++ {
+				m, err := s.GetMsg(ctx, seq)
+				if err != nil {
+					break
+				}
+				if strings.HasPrefix(m.Subject, events.AuditSubject("ann", "")) {
+					msgs = append(msgs, m)
+				}
+			}
+			if len(msgs) != 6 {
+				t.Fatalf("%d audit events of ann, want 6", len(msgs))
+			}
+			tt.tamper(t, s, js, msgs)
+			out, errOut, code = p.toolctl(t, "audit", "--verify")
+			if code != toolctl.ExitFailed || !strings.Contains(out, tt.want) {
+				t.Fatalf("tampered (%s): %d\n%s%s", tt.name, code, out, errOut)
+			}
+		})
+	}
+}

@@ -189,6 +189,28 @@ func (v *Verifier) Audit(subject string, h nats.Header, data []byte) (event.Even
 	return ev, &a, nil
 }
 
+// Checkpoint decodes an audit chain checkpoint stored on subject and
+// returns its event and data when it verifies: signed by a trusted
+// worker, of type dev.toolgate.audit.checkpoint.v1 from a worker source,
+// stored under toolgate.audit.$chain.<the worker it names>.
+func (v *Verifier) Checkpoint(subject string, h nats.Header, data []byte) (event.Event, *events.AuditCheckpointData, error) {
+	var d events.AuditCheckpointData
+	ev, err := events.DecodeData(h, data, &d)
+	if err != nil {
+		return ev, nil, fmt.Errorf("%w: %w", ErrForged, err)
+	}
+	if _, err := v.Verify(ev); err != nil {
+		return ev, nil, err
+	}
+	switch {
+	case ev.Type() != events.TypeAuditCheckpoint:
+		return ev, nil, fmt.Errorf("%w: %s is a %s, not a checkpoint", ErrForged, ev.ID(), ev.Type())
+	case ev.Source() != workerSource+d.Worker || subject != events.AuditCheckpointSubject(token(d.Worker)):
+		return ev, nil, fmt.Errorf("%w: %s is worker %q's checkpoint, from %s on %s", ErrForged, ev.ID(), d.Worker, ev.Source(), subject)
+	}
+	return ev, &d, nil
+}
+
 // token is how an agent or tool name stands in an audit subject.
 func token(s string) string {
 	if events.ValidToken(s) != nil {

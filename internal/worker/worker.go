@@ -145,6 +145,8 @@ type Worker struct {
 	// executions counts tool executions started by this worker (tests
 	// assert it to prove exactly-once).
 	executions atomic.Int64
+	// chain is the audit chain this worker run writes (chain.go).
+	chain auditChain
 	// forged counts stored results refused by the verifier.
 	forged atomic.Int64
 	// sign signs results and audit events (cfg.Signer); nil: unsigned.
@@ -250,6 +252,7 @@ func (w *Worker) shutdown() {
 		<-done
 	}
 	w.execCancel()
+	w.flushCheckpoint() // the chain's last events are vouched for
 	w.drainAudit(w.cfg.publishTimeout)
 	w.stopAuditAcks()
 	w.beats.stop()

@@ -45,8 +45,10 @@ func EncodeData(subject string, a Attrs, data any, mode Mode) (*nats.Msg, error)
 			if err != nil {
 				return nil, fmt.Errorf("sign %s: %w", a.ID, err)
 			}
-			ev.SetExtension(ExtSignature, sig)
-			ev.SetExtension(ExtSigner, signer)
+			if sig != "" {
+				ev.SetExtension(ExtSignature, sig)
+				ev.SetExtension(ExtSigner, signer)
+			}
 		}
 		return Encode(subject, ev, mode)
 	}

@@ -58,3 +58,10 @@ func Signature(ev event.Event) (sig, signer string) {
 // SignFunc signs an event's SigningInput, returning the signature and
 // the signer's JWT for ExtSignature and ExtSigner.
 type SignFunc func(input []byte) (sig, signer string, err error)
+
+// EventHash is the hex SHA-256 of an event's SigningInput: what the next
+// audit event of a worker's chain names as its prev.
+func EventHash(signingInput []byte) string {
+	sum := sha256.Sum256(signingInput)
+	return hex.EncodeToString(sum[:])
+}

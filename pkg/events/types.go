@@ -18,6 +18,7 @@ const (
 	TypeCallProgress      = "dev.toolgate.call.progress.v1"
 	TypeCallAudited       = "dev.toolgate.call.audited.v1"
 	TypeDecisionAudited   = "dev.toolgate.decision.audited.v1"
+	TypeAuditCheckpoint   = "dev.toolgate.audit.checkpoint.v1"
 	TypeToolRegistered    = "dev.toolgate.tool.registered.v1"
 	TypeToolUnregistered  = "dev.toolgate.tool.unregistered.v1"
 	TypePolicyViolation   = "dev.toolgate.policy.violation.v1"
@@ -173,6 +174,23 @@ type AuditData struct {
 	// call carried trace context.
 	TraceID string `json:"trace_id,omitempty"`
 	SpanID  string `json:"span_id,omitempty"`
+	// Chain names the chain of the worker run that wrote the event, Seq
+	// its position in it (from 1), Prev the EventHash of the event
+	// before it ("" for the first): the audit trail's tamper evidence.
+	Chain string `json:"chain,omitempty"`
+	Seq   uint64 `json:"seq,omitempty"`
+	Prev  string `json:"prev,omitempty"`
+}
+
+// AuditCheckpointData is a worker's signed statement of its audit chain:
+// Seq events long, the last one's EventHash being Head
+// (dev.toolgate.audit.checkpoint.v1 on AuditCheckpointSubject).
+type AuditCheckpointData struct {
+	Chain  string    `json:"chain"`
+	Seq    uint64    `json:"seq"`
+	Head   string    `json:"head"`
+	Worker string    `json:"worker"`
+	Time   time.Time `json:"time"`
 }
 
 // ApprovalAudit records the people's decision on a parked call.
