@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/eventsig"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
@@ -57,6 +58,10 @@ type Config struct {
 	Lease time.Duration
 	// Logger receives the enforcer's logs; default slog.Default().
 	Logger *slog.Logger
+	// Audit verifies the audit events a corrupt counter is rebuilt from
+	// (repair): only events a trusted worker signed count. Nil counts
+	// none, and a corrupt counter is rebuilt empty.
+	Audit *eventsig.Verifier
 }
 
 // Enforcer charges calls to the budgets that apply to them. Every worker

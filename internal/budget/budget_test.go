@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/eventsig"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -308,7 +309,8 @@ func TestMiddlewareRefusesAndPublishesTheEvent(t *testing.T) {
 // one an enforcer wrote - garbage, an empty object that would reset it,
 // a negative count, a field no enforcer writes - is neither trusted nor a
 // permanent refusal: the next charge rebuilds it from the execution
-// audit events of the window, and counts on from there.
+// audit events of the window that a trusted worker signed, and counts on
+// from there.
 func TestCorruptCounterIsRebuiltFromTheCharges(t *testing.T) {
 	tests := []struct {
 		name, record string
@@ -324,7 +326,19 @@ func TestCorruptCounterIsRebuiltFromTheCharges(t *testing.T) {
 			e := newEnv(t)
 			b := policy.Budget{Name: "b", Scope: policy.ScopeAgent, MaxCalls: 3, Per: time.Hour}
 			en := e.enforcer("w1", time.Minute, b)
+			signer, verifier, _ := testenv.WorkerSigning(t)
+			en.cfg.Audit = verifier
 			ctx := context.Background()
+			// An audit event no worker signed is no charge.
+			forged, err := events.NewMessage(events.AuditSubject("ann", "read"), "ann.x:audit", "toolgate://worker/w1",
+				events.TypeCallAudited, events.AuditData{Kind: events.AuditExecution, CallID: "x", Agent: "ann",
+					Tool: "read", Status: events.StatusOK, Time: time.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := en.js.PublishMsg(ctx, forged); err != nil {
+				t.Fatal(err)
+			}
 			// Two calls ran and were audited.
 			for i := range 2 {
 				ch, err := en.Charge(ctx, Use{CallID: fmt.Sprintf("c%d", i), Agent: "ann", Tool: "read"})
@@ -332,9 +346,10 @@ func TestCorruptCounterIsRebuiltFromTheCharges(t *testing.T) {
 					t.Fatal(err)
 				}
 				ch.Release(ctx)
-				m, err := events.NewMessage(events.AuditSubject("ann", "read"), fmt.Sprintf("ann.c%d:audit", i), "toolgate://worker/w1",
-					events.TypeCallAudited, events.AuditData{Kind: events.AuditExecution, CallID: fmt.Sprintf("c%d", i), Agent: "ann",
-						Tool: "read", Status: events.StatusOK, DurationMS: 5, Time: time.Now()})
+				m, err := events.EncodeData(events.AuditSubject("ann", "read"), events.Attrs{ID: fmt.Sprintf("ann.c%d:audit", i),
+					Source: "toolgate://worker/w1", Type: events.TypeCallAudited, Sign: eventsig.Sign(signer)},
+					events.AuditData{Kind: events.AuditExecution, CallID: fmt.Sprintf("c%d", i), Agent: "ann",
+						Tool: "read", Status: events.StatusOK, DurationMS: 5, Time: time.Now()}, events.Binary)
 				if err != nil {
 					t.Fatal(err)
 				}

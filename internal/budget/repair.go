@@ -53,7 +53,7 @@ func parseUsage(b []byte) (Usage, error) {
 const repairScan = 10 * time.Second
 
 // repair rebuilds the counter of budget b for use u from the charges the
-// audit trail holds: every execution audit event of u's agent (and
+// audit trail holds: every execution audit event a trusted worker signed of u's agent (and
 // session, and tool, as the budget counts them) in the counter's current
 // window whose call ran is one call and its duration. Running leases are
 // not known and start empty.
@@ -88,11 +88,11 @@ func (e *Enforcer) repair(ctx context.Context, b policy.Budget, u Use, now time.
 		for m := range batch.Messages() {
 			n++
 			left--
-			var a events.AuditData
-			if ev, err := events.DecodeData(m.Headers(), m.Data(), &a); err != nil || ev.Type() != events.TypeCallAudited {
-				continue
+			ev, a, err := e.cfg.Audit.Audit(m.Subject(), m.Headers(), m.Data())
+			if err != nil || ev.Type() != events.TypeCallAudited {
+				continue // only what a trusted worker signed counts
 			}
-			if charged(a, b, u) {
+			if charged(*a, b, u) {
 				rec.Calls++
 				rec.TimeMS += max(a.DurationMS, 0)
 			}

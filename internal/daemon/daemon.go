@@ -260,7 +260,17 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	budgets, err := budget.New(ctx, js, budget.Config{Worker: o.Name, Logger: o.Logger,
+	// Stored results and audit events count when a worker of the trusted
+	// accounts, or of this worker's own, signed them.
+	workerAccounts := o.TrustedAccounts
+	if creds != nil {
+		workerAccounts = append(slices.Clone(workerAccounts), creds.Account)
+	}
+	workers, err := trust.NewVerifier(workerAccounts, nil)
+	if err != nil {
+		return err
+	}
+	budgets, err := budget.New(ctx, js, budget.Config{Worker: o.Name, Logger: o.Logger, Audit: eventsig.New(workers),
 		Budgets: func() []policy.Budget { return gate.Policy().Budgets() }})
 	if err != nil {
 		return err
@@ -298,16 +308,6 @@ func Run(ctx context.Context, o Options) error {
 		tools.WithHooks(chain.Before(), chain.After()), tools.Use(mws...))
 	mgr, err := parking.NewManager(ctx, js, parking.Options{Name: o.Name, TrustedKeys: o.TrustedApprovers,
 		TrustedAccounts: o.TrustedAccounts, EditJudge: worker.JudgeEdit(pipe), Logger: o.Logger})
-	if err != nil {
-		return err
-	}
-	// Stored results count when a worker of the trusted accounts, or of
-	// this worker's own, signed them.
-	workerAccounts := o.TrustedAccounts
-	if creds != nil {
-		workerAccounts = append(slices.Clone(workerAccounts), creds.Account)
-	}
-	workers, err := trust.NewVerifier(workerAccounts, nil)
 	if err != nil {
 		return err
 	}
