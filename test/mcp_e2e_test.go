@@ -376,26 +376,9 @@ func resultTraceParent(t *testing.T, natsURL string, r *mcp.CallToolResult) stri
 // stays parked for people.
 func TestMCPCallTimeoutSaysSo(t *testing.T) {
 	s := startMCPStack(t, false)
-	nc := dialAs(t, s.worker.url, identity.RoleAgent, "impatient")
-	c, err := client.New(nc, "impatient")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := mcpserver.New(mcpserver.Options{NC: nc, Client: c, CallWait: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	go func() { _ = srv.Sync(ctx) }()
-	<-srv.Ready()
-	st, ct := mcp.NewInMemoryTransports()
-	go func() { _ = srv.MCP().Run(ctx, st) }()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := memoryMCP(t, ctx, s, "impatient", 2*time.Second)
 	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"path": "later.txt", "content": "x"}})
 	if err != nil {
 		t.Fatal(err)
@@ -411,4 +394,80 @@ func TestMCPCallTimeoutSaysSo(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(s.worker.ws, "later.txt")); err == nil {
 		t.Fatal("the parked write ran")
 	}
+}
+
+// TestMCPRefusesAForgedResult: a model calling through the MCP face is
+// not answered by an unsigned result planted on its parked call's result
+// subject; approved, the call runs and its real result is the answer.
+func TestMCPRefusesAForgedResult(t *testing.T) {
+	s := startMCPStack(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs := memoryMCP(t, ctx, s, "mcpvictim", 0)
+	answer := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"path": "mcp.txt", "content": "real"}})
+		if err != nil {
+			t.Error(err)
+		}
+		answer <- r
+	}()
+	var list []approver.View
+	until(t, 30*time.Second, func() bool {
+		list = nil
+		return (&approvalStack{worker: s.worker, url: s.approver}).api(t, "GET", "/api/approvals", "", &list) == 200 && len(list) == 1
+	})
+	id := list[0].CallID
+	js, err := jetstream.New(dialAs(t, s.worker.url, identity.RoleWorker, "w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := events.EncodeData(events.ResultSubject("mcpvictim", id), events.Attrs{ID: "forged-mcp", Source: "toolgate://worker/w",
+		Type: events.TypeCallCompleted, Subject: id},
+		events.ResultData{CallID: id, Agent: "mcpvictim", Tool: "write", Status: events.StatusOK, Output: "forged"}, events.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-answer:
+		t.Fatalf("the MCP face answered with a forged result: %q", text(r))
+	case <-time.After(2 * time.Second):
+	}
+	s.approve(t, id)
+	r := <-answer
+	if r == nil || r.IsError || strings.Contains(text(r), "forged") {
+		t.Fatalf("answer after approval: %+v", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.worker.ws, "mcp.txt")); err != nil || string(b) != "real" {
+		t.Fatalf("the approved write: %q %v", b, err)
+	}
+}
+
+// memoryMCP is an MCP session with the face of agent on s's bus, over
+// in-memory transports, until ctx ends; wait bounds a call's wait (0: the
+// face's default).
+func memoryMCP(t *testing.T, ctx context.Context, s *mcpStack, agent string, wait time.Duration) *mcp.ClientSession {
+	t.Helper()
+	nc := dialAs(t, s.worker.url, identity.RoleAgent, agent)
+	c, err := client.New(nc, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mcpserver.New(mcpserver.Options{NC: nc, Client: c, CallWait: wait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Sync(ctx) }()
+	<-srv.Ready()
+	st, ct := mcp.NewInMemoryTransports()
+	go func() { _ = srv.MCP().Run(ctx, st) }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
 }
