@@ -34,6 +34,7 @@ var payloadTypes = map[string]reflect.Type{
 	"result.json":             reflect.TypeFor[events.ResultData](),
 	"progress.json":           reflect.TypeFor[events.ProgressData](),
 	"audit.json":              reflect.TypeFor[events.AuditData](),
+	"audit-checkpoint.json":   reflect.TypeFor[events.AuditCheckpointData](),
 	"tool.json":               reflect.TypeFor[events.ToolData](),
 	"violation.json":          reflect.TypeFor[events.ViolationData](),
 	"policy-change.json":      reflect.TypeFor[events.PolicyChangeData](),
@@ -123,6 +124,7 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 		"result":           events.ResultSubject(a, id),
 		"progress":         events.ProgressSubject(a, id),
 		"audit":            events.AuditSubject(a, tool),
+		"auditCheckpoint":  events.AuditCheckpointSubject("w1"),
 		"toolEvent":        events.ToolEventSubject(tool),
 		"policyViolation":  events.ViolationSubject(a),
 		"policyChange":     events.PolicyChangeSubject,
@@ -140,7 +142,7 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 		"taskCancel":       events.TaskCancelSubject(a, id),
 		"hook":             events.HookSubject("stamp"),
 	}
-	params := strings.NewReplacer("{agent}", a, "{callId}", id, "{tool}", tool, "{hook}", "stamp", "{taskId}", id)
+	params := strings.NewReplacer("{agent}", a, "{callId}", id, "{tool}", tool, "{hook}", "stamp", "{taskId}", id, "{worker}", "w1")
 	for name, ch := range doc.Channels {
 		want, ok := subjects[name]
 		if !ok {
@@ -224,7 +226,7 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 
 // subjectFuncCovered are the subject functions the channels above check.
 var subjectFuncCovered = map[string]bool{
-	"CallSubject": true, "ResultSubject": true, "ProgressSubject": true, "AuditSubject": true,
+	"CallSubject": true, "ResultSubject": true, "ProgressSubject": true, "AuditSubject": true, "AuditCheckpointSubject": true,
 	"ToolEventSubject": true, "ViolationSubject": true, "ApprovalRequestSubject": true,
 	"ApprovalDecisionSubject": true, "RefusedSubject": true, "ResolvedSubject": true,
 	"TaskSubject": true, "TaskResultSubject": true, "TaskProgressSubject": true, "TaskCancelSubject": true,
@@ -280,7 +282,8 @@ func TestSchemasAcceptWhatTheCodeSends(t *testing.T) {
 	samples := map[string]any{
 		"call.json":               events.CallData{Arguments: json.RawMessage(`{"path":"README.md"}`), SessionID: "s", TimeoutMS: 5},
 		"result.json":             events.ResultData{CallID: "c", Agent: "a", Tool: "read", Status: events.StatusDenied, IsError: true, Metadata: map[string]any{"n": 1}, Decision: &events.Decision{Action: "deny", Reason: "r"}},
-		"audit.json":              events.AuditData{CallID: "c", Agent: "a", Tool: "t", Status: events.StatusOK, Time: now, Approval: &events.ApprovalAudit{Outcome: "approved", DecidedAt: now}},
+		"audit.json":              events.AuditData{CallID: "c", Agent: "a", Tool: "t", Status: events.StatusOK, Time: now, Approval: &events.ApprovalAudit{Outcome: "approved", DecidedAt: now}, Chain: "w1-x", Seq: 2, Prev: "ab"},
+		"audit-checkpoint.json":   events.AuditCheckpointData{Chain: "w1-x", Seq: 2, Head: "ab", Worker: "w1", Time: now},
 		"tool.json":               events.ToolData{Name: "read", Parameters: json.RawMessage(`{"type":"object"}`), Worker: "w"},
 		"approval-decision.json":  approval.Decision{CallID: "c", ArgsSHA256: "x", Outcome: approval.Approve, Approver: "alice", DecidedAt: now, AlwaysAllow: &approval.Amendment{ID: "a1", Agent: "a", Tool: "bash", CommandPrefix: "git status", CreatedAt: now, Grant: &approval.Decision{CallID: "c", ArgsSHA256: "x", Outcome: approval.Approve, Approver: "alice", DecidedAt: now}}},
 		"tools-list-request.json": events.ToolsListRequest{Agent: "a"},

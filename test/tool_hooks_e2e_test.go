@@ -201,7 +201,8 @@ func TestToolHooksEndToEnd(t *testing.T) {
 		t.Fatalf("the banner does not say the hooks:\n%s", out.String())
 	}
 	agentNC, _ := s.ConnectAs(t, identity.RoleAgent, "agent-h")
-	agent, err := client.New(agentNC, "agent-h")
+	// The worker's results are signed by that server's install's worker.
+	agent, err := client.New(agentNC, "agent-h", client.WithTrustedAccounts(workerCreds.Account))
 	if err != nil {
 		t.Fatal(err)
 	}

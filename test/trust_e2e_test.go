@@ -64,7 +64,11 @@ func tamper(t *testing.T, js jetstream.JetStream, id string, change func(p *park
 		t.Fatal(err)
 	}
 	for range 50 {
-		e, err := kv.Get(context.Background(), parking.CallKey(id))
+		p0, _, err := parking.GetParked(context.Background(), kv, "", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := kv.Get(context.Background(), parking.CallKey(p0.Agent, id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +78,7 @@ func tamper(t *testing.T, js jetstream.JetStream, id string, change func(p *park
 		}
 		change(&p)
 		val, _ := json.Marshal(&p)
-		if _, err := kv.Update(context.Background(), parking.CallKey(id), val, e.Revision()); err == nil {
+		if _, err := kv.Update(context.Background(), parking.CallKey(p0.Agent, id), val, e.Revision()); err == nil {
 			return
 		}
 	}
@@ -84,7 +88,11 @@ func tamper(t *testing.T, js jetstream.JetStream, id string, change func(p *park
 func parked(t *testing.T, js jetstream.JetStream, id string) *parking.Parked {
 	t.Helper()
 	kv, _ := js.KeyValue(context.Background(), bus.BucketApprovals)
-	e, err := kv.Get(context.Background(), parking.CallKey(id))
+	p0, _, err := parking.GetParked(context.Background(), kv, "", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(context.Background(), parking.CallKey(p0.Agent, id))
 	if err != nil {
 		t.Fatal(err)
 	}

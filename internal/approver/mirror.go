@@ -13,20 +13,14 @@ import (
 	"github.com/toolgate/toolgate/internal/parking"
 )
 
-// get reads the parked call callID from the bucket.
+// get reads the parked call callID from the bucket (by its id alone: a
+// decision names a call id; two agents' calls of one id are ambiguous).
 func (s *Server) get(ctx context.Context, callID string) (*parking.Parked, error) {
-	e, err := s.kv.Get(ctx, parking.CallKey(callID))
-	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil, fmt.Errorf("%w: %s", ErrNotFound, callID)
-		}
-		return nil, err
+	p, _, err := parking.GetParked(ctx, s.kv, "", callID)
+	if errors.Is(err, parking.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, callID)
 	}
-	var p parking.Parked
-	if err := json.Unmarshal(e.Value(), &p); err != nil {
-		return nil, fmt.Errorf("parked call %s: %w", callID, err)
-	}
-	return &p, nil
+	return p, err
 }
 
 // watch mirrors the parked calls for the page's live view.
@@ -68,7 +62,7 @@ func (s *Server) resync(ctx context.Context) {
 		}
 		fresh := make(map[string]*parking.Parked, len(all))
 		for _, p := range all {
-			fresh[parking.CallKey(p.CallID)] = p
+			fresh[parking.CallKey(p.Agent, p.CallID)] = p
 		}
 		s.mu.Lock()
 		same := len(fresh) == len(s.calls)

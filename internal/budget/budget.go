@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/eventsig"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
@@ -57,6 +58,10 @@ type Config struct {
 	Lease time.Duration
 	// Logger receives the enforcer's logs; default slog.Default().
 	Logger *slog.Logger
+	// Audit verifies the audit events a corrupt counter is rebuilt from
+	// (repair): only events a trusted worker signed count. Nil counts
+	// none, and a corrupt counter is rebuilt empty.
+	Audit *eventsig.Verifier
 }
 
 // Enforcer charges calls to the budgets that apply to them. Every worker
@@ -311,7 +316,8 @@ func (c *Charge) Release(ctx context.Context) {
 func (e *Enforcer) charge(ctx context.Context, t target, u Use) (time.Duration, error) {
 	ck := u.callKey()
 	var left time.Duration
-	err := e.update(ctx, t.key, func(rec *Usage, now time.Time) (bool, error) {
+	fix := func(now time.Time) (Usage, error) { return e.repair(ctx, t.b, u, now) }
+	err := e.update(ctx, t.key, fix, func(rec *Usage, now time.Time) (bool, error) {
 		b := t.b
 		fill(rec, b, u)
 		changed := rec.roll(b, now)
@@ -350,7 +356,7 @@ func (e *Enforcer) charge(ctx context.Context, t target, u Use) (time.Duration, 
 // A call not on the counter (released before, or its lease lapsed and
 // was counted) changes nothing.
 func (e *Enforcer) release(ctx context.Context, key, ck string, count bool) error {
-	return e.update(ctx, key, func(rec *Usage, now time.Time) (bool, error) {
+	return e.update(ctx, key, nil, func(rec *Usage, now time.Time) (bool, error) {
 		l, ok := rec.Running[ck]
 		if !ok {
 			return false, nil
@@ -368,8 +374,11 @@ func (e *Enforcer) release(ctx context.Context, key, ck string, count bool) erro
 // update reads the counter at key, lets change modify it, and writes it
 // back naming the revision read, again until no other writer came in
 // between. change reports whether it changed the record; its error is
-// returned after the record is written (when changed) or at once.
-func (e *Enforcer) update(ctx context.Context, key string, change func(rec *Usage, now time.Time) (bool, error)) error {
+// returned after the record is written (when changed) or at once. A
+// record that does not parse strictly (parseUsage) is replaced by what
+// fix rebuilds; without fix (a release, a renewal) it is an error and
+// the record is left for the next charge to repair.
+func (e *Enforcer) update(ctx context.Context, key string, fix func(now time.Time) (Usage, error), change func(rec *Usage, now time.Time) (bool, error)) error {
 	var last error
 	for attempt := 0; attempt < casAttempts; attempt++ {
 		if attempt > 0 {
@@ -383,6 +392,8 @@ func (e *Enforcer) update(ctx context.Context, key string, change func(rec *Usag
 		}
 		var rec Usage
 		var rev uint64
+		repaired := false
+		now := time.Now().UTC()
 		entry, err := e.kv.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
@@ -391,12 +402,20 @@ func (e *Enforcer) update(ctx context.Context, key string, change func(rec *Usag
 			continue
 		default:
 			rev = entry.Revision()
-			if err := json.Unmarshal(entry.Value(), &rec); err != nil {
-				return fmt.Errorf("budget counter %s: unreadable record: %w", key, err)
+			if rec, err = parseUsage(entry.Value()); err != nil {
+				if fix == nil {
+					return fmt.Errorf("budget counter %s: %w", key, err)
+				}
+				e.log.Warn("budget counter corrupt; rebuilt from the audited charges", "counter", key, "err", err)
+				var ferr error
+				if rec, ferr = fix(now); ferr != nil {
+					return fmt.Errorf("budget counter %s: %w, and it could not be rebuilt: %w", key, err, ferr)
+				}
+				repaired = true
 			}
 		}
-		now := time.Now().UTC()
 		changed, cerr := change(&rec, now)
+		changed = changed || repaired
 		if !changed {
 			return cerr
 		}
@@ -440,7 +459,7 @@ func (e *Enforcer) renew(ctx context.Context) {
 	}
 	e.mu.Unlock()
 	for key, calls := range held {
-		err := e.update(ctx, key, func(rec *Usage, now time.Time) (bool, error) {
+		err := e.update(ctx, key, nil, func(rec *Usage, now time.Time) (bool, error) {
 			changed := false
 			for _, ck := range calls {
 				if l, ok := rec.Running[ck]; ok {

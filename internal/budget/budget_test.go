@@ -15,7 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/eventsig"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
@@ -300,5 +302,76 @@ func TestMiddlewareRefusesAndPublishesTheEvent(t *testing.T) {
 	}
 	if !strings.Contains(string(msg.Data()), `"budget":"tiny"`) || !strings.Contains(string(msg.Data()), `"resets_at"`) {
 		t.Fatalf("event data %s", msg.Data())
+	}
+}
+
+// TestCorruptCounterIsRebuiltFromTheCharges: a counter record that is not
+// one an enforcer wrote - garbage, an empty object that would reset it,
+// a negative count, a field no enforcer writes - is neither trusted nor a
+// permanent refusal: the next charge rebuilds it from the execution
+// audit events of the window that a trusted worker signed, and counts on
+// from there.
+func TestCorruptCounterIsRebuiltFromTheCharges(t *testing.T) {
+	tests := []struct {
+		name, record string
+	}{
+		{"garbage", `not json`},
+		{"empty object", `{}`},
+		{"negative calls", `{"budget":"b","scope":"agent","agent":"ann","calls":-100,"time_ms":0,"updated":"2026-01-01T00:00:00Z"}`},
+		{"unknown field", `{"budget":"b","scope":"agent","agent":"ann","calls":0,"time_ms":0,"updated":"2026-01-01T00:00:00Z","reset":true}`},
+		{"trailing data", `{"budget":"b","scope":"agent","agent":"ann","calls":0,"time_ms":0,"updated":"2026-01-01T00:00:00Z"} {}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			b := policy.Budget{Name: "b", Scope: policy.ScopeAgent, MaxCalls: 3, Per: time.Hour}
+			en := e.enforcer("w1", time.Minute, b)
+			signer, verifier, _ := testenv.WorkerSigning(t)
+			en.cfg.Audit = verifier
+			ctx := context.Background()
+			// An audit event no worker signed is no charge.
+			forged, err := events.NewMessage(events.AuditSubject("ann", "read"), "ann.x:audit", "toolgate://worker/w1",
+				events.TypeCallAudited, events.AuditData{Kind: events.AuditExecution, CallID: "x", Agent: "ann",
+					Tool: "read", Status: events.StatusOK, Time: time.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := en.js.PublishMsg(ctx, forged); err != nil {
+				t.Fatal(err)
+			}
+			// Two calls ran and were audited.
+			for i := range 2 {
+				ch, err := en.Charge(ctx, Use{CallID: fmt.Sprintf("c%d", i), Agent: "ann", Tool: "read"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ch.Release(ctx)
+				m, err := events.EncodeData(events.AuditSubject("ann", "read"), events.Attrs{ID: fmt.Sprintf("ann.c%d:audit", i),
+					Source: "toolgate://worker/w1", Type: events.TypeCallAudited, Sign: eventsig.Sign(signer)},
+					events.AuditData{Kind: events.AuditExecution, CallID: fmt.Sprintf("c%d", i), Agent: "ann",
+						Tool: "read", Status: events.StatusOK, DurationMS: 5, Time: time.Now()}, events.Binary)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := en.js.PublishMsg(ctx, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := en.kv.Put(ctx, "b.ann", []byte(tt.record)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := List(ctx, en.kv, Filter{}); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("List over a corrupt counter: %v", err)
+			}
+			// The third call is the last the budget allows: rebuilt, the
+			// counter says 2, not 0 (trusted) nor spent (a refusal).
+			if _, err := en.Charge(ctx, Use{CallID: "c2", Agent: "ann", Tool: "read"}); err != nil {
+				t.Fatalf("charge over a corrupt counter: %v", err)
+			}
+			var ex *ExceededError
+			if _, err := en.Charge(ctx, Use{CallID: "c3", Agent: "ann", Tool: "read"}); !errors.As(err, &ex) || ex.Used != 3 {
+				t.Fatalf("the fourth call: %v", err)
+			}
+		})
 	}
 }

@@ -76,6 +76,7 @@ func (e *env) startWorker(name string, r *recorder, cfg worker.Config, budgets .
 	reg := tools.NewRegistry()
 	reg.MustRegister(r.tool())
 	cfg.Name, cfg.Logger = name, quiet()
+	cfg.Signer, cfg.Verifier, _ = testenv.WorkerSigning(t)
 	w, err := worker.New(nc, tools.NewPipeline(reg, tools.Use(en.Middleware())), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -208,6 +209,7 @@ func TestRedeliveryDoesNotChargeTwice(t *testing.T) {
 	reg := tools.NewRegistry()
 	reg.MustRegister(dying.tool())
 	fast.Name, fast.Logger = "dying", quiet()
+	fast.Signer, fast.Verifier, _ = testenv.WorkerSigning(t)
 	w, err := worker.New(nc, tools.NewPipeline(reg, tools.Use(en.Middleware())), fast)
 	if err != nil {
 		t.Fatal(err)

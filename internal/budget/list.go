@@ -2,7 +2,6 @@ package budget
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -38,9 +37,9 @@ func List(ctx context.Context, kv jetstream.KeyValue, f Filter) ([]Usage, error)
 		if err != nil {
 			return nil, fmt.Errorf("read budget counter %s: %w", key, err)
 		}
-		var u Usage
-		if err := json.Unmarshal(e.Value(), &u); err != nil {
-			return nil, fmt.Errorf("budget counter %s: unreadable record: %w", key, err)
+		u, err := parseUsage(e.Value())
+		if err != nil {
+			return nil, fmt.Errorf("budget counter %s (the next charge to it rebuilds it): %w", key, err)
 		}
 		if f.Agent != "" && u.Agent != f.Agent || f.Session != "" && u.Session != f.Session {
 			continue

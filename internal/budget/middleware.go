@@ -23,17 +23,7 @@ import (
 func (e *Enforcer) Middleware() tools.Middleware {
 	return func(next tools.Handler) tools.Handler {
 		return tools.HandlerFunc(func(ctx context.Context, c *tools.Call) (*tools.Output, error) {
-			u := Use{CallID: c.ID, Agent: c.Agent, Session: c.SessionID, Tool: c.Name}
-			if c.Tool != nil {
-				u.Tool = c.Tool.Name
-			}
-			if p := c.Parent; p != nil && p.BudgetAgent != "" {
-				// A delegated task's call counts against the budget of
-				// whoever delegated first (the task record says who,
-				// not the call).
-				u.Agent, u.Session = p.BudgetAgent, p.BudgetSession
-			}
-			ch, err := e.Charge(ctx, u)
+			ch, err := e.Charge(ctx, useOf(c))
 			var ex *ExceededError
 			if errors.As(err, &ex) {
 				e.exceeded(c, ex)
@@ -53,6 +43,37 @@ func (e *Enforcer) Middleware() tools.Middleware {
 			return next.Handle(ctx, c)
 		})
 	}
+}
+
+// useOf is what call c is charged as.
+func useOf(c *tools.Call) Use {
+	u := Use{CallID: c.ID, Agent: c.Agent, Session: c.SessionID, Tool: c.Name}
+	if c.Tool != nil {
+		u.Tool = c.Tool.Name
+	}
+	if p := c.Parent; p != nil && p.BudgetAgent != "" {
+		// A delegated task's call counts against the budget of whoever
+		// delegated first (the task record says who, not the call).
+		u.Agent, u.Session = p.BudgetAgent, p.BudgetSession
+	}
+	return u
+}
+
+// Applies reports whether a budget of the policy in force applies to
+// call c. The worker claims such a call even when its tool is pure, so
+// that its id is charged and run once (see Charge).
+func (e *Enforcer) Applies(c *tools.Call) bool {
+	u := useOf(c)
+	budgets := e.cfg.Budgets()
+	if c.ParentCallID != "" && c.Parent == nil && len(budgets) > 0 {
+		return true // whose budget a task's call counts against is not known yet
+	}
+	for _, b := range budgets {
+		if b.Applies(u.Agent, u.Tool) {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *Enforcer) exceeded(c *tools.Call, ex *ExceededError) {

@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 	"github.com/toolgate/toolgate/internal/budget"
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/delegate"
+	"github.com/toolgate/toolgate/internal/eventsig"
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/parking"
 	"github.com/toolgate/toolgate/internal/policyload"
 	"github.com/toolgate/toolgate/internal/resultcache"
@@ -277,7 +280,17 @@ func Run(ctx context.Context, o Options) error {
 	if err := mcpCommandsOutside(mcpCfg, append([]string{ws}, roots...)...); err != nil {
 		return err
 	}
-	budgets, err := budget.New(ctx, js, budget.Config{Worker: o.Name, Logger: o.Logger,
+	// Stored results and audit events count when a worker of the trusted
+	// accounts, or of this worker's own, signed them.
+	workerAccounts := o.TrustedAccounts
+	if creds != nil {
+		workerAccounts = append(slices.Clone(workerAccounts), creds.Account)
+	}
+	workers, err := trust.NewVerifier(workerAccounts, nil)
+	if err != nil {
+		return err
+	}
+	budgets, err := budget.New(ctx, js, budget.Config{Worker: o.Name, Logger: o.Logger, Audit: eventsig.New(workers),
 		Budgets: func() []policy.Budget { return gate.Policy().Budgets() }})
 	if err != nil {
 		return err
@@ -321,7 +334,7 @@ func Run(ctx context.Context, o Options) error {
 	w, err := worker.New(nc, pipe, worker.Config{
 		Name: o.Name, Concurrency: o.Concurrency, AgentConcurrency: o.AgentConcurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
 		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr, Preview: preview(ws, roots, gate)},
-		Telemetry: tel,
+		Telemetry: tel, Budgeted: budgets.Applies, Signer: signer(creds), Verifier: eventsig.New(workers),
 	})
 	if err != nil {
 		return err
@@ -502,4 +515,15 @@ func policyChange(ch policyload.Change) events.PolicyChangeData {
 		d.Warnings = append(d.Warnings, w.String())
 	}
 	return d
+}
+
+// signer is the key and JWT the worker signs its results and audit
+// events with: its own credentials'. Without credentials (a URL that
+// carries a user or token) there is none, and readers refuse what it
+// publishes.
+func signer(creds *identity.Creds) trust.Signer {
+	if creds == nil {
+		return trust.Signer{}
+	}
+	return trust.Signer{Key: creds.Key, JWT: creds.JWT}
 }

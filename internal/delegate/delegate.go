@@ -167,7 +167,9 @@ func (d *Delegator) request(c *tools.Call, deadline time.Time) (*events.TaskRequ
 			allowed = both
 		}
 	}
-	return &events.TaskRequestData{TaskID: c.ID, Agent: target, ParentAgent: c.Agent, ParentCallID: c.ID,
+	// The task id is fresh, never the parent's call id: the sub-agent
+	// learns its task id, and a call id must not be learnt.
+	return &events.TaskRequestData{TaskID: events.NewID(), Agent: target, ParentAgent: c.Agent,
 		SessionID: c.SessionID, Prompt: str("prompt"), Context: str("context"), ExpectedOutcome: str("expected_outcome"),
 		AllowedTools: allowed, Deadline: deadline.UTC()}, nil
 }

@@ -56,7 +56,7 @@ func startWorker(t *testing.T, grace time.Duration, after ...tools.Middleware) *
 	}
 	reg.MustRegister(d.Tool())
 	mws := append([]tools.Middleware{d.Middleware}, after...)
-	w, err := worker.New(nc, tools.NewPipeline(reg, tools.Use(mws...)), worker.Config{Name: "w1", Logger: quiet, ShutdownGrace: grace})
+	w, err := worker.New(nc, tools.NewPipeline(reg, tools.Use(mws...)), signed(t, worker.Config{Name: "w1", Logger: quiet, ShutdownGrace: grace}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,10 +118,14 @@ func TestParentCancellationReachesSubTask(t *testing.T) {
 			t.Errorf("ServeTasks: %v", err)
 		}
 	}()
-	if _, err := lead.Submit(context.Background(), "task", map[string]any{"agent": "helper", "prompt": "work long", "timeout": 3_600_000}); err != nil {
+	callID, err := lead.Submit(context.Background(), "task", map[string]any{"agent": "helper", "prompt": "work long", "timeout": 3_600_000})
+	if err != nil {
 		t.Fatal(err)
 	}
 	taskID := testenv.Recv(t, started, "started")
+	if taskID == callID {
+		t.Fatalf("the task id is the parent's call id %s: the sub-agent learns it", callID)
+	}
 	if err := f.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +136,7 @@ func TestParentCancellationReachesSubTask(t *testing.T) {
 	// Another worker (stored results come through one) refuses the
 	// task's calls now.
 	startOn(t, f)
-	r, err := lead.Wait(context.Background(), taskID)
+	r, err := lead.Wait(context.Background(), callID)
 	if err != nil || r.Status != events.StatusInterrupted {
 		t.Fatalf("task call: %v %+v, want interrupted", err, r)
 	}
@@ -155,7 +159,7 @@ func startOn(t *testing.T, f *fleet) {
 		t.Fatal(err)
 	}
 	reg.MustRegister(d.Tool())
-	w, err := worker.New(nc, tools.NewPipeline(reg, tools.Use(d.Middleware)), worker.Config{Name: "w2", Logger: quiet})
+	w, err := worker.New(nc, tools.NewPipeline(reg, tools.Use(d.Middleware)), signed(t, worker.Config{Name: "w2", Logger: quiet}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,4 +385,11 @@ func TestConcurrentTaskCallsAllCounted(t *testing.T) {
 	if want := fmt.Sprintf("tool calls: %d,", n); !strings.Contains(r.Output, want) {
 		t.Errorf("task output %q lacks %q", r.Output, want)
 	}
+}
+
+// signed gives a worker the tests' worker key, as the daemon gives it its
+// credentials': clients take only signed results.
+func signed(t testing.TB, cfg worker.Config) worker.Config {
+	cfg.Signer, cfg.Verifier, _ = testenv.WorkerSigning(t)
+	return cfg
 }

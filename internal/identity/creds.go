@@ -28,6 +28,12 @@ type Creds struct {
 	Name string
 	// Account is the public key of the account that issued the JWT.
 	Account string
+	// Services is the public key of the account whose services (workers,
+	// approvers, admins) this identity deals with: the issuer for the
+	// toolgate account's roles; for an agent, the toolgate account its
+	// JWT names (ServicesTagPrefix), since agents are issued by the agents
+	// account. A reader of signed results and policies trusts this one.
+	Services string
 	// Path is the file the credentials were read from; empty when minted
 	// in memory.
 	Path string
@@ -57,6 +63,9 @@ func (in *Install) MintExpiring(role Role, name string, ttl time.Duration) ([]by
 	uc := jwt.NewUserClaims(upub)
 	uc.Name = name
 	uc.Tags.Add(role.Tag())
+	if role == RoleAgent {
+		uc.Tags.Add(ServicesTagPrefix + in.AccountPublicKey)
+	}
 	uc.Permissions = Permissions(role, name)
 	if ttl > 0 {
 		uc.Expires = time.Now().Add(ttl).Unix()
@@ -128,8 +137,12 @@ func ParseCreds(data []byte) (*Creds, error) {
 	if !nkeys.IsValidPublicAccountKey(issuer) {
 		return nil, fmt.Errorf("%w: issuer is not an account key", ErrBadCreds)
 	}
-	c := &Creds{JWT: tok, Claims: uc, Key: kp, Name: uc.Name, Account: issuer}
+	c := &Creds{JWT: tok, Claims: uc, Key: kp, Name: uc.Name, Account: issuer, Services: issuer}
 	for _, t := range uc.Tags {
+		// Tags are stored lower-cased; account keys are upper-case base32.
+		if a, ok := strings.CutPrefix(t, ServicesTagPrefix); ok && nkeys.IsValidPublicAccountKey(strings.ToUpper(a)) {
+			c.Services = strings.ToUpper(a)
+		}
 		if r, ok := strings.CutPrefix(t, RoleTagPrefix); ok {
 			if c.Role, err = ParseRole(r); err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrBadCreds, err)

@@ -46,6 +46,11 @@ const (
 // RoleTagPrefix starts the user JWT tag that carries the role.
 const RoleTagPrefix = "toolgate-role:"
 
+// ServicesTagPrefix starts the tag of an agent's user JWT that names the
+// toolgate account (Creds.Services): agents are issued by the agents
+// account, and their readers must know whose workers sign results.
+const ServicesTagPrefix = "toolgate-services:"
+
 // Roles lists every role.
 var Roles = []Role{RoleWorker, RoleApprover, RoleAdmin, RoleAgent, RoleTool, RoleHook}
 

@@ -20,7 +20,7 @@ import (
 // call of agent is parked under that id.
 func (m *Manager) Withdraw(ctx context.Context, callID, agent, reason string) (approval.Status, error) {
 	for attempt := 0; attempt < 50; attempt++ {
-		p, rev, err := m.get(ctx, callID)
+		p, rev, err := m.get(ctx, agent, callID)
 		if err != nil {
 			return "", err
 		}
@@ -38,7 +38,7 @@ func (m *Manager) Withdraw(ctx context.Context, callID, agent, reason string) (a
 		if err != nil {
 			return "", fmt.Errorf("withdraw %s: %w", callID, err)
 		}
-		if _, err := m.kv.Update(ctx, CallKey(callID), val, rev); err != nil {
+		if _, err := m.kv.Update(ctx, CallKey(agent, callID), val, rev); err != nil {
 			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 				continue // changed meanwhile: look again
 			}

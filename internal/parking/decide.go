@@ -139,7 +139,7 @@ func (m *Manager) handleDecision(ctx context.Context, msg fate.Message, resume R
 		return fate.Term("refused decision")
 	}
 	for attempt := 0; ; attempt++ {
-		p, rev, err := m.get(ctx, d.CallID)
+		p, rev, err := m.get(ctx, "", d.CallID)
 		if errors.Is(err, ErrNotFound) {
 			m.refuse(ctx, d, fmt.Errorf("%w: %w", ErrRefused, err))
 			return fate.Term("no parked call")
@@ -164,7 +164,7 @@ func (m *Manager) handleDecision(ctx context.Context, msg fate.Message, resume R
 			m.log.Error("encode parked call", "call_id", p.CallID, "err", err)
 			return fate.Term("parked call cannot be encoded")
 		}
-		newRev, err := m.kv.Update(ctx, CallKey(p.CallID), val, rev)
+		newRev, err := m.kv.Update(ctx, CallKey(p.Agent, p.CallID), val, rev)
 		if err != nil {
 			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) && attempt < 50 {
 				continue // someone else changed it first: judge again on the new record
@@ -368,7 +368,7 @@ func (m *Manager) refuse(ctx context.Context, d *approval.Decision, why error) {
 // startResume runs finish in the background, bounded by MaxResumes, unless
 // this manager is already resuming the call.
 func (m *Manager) startResume(ctx context.Context, p *Parked, rev uint64, resume ResumeFunc) {
-	key := CallKey(p.CallID)
+	key := CallKey(p.Agent, p.CallID)
 	m.mu.Lock()
 	if m.busy[key] {
 		m.mu.Unlock()
@@ -394,7 +394,7 @@ func (m *Manager) startResume(ctx context.Context, p *Parked, rev uint64, resume
 // amendments, publishes the resolution, calls resume while renewing the
 // claim, and records the result.
 func (m *Manager) finish(ctx context.Context, p *Parked, rev uint64, resume ResumeFunc) {
-	key := CallKey(p.CallID)
+	key := CallKey(p.Agent, p.CallID)
 	rec := *p // the record the claim renewals write; p itself goes to resume
 	renew := func(rev uint64) (uint64, error) {
 		rec.Claim = &Claim{Worker: m.opts.Name, Until: m.now().UTC().Add(m.opts.ClaimLease)}
@@ -457,7 +457,7 @@ func (m *Manager) finish(ctx context.Context, p *Parked, rev uint64, resume Resu
 	<-stopped
 
 	for attempt := 0; attempt < 50; attempt++ {
-		cur, curRev, err := m.get(ctx, p.CallID)
+		cur, curRev, err := m.get(ctx, p.Agent, p.CallID)
 		if err != nil {
 			m.log.Warn("record resume", "call_id", p.CallID, "err", err)
 			return
@@ -616,7 +616,7 @@ func (m *Manager) sweep(ctx context.Context, resume ResumeFunc) {
 	}
 	m.mu.Unlock()
 	for _, stale := range todo {
-		p, rev, err := m.get(ctx, stale.CallID)
+		p, rev, err := m.get(ctx, stale.Agent, stale.CallID)
 		if err != nil {
 			continue
 		}
@@ -626,13 +626,13 @@ func (m *Manager) sweep(ctx context.Context, resume ResumeFunc) {
 		case p.Status.Final() && !p.Resumed && (p.Claim == nil || now.After(p.Claim.Until)):
 			p.Claim = &Claim{Worker: m.opts.Name, Until: now.UTC().Add(m.opts.ClaimLease)}
 		case p.Resumed && now.Sub(p.ResumedAt) > m.opts.Retention:
-			_ = m.kv.Delete(ctx, CallKey(p.CallID), jetstream.LastRevision(rev))
+			_ = m.kv.Delete(ctx, CallKey(p.Agent, p.CallID), jetstream.LastRevision(rev))
 			continue
 		default:
 			continue
 		}
 		val, _ := json.Marshal(p)
-		newRev, err := m.kv.Update(ctx, CallKey(p.CallID), val, rev)
+		newRev, err := m.kv.Update(ctx, CallKey(p.Agent, p.CallID), val, rev)
 		if err != nil {
 			continue // another worker got there first
 		}

@@ -200,7 +200,7 @@ func (m *Manager) Park(ctx context.Context, p *Parked) error {
 	if err != nil {
 		return fmt.Errorf("park %s: encode: %w", p.CallID, err)
 	}
-	key := CallKey(p.CallID)
+	key := CallKey(p.Agent, p.CallID)
 	if n, over := m.overQuota(key, p.Agent); over {
 		return fmt.Errorf("%w: agent %s has %d calls waiting for people, the most a worker parks for one agent (worker --max-parked); have them decided or cancel some, then call again",
 			ErrTooManyParked, p.Agent, n)
@@ -209,7 +209,7 @@ func (m *Manager) Park(ctx context.Context, p *Parked) error {
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("park %s: %w", p.CallID, err)
 		}
-		old, _, gerr := m.get(ctx, p.CallID)
+		old, _, gerr := m.get(ctx, p.Agent, p.CallID)
 		if gerr != nil {
 			return fmt.Errorf("park %s: %w", p.CallID, gerr)
 		}
@@ -262,18 +262,47 @@ func (m *Manager) overQuota(key, agent string) (int, bool) {
 	return n, n >= max
 }
 
-// Get returns the parked record of callID, or ErrNotFound.
+// Get returns the parked record of callID, or ErrNotFound; when several
+// agents parked calls of that id, ErrConflict (GetOf names the agent).
 func (m *Manager) Get(ctx context.Context, callID string) (*Parked, error) {
-	p, _, err := m.get(ctx, callID)
+	p, _, err := m.get(ctx, "", callID)
 	return p, err
 }
 
-func (m *Manager) get(ctx context.Context, callID string) (*Parked, uint64, error) {
-	return getParked(ctx, m.kv, callID)
+// GetOf returns the parked record of agent's call callID, or ErrNotFound.
+func (m *Manager) GetOf(ctx context.Context, agent, callID string) (*Parked, error) {
+	p, _, err := m.get(ctx, agent, callID)
+	return p, err
 }
 
-func getParked(ctx context.Context, kv jetstream.KeyValue, callID string) (*Parked, uint64, error) {
-	e, err := kv.Get(ctx, CallKey(callID))
+func (m *Manager) get(ctx context.Context, agent, callID string) (*Parked, uint64, error) {
+	return GetParked(ctx, m.kv, agent, callID)
+}
+
+// GetParked reads the parked call callID of agent from the approvals
+// bucket kv, with its revision. An empty agent finds the call by its id
+// alone: ErrConflict when several agents parked one of that id.
+func GetParked(ctx context.Context, kv jetstream.KeyValue, agent, callID string) (*Parked, uint64, error) {
+	key := CallKey(agent, callID)
+	if agent == "" {
+		lister, err := kv.ListKeysFiltered(ctx, callKeyPrefix+"*."+keyToken(callID))
+		if err != nil {
+			return nil, 0, fmt.Errorf("find parked call %s: %w", callID, err)
+		}
+		var keys []string
+		for k := range lister.Keys() {
+			keys = append(keys, k)
+		}
+		switch len(keys) {
+		case 0:
+			return nil, 0, fmt.Errorf("%w: %s", ErrNotFound, callID)
+		case 1:
+			key = keys[0]
+		default:
+			return nil, 0, fmt.Errorf("%w: call id %s is parked by %d agents; name the agent", ErrConflict, callID, len(keys))
+		}
+	}
+	e, err := kv.Get(ctx, key)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return nil, 0, fmt.Errorf("%w: %s", ErrNotFound, callID)
@@ -283,6 +312,9 @@ func getParked(ctx context.Context, kv jetstream.KeyValue, callID string) (*Park
 	var p Parked
 	if err := json.Unmarshal(e.Value(), &p); err != nil {
 		return nil, 0, fmt.Errorf("%w: record %s: %v", ErrInvalidParked, e.Key(), err)
+	}
+	if agent == "" && CallKey(p.Agent, p.CallID) != key {
+		return nil, 0, fmt.Errorf("%w: record %s is of %s's call %s", ErrInvalidParked, key, p.Agent, p.CallID)
 	}
 	return &p, e.Revision(), nil
 }
@@ -413,7 +445,7 @@ func (m *Manager) rescan(ctx context.Context) {
 	}
 	index := make(map[string]*Parked, len(all))
 	for _, p := range all {
-		index[CallKey(p.CallID)] = p
+		index[CallKey(p.Agent, p.CallID)] = p
 	}
 	m.mu.Lock()
 	m.index = index

@@ -667,7 +667,12 @@ func (e *env) tamper(id string, change func(p *Parked)) {
 	e.t.Helper()
 	kv, _ := e.js.KeyValue(context.Background(), bus.BucketApprovals)
 	for {
-		entry, err := kv.Get(context.Background(), CallKey(id))
+		found, _, err := GetParked(context.Background(), kv, "", id)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		key := CallKey(found.Agent, id)
+		entry, err := kv.Get(context.Background(), key)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -677,7 +682,7 @@ func (e *env) tamper(id string, change func(p *Parked)) {
 		}
 		change(&p)
 		val, _ := json.Marshal(&p)
-		if _, err := kv.Update(context.Background(), CallKey(id), val, entry.Revision()); err == nil {
+		if _, err := kv.Update(context.Background(), key, val, entry.Revision()); err == nil {
 			return
 		}
 	}
@@ -979,8 +984,24 @@ func TestParkRefusesBadInput(t *testing.T) {
 	if err := m.Park(context.Background(), other); !errors.Is(err, ErrConflict) {
 		t.Fatalf("parking other arguments under a taken id = %v, want ErrConflict", err)
 	}
-	if CallKey("ok-id_1") != "call.ok-id_1" || CallKey("a:b@c") == "call.a:b@c" {
-		t.Fatalf("CallKey encodes wrongly: %s %s", CallKey("ok-id_1"), CallKey("a:b@c"))
+	if CallKey("agent-7", "ok-id_1") != "call.agent-7.ok-id_1" || CallKey("agent-7", "a:b@c") == "call.agent-7.a:b@c" ||
+		CallKey("a", "=x") == "call.a.=x" {
+		t.Fatalf("CallKey encodes wrongly: %s %s", CallKey("agent-7", "ok-id_1"), CallKey("agent-7", "a:b@c"))
+	}
+	// Another agent's call of the same id is a record of its own: it
+	// neither conflicts with nor takes agent-7's.
+	mine := &Parked{CallID: "taken", Agent: "agent-8", Tool: "bash", Arguments: json.RawMessage(`{"command":"ls"}`), Decision: ask}
+	if err := m.Park(context.Background(), mine); err != nil {
+		t.Fatalf("another agent parking the same id: %v", err)
+	}
+	if got, err := m.GetOf(context.Background(), "agent-8", "taken"); err != nil || got.Agent != "agent-8" {
+		t.Fatalf("GetOf agent-8 = %+v, %v", got, err)
+	}
+	if got, err := m.GetOf(context.Background(), "agent-7", "taken"); err != nil || got.Agent != "agent-7" {
+		t.Fatalf("GetOf agent-7 = %+v, %v", got, err)
+	}
+	if _, err := m.Get(context.Background(), "taken"); !errors.Is(err, ErrConflict) {
+		t.Fatalf("Get of an id two agents parked = %v, want ErrConflict", err)
 	}
 	p := &Parked{CallID: "a:b@c", Agent: "agent-7", Tool: "bash", Decision: ask}
 	if err := m.Park(context.Background(), p); err != nil {

@@ -37,20 +37,28 @@ const (
 	approverKeyPrefix = "approver."
 )
 
-// CallKey is the approvals-bucket key of callID: call.<id> when the id is
-// made of key-safe characters, else call.b64.<base64url of the id>.
-func CallKey(callID string) string {
-	safe := callID != ""
-	for _, r := range callID {
+// CallKey is the approvals-bucket key of the call callID of agent:
+// call.<agent>.<id>, each token itself when made of key-safe characters
+// (and not starting with '='), else '=' and its base64url. A call id
+// names a call only with its agent: two agents' calls of one id are two
+// records, and neither can take the other's key.
+func CallKey(agent, callID string) string {
+	return callKeyPrefix + keyToken(agent) + "." + keyToken(callID)
+}
+
+// keyToken is s as one key token.
+func keyToken(s string) string {
+	safe := s != "" && s[0] != '='
+	for _, r := range s {
 		if !(r == '-' || r == '_' || r == '=' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')) {
 			safe = false
 			break
 		}
 	}
 	if safe {
-		return callKeyPrefix + callID
+		return s
 	}
-	return callKeyPrefix + "b64." + base64.RawURLEncoding.EncodeToString([]byte(callID))
+	return "=" + base64.RawURLEncoding.EncodeToString([]byte(s))
 }
 
 // Claim says which worker resumes a decided call, until when.
@@ -105,7 +113,7 @@ func (o Outcome) Audit() *events.ApprovalAudit {
 }
 
 // Parked is a call waiting for people, as stored in the approvals bucket
-// under CallKey(CallID). It carries everything a worker needs to resume
+// under CallKey(Agent, CallID). It carries everything a worker needs to resume
 // the call on any machine, after any restart.
 type Parked struct {
 	// CallID is the call id.

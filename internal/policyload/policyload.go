@@ -1,7 +1,10 @@
 // Package policyload keeps a worker's policy gate live: it loads the policy
 // from a file or from the fleet's shared KV key, applies changes without a
 // restart, and keeps the old policy in force when a new one is invalid or,
-// for a pushed one, not signed by an admin this install trusts.
+// for a pushed one, not signed by an admin this install trusts or pushed
+// before the one in force. It fails closed at start as well: a refused
+// shared policy leaves the last good one of the key's history, or no
+// start, never the built-in default.
 package policyload
 
 import (
@@ -59,10 +62,22 @@ type Loader struct {
 
 	mu   sync.Mutex
 	last []byte
+	// pushedAt is when the pushed policy in force was pushed: an older
+	// one (a replay of a sealed policy) is refused.
+	pushedAt time.Time
 }
 
-// Load applies the initial policy: the file (which must be valid), else the
-// KV key when present and valid, else the built-in default.
+// ErrNoGoodPolicy: the shared policy was refused and no earlier pushed
+// policy in the key's history is good either, so the worker does not
+// start (it never falls back to the built-in default).
+var ErrNoGoodPolicy = errors.New("no shared policy verifies, and the built-in default is not a fallback")
+
+// Load applies the initial policy: the file (which must be valid), else
+// the KV key when it holds a good (valid, admin-sealed) policy, else the
+// newest good one of the key's history (the last good policy), else an
+// error wrapping ErrNoGoodPolicy. The built-in default applies only when
+// no policy was ever pushed: a shared policy that was refused, deleted or
+// overwritten never downgrades a worker to it.
 func (l *Loader) Load(ctx context.Context) (Change, error) {
 	if l.Logger == nil {
 		l.Logger = slog.Default()
@@ -79,22 +94,94 @@ func (l *Loader) Load(ctx context.Context) (Change, error) {
 		return ch, nil
 	}
 	if l.KV != nil {
-		e, err := l.KV.Get(ctx, Key)
-		switch {
-		case err == nil:
-			ch := l.apply(e.Value(), "kv:"+Key)
-			if ch.Err == nil {
-				return ch, nil
-			}
-			l.Logger.Error("shared policy is invalid; using the built-in default", "err", ch.Err)
-		case !errors.Is(err, jetstream.ErrKeyNotFound):
-			return Change{}, fmt.Errorf("read shared policy: %w", err)
+		if ch, err := l.loadShared(ctx); !errors.Is(err, errNeverPushed) {
+			return ch, err
 		}
 	}
 	l.Gate.Set(policy.Default())
 	ch := Change{Source: "builtin", Revision: l.Gate.Policy().Revision()}
 	l.notify(ch)
 	return ch, nil
+}
+
+// errNeverPushed: the key has no history at all.
+var errNeverPushed = errors.New("no policy was ever pushed")
+
+// loadShared applies, of the policies the key's history holds, the good
+// one (admin-sealed and valid) pushed last. The current value is it
+// unless it was refused, deleted, or is an older sealed policy stored
+// again; then the refusal is logged and the last good one applies. The
+// current value is remembered as seen, so that the watch does not refuse
+// it again on every re-read. An empty history is errNeverPushed; a
+// history with nothing good, ErrNoGoodPolicy.
+func (l *Loader) loadShared(ctx context.Context) (Change, error) {
+	hist, err := l.KV.History(ctx, Key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || (err == nil && len(hist) == 0) {
+		return Change{}, errNeverPushed
+	}
+	if err != nil {
+		return Change{}, fmt.Errorf("read shared policy: %w", err)
+	}
+	var (
+		best   []byte
+		bestAt time.Time
+	)
+	for _, e := range hist {
+		if e.Operation() != jetstream.KeyValuePut {
+			continue
+		}
+		d, _, err := Open(e.Value(), l.Verifier)
+		if err != nil {
+			continue
+		}
+		if _, _, err := policy.Parse(d, "kv:"+Key); err != nil {
+			continue
+		}
+		// The latest push, not the latest write: a replayed old one loses.
+		if at := pushedAt(e.Value()); best == nil || !at.Before(bestAt) {
+			best, bestAt = e.Value(), at
+		}
+	}
+	cur := hist[len(hist)-1]
+	var current []byte
+	if cur.Operation() == jetstream.KeyValuePut {
+		current = cur.Value()
+	}
+	if best == nil {
+		ch := Change{Source: "kv:" + Key, Err: errors.New("the shared policy was deleted")}
+		if current != nil {
+			ch = l.apply(current, "kv:"+Key) // says why it is refused
+		}
+		return ch, fmt.Errorf("%w: %w", ErrNoGoodPolicy, ch.Err)
+	}
+	if !bytes.Equal(best, current) {
+		why := "the shared policy was deleted"
+		if current != nil {
+			why = "the shared policy is refused or older than one pushed before"
+			if _, _, err := Open(current, l.Verifier); err != nil {
+				why = err.Error()
+			}
+		}
+		l.Logger.Error("shared policy refused; the last good pushed policy applies", "why", why, "pushed_at", bestAt)
+	}
+	ch := l.apply(best, "kv:"+Key)
+	if ch.Err != nil { // verified a moment ago
+		return ch, fmt.Errorf("%w: %w", ErrNoGoodPolicy, ch.Err)
+	}
+	if current != nil {
+		l.mu.Lock()
+		l.last = bytes.Clone(current)
+		l.mu.Unlock()
+	}
+	return ch, nil
+}
+
+// pushedAt is when a sealed policy says it was pushed (zero when it does
+// not say).
+func pushedAt(stored []byte) time.Time {
+	var env Signed
+	_ = json.Unmarshal(stored, &env)
+	return env.PushedAt
 }
 
 // Watch applies changes until ctx ends: it polls the file, or watches the
@@ -231,12 +318,21 @@ func (l *Loader) applyIfNew(data []byte, source string) {
 // A refusal is the caller's to report (Load returns it, a reload logs
 // it), so it is said once.
 func (l *Loader) apply(data []byte, source string) Change {
+	at := pushedAt(data) // zero for a file
 	l.mu.Lock()
 	l.last = bytes.Clone(data)
 	l.mu.Unlock()
 	if source == "kv:"+Key {
 		doc, who, err := Open(data, l.Verifier)
 		if err != nil {
+			ch := Change{Source: source, Revision: l.Gate.Policy().Revision(), Err: err}
+			l.Logger.Error("pushed policy refused; the policy in force stays", "source", source, "err", err)
+			l.notify(ch)
+			return ch
+		}
+		if at.Before(l.pushedAt) {
+			err := fmt.Errorf("%w: pushed at %s, before the policy in force (%s): a replayed older policy", ErrUnsignedPolicy,
+				at.Format(time.RFC3339Nano), l.pushedAt.Format(time.RFC3339Nano))
 			ch := Change{Source: source, Revision: l.Gate.Policy().Revision(), Err: err}
 			l.Logger.Error("pushed policy refused; the policy in force stays", "source", source, "err", err)
 			l.notify(ch)
@@ -255,6 +351,9 @@ func (l *Loader) apply(data []byte, source string) Change {
 		return ch
 	}
 	l.Gate.Set(p)
+	if source == "kv:"+Key {
+		l.pushedAt = at
+	}
 	for _, w := range warns {
 		l.Logger.Warn("policy", "source", source, "warning", w.String())
 	}

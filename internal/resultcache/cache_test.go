@@ -77,7 +77,11 @@ func newNode(t *testing.T, js jetstream.JetStream, ws string) *node {
 func (n *node) run(t *testing.T, srv *testenv.Server, name string) func() {
 	t.Helper()
 	nc, _ := srv.Connect(t)
-	w, err := worker.New(nc, tools.NewPipeline(n.reg, tools.Use(n.cache.Middleware)), worker.Config{Name: name, Logger: quiet})
+	w, err := worker.New(nc, tools.NewPipeline(n.reg, tools.Use(n.cache.Middleware)), func() worker.Config {
+		cfg := worker.Config{Name: name, Logger: quiet}
+		cfg.Signer, cfg.Verifier, _ = testenv.WorkerSigning(t)
+		return cfg
+	}())
 	if err != nil {
 		t.Fatal(err)
 	}

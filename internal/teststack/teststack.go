@@ -102,12 +102,16 @@ func (w *Worker) Stop() error { return w.stop() }
 // credentials of the tests' install, until the test ends.
 func Client(t testing.TB, natsURL, agent string) *client.Client {
 	t.Helper()
-	nc, _, err := identity.Dial(natsURL, "", identity.RoleAgent, agent)
+	nc, creds, err := identity.Dial(natsURL, "", identity.RoleAgent, agent)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	c, err := client.New(nc, agent)
+	var opts []client.Option
+	if creds != nil {
+		opts = append(opts, client.WithTrustedAccounts(creds.Services))
+	}
+	c, err := client.New(nc, agent, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

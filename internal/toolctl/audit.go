@@ -11,7 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/internal/auditchain"
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/eventsig"
+	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
@@ -26,8 +29,9 @@ type AuditLine struct {
 // cmdAudit prints the audit trail: one line per decision and per
 // execution, oldest first, filtered by agent and tool.
 func cmdAudit(ctx context.Context, env *Env, args []string) int {
-	fs := env.flagSet("audit", "usage: toolctl audit [--follow] [--agent A] [--tool T] [--since D] [--json]")
+	fs := env.flagSet("audit", "usage: toolctl audit [--follow] [--agent A] [--tool T] [--since D] [--json] | --verify")
 	follow := fs.Bool("follow", false, "keep printing new audit events until interrupted")
+	verifyChains := fs.Bool("verify", false, "check the whole trail: every event's signature, every worker's chain and checkpoints")
 	agent := fs.String("agent", "", "only this agent's calls")
 	tool := fs.String("tool", "", "only calls of this tool (its canonical name)")
 	since := fs.Duration("since", 24*time.Hour, "start with events stored this long ago")
@@ -40,22 +44,38 @@ func cmdAudit(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return env.fail(ExitUsage, "%v", err)
 	}
+	if *verifyChains && (*follow || *agent != "" || *tool != "") {
+		return env.fail(ExitUsage, "--verify checks the whole trail: no --follow, --agent or --tool")
+	}
 	nc, js, code := env.jetStream()
 	if js == nil {
 		return code
 	}
 	defer nc.Close()
+	if *verifyChains {
+		return env.verifyAudit(ctx, js)
+	}
 	cons, code := env.auditConsumer(ctx, js, subject, *since)
 	if cons == nil {
 		return code
 	}
+	verify, err := env.auditVerifier()
+	if err != nil {
+		return env.fail(ExitUsage, "%v", err)
+	}
+	refused := 0
 	print := func(subject string, h nats.Header, data []byte) {
-		var a events.AuditData
-		ev, err := events.DecodeData(h, data, &a)
+		if strings.HasPrefix(subject, events.AuditCheckpointSubject("")) {
+			return // a chain's checkpoint: --verify reads them
+		}
+		ev, ap, err := verify.Audit(subject, h, data)
 		if err != nil {
-			fmt.Fprintf(env.Stdout, "%s (undecodable: %v)\n", subject, err)
+			// Not an event a trusted worker made: not listed as one.
+			refused++
+			fmt.Fprintf(env.Stderr, "toolctl: refused %s %s: %v\n", subject, ev.ID(), err)
 			return
 		}
+		a := *ap
 		if *asJSON {
 			b, _ := json.Marshal(AuditLine{Type: ev.Type(), ID: ev.ID(), Data: a})
 			fmt.Fprintln(env.Stdout, string(b))
@@ -68,7 +88,85 @@ func cmdAudit(ctx context.Context, env *Env, args []string) int {
 	if err := drain(ctx, cons, *follow, show, show, func() {}); err != nil && !errors.Is(err, context.Canceled) {
 		return env.fail(ExitNoReach, "%v", err)
 	}
+	if refused > 0 {
+		return env.fail(ExitFailed, "%d audit events refused: unsigned, not signed by a trusted worker, or not what they claim", refused)
+	}
 	return ExitOK
+}
+
+// verifyAudit reads the whole audit stream and checks every event's
+// signature and every worker's chain and checkpoints (internal/auditchain):
+// a removed, changed or inserted event is reported, and exits 1.
+func (e *Env) verifyAudit(ctx context.Context, js jetstream.JetStream) int {
+	verify, err := e.auditVerifier()
+	if err != nil {
+		return e.fail(ExitUsage, "%v", err)
+	}
+	cons, err := js.OrderedConsumer(ctx, bus.StreamAudit, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.SubjectAudit}})
+	if err != nil {
+		return e.fail(ExitNoReach, "read %s: %v", bus.StreamAudit, err)
+	}
+	var (
+		chains  auditchain.Chains
+		refused int
+		unchain int
+	)
+	show := func(m jetstream.Msg) {
+		if strings.HasPrefix(m.Subject(), events.AuditCheckpointSubject("")) {
+			ev, cp, err := verify.Checkpoint(m.Subject(), m.Headers(), m.Data())
+			if err != nil {
+				refused++
+				fmt.Fprintf(e.Stdout, "refused %s %s: %v\n", m.Subject(), ev.ID(), err)
+				return
+			}
+			chains.AddCheckpoint(cp.Chain, auditchain.Checkpoint{Seq: cp.Seq, Head: cp.Head, ID: ev.ID()})
+			return
+		}
+		ev, a, err := verify.Audit(m.Subject(), m.Headers(), m.Data())
+		if err != nil {
+			refused++
+			fmt.Fprintf(e.Stdout, "refused %s %s: %v\n", m.Subject(), ev.ID(), err)
+			return
+		}
+		if a.Chain == "" {
+			unchain++ // written before audit chains
+			return
+		}
+		chains.Add(a.Chain, auditchain.Link{Seq: a.Seq, Prev: a.Prev, Hash: events.EventHash(events.EventSigningInput(ev)), ID: ev.ID()})
+	}
+	if err := drain(ctx, cons, false, show, show, func() {}); err != nil && !errors.Is(err, context.Canceled) {
+		return e.fail(ExitNoReach, "%v", err)
+	}
+	problems := refused
+	for _, r := range chains.Check() {
+		state := "ok"
+		if len(r.Problems) > 0 {
+			state = "BROKEN"
+		}
+		fmt.Fprintf(e.Stdout, "chain %s: %d events, %d under a signed checkpoint: %s\n", r.Chain, r.Events, r.Checked, state)
+		for _, p := range r.Problems {
+			fmt.Fprintf(e.Stdout, "  %s\n", p)
+		}
+		problems += len(r.Problems)
+	}
+	if unchain > 0 {
+		fmt.Fprintf(e.Stdout, "%d signed events without a chain (written before audit chains)\n", unchain)
+	}
+	if problems > 0 {
+		return e.fail(ExitFailed, "the audit trail does not verify: %d problems", problems)
+	}
+	fmt.Fprintln(e.Stdout, "the audit trail verifies")
+	return ExitOK
+}
+
+// auditVerifier verifies audit events against the account that issued
+// the credentials toolctl connected with.
+func (e *Env) auditVerifier() (*eventsig.Verifier, error) {
+	v, err := trust.NewVerifier(e.trusted(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("trusted accounts: %w", err)
+	}
+	return eventsig.New(v), nil
 }
 
 // auditConsumer reads the audit events on subject stored in the last

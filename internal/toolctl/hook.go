@@ -137,7 +137,7 @@ func (e *Env) hookJudge(ctx context.Context, file string, ask bool, log *slog.Lo
 		// admin of the account that issued these credentials.
 		var accounts []string
 		if creds != nil {
-			accounts = []string{creds.Account}
+			accounts = []string{creds.Services}
 		}
 		if loader.Verifier, err = trust.NewVerifier(accounts, nil); err != nil {
 			closeFn()

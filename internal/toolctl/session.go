@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/eventsig"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
@@ -58,11 +59,15 @@ func cmdSession(ctx context.Context, env *Env, args []string) int {
 	if cons == nil {
 		return code
 	}
+	verify, err := env.auditVerifier()
+	if err != nil {
+		return env.fail(ExitUsage, "%v", err)
+	}
 	var execs []events.AuditData
 	keep := func(m jetstream.Msg) {
-		var a events.AuditData
-		if _, err := events.DecodeData(m.Headers(), m.Data(), &a); err == nil && a.Kind == events.AuditExecution {
-			execs = append(execs, a)
+		// Only what a trusted worker signed joins the tree.
+		if _, a, err := verify.Audit(m.Subject(), m.Headers(), m.Data()); err == nil && a.Kind == events.AuditExecution {
+			execs = append(execs, *a)
 		}
 	}
 	if err := drain(ctx, cons, false, keep, keep, func() {}); err != nil && !errors.Is(err, context.Canceled) {
@@ -74,7 +79,7 @@ func cmdSession(ctx context.Context, env *Env, args []string) int {
 	}
 	results, err := js.Stream(ctx, bus.StreamResults)
 	if err == nil {
-		summarize(ctx, results, roots)
+		summarize(ctx, results, verify, roots)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)
@@ -165,21 +170,20 @@ func sortNodes(ns []*SessionNode) {
 }
 
 // summarize fills each node's summary from its stored result.
-func summarize(ctx context.Context, results jetstream.Stream, ns []*SessionNode) {
+func summarize(ctx context.Context, results jetstream.Stream, verify *eventsig.Verifier, ns []*SessionNode) {
 	for _, n := range ns {
 		if events.ValidToken(n.Agent) == nil && events.ValidToken(n.CallID) == nil {
 			if raw, err := results.GetLastMsgForSubject(ctx, events.ResultSubject(n.Agent, n.CallID)); err == nil {
-				var r events.ResultData
-				if _, err := events.DecodeData(raw.Header, raw.Data, &r); err == nil {
+				if r, err := verify.Result(raw.Header, raw.Data, n.Agent, n.CallID, ""); err == nil {
 					n.Summary = firstLine(r.Output, 100)
-					if t, ok := taskOf(r); ok {
+					if t, ok := taskOf(*r); ok {
 						n.Task = &t
 						n.Summary = firstLine(t.Summary, 100)
 					}
 				}
 			}
 		}
-		summarize(ctx, results, n.Children)
+		summarize(ctx, results, verify, n.Children)
 	}
 }
 

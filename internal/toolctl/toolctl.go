@@ -63,6 +63,9 @@ type Env struct {
 	Creds string
 	// agentSet is whether --agent or $TOOLGATE_AGENT named the agent.
 	agentSet bool
+	// account is the account that issued the credentials connected
+	// with: whose workers' signed results and audit events count.
+	account string
 }
 
 type command struct {
@@ -231,6 +234,9 @@ func (e *Env) connectCreds(role identity.Role, name string) (*nats.Conn, *identi
 	if err != nil {
 		return nil, nil, withHint(err)
 	}
+	if creds != nil {
+		e.account = creds.Services
+	}
 	return nc, creds, nil
 }
 
@@ -260,7 +266,7 @@ func (e *Env) client() (*nats.Conn, *client.Client, int) {
 	if err != nil {
 		return nil, nil, e.fail(exitCode(err), "%v", err)
 	}
-	c, err := client.New(nc, e.Agent)
+	c, err := client.New(nc, e.Agent, client.WithTrustedAccounts(e.trusted()...))
 	if err != nil {
 		nc.Close()
 		return nil, nil, e.fail(ExitUsage, "--agent: %v", err)
@@ -285,9 +291,19 @@ func (e *Env) connectAgent() (*nats.Conn, error) {
 		return nil, withHint(err)
 	}
 	if creds != nil {
-		e.Agent = creds.Name
+		e.Agent, e.account = creds.Name, creds.Services
 	}
 	return nc, nil
+}
+
+// trusted is the accounts whose workers' signatures count: the one that
+// issued the credentials connected with; none known leaves the default
+// (client.WithTrustedAccounts).
+func (e *Env) trusted() []string {
+	if e.account == "" {
+		return nil
+	}
+	return []string{e.account}
 }
 
 // jetStream connects and returns the JetStream API, or nil and the exit

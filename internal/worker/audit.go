@@ -223,29 +223,38 @@ const auditAttempts = 8
 // publishAudit publishes an audit event; its acknowledgement is handled
 // by auditAck, a failure retried.
 func (w *Worker) publishAudit(subject, id, typ string, data events.AuditData) {
-	m, err := events.NewMessage(subject, id, "toolgate://worker/"+w.cfg.Name, typ, data)
+	m, checkpoint, err := w.chain.link(w, subject, id, typ, &data)
 	if err != nil {
 		w.obs.m.AuditLost.Add(context.Background(), 1)
 		w.log.Error("audit event lost: encode", "call_id", data.CallID, "type", typ, "err", err)
 		return
 	}
+	w.enqueueAudit(m, data.CallID)
+	if checkpoint != nil {
+		w.enqueueAudit(checkpoint, "")
+	}
+}
+
+// enqueueAudit publishes an encoded audit message; its acknowledgement
+// is handled by auditAck, a failure retried.
+func (w *Worker) enqueueAudit(m *nats.Msg, callID string) {
 	q := &w.obs.auditQueue
 	q.once.Do(w.startAuditAcks)
 	q.outstanding.Add(1)
 	if q.sub == nil {
-		go w.retryAudit(m, data.CallID, nil) // no inbox for acknowledgements
+		go w.retryAudit(m, callID, nil) // no inbox for acknowledgements
 		return
 	}
 	q.mu.Lock()
 	if q.stopped {
 		q.mu.Unlock()
-		go w.retryAudit(m, data.CallID, nil) // the inbox is gone
+		go w.retryAudit(m, callID, nil) // the inbox is gone
 		return
 	}
 	q.seq++
 	token := strconv.FormatUint(q.seq, 36)
 	m.Reply = q.inbox + "." + token
-	q.pending[token] = pendingAudit{m: m, callID: data.CallID, sent: time.Now()}
+	q.pending[token] = pendingAudit{m: m, callID: callID, sent: time.Now()}
 	if !q.sweeping {
 		q.sweeping = true
 		go w.sweepAudit(q.quit)

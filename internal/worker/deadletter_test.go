@@ -23,7 +23,7 @@ func TestDeadLetterAnnouncedWithNoWorkerIsHandledLater(t *testing.T) {
 	if err := bus.Provision(ctxT(t), js, cfg); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := client.New(nc, "orphans")
+	c, _ := client.New(nc, "orphans", trusting(t))
 	if _, err := c.Submit(ctxT(t), "echo", map[string]any{"text": "x"}, client.WithID("orphan-1")); err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func openWorker(t testing.TB, s *testenv.Server, cfg Config, opts ...tools.Pipel
 	reg.MustRegister(approval.ClarifyTool())
 	cfg.Bus = fastBus
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := New(nc, tools.NewPipeline(reg, opts...), cfg)
+	w, err := New(nc, tools.NewPipeline(reg, opts...), signing(t, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

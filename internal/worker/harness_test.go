@@ -100,6 +100,15 @@ func testRegistry(t testing.TB, ctr *counter, started chan<- string) *tools.Regi
 	return reg
 }
 
+// signing gives cfg the tests' worker key and verifier unless it has a
+// signer, as the daemon gives a worker its credentials'.
+func signing(t testing.TB, cfg Config) Config {
+	if cfg.Signer.Key == nil {
+		cfg.Signer, cfg.Verifier, _ = testenv.WorkerSigning(t)
+	}
+	return cfg
+}
+
 type running struct {
 	w    *Worker
 	stop func() error
@@ -115,7 +124,7 @@ func startWorker(t testing.TB, url string, reg *tools.Registry, cfg Config, opts
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	w, err := New(nc, tools.NewPipeline(reg, opts...), cfg)
+	w, err := New(nc, tools.NewPipeline(reg, opts...), signing(t, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,11 +166,17 @@ func waitReady(t testing.TB, nc *nats.Conn) {
 func newClient(t testing.TB, s *testenv.Server, agent string, opts ...client.Option) (*client.Client, *nats.Conn) {
 	t.Helper()
 	nc, _ := s.Connect(t)
-	c, err := client.New(nc, agent, opts...)
+	c, err := client.New(nc, agent, append([]client.Option{trusting(t)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c, nc
+}
+
+// trusting is the client option that trusts the tests' workers.
+func trusting(t testing.TB) client.Option {
+	_, _, account := testenv.WorkerSigning(t)
+	return client.WithTrustedAccounts(account)
 }
 
 func ctxT(t testing.TB) context.Context {

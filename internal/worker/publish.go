@@ -51,13 +51,13 @@ func (w *Worker) publishResult(in *events.Call, res events.ResultData, audit boo
 // result is stored, retrying with backoff (a stream leader change takes a
 // second or two); the dedup id makes a retry harmless.
 func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, appr *events.ApprovalAudit) error {
-	res.Agent = in.Agent
+	res.Agent, res.CallID = in.Agent, in.ID
 	id := CallKey(in.Agent, in.ID) + ":" + string(res.Status)
 	if res.Status.Final() {
 		id = CallKey(in.Agent, in.ID) + ":result"
 	}
 	m, err := events.EncodeData(events.ResultSubject(in.Agent, in.ID), events.Attrs{ID: id, Source: w.source,
-		Type: events.TypeCallCompleted, Subject: in.ID, TraceParent: in.TraceParent}, res, in.Mode)
+		Type: events.TypeCallCompleted, Subject: in.ID, TraceParent: in.TraceParent, Sign: w.sign}, res, in.Mode)
 	if err != nil {
 		return err
 	}

@@ -96,8 +96,8 @@ func (w *Worker) run(ctx context.Context, in *events.Call, cl *claim, claimed fu
 		ParentCallID: in.Data.ParentCallID}
 	c.Progress = w.progress(in, c)
 	c.Start = func(context.Context) error {
-		if c.Tool != nil && c.Tool.Pure {
-			cl.forgo() // a pure call runs unclaimed
+		if c.Tool != nil && c.Tool.Pure && (w.cfg.Budgeted == nil || !w.cfg.Budgeted(c)) {
+			cl.forgo() // a pure call runs unclaimed, unless a budget counts it
 		}
 		if _, err := cl.wait(); err != nil {
 			return err

@@ -36,7 +36,7 @@ func TestReadyOnlyWhileTakingCalls(t *testing.T) {
 	}
 	defer nc.Close()
 	w, err := New(nc, tools.NewPipeline(testRegistry(t, &ctr, started)),
-		Config{Bus: fastBus, ShutdownGrace: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		signing(t, Config{Bus: fastBus, ShutdownGrace: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,8 +32,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/eventsig"
 	"github.com/toolgate/toolgate/internal/fate"
 	"github.com/toolgate/toolgate/internal/telemetry"
+	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
@@ -66,6 +68,19 @@ type Config struct {
 	Logger *slog.Logger
 	// Telemetry traces and measures the calls; nil records nothing.
 	Telemetry *telemetry.Telemetry
+	// Budgeted reports whether a budget applies to a call the gate
+	// allowed (budget.Enforcer.Applies). A pure call it applies to is
+	// claimed like any other, so that one call id runs, and is charged,
+	// once whatever the Nats-Msg-Ids of its messages; nil: none applies.
+	Budgeted func(*tools.Call) bool
+	// Signer signs the results and audit events the worker publishes
+	// (its worker credentials' key and JWT); without a key they go out
+	// unsigned, and every reader refuses them.
+	Signer trust.Signer
+	// Verifier checks a stored result before it counts as the call's
+	// ("finished before", on a redelivery or a resume); nil refuses
+	// every stored result.
+	Verifier *eventsig.Verifier
 
 	// publishTimeout is how long a publish waits for its ack; default
 	// defaultPublishTimeout (tests shorten it).
@@ -141,7 +156,13 @@ type Worker struct {
 	executions atomic.Int64
 	// handedBack counts calls a stopping worker handed back unrun.
 	handedBack atomic.Int64
-	onReady    func()
+	// chain is the audit chain this worker run writes (chain.go).
+	chain auditChain
+	// forged counts stored results refused by the verifier.
+	forged atomic.Int64
+	// sign signs results and audit events (cfg.Signer); nil: unsigned.
+	sign    events.SignFunc
+	onReady func()
 	// beforeAck, when set (tests only), runs before a call message is
 	// acked; returning false skips the ack, as a crash at that point
 	// would.
@@ -164,6 +185,7 @@ func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
 	w.beats = newBeater(w)
 	w.boxes = newReplyBoxes(nc, cfg.Concurrency+16, &w.running)
 	w.source = "toolgate://worker/" + cfg.Name
+	w.sign = eventsig.Sign(cfg.Signer)
 	w.execCtx, w.execCancel = context.WithCancel(context.Background())
 	w.newObserver()
 	return w, nil
@@ -246,6 +268,7 @@ func (w *Worker) shutdown() {
 		<-done
 	}
 	w.execCancel()
+	w.flushCheckpoint() // the chain's last events are vouched for
 	w.drainAudit(w.cfg.publishTimeout)
 	w.stopAuditAcks()
 	w.beats.stop()

@@ -513,7 +513,7 @@ func TestRegistryEventsAndListing(t *testing.T) {
 	if ev.Type() != events.TypeToolUnregistered || d.Name != "fail" {
 		t.Fatalf("got %s %s", ev.Type(), d.Name)
 	}
-	c, _ := client.New(nc, "lister")
+	c, _ := client.New(nc, "lister", trusting(t))
 	list, err := c.Tools(ctxT(t))
 	if err != nil || len(list) != 3 || list[0].Name != "echo" || list[1].Name != "peek" || list[2].Name != "sleep" {
 		t.Fatalf("listing = %+v %v", list, err)
@@ -552,7 +552,7 @@ func TestCallPastMaxDeliveriesIsDeadLettered(t *testing.T) {
 	}()
 	results, _ := nc.SubscribeSync(events.ResultSubject("dl", "stuck-1"))
 	dlq, _ := nc.SubscribeSync("toolgate.dlq.dl.echo")
-	c, _ := client.New(nc, "dl")
+	c, _ := client.New(nc, "dl", trusting(t))
 	if _, err := c.Submit(ctxT(t), "echo", map[string]any{"text": "x"}, client.WithID("stuck-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -589,7 +589,7 @@ func TestResultThatCannotBeStoredIsKeptAndPublishedOnRedelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub, _ := nc.SubscribeSync(events.ResultSubject("lost", "keep-1"))
-	c, _ := client.New(nc, "lost")
+	c, _ := client.New(nc, "lost", trusting(t))
 	if _, err := c.Submit(ctxT(t), "echo", map[string]any{"text": "kept"}, client.WithID("keep-1")); err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,14 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/nats-io/nuid"
 
+	"github.com/toolgate/toolgate/internal/eventsig"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -33,10 +34,14 @@ const storedResultCheck = 5 * time.Second
 
 // Client calls tools as one agent.
 type Client struct {
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	agent string
-	mode  events.Mode
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	agent   string
+	mode    events.Mode
+	trusted []string
+	optErr  error
+	verify  *eventsig.Verifier
+	refused atomic.Int64
 }
 
 // Option configures a Client.
@@ -59,6 +64,12 @@ func New(nc *nats.Conn, agent string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	if c.optErr != nil {
+		return nil, c.optErr
+	}
+	if err := c.newVerifier(); err != nil {
+		return nil, fmt.Errorf("trusted accounts: %w", err)
+	}
 	return c, nil
 }
 
@@ -69,7 +80,10 @@ func New(nc *nats.Conn, agent string, opts ...Option) (*Client, error) {
 //
 //	agent, opts, err := client.Credentials("agent-7.creds")
 //	nc, err := nats.Connect(url, opts...)
-//	c, err := client.New(nc, agent)
+//	c, err := client.New(nc, agent, client.WithCredsTrust("agent-7.creds"))
+//
+// WithCredsTrust makes the client accept the results of the workers of
+// the account that issued the credentials (results are signed).
 func Credentials(file string) (agent string, opts []nats.Option, err error) {
 	if file == "" && os.Getenv(identity.EnvCreds) == "" {
 		return "", nil, fmt.Errorf("no credentials: give an agent's .creds file or set %s", identity.EnvCreds)
@@ -116,7 +130,7 @@ func WithTraceContext(traceparent, tracestate string) CallOption {
 	}
 }
 
-// WithID sets the call id (default: a fresh unique id). Publishing the same
+// WithID sets the call id (default: NewCallID, 128 random bits). Publishing the same
 // id again never runs the tool twice.
 func WithID(id string) CallOption { return func(o *callOpts) { o.id = id } }
 
@@ -250,9 +264,9 @@ func (c *Client) Result(ctx context.Context, id string) (*events.ResultData, err
 		}
 		return nil, fmt.Errorf("get result %s: status %s", id, st)
 	}
-	r, err := c.decodeResult(raw, id)
-	if err != nil {
-		return nil, fmt.Errorf("get result %s: %w", id, err)
+	r := c.result(raw.Header, raw.Data, id)
+	if r == nil {
+		return nil, fmt.Errorf("%w: the stored one of %s does not verify", ErrNoResult, id)
 	}
 	return r, nil
 }
@@ -285,7 +299,7 @@ func (c *Client) options(opts []CallOption) *callOpts {
 		f(o)
 	}
 	if o.id == "" {
-		o.id = nuid.Next()
+		o.id = NewCallID()
 	}
 	return o
 }
@@ -397,11 +411,11 @@ func (c *Client) wait(ctx context.Context, ch <-chan *nats.Msg, o *callOpts) (*e
 			}
 			continue
 		}
-		r, err := c.decodeResult(m, o.id)
-		if err != nil {
-			// Not this call's result: inside the agents account another
-			// agent can make an answer land here (a reply subject it
-			// names). Ignore it; the stored result stays checkable.
+		r := c.result(m.Header, m.Data, o.id)
+		if r == nil {
+			// Refused: not this call's result, unsigned or forged (inside
+			// the agents account another agent can make an answer land
+			// here, a reply subject it names). The real one is still to come.
 			continue
 		}
 		if r.Status.Final() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/embedded"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/internal/worker"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -53,7 +54,8 @@ func startWorker() (url, creds string, stop func()) {
 		}),
 	})
 	wnc, _ := nats.Connect(srv.ClientURL(), wcreds.NATSOptions()...)
-	w, _ := worker.New(wnc, tools.NewPipeline(reg), worker.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	w, _ := worker.New(wnc, tools.NewPipeline(reg), worker.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Signer: trust.Signer{Key: wcreds.Key, JWT: wcreds.JWT}}) // it signs its results
 	ready := make(chan struct{})
 	w.OnReady(func() { close(ready) })
 	ctx, cancel := context.WithCancel(context.Background())
@@ -77,7 +79,8 @@ func ExampleClient_Call() {
 		panic(err)
 	}
 	defer nc.Close()
-	c, err := client.New(nc, agent)
+	// Results count when a worker of the credentials' account signed them.
+	c, err := client.New(nc, agent, client.WithCredsTrust(creds))
 	if err != nil {
 		panic(err)
 	}

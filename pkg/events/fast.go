@@ -21,6 +21,8 @@ type Attrs struct {
 	Subject string
 	// TraceParent is the optional distributed-tracing extension.
 	TraceParent string
+	// Sign, when set, signs the event (ExtSignature, ExtSigner).
+	Sign SignFunc
 }
 
 // EncodeData builds the message of an event with data marshalled as JSON,
@@ -38,16 +40,32 @@ func EncodeData(subject string, a Attrs, data any, mode Mode) (*nats.Msg, error)
 		if a.TraceParent != "" {
 			ev.SetExtension("traceparent", a.TraceParent)
 		}
+		if a.Sign != nil {
+			sig, signer, err := a.Sign(EventSigningInput(ev))
+			if err != nil {
+				return nil, fmt.Errorf("sign %s: %w", a.ID, err)
+			}
+			if sig != "" {
+				ev.SetExtension(ExtSignature, sig)
+				ev.SetExtension(ExtSigner, signer)
+			}
+		}
 		return Encode(subject, ev, mode)
 	}
 	b, err := json.Marshal(data)
 	if err != nil {
 		return nil, fmt.Errorf("marshal %s data: %w", a.Type, err)
 	}
+	var sig, signer string
+	if a.Sign != nil {
+		if sig, signer, err = a.Sign(SigningInput(a.Type, a.Source, a.ID, a.Subject, b)); err != nil {
+			return nil, fmt.Errorf("sign %s: %w", a.ID, err)
+		}
+	}
 	// One backing array for the header's values: a slice literal per
 	// header would be an allocation each.
-	vals := make([]string, 0, 9)
-	h := make(nats.Header, 9)
+	vals := make([]string, 0, 11)
+	h := make(nats.Header, 11)
 	set := func(k, v string) {
 		vals = append(vals, v)
 		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
@@ -62,6 +80,10 @@ func EncodeData(subject string, a Attrs, data any, mode Mode) (*nats.Msg, error)
 	set(headerPrefix+"time", time.Now().UTC().Format(time.RFC3339Nano))
 	if a.TraceParent != "" {
 		set(headerPrefix+"traceparent", a.TraceParent)
+	}
+	if sig != "" {
+		set(headerPrefix+ExtSignature, sig)
+		set(headerPrefix+ExtSigner, signer)
 	}
 	set(HeaderContentType, ContentTypeJSON)
 	set(HeaderMsgID, a.ID)

@@ -64,6 +64,10 @@ func ProgressSubject(agent, callID string) string {
 // AuditSubject is where the audit event of a call is published.
 func AuditSubject(agent, tool string) string { return Prefix + ".audit." + agent + "." + tool }
 
+// AuditCheckpointSubject is where worker publishes the checkpoints of its
+// audit chain: toolgate.audit.$chain.<worker> ('$' is in no agent name).
+func AuditCheckpointSubject(worker string) string { return Prefix + ".audit.$chain." + worker }
+
 // ToolEventSubject is where registry changes of tool are published.
 func ToolEventSubject(tool string) string { return Prefix + ".event.tool." + tool }
 

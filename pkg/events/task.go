@@ -82,15 +82,17 @@ func ParseTaskSubject(subject string) (agent, taskID string, err error) {
 // TaskRequestData is the data of a dev.toolgate.task.requested.v1 event:
 // what the delegating agent asks of the target agent.
 type TaskRequestData struct {
-	// TaskID is the task's id: the parent's task call id.
+	// TaskID is the task's id: fresh and random (NewID), not the parent's
+	// call id, which the sub-agent must not learn.
 	TaskID string `json:"task_id"`
 	// Agent is the agent the task is for.
 	Agent string `json:"agent"`
 	// ParentAgent delegated the task.
 	ParentAgent string `json:"parent_agent"`
-	// ParentCallID is the parent's task call (equal to TaskID); the
-	// sub-agent's calls carry it in CallData.ParentCallID.
-	ParentCallID string `json:"parent_call_id"`
+	// ParentCallID is no longer sent (empty): the parent's call id is
+	// not the sub-agent's to know. The sub-agent's calls carry the
+	// TaskID in CallData.ParentCallID.
+	ParentCallID string `json:"parent_call_id,omitempty"`
 	// SessionID is the parent's session; the sub-agent's calls carry it.
 	SessionID string `json:"session_id,omitempty"`
 	// Prompt says what to do.

@@ -18,6 +18,7 @@ const (
 	TypeCallProgress      = "dev.toolgate.call.progress.v1"
 	TypeCallAudited       = "dev.toolgate.call.audited.v1"
 	TypeDecisionAudited   = "dev.toolgate.decision.audited.v1"
+	TypeAuditCheckpoint   = "dev.toolgate.audit.checkpoint.v1"
 	TypeToolRegistered    = "dev.toolgate.tool.registered.v1"
 	TypeToolUnregistered  = "dev.toolgate.tool.unregistered.v1"
 	TypePolicyViolation   = "dev.toolgate.policy.violation.v1"
@@ -59,8 +60,9 @@ type CallData struct {
 	// answered ok without running the tool (the caller runs it itself,
 	// as an agent's own tool judged through its hook).
 	JudgeOnly bool `json:"judge_only,omitempty"`
-	// ParentCallID names the delegated task this call serves: the call
-	// id of the parent's task call (the task id). Set by an agent serving
+	// ParentCallID names the delegated task this call serves: its task
+	// id (TaskRequestData.TaskID, fresh and random, never the parent's
+	// call id). Set by an agent serving
 	// a task (pkg/client does it); the worker checks it against the task
 	// record it stored and holds the call to that task's allowed tools.
 	ParentCallID string `json:"parent_call_id,omitempty"`
@@ -156,8 +158,9 @@ type AuditData struct {
 	// JudgeOnly marks a call that was judged and not executed.
 	JudgeOnly bool `json:"judge_only,omitempty"`
 	// ParentCallID is the task call a sub-agent's call served: in
-	// execution events as the task's record confirmed it, in decision
-	// events (made before the check) as the call claimed it.
+	// execution events the parent's call id as the task's record
+	// confirmed it, in decision events (made before the check) the task
+	// id the call claimed.
 	ParentCallID string `json:"parent_call_id,omitempty"`
 	// Cached marks a result served from the result cache (execution
 	// events only): the tool did not run again.
@@ -171,6 +174,23 @@ type AuditData struct {
 	// call carried trace context.
 	TraceID string `json:"trace_id,omitempty"`
 	SpanID  string `json:"span_id,omitempty"`
+	// Chain names the chain of the worker run that wrote the event, Seq
+	// its position in it (from 1), Prev the EventHash of the event
+	// before it ("" for the first): the audit trail's tamper evidence.
+	Chain string `json:"chain,omitempty"`
+	Seq   uint64 `json:"seq,omitempty"`
+	Prev  string `json:"prev,omitempty"`
+}
+
+// AuditCheckpointData is a worker's signed statement of its audit chain:
+// Seq events long, the last one's EventHash being Head
+// (dev.toolgate.audit.checkpoint.v1 on AuditCheckpointSubject).
+type AuditCheckpointData struct {
+	Chain  string    `json:"chain"`
+	Seq    uint64    `json:"seq"`
+	Head   string    `json:"head"`
+	Worker string    `json:"worker"`
+	Time   time.Time `json:"time"`
 }
 
 // ApprovalAudit records the people's decision on a parked call.
