@@ -32,6 +32,7 @@ var Crossings = []Crossing{
 	{"toolgate.call.>", true, "calls, stored by the calls stream (the answer is its acknowledgement)"},
 	{"toolgate.cancel.>", true, "cancellations of calls, answered by a worker"},
 	{"toolgate.api.tools", true, "the tool listing, answered by a worker"},
+	{"toolgate.api.tools.*", true, "an agent's own tool listing, answered by a worker"},
 	{events.ResultAPIPrefix + ">", true, "an agent's own stored results, answered by a worker"},
 	{events.TaskAPIPrefix + ">", true, "the tasks delegated to an agent, handed over by a worker"},
 	{"toolgate.task_result.>", true, "answers to delegated tasks, stored by the task results stream"},

@@ -69,6 +69,7 @@ func Permissions(role Role, name string) jwt.Permissions {
 			"toolgate.call." + name + ".>",
 			"toolgate.cancel." + name + ".>",
 			"toolgate.api.tools",
+			"toolgate.api.tools." + name,
 			events.ResultAPIPrefix + name + ".>",
 			events.TaskAPIPrefix + name + ".>",
 			"toolgate.task_result." + name + ".>",
@@ -132,6 +133,7 @@ func Permissions(role Role, name string) jwt.Permissions {
 		}
 		p.Sub.Allow = jwt.StringList{
 			"toolgate.api.tools",
+			"toolgate.api.tools.*",
 			"toolgate.cancel.>",
 			// The agents' stored results and tasks (they have no
 			// JetStream API).
@@ -204,6 +206,7 @@ func Permissions(role Role, name string) jwt.Permissions {
 		p.Pub.Allow = jwt.StringList{
 			"toolgate.approval.decision.>",
 			"toolgate.api.tools",
+			"toolgate.api.tools.*",
 			"$JS.API.>",
 			"$JS.ACK.>",
 			"$JS.FC.>",

@@ -48,13 +48,21 @@ func (w *Worker) listTools(m *nats.Msg) {
 	if len(m.Data) > 0 {
 		_ = json.Unmarshal(m.Data, &req) // a bad body lists everything: calls are judged anyway
 	}
-	if req.Agent != "" && !mayListFor(m.Reply, req.Agent) {
-		// What an agent's policy denies is its own business: a listing
-		// for agent X goes to X's inbox or an admin's only.
-		r := nats.NewMsg(m.Reply)
+	// What an agent's policy denies is its own business: a listing for
+	// agent X is asked on X's own subject (which only X, an admin or a
+	// worker may publish), or goes to X's inbox or an admin's.
+	own, scoped := strings.CutPrefix(m.Subject, events.SubjectToolsList+".")
+	if scoped && req.Agent == "" {
+		req.Agent = own
+	}
+	if scoped && req.Agent != own || !scoped && req.Agent != "" && !mayListFor(m.Reply, req.Agent) {
+		r := &nats.Msg{Header: nats.Header{}}
 		r.Header.Set(micro.ErrorCodeHeader, "403")
-		r.Header.Set(micro.ErrorHeader, "the tools of agent "+req.Agent+" are listed only to that agent or an admin")
-		_ = m.RespondMsg(r)
+		r.Header.Set(micro.ErrorHeader, "the tools of agent "+req.Agent+" are listed only to that agent (on "+
+			events.ToolsListSubject(req.Agent)+") or an admin")
+		if err := bus.Respond(m, r); err != nil {
+			w.log.Warn("tool listing refusal not answered", "err", err)
+		}
 		return
 	}
 	var out []events.ToolData

@@ -225,6 +225,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribe %s: %w", events.SubjectToolsList, err)
 	}
 	defer sub.Unsubscribe()
+	own, err := w.nc.QueueSubscribe(events.ToolsListSubject("*"), "workers", w.listTools)
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", events.ToolsListSubject("*"), err)
+	}
+	defer own.Unsubscribe()
 	stopAPI, err := w.serveAgentAPI()
 	if err != nil {
 		return err

@@ -273,13 +273,13 @@ func (c *Client) Result(ctx context.Context, id string) (*events.ResultData, err
 
 // Tools asks a worker for the registry listing.
 func (c *Client) Tools(ctx context.Context) ([]events.ToolData, error) {
-	return c.listTools(ctx, nil)
+	return c.listTools(ctx, events.SubjectToolsList, nil)
 }
 
-// listTools sends a tools listing request with body (nil for the whole
-// registry) and decodes the answer.
-func (c *Client) listTools(ctx context.Context, body []byte) ([]events.ToolData, error) {
-	m, err := c.nc.RequestWithContext(ctx, events.SubjectToolsList, body)
+// listTools sends a tools listing request on subject with body (nil for
+// the whole registry) and decodes the answer.
+func (c *Client) listTools(ctx context.Context, subject string, body []byte) ([]events.ToolData, error) {
+	m, err := c.nc.RequestWithContext(ctx, subject, body)
 	if err != nil {
 		return nil, fmt.Errorf("list tools (is a worker running?): %w", err)
 	}

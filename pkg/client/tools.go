@@ -13,7 +13,7 @@ import (
 // the registry listing without the tools its policy denies outright.
 func (c *Client) AgentTools(ctx context.Context) ([]events.ToolData, error) {
 	body, _ := json.Marshal(events.ToolsListRequest{Agent: c.agent})
-	return c.listTools(ctx, body)
+	return c.listTools(ctx, events.ToolsListSubject(c.agent), body)
 }
 
 // ToolDefinitions returns the agent's tools as the API named by format

@@ -110,3 +110,10 @@ func SourceAgent(source string) (string, bool) {
 // SubjectToolsList is a request/reply subject any worker answers with the
 // registry listing (JSON array of ToolData).
 const SubjectToolsList = Prefix + ".api.tools"
+
+// ToolsListSubject is where agent asks for its own listing (the registry
+// without what its policy denies outright): its credentials let it ask on
+// its own name only, so a worker knows whom it answers. From the agents
+// account, where the reply of a crossing request names no one, it is the
+// only way to a per-agent listing.
+func ToolsListSubject(agent string) string { return SubjectToolsList + "." + agent }
