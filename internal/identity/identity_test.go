@@ -109,6 +109,11 @@ func TestMintAndParse(t *testing.T) {
 			!c.Claims.Tags.Contains("toolgate-role:"+string(r)) {
 			t.Fatalf("%s: parsed %+v", r, c)
 		}
+		// Whose workers and admins it deals with: the toolgate account,
+		// also for an agent, whose JWT names it.
+		if c.Services != in.AccountPublicKey {
+			t.Fatalf("%s: services account %q, want the toolgate account %q", r, c.Services, in.AccountPublicKey)
+		}
 	}
 	for _, name := range []string{"", "a.b", "a*", "a>", "a b", "ä", strings.Repeat("a", 129)} {
 		if _, err := in.Mint(identity.RoleAgent, name); !errors.Is(err, identity.ErrBadName) {
