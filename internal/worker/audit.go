@@ -208,7 +208,46 @@ type auditQueue struct {
 	stopped     bool          // the inbox is gone: publishes are synchronous
 	sweeping    bool          // a sweeper runs
 	quit        chan struct{} // ends the sweeper
-	outstanding sync.WaitGroup
+	outstanding inFlight
+}
+
+// inFlight counts the audit publishes not yet acknowledged or given up.
+// Unlike a sync.WaitGroup it may be added to while a stop waits for it
+// (the audit event of a call finishing, or the chain's last checkpoint,
+// as the worker stops).
+type inFlight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n comes back to 0; nil when none waits
+}
+
+// Add adds d to the count.
+func (f *inFlight) Add(d int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n += d
+	if f.n <= 0 && f.idle != nil {
+		close(f.idle)
+		f.idle = nil
+	}
+}
+
+// Done is Add(-1).
+func (f *inFlight) Done() { f.Add(-1) }
+
+// Idle returns a channel closed once nothing is in flight.
+func (f *inFlight) Idle() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n <= 0 {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	return f.idle
 }
 
 type pendingAudit struct {
@@ -386,10 +425,8 @@ func (w *Worker) retryAudit(m *nats.Msg, callID string, err error) {
 
 // drainAudit waits up to d for every audit publish to be acked or given up.
 func (w *Worker) drainAudit(d time.Duration) {
-	done := make(chan struct{})
-	go func() { w.obs.outstanding.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-w.obs.outstanding.Idle():
 	case <-time.After(d):
 		w.log.Warn("stopping with audit publishes still unacknowledged", "waited", d)
 	}
