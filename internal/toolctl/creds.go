@@ -190,7 +190,7 @@ func stdoutSafe(env *Env) bool {
 	if !ok {
 		return true
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	_, err := unix.IoctlGetTermios(int(f.Fd()), ioctlGetTermios)
 	return err != nil
 }
 

@@ -41,12 +41,10 @@ func (*callCgroup) remove()                                   {}
 
 func intoCgroup(*syscall.SysProcAttr, int) {}
 
-type hold struct{ infoW, blockR *os.File }
+type hold struct{}
 
-func newHold() (*hold, error)                { return nil, errors.ErrUnsupported }
-func (*hold) args(int, int) []string         { return nil }
-func (*hold) started()                       {}
-func (*hold) release(Limits, []string) error { return errors.ErrUnsupported }
-func (*hold) close()                         {}
+func newHold() (*hold, *os.File, *os.File, error) { return nil, nil, nil, errors.ErrUnsupported }
+func (*hold) release(Limits, []string, int) error { return errors.ErrUnsupported }
+func (*hold) close()                              {}
 
 func fileKey(os.FileInfo) (gitFileKey, bool) { return gitFileKey{}, false }
