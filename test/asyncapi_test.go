@@ -133,6 +133,7 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 		"approvalRefused":  approval.RefusedSubject(id),
 		"approvalResolved": approval.ResolvedSubject(id),
 		"toolsList":        events.SubjectToolsList,
+		"agentToolsList":   events.ToolsListSubject(a),
 		"budgetExceeded":   events.BudgetSubject(a),
 		"cancel":           events.CancelSubject(a, id),
 		"deadLetter":       "toolgate.dlq." + a + "." + tool, // moved by the worker, see internal/bus
@@ -230,7 +231,7 @@ var subjectFuncCovered = map[string]bool{
 	"ToolEventSubject": true, "ViolationSubject": true, "ApprovalRequestSubject": true,
 	"ApprovalDecisionSubject": true, "RefusedSubject": true, "ResolvedSubject": true,
 	"TaskSubject": true, "TaskResultSubject": true, "TaskProgressSubject": true, "TaskCancelSubject": true,
-	"BudgetSubject": true, "CancelSubject": true,
+	"BudgetSubject": true, "CancelSubject": true, "ToolsListSubject": true,
 }
 
 // ceTypeConstants returns the values of the string constants in files

@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/toolctl"
 	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -499,7 +500,7 @@ func TestAttackForgedResultToolctl(t *testing.T) {
 	if code := s.api(t, "POST", "/api/approvals/tc-1/approve", `{}`, nil); code != 200 {
 		t.Fatalf("approve = %d", code)
 	}
-	o := <-done
+	o := testenv.Recv(t, done, "toolctl call's end")
 	if o.code != toolctl.ExitOK || strings.Contains(o.out, "forged") {
 		t.Fatalf("toolctl call: %d %s %s", o.code, o.out, o.errOut)
 	}

@@ -284,7 +284,7 @@ func TestReplyAttackForgedResult(t *testing.T) {
 		_ = s.alice.PublishRequest(req, events.ResultSubject("bob", "bob-call-1"), nil)
 	}
 	_ = s.alice.Flush()
-	res := <-done
+	res := testenv.Recv(t, done, "bob's call's end")
 	if res == nil || strings.Contains(res.Output, "FORGED-BY-ALICE") || !strings.Contains(res.Output, "bob-real") {
 		t.Fatalf("bob's call ended with %+v, want its own result", res)
 	}
@@ -310,7 +310,7 @@ func TestReplyAttackCancelsAnothersCall(t *testing.T) {
 		_ = s.alice.PublishRequest(req, events.CancelSubject("bob", "bob-call-2"), nil)
 	}
 	_ = s.alice.Flush()
-	res := <-done
+	res := testenv.Recv(t, done, "bob's call's end")
 	if res == nil || res.Status != events.StatusOK || !strings.Contains(res.Output, "bob-finished") {
 		t.Fatalf("bob's call ended with %+v, want it run to the end", res)
 	}

@@ -129,7 +129,9 @@ func runAttacks(t *testing.T, doc string, attacks []attack, mods ...func(*daemon
 	p := startProcess(t, ws, func(o *daemon.Options) {
 		o.Sandbox = bash.ModeRequire
 		if doc != "" {
-			f := filepath.Join(t.TempDir(), "policy.yaml")
+			// Outside every root the policy may open (seed 000's opens
+			// /tmp): the worker refuses a policy an agent could reach.
+			f := filepath.Join(stateTempDir(t), "policy.yaml")
 			writeFile(t, f, doc)
 			o.PolicyFile = f
 		}

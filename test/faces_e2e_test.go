@@ -318,7 +318,7 @@ func TestHookServeAsksWhoIsThere(t *testing.T) {
 	if code := s.api(t, "POST", "/api/approvals/"+list[0].CallID+"/reject", `{"reason":"test"}`, &res); code != http.StatusOK {
 		t.Fatalf("reject = %d", code)
 	}
-	if code := <-answered; code != http.StatusOK {
+	if code := testenv.Recv(t, answered, "the hook's answer"); code != http.StatusOK {
 		t.Fatalf("the authorised hook request: %d", code)
 	}
 }

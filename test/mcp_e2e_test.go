@@ -470,7 +470,7 @@ func TestMCPParkedCallSurvivesClientTimeout(t *testing.T) {
 		t.Errorf("the parked message %q does not say how to collect the call", msg)
 	}
 	timeout()
-	if err := <-errc; err == nil {
+	if err := testenv.Recv(t, errc, "the timed-out request's end"); err == nil {
 		t.Fatal("the timed-out request returned a result")
 	}
 	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.StatusTool, Arguments: map[string]any{"call_id": id}})
@@ -537,7 +537,7 @@ func TestMCPCancelBeforeParkingCancelsTheCall(t *testing.T) {
 		t.Fatal("no progress from the running command")
 	}
 	stop()
-	<-errc
+	testenv.Recv(t, errc, "the cancelled request's end")
 	// The worker answers cancelled once it has killed the command, long
 	// before its sleep would end.
 	for {
@@ -599,7 +599,7 @@ func TestMCPRefusesAForgedResult(t *testing.T) {
 	case <-time.After(2 * time.Second):
 	}
 	s.approve(t, id)
-	r := <-answer
+	r := testenv.Recv(t, answer, "the MCP face's answer")
 	if r == nil || r.IsError || strings.Contains(text(r), "forged") {
 		t.Fatalf("answer after approval: %+v", r)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/toolctl"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -186,7 +187,7 @@ func TestSecondWorkerJoinsTheBus(t *testing.T) {
 	if second.url != first.url || !strings.Contains(second.out.String(), "joining it as another worker") {
 		t.Fatalf("second worker on %s, first on %s:\n%s", second.url, first.url, second.out)
 	}
-	if u := <-mcpURL; !strings.HasSuffix(u, "/mcp") {
+	if u := testenv.Recv(t, mcpURL, "the MCP face's address"); !strings.HasSuffix(u, "/mcp") {
 		t.Fatalf("the joined worker's MCP endpoint: %q", u)
 	}
 	if out, errOut, code := second.toolctl(t, "call", "read", "path=README.md"); code != toolctl.ExitOK || !strings.Contains(out, "hello") {
