@@ -148,6 +148,8 @@ type mcpFace struct {
 type mcpAgent struct {
 	nc *nats.Conn
 	h  http.Handler
+	// ready is closed once the agent's tool list was first fetched.
+	ready <-chan struct{}
 }
 
 func (f *mcpFace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -161,8 +163,21 @@ func (f *mcpFace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "toolgate cannot reach the bus as agent "+agent, http.StatusServiceUnavailable)
 		return
 	}
+	// An agent's first requests wait for its tool list (a client lists
+	// the tools right after initializing); past readyWait it is served
+	// what there is, the rest follows as list changes.
+	select {
+	case <-a.ready:
+	case <-r.Context().Done():
+		return
+	case <-time.After(readyWait):
+	}
 	a.h.ServeHTTP(w, r)
 }
+
+// readyWait bounds how long a request waits for its agent's first tool
+// list.
+const readyWait = 10 * time.Second
 
 // agent returns the MCP server of agent, connecting it at first use.
 func (f *mcpFace) agent(agent string) (*mcpAgent, error) {
@@ -195,7 +210,7 @@ func (f *mcpFace) agent(agent string) (*mcpAgent, error) {
 			f.o.Logger.Error("mcp: tool list", "agent", agent, "err", err)
 		}
 	}()
-	a := &mcpAgent{nc: nc, h: mcpserver.StreamHandler(s, f.o.Logger)}
+	a := &mcpAgent{nc: nc, h: mcpserver.StreamHandler(s, f.o.Logger), ready: s.Ready()}
 	f.agents[agent] = a
 	return a, nil
 }
