@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +36,20 @@ import (
 type Platform struct{ OS, Arch string }
 
 func (p Platform) String() string { return p.OS + "_" + p.Arch }
+
+// Head is the time and short hash of repo's last commit: the build's
+// reproducible timestamp and a snapshot's name. Outside a git checkout it
+// is the Unix epoch and "unknown".
+func Head(repo string) (epoch time.Time, commit string) {
+	epoch, commit = time.Unix(0, 0).UTC(), "unknown"
+	b, err := exec.Command("git", "-C", repo, "log", "-1", "--format=%ct %h").Output()
+	if f := strings.Fields(string(b)); err == nil && len(f) == 2 {
+		if s, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+			epoch, commit = time.Unix(s, 0).UTC(), f[1]
+		}
+	}
+	return epoch, commit
+}
 
 // Platforms are the release's targets.
 var Platforms = []Platform{{"linux", "amd64"}, {"linux", "arm64"}, {"darwin", "arm64"}}

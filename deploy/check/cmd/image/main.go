@@ -14,12 +14,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/toolgate/toolgate/deploy/check/image"
+	"github.com/toolgate/toolgate/deploy/check/release"
 )
 
 func main() {
@@ -28,12 +25,7 @@ func main() {
 	repo := flag.String("repo", "../..", "the toolgate checkout to build")
 	cache := flag.String("cache", "", "directory .deb files are downloaded to (default: a temporary one)")
 	flag.Parse()
-	epoch := time.Unix(0, 0).UTC()
-	if b, err := exec.Command("git", "-C", *repo, "log", "-1", "--format=%ct").Output(); err == nil {
-		if s, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
-			epoch = time.Unix(s, 0).UTC()
-		}
-	}
+	epoch, _ := release.Head(*repo)
 	if _, err := image.Build(context.Background(), image.Options{Repo: *repo, Out: *out, Tag: *tag, Cache: *cache, Epoch: epoch, Log: os.Stderr}); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)

@@ -13,10 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/toolgate/toolgate/deploy/check/release"
 )
@@ -26,14 +22,7 @@ func main() {
 	version := flag.String("version", "", "the release's version (a tag, v1.2.3); empty: a snapshot, 0.0.0-SNAPSHOT-<commit>")
 	repo := flag.String("repo", "../..", "the toolgate checkout to build")
 	flag.Parse()
-	epoch := time.Unix(0, 0).UTC()
-	commit := "unknown"
-	if b, err := exec.Command("git", "-C", *repo, "log", "-1", "--format=%ct %h").Output(); err == nil {
-		f := strings.Fields(string(b))
-		if s, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-			epoch, commit = time.Unix(s, 0).UTC(), f[1]
-		}
-	}
+	epoch, commit := release.Head(*repo)
 	if *version == "" {
 		*version = "0.0.0-SNAPSHOT-" + commit
 	}
