@@ -6,21 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// need returns a program's path; it skips without it, and fails under
-// CI, which installs it.
-func need(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not installed (CI installs it)", name)
-		}
-		t.Skipf("%s is not installed", name)
-	}
-	return p
-}
+	"github.com/toolgate/toolgate/deploy/check/internal/need"
+)
 
 var units = []string{"toolgate-worker.service", "toolgate-approver.service"}
 
@@ -28,7 +16,7 @@ var units = []string{"toolgate-worker.service", "toolgate-approver.service"}
 // programs that exist here) and returns what it said about them.
 func verify(t *testing.T, dir string, files map[string]string) string {
 	t.Helper()
-	sa := need(t, "systemd-analyze")
+	sa := need.Program(t, "systemd-analyze", "systemd")
 	bin := filepath.Join(dir, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)

@@ -20,30 +20,19 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-)
 
-// need skips without a program, and fails under CI, which installs it.
-func need(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not installed (CI installs it)", name)
-		}
-		t.Skipf("%s is not installed", name)
-	}
-	return p
-}
+	"github.com/toolgate/toolgate/deploy/check/internal/need"
+)
 
 // TestImages builds the three images into an OCI layout, reads them back
 // from it, and runs them: each binary reports its version from inside its
 // image's filesystem, the worker's sandbox tools work there, and a worker
 // started from the image runs a bash call in its bubblewrap sandbox.
 func TestImages(t *testing.T) {
-	for _, p := range []string{"apt-get", "apt-cache", "dpkg-deb", "go"} {
-		need(t, p)
+	for _, p := range [][2]string{{"apt-get", "apt"}, {"apt-cache", "apt"}, {"dpkg-deb", "dpkg"}, {"go", "golang-go"}} {
+		need.Program(t, p[0], p[1])
 	}
-	bwrap := need(t, "bwrap")
+	bwrap := need.Program(t, "bwrap", "bubblewrap")
 	out := os.Getenv("TOOLGATE_IMAGE_OUT")
 	if out == "" {
 		out = filepath.Join(t.TempDir(), "oci")
