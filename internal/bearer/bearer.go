@@ -67,21 +67,7 @@ func Mint(dir, agent string) (string, error) {
 		return "", fmt.Errorf("token directory: %w", err)
 	}
 	path := filepath.Join(dir, agent+suffix)
-	tmp, err := os.CreateTemp(dir, "."+agent+".*")
-	if err != nil {
-		return "", fmt.Errorf("token of %s: %w", agent, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err == nil {
-		_, err = tmp.WriteString(hex.EncodeToString(sum[:]) + "\n")
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
+	if err := identity.WriteFile(path, []byte(hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("token of %s: %w", agent, err)
 	}
 	return tok, nil

@@ -260,7 +260,7 @@ func cmdNATSConfig(_ context.Context, env *Env, args []string) int {
 	conf := filepath.Join(*dir, "auth.conf")
 	// auth.conf holds only public keys and JWTs: nats-server, perhaps
 	// another user, reads it.
-	if err := writeFile(conf, []byte(in.ServerConfig()), 0o644); err != nil {
+	if err := identity.WriteFile(conf, []byte(in.ServerConfig()), 0o644); err != nil {
 		return env.fail(ExitFailed, "%v", err)
 	}
 	for _, r := range []identity.Role{identity.RoleWorker, identity.RoleApprover, identity.RoleAdmin} {
@@ -294,24 +294,4 @@ func limitsText(l identity.JetStreamLimits) string {
 // writeSecret writes b to path with mode 0600: a new file renamed over
 // path, so an existing file of a wider mode (or a link to one) is replaced,
 // not written through, and no reader sees it half written.
-func writeSecret(path string, b []byte) error { return writeFile(path, b, 0o600) }
-
-func writeFile(path string, b []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
-}
+func writeSecret(path string, b []byte) error { return identity.WriteFile(path, b, 0o600) }
