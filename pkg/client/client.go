@@ -427,23 +427,6 @@ func (c *Client) wait(ctx context.Context, ch <-chan *nats.Msg, o *callOpts) (*e
 	}
 }
 
-// ErrNotThisResult reports a message that is not the result of the call
-// it was read for: another type of event, another call or agent.
-var ErrNotThisResult = errors.New("not the result of this call")
-
-// decodeResult decodes m as the result of this agent's call id.
-func (c *Client) decodeResult(m *nats.Msg, id string) (*events.ResultData, error) {
-	var r events.ResultData
-	ev, err := events.DecodeData(m.Header, m.Data, &r)
-	if err != nil {
-		return nil, fmt.Errorf("decode result: %w", err)
-	}
-	if ev.Type() != events.TypeCallCompleted || r.CallID != id || r.Agent != c.agent {
-		return nil, fmt.Errorf("%w: %s for call %q of %q", ErrNotThisResult, ev.Type(), r.CallID, r.Agent)
-	}
-	return &r, nil
-}
-
 func marshalArgs(args any) (json.RawMessage, error) {
 	switch a := args.(type) {
 	case nil:
