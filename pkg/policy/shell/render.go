@@ -32,13 +32,6 @@ const (
 	POSIX
 )
 
-func (d Dialect) lang() syntax.LangVariant {
-	if d == POSIX {
-		return syntax.LangPOSIX
-	}
-	return syntax.LangBash
-}
-
 // dialectOf is the language the shell program base runs: sh, dash and ash
 // are POSIX shells (on Debian-like systems /bin/sh is dash), bash and
 // rbash run bash's.
