@@ -68,7 +68,9 @@ type Image struct {
 // Images are toolgate's three images.
 var Images = []Image{
 	// toolctl beside the worker: kubectl exec ... toolctl for an operator.
-	{Name: "worker", Debian: WorkerPackages, Also: []string{"toolctl"},
+	// toolgate-sandbox-init beside the worker: the first program of a
+	// sandboxed call whose execution is restricted (small: cheap to start).
+	{Name: "worker", Debian: WorkerPackages, Also: []string{"toolctl", "toolgate-sandbox-init"},
 		Cmd:         []string{"--workspace=" + Work, "--metrics-listen=0.0.0.0:9464", "--sandbox=require"},
 		Healthcheck: []string{"CMD", "/usr/local/bin/worker", "--healthcheck", "http://127.0.0.1:9464/healthz"},
 		Ports:       []string{"9464/tcp"}, Volumes: []string{StateDir, Work}},

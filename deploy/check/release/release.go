@@ -54,8 +54,9 @@ func Head(repo string) (epoch time.Time, commit string) {
 // Platforms are the release's targets.
 var Platforms = []Platform{{"linux", "amd64"}, {"linux", "arm64"}, {"darwin", "arm64"}}
 
-// Commands are the binaries of a release.
-var Commands = []string{"worker", "approver", "toolctl"}
+// Commands are the binaries of a release (toolgate-sandbox-init is the
+// worker's, for its sandbox: it looks for it beside itself).
+var Commands = []string{"worker", "approver", "toolctl", "toolgate-sandbox-init"}
 
 // Options configure a release build.
 type Options struct {

@@ -6,16 +6,14 @@ import (
 	"context"
 	"debug/elf"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
-	"unsafe"
 
+	"github.com/toolgate/toolgate/internal/sandboxinit"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
@@ -26,38 +24,9 @@ import (
 // shell, their ELF interpreters and script interpreters, and git's own
 // programs: a program the gate did not judge fails with EACCES even if
 // the gate was talked around. Landlock forbids mounts in a restricted
-// domain, so it is applied inside bubblewrap, after the mounts, by this
-// very binary run again under the name execListName (see init).
-
-// execListName is the name this binary is shown under inside the sandbox;
-// run under it, it applies the allowlist given before "--" and execs what
-// follows.
-const execListName = "toolgate-exec-allowlist"
-
-// execListPath is where the sandbox shows this binary.
-const execListPath = "/tmp/.toolgate-exec/" + execListName
-
-// Landlock's system calls and constants (the same numbers on every
-// architecture).
-const (
-	sysLandlockCreateRuleset = 444
-	sysLandlockAddRule       = 445
-	sysLandlockRestrictSelf  = 446
-	landlockRulesetVersion   = 1 << 0
-	landlockAccessExecute    = 1 << 0
-	landlockRulePathBeneath  = 1
-	prSetNoNewPrivs          = 38
-	oPath                    = 0x200000 // O_PATH
-)
-
-func init() {
-	if filepath.Base(os.Args[0]) != execListName {
-		return
-	}
-	err := execAllowed(os.Args[1:])
-	fmt.Fprintf(os.Stderr, "toolgate: execute allowlist: %v\n", err)
-	os.Exit(126)
-}
+// domain, so it is applied inside bubblewrap, after the mounts, by the
+// sandbox's first program (internal/sandboxinit: this binary shown under
+// another name), which drops root in the same step as setpriv would.
 
 // landlockABI is the Landlock ABI version the kernel offers, 0 for none.
 func landlockABI() int {
@@ -68,44 +37,10 @@ func landlockABI() int {
 	return int(v)
 }
 
-// execAllowed restricts execution to the paths before "--" in args and
-// execs the command after it; it returns only on failure.
-func execAllowed(args []string) error {
-	i := slices.Index(args, "--")
-	if i < 0 || i+1 >= len(args) {
-		return fmt.Errorf("usage: %s PATH... -- COMMAND", execListName)
-	}
-	allowed, argv := args[:i], args[i+1:]
-	// The restriction is the thread's; the exec below runs on it.
-	runtime.LockOSThread()
-	attr := struct{ handled uint64 }{landlockAccessExecute}
-	fd, _, errno := syscall.Syscall(sysLandlockCreateRuleset, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
-	if errno != 0 {
-		return fmt.Errorf("landlock_create_ruleset: %w", errno)
-	}
-	for _, p := range allowed {
-		f, err := syscall.Open(p, oPath|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			continue // not on this machine: nothing to allow
-		}
-		rule := struct {
-			access uint64
-			fd     int32
-		}{landlockAccessExecute, int32(f)}
-		_, _, errno := syscall.Syscall6(sysLandlockAddRule, fd, landlockRulePathBeneath, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
-		syscall.Close(f)
-		if errno != 0 {
-			return fmt.Errorf("landlock_add_rule %s: %w", p, errno)
-		}
-	}
-	if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0, 0, 0, 0); errno != 0 {
-		return fmt.Errorf("no_new_privs: %w", errno)
-	}
-	if _, _, errno := syscall.Syscall(sysLandlockRestrictSelf, fd, 0, 0); errno != 0 {
-		return fmt.Errorf("landlock_restrict_self: %w", errno)
-	}
-	return syscall.Exec(argv[0], argv, os.Environ())
-}
+const (
+	sysLandlockCreateRuleset = 444
+	landlockRulesetVersion   = 1 << 0
+)
 
 // execList is the allowlist for programs: each program, the interpreter
 // it needs (its ELF PT_INTERP, or a script's #! line, recursively), and
@@ -209,10 +144,13 @@ func init() {
 	}
 }
 
-// setupExecList turns the execute allowlist on where the sandbox runs and
+// setupInit turns the execute allowlist on where the sandbox runs and
 // the kernel has Landlock, once a probe shows it works here: an allowed
-// program runs, another is refused.
-func (b *bash) setupExecList() {
+// program runs, another is refused. The sandbox's first program is
+// toolgate-sandbox-init beside this binary (small, so a call pays about
+// what setpriv costs) or, without it or if it fails the probe, this binary
+// itself under that name (a larger program's start).
+func (b *bash) setupInit() {
 	if !b.sb.Enabled() {
 		return
 	}
@@ -234,9 +172,11 @@ func (b *bash) setupExecList() {
 	if err1 != nil || err2 != nil {
 		return
 	}
-	probe := func(run string) int {
-		argv := append(append([]string{execListPath}, execList(truePath, nil)...), "--", run)
-		argv = b.sb.argv("", "/", false, b.id, execListMounts(exe), argv)
+	probe := func(init, run string) int {
+		argv := b.initSpec(true, execList(truePath, nil)).Args([]string{run})
+		id := b.id
+		id.init = true
+		argv = b.sb.argv("", "/", false, id, initMounts(init), argv)
 		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -250,39 +190,56 @@ func (b *bash) setupExecList() {
 		}
 		return 0
 	}
-	if code := probe(truePath); code != 0 {
-		b.log.Warn("bash: no execute allowlist: the probe failed", "exit_code", code)
+	candidates := []string{exe}
+	if small := sandboxInitBeside(exe); small != "" {
+		candidates = []string{small, exe}
+	}
+	for _, init := range candidates {
+		if code := probe(init, truePath); code != 0 {
+			b.log.Warn("bash: the execute allowlist's probe failed", "program", init, "exit_code", code)
+			continue
+		}
+		if code := probe(init, falsePath); code != 126 {
+			b.log.Warn("bash: a program outside the execute allowlist ran in its probe", "program", init, "exit_code", code)
+			continue
+		}
+		b.init = init
+		b.log.Info("bash: execute allowlist on", "landlock_abi", abi, "program", init)
 		return
 	}
-	if code := probe(falsePath); code != 126 {
-		b.log.Warn("bash: no execute allowlist: a program outside it ran in the probe", "exit_code", code)
-		return
-	}
-	b.execList = exe
-	b.log.Info("bash: execute allowlist on", "landlock_abi", abi)
+	b.log.Warn("bash: no execute allowlist: no program passed its probe")
 }
 
-// allowlist returns the mounts and the command line that restrict what a
-// call executes to what the gate resolved for it: only for a shell
-// command the gate allowed itself (not a person, not an amendment),
-// whose programs it resolved.
-func (b *bash) allowlist(c *tools.Call, argv []string) ([]string, []string) {
+// sandboxInitBeside is the path of toolgate-sandbox-init in exe's
+// directory, "" when there is none (sandboxInitPath overrides it).
+func sandboxInitBeside(exe string) string {
+	p := filepath.Join(filepath.Dir(exe), sandboxinit.Name)
+	if sandboxInitPath != "" {
+		p = sandboxInitPath
+	}
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+		return ""
+	}
+	return p
+}
+
+// sandboxInitPath, when set (by tests), is where setupInit looks for
+// toolgate-sandbox-init instead of beside this binary.
+var sandboxInitPath string
+
+// allowlist says whether a call's execution is restricted, and to what:
+// only a shell command the gate allowed itself (not a person, not an
+// amendment), whose programs it resolved.
+func (b *bash) allowlist(c *tools.Call) (bool, []string) {
 	d := c.Decision
-	if b.execList == "" || c.Approved || d == nil || !d.Rendered || d.Action != policy.Allow || len(d.Programs) == 0 {
-		return nil, argv
+	if b.init == "" || c.Approved || d == nil || !d.Rendered || d.Action != policy.Allow || len(d.Programs) == 0 {
+		return false, nil
 	}
 	for _, p := range d.Programs {
 		if base := filepath.Base(p); runners[base] || runners[strings.TrimRight(base, "0123456789.-")] {
-			return nil, argv
+			return false, nil
 		}
 	}
-	list := execList(b.shell, d.Programs)
-	out := append(append(append([]string{execListPath}, list...), "--"), argv...)
-	return execListMounts(b.execList), out
-}
-
-// execListMounts show exe at execListPath, in a directory the user
-// commands run as can enter.
-func execListMounts(exe string) []string {
-	return []string{"--perms", "0755", "--dir", filepath.Dir(execListPath), "--ro-bind", exe, execListPath}
+	return true, execList(b.shell, d.Programs)
 }

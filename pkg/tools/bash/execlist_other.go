@@ -4,6 +4,6 @@ package bash
 
 import "github.com/toolgate/toolgate/pkg/tools"
 
-func (b *bash) setupExecList() {}
+func (b *bash) setupInit() {}
 
-func (b *bash) allowlist(_ *tools.Call, argv []string) ([]string, []string) { return nil, argv }
+func (b *bash) allowlist(*tools.Call) (bool, []string) { return false, nil }

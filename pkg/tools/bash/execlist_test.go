@@ -5,9 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -15,16 +17,73 @@ import (
 	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
 
-// TestExecuteAllowlist: where Landlock is available, a call the gate
-// allowed executes only the programs the gate resolved for it. A gate
-// talked around (here, one that allows a command running touch while it
-// resolved only ls) does not get touch run: the marker never appears.
-// With touch among the programs, it runs.
-func TestExecuteAllowlist(t *testing.T) {
+// sandboxInits are the two programs a sandbox may start a restricted
+// call with: toolgate-sandbox-init built from cmd/ (what an installed
+// worker finds beside itself) and, without it, this test binary under
+// that name. Each runs fn once.
+func sandboxInits(t testing.TB, fn func(t testing.TB)) {
+	t.Helper()
+	small := buildSandboxInit(t)
+	for _, c := range []struct{ name, path string }{{"small", small}, {"self", filepath.Join(t.TempDir(), "none")}} {
+		old := bash.SetSandboxInit(c.path)
+		switch tb := t.(type) {
+		case *testing.T:
+			tb.Run(c.name, func(t *testing.T) { fn(t) })
+		case *testing.B:
+			tb.Run(c.name, func(b *testing.B) { fn(b) })
+		}
+		bash.SetSandboxInit(old)
+	}
+}
+
+// buildSandboxInit builds cmd/toolgate-sandbox-init into a temporary
+// directory and returns its path.
+func buildSandboxInit(t testing.TB) string {
+	t.Helper()
+	gotool := testenv.LookPath(t, "go", "golang-go")
+	out := filepath.Join(t.TempDir(), "toolgate-sandbox-init")
+	cmd := exec.Command(gotool, "build", "-o", out, "github.com/toolgate/toolgate/cmd/toolgate-sandbox-init")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build toolgate-sandbox-init: %v\n%s", err, b)
+	}
+	if err := os.Chmod(filepath.Dir(out), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// sandboxedBash is a registry with the bash tool, sandbox required, in a
+// fresh workspace of testUID.
+func sandboxedBash(t testing.TB) (string, *tools.Registry) {
+	t.Helper()
+	ws := newWorkspace(t, testUID)
+	tool, err := bash.New(bash.Config{Workspace: ws, Sandbox: bash.ModeRequire})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	if err := reg.Register(tool); err != nil {
+		t.Fatal(err)
+	}
+	return ws, reg
+}
+
+func needLandlock(t testing.TB) {
+	t.Helper()
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	if _, _, errno := syscall.Syscall(444, 0, 0, 1); errno != 0 { // landlock_create_ruleset: the ABI version
 		testenv.Missing(t, "the kernel has no Landlock: the execute allowlist cannot be enforced")
 	}
+}
+
+// TestExecuteAllowlist: where Landlock is available, a call the gate
+// allowed executes only the programs the gate resolved for it. A gate
+// talked around (here, one that allows a command running touch while it
+// resolved only ls) does not get touch run: the marker never appears.
+// With touch among the programs, it runs. The same with either program
+// the sandbox may start a restricted call with.
+func TestExecuteAllowlist(t *testing.T) {
+	needLandlock(t)
 	ls, _ := exec.LookPath("ls")
 	touch, _ := exec.LookPath("touch")
 	real := func(p string) string {
@@ -34,78 +93,129 @@ func TestExecuteAllowlist(t *testing.T) {
 		}
 		return r
 	}
-	ws := newWorkspace(t, testUID)
-	cfg := bash.Config{Workspace: ws, Sandbox: bash.ModeRequire}
-	for _, tt := range []struct {
-		name     string
-		programs []string
-		want     bool // the marker appears
-	}{
-		{"outside the allowlist", []string{real(ls)}, false},
-		{"inside the allowlist", []string{real(ls), real(touch)}, true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			marker := filepath.Join(ws, "marker")
-			_ = os.Remove(marker)
+	sandboxInits(t, func(tb testing.TB) {
+		t := tb.(*testing.T)
+		ws, reg := sandboxedBash(t)
+		for _, tt := range []struct {
+			name     string
+			programs []string
+			want     bool // the marker appears
+		}{
+			{"outside the allowlist", []string{real(ls)}, false},
+			{"inside the allowlist", []string{real(ls), real(touch)}, true},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				marker := filepath.Join(ws, "marker")
+				_ = os.Remove(marker)
+				gate := policy.EvaluatorFunc(func(context.Context, policy.Request) policy.Decision {
+					return policy.Decision{Action: policy.Allow, Rule: "test", Rendered: true,
+						Command: "ls >/dev/null; touch marker", Programs: tt.programs}
+				})
+				p := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithGate(gate))
+				out, err := run(context.Background(), t, p, map[string]any{"command": "ls"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, statErr := os.Stat(marker)
+				if got := statErr == nil; got != tt.want {
+					t.Fatalf("marker exists: %v, want %v\n%s", got, tt.want, out.Content)
+				}
+				if !tt.want && !strings.Contains(out.Content, "Permission denied") {
+					t.Fatalf("touch was not refused with EACCES:\n%s", out.Content)
+				}
+			})
+		}
+	})
+}
+
+// TestRestrictedCallDropsLikeSetpriv: a restricted call (its first
+// program is the sandbox's own, which drops root) and an unrestricted one
+// (setpriv drops root) end in the same state, by the kernel's account:
+// the same user, groups, capability sets (all empty) and no new
+// privileges.
+func TestRestrictedCallDropsLikeSetpriv(t *testing.T) {
+	needLandlock(t)
+	cat, _ := exec.LookPath("cat")
+	cat, _ = filepath.EvalSymlinks(cat)
+	sandboxInits(t, func(tb testing.TB) {
+		t := tb.(*testing.T)
+		ws, reg := sandboxedBash(t)
+		status := func(programs []string) string {
 			gate := policy.EvaluatorFunc(func(context.Context, policy.Request) policy.Decision {
 				return policy.Decision{Action: policy.Allow, Rule: "test", Rendered: true,
-					Command: "ls >/dev/null; touch marker", Programs: tt.programs}
+					Command: "cat /proc/self/status", Programs: programs}
 			})
-			tool, err := bash.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			reg := tools.NewRegistry()
-			if err := reg.Register(tool); err != nil {
-				t.Fatal(err)
-			}
 			p := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithGate(gate))
-			out, err := run(context.Background(), t, p, map[string]any{"command": "ls"})
-			if err != nil {
-				t.Fatal(err)
+			out, err := run(context.Background(), t, p, map[string]any{"command": "cat /proc/self/status"})
+			if err != nil || out.IsError {
+				t.Fatal(err, out)
 			}
-			_, statErr := os.Stat(marker)
-			if got := statErr == nil; got != tt.want {
-				t.Fatalf("marker exists: %v, want %v\n%s", got, tt.want, out.Content)
+			var keep []string
+			for _, l := range strings.Split(out.Content, "\n") {
+				k, _, _ := strings.Cut(l, ":")
+				switch k {
+				case "Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp":
+					keep = append(keep, strings.Join(strings.Fields(l), " "))
+				}
 			}
-			if !tt.want && !strings.Contains(out.Content, "Permission denied") {
-				t.Fatalf("touch was not refused with EACCES:\n%s", out.Content)
+			if len(keep) != 10 {
+				t.Fatalf("status lines missing:\n%s", out.Content)
 			}
-		})
-	}
+			return strings.Join(keep, "\n")
+		}
+		restricted, plain := status([]string{cat}), status(nil)
+		if restricted != plain {
+			t.Fatalf("restricted call:\n%s\nunrestricted call:\n%s", restricted, plain)
+		}
+		for _, want := range []string{"CapEff: 0000000000000000", "CapBnd: 0000000000000000", "NoNewPrivs: 1"} {
+			if !strings.Contains(restricted, want) {
+				t.Errorf("restricted call lacks %q:\n%s", want, restricted)
+			}
+		}
+	})
+}
+
+// threadAndChildrenCPU is the CPU time of the calling thread (locked by
+// the benchmark) and of this process's reaped children: what a call
+// costs, without the runtime's other threads.
+func threadAndChildrenCPU() time.Duration {
+	var self, kids syscall.Rusage
+	_ = syscall.Getrusage(1, &self) // RUSAGE_THREAD
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	return time.Duration(self.Utime.Nano() + self.Stime.Nano() + kids.Utime.Nano() + kids.Stime.Nano())
 }
 
 // BenchmarkExecuteAllowlist is a sandboxed call of `ls` through a gate
 // that resolved ls, with the allowlist (the programs given) and without
-// (no programs: not restricted).
+// (no programs: not restricted), with either program a restricted call
+// may start with. It reports wall and CPU time per call.
 func BenchmarkExecuteAllowlist(b *testing.B) {
-	testenv.LookPath(b, "bwrap", "bubblewrap")
+	needLandlock(b)
 	ls, _ := exec.LookPath("ls")
 	lsReal, _ := filepath.EvalSymlinks(ls)
-	ws := newWorkspace(b, testUID)
-	tool, err := bash.New(bash.Config{Workspace: ws, Sandbox: bash.ModeRequire})
-	if err != nil {
-		b.Fatal(err)
-	}
-	reg := tools.NewRegistry()
-	if err := reg.Register(tool); err != nil {
-		b.Fatal(err)
-	}
-	for _, bc := range []struct {
-		name     string
-		programs []string
-	}{{"without", nil}, {"with", []string{lsReal}}} {
-		b.Run(bc.name, func(b *testing.B) {
-			gate := policy.EvaluatorFunc(func(context.Context, policy.Request) policy.Decision {
-				return policy.Decision{Action: policy.Allow, Rule: "bench", Rendered: true, Command: "ls", Programs: bc.programs}
-			})
-			p := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithGate(gate))
-			for b.Loop() {
-				out, err := p.Handle(context.Background(), &tools.Call{Name: "bash", Arguments: []byte(`{"command":"ls"}`)})
-				if err != nil || out.IsError {
-					b.Fatal(err, out)
+	sandboxInits(b, func(tb testing.TB) {
+		b := tb.(*testing.B)
+		ws, reg := sandboxedBash(b)
+		for _, bc := range []struct {
+			name     string
+			programs []string
+		}{{"without", nil}, {"with", []string{lsReal}}} {
+			b.Run(bc.name, func(b *testing.B) {
+				gate := policy.EvaluatorFunc(func(context.Context, policy.Request) policy.Decision {
+					return policy.Decision{Action: policy.Allow, Rule: "bench", Rendered: true, Command: "ls", Programs: bc.programs}
+				})
+				p := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithGate(gate))
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				cpu0 := threadAndChildrenCPU()
+				for b.Loop() {
+					out, err := p.Handle(context.Background(), &tools.Call{Name: "bash", Arguments: []byte(`{"command":"ls"}`)})
+					if err != nil || out.IsError {
+						b.Fatal(err, out)
+					}
 				}
-			}
-		})
-	}
+				b.ReportMetric(float64(threadAndChildrenCPU()-cpu0)/float64(b.N)/1e6, "cpu-ms/call")
+			})
+		}
+	})
 }

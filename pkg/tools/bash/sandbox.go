@@ -155,6 +155,9 @@ type identity struct {
 	drop     bool // switch to uid:gid (the worker is root)
 	root     bool // stay root, without any capability (root-owned workspace)
 	uid, gid uint32
+	// init: the command line starts with the sandbox's first program,
+	// which drops root itself (internal/sandboxinit), not with setpriv.
+	init bool
 }
 
 // rootNoCaps is the setpriv command line that leaves root without any
@@ -216,6 +219,9 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, mounts, inner [
 		}
 	}
 	a = append(a, "--chdir", cwd, "--")
+	if id.init {
+		return append(a, inner...)
+	}
 	if id.drop {
 		a = append(a, s.Setpriv,
 			"--reuid="+strconv.FormatUint(uint64(id.uid), 10),

@@ -232,9 +232,11 @@ type bash struct {
 	// user namespace of its own, in which the kernel counts RLIMIT_NPROC
 	// for the call alone.
 	userNS bool
-	// execList is this binary, shown in the sandbox to apply the execute
-	// allowlist (execlist_linux.go); "" when the machine cannot.
-	execList string
+	// init is the program shown in the sandbox as the first program of a
+	// call whose execution is restricted (internal/sandboxinit,
+	// execlist_linux.go): it drops root instead of setpriv and applies
+	// the execute allowlist; "" when the machine cannot.
+	init string
 }
 
 // New returns the bash tool (aliases run_shell and exec) for cfg. It
@@ -337,7 +339,7 @@ func newBash(cfg Config) (*bash, error) {
 	if err := b.setupCgroup(cfg.Limits.Processes); err != nil {
 		return nil, err
 	}
-	b.setupExecList()
+	b.setupInit()
 	if err := b.check(); err != nil {
 		return nil, err
 	}
@@ -842,10 +844,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		}
 		defer held.close()
 		mounts = append(mounts, "--info-fd", files.add(infoW), "--block-fd", files.add(blockR))
-		// The execute allowlist (execlist_linux.go), when the gate
-		// resolved the call's programs, wraps bash itself.
-		execMounts, direct := b.allowlist(c, b.direct(command))
-		argv = direct
+		argv = b.direct(command)
 		mounts = append(mounts, "--bind", pc.home, home)
 		if b.userNS {
 			mounts = append(mounts, "--unshare-user")
@@ -855,7 +854,6 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			return nil, fmt.Errorf("bash: git wrapper: %w", err)
 		}
 		mounts = append(mounts, gw...)
-		mounts = append(mounts, execMounts...)
 		if !c.Approved {
 			// Without a person, git's program-running configuration of
 			// the workspace's repository is replaced for the call.
@@ -876,8 +874,19 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			mounts, argv, env = append(mounts, pm...), pargv, append(env, penv...)
 			network, proxied = false, true // the sandbox keeps a network namespace of its own
 		}
-		// bwrap starts as the worker; setpriv drops root inside.
-		argv, dir, id = b.sb.argv(b.ws, cwd, network, b.id, mounts, argv), "/", identity{}
+		// bwrap starts as the worker; inside, setpriv drops root or,
+		// when the gate resolved the call's programs, the sandbox's
+		// first program (internal/sandboxinit) drops it and restricts
+		// execution to them (execlist_linux.go).
+		sid := b.id
+		if restrict, allow := b.allowlist(c); restrict {
+			if proxied {
+				allow = append(allow, argv[0]) // the relay, which runs the shell
+			}
+			mounts = append(mounts, initMounts(b.init)...)
+			argv, sid.init = b.initSpec(restrict, allow).Args(argv), true
+		}
+		argv, dir, id = b.sb.argv(b.ws, cwd, network, sid, mounts, argv), "/", identity{}
 	} else if b.id.root {
 		argv = append(rootNoCaps(b.setpriv), argv...)
 	}

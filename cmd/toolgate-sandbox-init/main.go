@@ -1,0 +1,18 @@
+// Command toolgate-sandbox-init is the first program of a sandboxed bash
+// call: the worker shows it inside bubblewrap, where it drops root,
+// restricts what the call may execute, and execs the command
+// (internal/sandboxinit). It is small so that a call pays little for it;
+// a worker that does not find it beside itself runs its own binary in
+// its place, at the cost of a larger program's start.
+package main
+
+import (
+	"os"
+
+	_ "github.com/toolgate/toolgate/internal/sandboxinit" // does the work in its init, under its name
+)
+
+func main() {
+	os.Stderr.WriteString("toolgate-sandbox-init: run by the bash tool inside its sandbox, under the name toolgate-sandbox-init\n")
+	os.Exit(2)
+}

@@ -1,0 +1,87 @@
+// Package sandboxinit is the first program of a sandboxed bash call, run
+// inside bubblewrap after its mounts: it drops root to the workspace's
+// owner (or keeps root without any capability), restricts what the call
+// may execute with Landlock when the gate resolved its programs, and execs
+// the command. It replaces setpriv there, so a restricted call costs the
+// same three execs (bwrap, this, the shell) as any other.
+//
+// It is not a program of its own: the worker's binary is shown in the
+// sandbox under the name [Name], and this package's init, which the
+// binary runs before the packages that make a worker (it imports only
+// the runtime's leaves, and Go initialises packages in import-path order
+// as soon as their imports are), sees that name and never returns. A
+// program that links it (the bash tool imports it) therefore pays for
+// its init one comparison of its first argument.
+package sandboxinit
+
+// Name is the name the binary runs under inside the sandbox.
+const Name = "toolgate-sandbox-init"
+
+// Dir is the directory of the sandbox where the binary is shown, so that
+// the user the command runs as can enter it; Path is the binary there.
+const (
+	Dir  = "/tmp/.toolgate-init"
+	Path = Dir + "/" + Name
+)
+
+// Command line (after the program's name):
+//
+//	[--user=UID:GID | --root] [--restrict-exec [--allow=PATH]...] -- COMMAND [ARG]...
+//
+// --user switches to UID:GID and --root stays root, each with no
+// capability left (bounding, ambient, inheritable, permitted and
+// effective sets emptied), no supplementary group and no new privileges;
+// with neither, the identity is left as it is. --restrict-exec allows
+// executing only the paths given by --allow (each a file, or a directory
+// and all beneath it) and fails if the kernel cannot enforce it. COMMAND
+// is run with PATH of the environment when it has no slash.
+const (
+	flagUser     = "--user="
+	flagRoot     = "--root"
+	flagRestrict = "--restrict-exec"
+	flagAllow    = "--allow="
+)
+
+// Spec is what the program does before it execs the command.
+type Spec struct {
+	// Drop switches to UID:GID; Root stays root. Either leaves no
+	// capability and no supplementary group.
+	Drop     bool
+	UID, GID uint32
+	Root     bool
+	// Restrict allows executing only Allow (and what lies beneath).
+	Restrict bool
+	Allow    []string
+}
+
+// Args is the command line, shown at Path, that does s and runs argv.
+func (s Spec) Args(argv []string) []string {
+	out := []string{Path}
+	switch {
+	case s.Drop:
+		out = append(out, flagUser+utoa(s.UID)+":"+utoa(s.GID))
+	case s.Root:
+		out = append(out, flagRoot)
+	}
+	if s.Restrict {
+		out = append(out, flagRestrict)
+		for _, p := range s.Allow {
+			out = append(out, flagAllow+p)
+		}
+	}
+	return append(append(out, "--"), argv...)
+}
+
+func utoa(v uint32) string {
+	if v == 0 {
+		return "0"
+	}
+	var b [10]byte
+	i := len(b)
+	for v > 0 {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return string(b[i:])
+}

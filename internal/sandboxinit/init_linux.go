@@ -1,0 +1,286 @@
+//go:build linux
+
+package sandboxinit
+
+import (
+	"errors"
+	"runtime"
+	"strconv"
+	"syscall"
+	"unsafe"
+)
+
+func init() {
+	args := cmdline()
+	if len(args) == 0 || (args[0] != Name && !hasSuffix(args[0], "/"+Name)) {
+		return
+	}
+	err := run(args[1:])
+	_, _ = syscall.Write(2, []byte("toolgate: sandbox init: "+err.Error()+"\n"))
+	syscall.Exit(126)
+}
+
+// cmdline is this process's command line, read from /proc rather than
+// os.Args: importing os would make this package wait for the packages
+// Go initialises before os's dependants, which is most of a worker's
+// start. Without /proc it is nil (then this is not the sandbox's first
+// program: the sandbox always has one).
+func cmdline() []string {
+	fd, err := syscall.Open("/proc/self/cmdline", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer syscall.Close(fd)
+	var data []byte
+	buf := make([]byte, 4096)
+	for len(data) < 1<<22 {
+		n, err := syscall.Read(fd, buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if n <= 0 || err != nil {
+			break
+		}
+		data = append(data, buf[:n]...)
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	if data[len(data)-1] == 0 {
+		data = data[:len(data)-1]
+	}
+	return split(string(data), "\x00")
+}
+
+// Linux's numbers (the same on every architecture for Landlock; prctl's
+// and capset's from <linux/prctl.h> and <linux/capability.h>).
+const (
+	sysLandlockCreateRuleset = 444
+	sysLandlockAddRule       = 445
+	sysLandlockRestrictSelf  = 446
+	landlockAccessExecute    = 1 << 0
+	landlockRulePathBeneath  = 1
+	prCapbsetDrop            = 24
+	prSetNoNewPrivs          = 38
+	prCapAmbient             = 47
+	prCapAmbientClearAll     = 4
+	capVersion3              = 0x20080522
+	oPath                    = 0x200000
+)
+
+// command is a parsed command line.
+type command struct {
+	drop     bool
+	root     bool
+	uid, gid int
+	restrict bool
+	allow    []string
+	argv     []string
+}
+
+func parse(args []string) (command, error) {
+	var c command
+	for i, a := range args {
+		switch {
+		case a == "--":
+			c.argv = args[i+1:]
+			if len(c.argv) == 0 {
+				return c, errors.New("no command after --")
+			}
+			if c.drop && c.root {
+				return c, errors.New(flagUser + " and " + flagRoot + " together")
+			}
+			return c, nil
+		case hasPrefix(a, flagUser):
+			u, g, ok := cut(trimPrefix(a, flagUser), ":")
+			uid, err1 := strconv.ParseUint(u, 10, 31)
+			gid, err2 := strconv.ParseUint(g, 10, 31)
+			if !ok || err1 != nil || err2 != nil {
+				return c, errors.New("bad " + a + ": want --user=UID:GID")
+			}
+			c.drop, c.uid, c.gid = true, int(uid), int(gid)
+		case a == flagRoot:
+			c.root = true
+		case a == flagRestrict:
+			c.restrict = true
+		case hasPrefix(a, flagAllow):
+			c.allow = append(c.allow, trimPrefix(a, flagAllow))
+		default:
+			return c, errors.New("unknown argument " + strconv.Quote(a))
+		}
+	}
+	return c, errors.New("usage: " + Name + " [--user=UID:GID | --root] [--restrict-exec [--allow=PATH]...] -- COMMAND [ARG]...")
+}
+
+// run does what the command line says and execs the command; it returns
+// only on failure, and the command never runs then.
+func run(args []string) error {
+	c, err := parse(args)
+	if err != nil {
+		return err
+	}
+	prog, err := lookPath(c.argv[0])
+	if err != nil {
+		return err
+	}
+	// Capabilities, no_new_privs and the Landlock domain belong to a
+	// thread, and the exec below runs on this one.
+	runtime.LockOSThread()
+	if err := prctl(prSetNoNewPrivs, 1); err != nil {
+		return errors.New("no_new_privs: " + err.Error())
+	}
+	if c.drop || c.root {
+		if err := dropPrivileges(c); err != nil {
+			return err
+		}
+	}
+	if c.restrict {
+		if err := restrictExec(c.allow); err != nil {
+			return err
+		}
+	}
+	return syscall.Exec(prog, c.argv, syscall.Environ())
+}
+
+// dropPrivileges leaves c's user (or root) without capabilities or
+// supplementary groups, as setpriv --clear-groups --bounding-set=-all
+// --inh-caps=-all does.
+func dropPrivileges(c command) error {
+	// The bounding set first: emptying it needs CAP_SETPCAP, which the
+	// switch of user drops.
+	for capNum := uintptr(0); capNum < 64; capNum++ {
+		if err := prctl(prCapbsetDrop, capNum); err != nil {
+			if errors.Is(err, syscall.EINVAL) {
+				break // past the kernel's last capability
+			}
+			return errors.New("empty the capability bounding set: " + err.Error())
+		}
+	}
+	if err := prctl(prCapAmbient, prCapAmbientClearAll); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return errors.New("clear the ambient capabilities: " + err.Error())
+	}
+	if err := syscall.Setgroups(nil); err != nil {
+		return errors.New("clear the supplementary groups: " + err.Error())
+	}
+	if c.drop {
+		if err := syscall.Setresgid(c.gid, c.gid, c.gid); err != nil {
+			return errors.New("switch group: " + err.Error())
+		}
+		if err := syscall.Setresuid(c.uid, c.uid, c.uid); err != nil {
+			return errors.New("switch user: " + err.Error())
+		}
+	}
+	return clearCaps()
+}
+
+// clearCaps empties the effective, permitted and inheritable sets (a
+// switch of user has emptied the first two already).
+func clearCaps() error {
+	hdr := struct {
+		version uint32
+		pid     int32
+	}{capVersion3, 0}
+	var data [2]struct{ effective, permitted, inheritable uint32 }
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
+		return errors.New("clear the capabilities: " + errno.Error())
+	}
+	return nil
+}
+
+// restrictExec lets this thread, and what it execs, execute only what
+// lies at or beneath the paths allow (those missing here are skipped).
+func restrictExec(allow []string) error {
+	attr := struct{ handled uint64 }{landlockAccessExecute}
+	fd, _, errno := syscall.RawSyscall(sysLandlockCreateRuleset, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+	if errno != 0 {
+		return errors.New("landlock_create_ruleset: " + errno.Error())
+	}
+	for _, p := range allow {
+		f, err := syscall.Open(p, oPath|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			continue // not on this machine: nothing to allow
+		}
+		rule := struct {
+			access uint64
+			fd     int32
+		}{landlockAccessExecute, int32(f)}
+		_, _, errno := syscall.RawSyscall6(sysLandlockAddRule, fd, landlockRulePathBeneath, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+		syscall.Close(f)
+		if errno != 0 {
+			return errors.New("landlock_add_rule " + p + ": " + errno.Error())
+		}
+	}
+	if _, _, errno := syscall.RawSyscall(sysLandlockRestrictSelf, fd, 0, 0); errno != 0 {
+		return errors.New("landlock_restrict_self: " + errno.Error())
+	}
+	syscall.Close(int(fd))
+	return nil
+}
+
+func prctl(option, arg uintptr) error {
+	if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, option, arg, 0, 0, 0, 0); errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// lookPath finds name in the environment's PATH unless it has a slash.
+func lookPath(name string) (string, error) {
+	if index(name, "/") >= 0 {
+		return name, nil
+	}
+	path, _ := syscall.Getenv("PATH")
+	for _, dir := range split(path, ":") {
+		if dir == "" {
+			dir = "."
+		}
+		p := dir + "/" + name
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && st.Mode&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", errors.New(strconv.Quote(name) + ": not found in PATH")
+}
+
+// The few string functions this needs, so that it does not import
+// strings, which waits for unicode's initialisation (see cmdline).
+
+func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
+
+func hasSuffix(s, p string) bool { return len(s) >= len(p) && s[len(s)-len(p):] == p }
+
+func trimPrefix(s, p string) string {
+	if hasPrefix(s, p) {
+		return s[len(p):]
+	}
+	return s
+}
+
+func index(s, sep string) int {
+	for i := 0; i+len(sep) <= len(s); i++ {
+		if s[i:i+len(sep)] == sep {
+			return i
+		}
+	}
+	return -1
+}
+
+func cut(s, sep string) (before, after string, found bool) {
+	if i := index(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
+}
+
+func split(s, sep string) []string {
+	var out []string
+	for {
+		before, after, found := cut(s, sep)
+		out = append(out, before)
+		if !found {
+			return out
+		}
+		s = after
+	}
+}
