@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -16,10 +15,10 @@ import (
 // instruction: bwrap (--block-fd) waits, once its namespaces, mounts and
 // dropped privileges are in place, until the worker lets it go, and says
 // which process waits (--info-fd). Meanwhile the worker sets that
-// process's resource limits (prlimit) and, on cgroup v1, moves it into
-// the call's cgroups; everything the command starts inherits both. No
-// program runs for either: the sandboxed command costs the execs of
-// bwrap with the same flags and nothing more.
+// process's resource limits (prlimit); everything the command starts
+// inherits them. No program runs for it: the sandboxed command costs the
+// execs of bwrap with the same flags and nothing more. (bwrap starts in
+// the call's cgroups: callCgroup.startIn, CLONE_INTO_CGROUP.)
 
 // hold is the worker's end of a held sandbox start: infoR reads what
 // bwrap says of the child (--info-fd), blockW lets it go (--block-fd).
@@ -42,15 +41,13 @@ func newHold() (h *hold, infoW, blockR *os.File, err error) {
 	return h, infoW, blockR, nil
 }
 
-// release reads which process bwrap holds, sets its limits, writes its
-// pid and bwrap's own (bwrap, which forked it and only waits for it now)
-// into each of procs (the v1 cgroups they join), and lets it go. A
-// sandbox that failed before or while it was built (bwrap said nothing,
-// or its child is gone) is not an error here: bwrap's exit code and its
-// own message on stderr say what failed, as without the hold. On any
-// other error the held process is killed before anything of the command
-// runs: it is never let go without its limits.
-func (h *hold) release(l Limits, procs []string, bwrap int) error {
+// release reads which process bwrap holds, sets its limits and lets it
+// go. A sandbox that failed before or while it was built (bwrap said
+// nothing, or its child is gone) is not an error here: bwrap's exit code
+// and its own message on stderr say what failed, as without the hold. On
+// any other error the held process is killed before anything of the
+// command runs: it is never let go without its limits.
+func (h *hold) release(l Limits) error {
 	var info struct {
 		Pid int `json:"child-pid"`
 	}
@@ -59,13 +56,6 @@ func (h *hold) release(l Limits, procs []string, bwrap int) error {
 		return nil // bwrap failed before it forked
 	}
 	err = setLimits(info.Pid, l)
-	for _, f := range procs {
-		for _, pid := range []int{bwrap, info.Pid} {
-			if err == nil {
-				err = os.WriteFile(f, []byte(strconv.Itoa(pid)), 0)
-			}
-		}
-	}
 	if err == nil {
 		_, err = h.blockW.Write([]byte{1})
 	}

@@ -1,16 +1,20 @@
 package bash_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
 
@@ -27,8 +31,14 @@ func forkLoop(n int) string {
 func TestProcessesArePerCallBounded(t *testing.T) {
 	testenv.LookPath(t, "perl", "perl-base")
 	testenv.LookPath(t, "bwrap", "bubblewrap")
+	for _, mode := range []bash.Mode{bash.ModeRequire, bash.ModeOff} {
+		t.Run(string(mode), func(t *testing.T) { testProcessesArePerCallBounded(t, mode) })
+	}
+}
+
+func testProcessesArePerCallBounded(t *testing.T, mode bash.Mode) {
 	const limit = 40
-	p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: bash.ModeRequire,
+	p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode,
 		Limits: bash.Limits{Processes: limit}})
 	out := mustRun(t, p, forkLoop(300))
 	_, v, ok := strings.Cut(md[string](t, out, "stdout"), "started=")
@@ -44,12 +54,137 @@ func TestProcessesArePerCallBounded(t *testing.T) {
 		t.Errorf("only %d processes started; the limit should leave room for ordinary work", n)
 	}
 	// Without a configured limit, a call is still bounded.
-	p = newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: bash.ModeRequire})
+	p = newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: mode})
 	out = mustRun(t, p, forkLoop(700))
 	t.Logf("default limit: %s; peak %v", strings.TrimSpace(out.Content), out.Metadata["processes_peak"])
 	if !strings.Contains(out.Content, "started=") || strings.Contains(out.Content, "started=700") {
 		t.Errorf("with the default limits one call held 700 processes at once: %s", out.Content)
 	}
+}
+
+// TestCommandStartsInItsCgroups: on a cgroup v1 host (where the worker
+// starts commands in their cgroups from a thread that moves itself in and
+// back out), a running command is in its call's pids and memory cgroups,
+// sandboxed or not, and none of the worker's threads is left in them.
+func TestCommandStartsInItsCgroups(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	if os.Geteuid() != 0 {
+		t.Skip("per-call cgroups of this kind need a root worker")
+	}
+	for _, mode := range []bash.Mode{bash.ModeRequire, bash.ModeOff} {
+		t.Run(string(mode), func(t *testing.T) {
+			ws := newWorkspace(t, testUID)
+			p := newPipeline(t, bash.Config{Workspace: ws, Sandbox: mode, Limits: bash.Limits{Memory: 256 << 20}})
+			// The command reads its cgroups, says it started, and waits
+			// for the release while the test looks at the worker's
+			// threads.
+			done := make(chan *tools.Output, 1)
+			go func() {
+				out, err := run(context.Background(), t, p, map[string]any{
+					"command": `cat /proc/self/cgroup; touch started; until [ -e release ]; do sleep 0.01; done`})
+				if err != nil {
+					out = &tools.Output{IsError: true, Content: err.Error()}
+				}
+				done <- out
+			}()
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+				if _, err := os.Stat(filepath.Join(ws, "started")); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the command did not start within a minute")
+				}
+			}
+			if n := threadsInCallCgroups(t); n != 0 {
+				t.Errorf("%d of the worker's threads are in a call's cgroup while the command runs", n)
+			}
+			if err := os.WriteFile(filepath.Join(ws, "release"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			held := callCgroupsHolding(t)
+			if err := os.WriteFile(filepath.Join(ws, "release"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := testenv.Recv(t, done, "the call's result")
+			if out.IsError {
+				t.Fatal(out.Content)
+			}
+			if _, ok := held["pids"]; !ok {
+				t.Skip("the call cgroups are not in a cgroup v1 pids hierarchy: on cgroup v2 commands are cloned into theirs (CLONE_INTO_CGROUP)")
+			}
+			for c := range held {
+				if held[c] == 0 {
+					t.Errorf("no %s cgroup of a call holds a process while the command runs (%v)", c, held)
+				}
+			}
+		})
+	}
+}
+
+// callCgroupsHolding counts, per v1 controller (pids, memory) whose
+// hierarchy holds the worker's call cgroups, those (toolgate/<pid>-<n>
+// beside this process's cgroup) that hold a process.
+func callCgroupsHolding(t *testing.T) map[string]int {
+	t.Helper()
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]int{}
+	for _, c := range []string{"pids", "memory"} {
+		var point, root, path string
+		for _, l := range strings.Split(string(mi), "\n") {
+			pre, post, ok := strings.Cut(l, " - ")
+			a, b := strings.Fields(pre), strings.Fields(post)
+			if ok && len(a) >= 5 && len(b) >= 3 && b[0] == "cgroup" && slices.Contains(strings.Split(b[2], ","), c) {
+				root, point = a[3], a[4]
+			}
+		}
+		for _, l := range strings.Split(string(self), "\n") {
+			if parts := strings.SplitN(l, ":", 3); len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), c) {
+				path = strings.TrimPrefix(parts[2], root)
+			}
+		}
+		if point == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(point, path, "toolgate")); err != nil {
+			continue // the worker's call cgroups are not in this hierarchy
+		}
+		held[c] += 0
+		dirs, _ := filepath.Glob(filepath.Join(point, path, "toolgate", strconv.Itoa(os.Getpid())+"-*"))
+		for _, d := range dirs {
+			if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+				held[c]++
+			}
+		}
+	}
+	return held
+}
+
+// threadsInCallCgroups counts this process's threads that are in a
+// call's cgroup (toolgate/<pid>-<n>).
+func threadsInCallCgroups(t *testing.T) int {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "cgroup"))
+		if err != nil {
+			continue // the thread ended
+		}
+		if strings.Contains(string(b), "/toolgate/"+strconv.Itoa(os.Getpid())+"-") {
+			n++
+		}
+	}
+	return n
 }
 
 // TestSeccompDeniesKernelAttackSurface: inside the sandbox, the system

@@ -5,6 +5,7 @@ package bash
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"syscall"
 )
 
@@ -35,6 +36,7 @@ func findCgroup() (*cgroupParent, string) { return nil, "cgroups are Linux-only"
 
 func (*cgroupParent) newCall(int, int64) (*callCgroup, error) { return nil, errors.ErrUnsupported }
 func (*callCgroup) procs() []string                           { return nil }
+func (*callCgroup) startIn(*exec.Cmd) error                   { return errors.ErrUnsupported }
 func (*callCgroup) open() (*os.File, error)                   { return nil, errors.ErrUnsupported }
 func (*callCgroup) peak() int                                 { return -1 }
 func (*callCgroup) remove()                                   {}
@@ -44,7 +46,7 @@ func intoCgroup(*syscall.SysProcAttr, int) {}
 type hold struct{}
 
 func newHold() (*hold, *os.File, *os.File, error) { return nil, nil, nil, errors.ErrUnsupported }
-func (*hold) release(Limits, []string, int) error { return errors.ErrUnsupported }
+func (*hold) release(Limits) error                { return errors.ErrUnsupported }
 func (*hold) close()                              {}
 
 func fileKey(os.FileInfo) (gitFileKey, bool) { return gitFileKey{}, false }

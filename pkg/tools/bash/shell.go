@@ -222,7 +222,6 @@ type bash struct {
 	// worker cannot (cgReason says why).
 	cg       *cgroupParent
 	cgReason string
-	sh       string // sh, which moves a call into its v1 cgroup
 	setpriv  string // drops capabilities of root commands without a sandbox
 	// gitWrapper is the script that replaces git in the sandbox
 	// (gitWrapper); gitConfigs the repository's sanitised configs.
@@ -429,16 +428,6 @@ func (b *bash) setupCgroup(configured int) error {
 	}
 	if b.limits.Processes == 0 {
 		b.limits.Processes = DefaultProcesses
-	}
-	if !b.cg.v2 {
-		sh, err := exec.LookPath("sh")
-		if err != nil {
-			if _, serr := os.Stat("/bin/sh"); serr != nil {
-				return fmt.Errorf("bash: sh, which moves commands into their cgroup, is not in PATH: %w", err)
-			}
-			sh = "/bin/sh"
-		}
-		b.sh = sh
 	}
 	return nil
 }
@@ -911,24 +900,12 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			return nil, fmt.Errorf("bash: per-call cgroup: %w", err)
 		}
 		defer cc.remove()
+		// cgroup v2: the command is cloned into its cgroup
+		// (CLONE_INTO_CGROUP); v1: started from a thread that moved
+		// itself in (callCgroup.startIn).
 		if cc.v2 {
 			if cgFD, err = cc.open(); err == nil {
 				defer cgFD.Close()
-			}
-		} else if held == nil {
-			// The v1 hierarchy has no CLONE_INTO_CGROUP: sh moves itself
-			// in before anything of the command runs (in a sandbox the
-			// worker moves the held process, release).
-			procs := cc.procs()
-			script := `echo $$ > "$0" && exec "$@"`
-			if len(procs) == 2 {
-				script = `echo $$ > "$0" && echo $$ > "$1" && shift && exec "$@"`
-			}
-			argv = append(append([]string{b.sh, "-c", script}, procs...), argv...)
-			for _, f := range procs {
-				if err == nil && id.drop {
-					err = os.Chown(f, int(id.uid), int(id.gid))
-				}
 			}
 		}
 		if err != nil {
@@ -953,17 +930,17 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	cmd.WaitDelay = waitDelay
 
 	start := time.Now()
-	err = cmd.Start()
+	if cc != nil && !cc.v2 {
+		err = cc.startIn(cmd)
+	} else {
+		err = cmd.Start()
+	}
 	outW.Close()
 	errW.Close()
 	files.close()
 	if held != nil {
 		if err == nil {
-			var procs []string
-			if cc != nil && !cc.v2 {
-				procs = cc.procs()
-			}
-			if err = held.release(b.rlimits(), procs, cmd.Process.Pid); err != nil {
+			if err = held.release(b.rlimits()); err != nil {
 				_ = g.finish(cmd.Process.Pid)
 				_ = cmd.Wait()
 			}
