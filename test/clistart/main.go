@@ -55,13 +55,26 @@ type sample struct {
 }
 
 func main() {
-	n := flag.Int("n", 40, "runs of each command with each -bin")
+	if err := measure(os.Args[1:], os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// measure runs the measurement args ask for and prints its table to out.
+func measure(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("clistart", flag.ContinueOnError)
+	n := fs.Int("n", 40, "runs of each command with each -bin")
 	var bs bins
-	flag.Var(&bs, "bin", "NAME=DIR: a directory holding toolctl and worker binaries (repeated; default: built from this tree)")
-	flag.Parse()
+	fs.Var(&bs, "bin", "NAME=DIR: a directory holding toolctl and worker binaries (repeated; default: built from this tree)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *n < 1 {
+		return fmt.Errorf("-n %d: want at least 1", *n)
+	}
 	tmp, err := os.MkdirTemp("", "clistart-")
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer os.RemoveAll(tmp)
 	if len(bs) == 0 {
@@ -69,12 +82,12 @@ func main() {
 		build := exec.Command("go", "build", "-o", dir+"/", "github.com/toolgate/toolgate/cmd/toolctl", "github.com/toolgate/toolgate/cmd/worker")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
-			log.Fatalf("build: %v", err)
+			return fmt.Errorf("build: %w", err)
 		}
 		bs = bins{{"this", dir}}
 	}
 	state := filepath.Join(tmp, "state")
-	out := filepath.Join(tmp, "X.creds")
+	creds := filepath.Join(tmp, "X.creds")
 	env := append(os.Environ(), "TOOLGATE_STATE_DIR="+state)
 	type command struct {
 		label string
@@ -84,13 +97,13 @@ func main() {
 		{"/bin/true", func(string) []string { return []string{"/bin/true"} }},
 		{"toolctl --help", func(d string) []string { return []string{filepath.Join(d, "toolctl"), "--help"} }},
 		{"toolctl creds agent X", func(d string) []string {
-			return []string{filepath.Join(d, "toolctl"), "creds", "agent", "X", "--out", out}
+			return []string{filepath.Join(d, "toolctl"), "creds", "agent", "X", "--out", creds}
 		}},
 		{"worker --help", func(d string) []string { return []string{filepath.Join(d, "worker"), "--help"} }},
 	}
 	// The first mint creates the install's keys: not what is measured.
 	if _, err := run(cmds[2].argv(bs[0].dir), env); err != nil {
-		log.Fatal(err)
+		return fmt.Errorf("first mint: %w", err)
 	}
 	res := make(map[[2]int][]sample)
 	for r := range *n {
@@ -99,7 +112,7 @@ func main() {
 				bi := (k + r) % len(bs)
 				s, err := run(c.argv(bs[bi].dir), env)
 				if err != nil {
-					log.Fatalf("%s (%s): %v", c.label, bs[bi].name, err)
+					return fmt.Errorf("%s (%s): %w", c.label, bs[bi].name, err)
 				}
 				res[[2]int{ci, bi}] = append(res[[2]int{ci, bi}], s)
 			}
@@ -109,10 +122,10 @@ func main() {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Sscan(string(b), &load[0], &load[1], &load[2])
 	}
-	fmt.Printf("%d runs each, alternated; GOMAXPROCS %d; load average %.2f %.2f %.2f at the end\n\n",
+	fmt.Fprintf(out, "%d runs each, alternated; GOMAXPROCS %d; load average %.2f %.2f %.2f at the end\n\n",
 		*n, runtime.GOMAXPROCS(0), load[0], load[1], load[2])
-	fmt.Println("| command | binaries | CPU per run | wall p10 / p50 / p90 | minor faults | max RSS |")
-	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(out, "| command | binaries | CPU per run | wall p10 / p50 / p90 | minor faults | max RSS |")
+	fmt.Fprintln(out, "| --- | --- | ---: | ---: | ---: | ---: |")
 	for ci, c := range cmds {
 		for bi, b := range bs {
 			ss := res[[2]int{ci, bi}]
@@ -127,10 +140,11 @@ func main() {
 			}
 			slices.Sort(walls)
 			q := func(p float64) string { return ms(walls[int(p*float64(len(walls)-1))]) }
-			fmt.Printf("| `%s` | %s | %s ms | %s / %s / %s ms | %d | %.1f MB |\n", c.label, b.name,
+			fmt.Fprintf(out, "| `%s` | %s | %s ms | %s / %s / %s ms | %d | %.1f MB |\n", c.label, b.name,
 				ms(cpu/time.Duration(len(ss))), q(0.1), q(0.5), q(0.9), flt/int64(len(ss)), float64(rss)/1024)
 		}
 	}
+	return nil
 }
 
 // run runs argv once with env and returns its cost.
