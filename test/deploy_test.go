@@ -248,7 +248,11 @@ func TestDeployAuthConf(t *testing.T) {
 	}
 	// The agents account is preloaded too, and the toolgate account
 	// carries JetStream limits.
-	for _, want := range []string{in.AgentsPublicKey + ": " + in.AgentsJWT, "# agents"} {
+	j, err := in.JWTs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{in.AgentsPublicKey + ": " + j.Agents, "# agents"} {
 		if b, _ := os.ReadFile(filepath.Join(dir, "auth.conf")); !strings.Contains(string(b), want) {
 			t.Errorf("auth.conf lacks %.60s", want)
 		}

@@ -37,7 +37,11 @@ func installAccount(t *testing.T) *trusttest.Account {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &trusttest.Account{Operator: in.Operator, Key: in.Account, Public: in.AccountPublicKey, JWT: in.AccountJWT}
+	j, err := in.JWTs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &trusttest.Account{Operator: in.Operator, Key: in.Account, Public: in.AccountPublicKey, JWT: j.Account}
 }
 
 // installUser mints credentials of the tests' install for role and name,

@@ -150,18 +150,22 @@ func start(cfg Config, host string, port int, store string) (*Server, error) {
 // sets no bound of its own, its bounds are the account's.
 
 func Trust(opts *server.Options, in *identity.Install) error {
-	oc, err := jwt.DecodeOperatorClaims(in.OperatorJWT)
+	j, err := in.JWTs()
+	if err != nil {
+		return err
+	}
+	oc, err := jwt.DecodeOperatorClaims(j.Operator)
 	if err != nil {
 		return fmt.Errorf("operator JWT: %w", err)
 	}
 	res := &server.MemAccResolver{}
-	if err := res.Store(in.SystemPublicKey, in.SystemJWT); err != nil {
+	if err := res.Store(in.SystemPublicKey, j.System); err != nil {
 		return err
 	}
-	if err := res.Store(in.AccountPublicKey, in.AccountJWT); err != nil {
+	if err := res.Store(in.AccountPublicKey, j.Account); err != nil {
 		return err
 	}
-	if err := res.Store(in.AgentsPublicKey, in.AgentsJWT); err != nil {
+	if err := res.Store(in.AgentsPublicKey, j.Agents); err != nil {
 		return err
 	}
 	lim := in.EffectiveLimits()

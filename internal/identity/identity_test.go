@@ -269,7 +269,11 @@ func TestRevokedAndExpiredCredentialsAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ac, err := jwt.DecodeAccountClaims(in.AccountJWT)
+	j, err := in.JWTs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac, err := jwt.DecodeAccountClaims(j.Account)
 	if err != nil || !ac.IsClaimRevoked(revoked.Claims) {
 		t.Fatalf("the reissued account JWT does not revoke the user: %v", err)
 	}

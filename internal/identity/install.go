@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -26,8 +27,9 @@ const (
 // the system account, the toolgate account its services belong to
 // (workers, approvers, admins, tool and hook services, JetStream) and
 // the agents account every agent belongs to. The two meet only through
-// the toolgate account's exports (Crossings). The JWTs are issued afresh
-// from the keys each time it is loaded.
+// the toolgate account's exports (Crossings). The operator's and the
+// accounts' JWTs are issued afresh from the keys by each load, when first
+// asked for (JWTs): minting a user needs none of them.
 type Install struct {
 	// Dir is the directory the keys live in (<state dir>/keys).
 	Dir string
@@ -41,15 +43,46 @@ type Install struct {
 	// Agents is the agents account; it issues the agents' user JWTs.
 	Agents nkeys.KeyPair
 	// Limits are the toolgate account's JetStream limits; zero fields
-	// take DefaultJetStreamLimits' (set before issue, see SetLimits).
+	// take DefaultJetStreamLimits' (set them with SetLimits).
 	Limits JetStreamLimits
 
-	// OperatorJWT, SystemJWT, AccountJWT and AgentsJWT are what a server
-	// trusts and preloads (operator, system_account, resolver_preload).
-	OperatorJWT, SystemJWT, AccountJWT, AgentsJWT string
 	// OperatorPublicKey, SystemPublicKey, AccountPublicKey and
 	// AgentsPublicKey are the public keys of the four.
 	OperatorPublicKey, SystemPublicKey, AccountPublicKey, AgentsPublicKey string
+
+	mu     sync.Mutex
+	issued *JWTs // nil until JWTs issues them
+}
+
+// JWTs are what a server trusts and preloads (operator, system_account,
+// resolver_preload): the operator's and the three accounts' JWTs.
+type JWTs struct {
+	Operator, System, Account, Agents string
+}
+
+// JWTs returns the operator's and the accounts' JWTs, signed from the keys
+// (with the revocations and the JetStream limits of the moment) the first
+// time they are asked for, and again after SetLimits or Revoke.
+func (in *Install) JWTs() (JWTs, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.issued == nil {
+		j, err := in.issue()
+		if err != nil {
+			return JWTs{}, err
+		}
+		in.issued = &j
+	}
+	return *in.issued, nil
+}
+
+// reissue signs the JWTs again, after a change of what they carry.
+func (in *Install) reissue() error {
+	in.mu.Lock()
+	in.issued = nil
+	in.mu.Unlock()
+	_, err := in.JWTs()
+	return err
 }
 
 // keyFiles are the seed files under the keys directory.
@@ -104,7 +137,7 @@ func LoadOrCreate(dir string) (*Install, error) {
 		kps[i] = kp
 	}
 	in.Operator, in.System, in.Account, in.Agents = kps[0], kps[1], kps[2], kps[3]
-	if err := in.issue(); err != nil {
+	if err := in.publicKeys(); err != nil {
 		return nil, err
 	}
 	return in, nil
@@ -140,8 +173,8 @@ func loadOrCreateSeed(path string, create func() (nkeys.KeyPair, error)) (nkeys.
 	return kp, nil
 }
 
-// issue signs the operator and account JWTs from the keys.
-func (in *Install) issue() error {
+// publicKeys sets the public keys from the key pairs.
+func (in *Install) publicKeys() error {
 	var err error
 	if in.OperatorPublicKey, err = in.Operator.PublicKey(); err != nil {
 		return err
@@ -155,24 +188,31 @@ func (in *Install) issue() error {
 	if in.AgentsPublicKey, err = in.Agents.PublicKey(); err != nil {
 		return err
 	}
+	return nil
+}
+
+// issue signs the operator and account JWTs from the keys.
+func (in *Install) issue() (JWTs, error) {
+	var j JWTs
+	var err error
 	oc := jwt.NewOperatorClaims(in.OperatorPublicKey)
 	oc.Name = OperatorName
 	oc.SystemAccount = in.SystemPublicKey
-	if in.OperatorJWT, err = oc.Encode(in.Operator); err != nil {
-		return fmt.Errorf("operator JWT: %w", err)
+	if j.Operator, err = oc.Encode(in.Operator); err != nil {
+		return JWTs{}, fmt.Errorf("operator JWT: %w", err)
 	}
 	sc := jwt.NewAccountClaims(in.SystemPublicKey)
 	sc.Name = SystemAccountName
-	if in.SystemJWT, err = sc.Encode(in.Operator); err != nil {
-		return fmt.Errorf("system account JWT: %w", err)
+	if j.System, err = sc.Encode(in.Operator); err != nil {
+		return JWTs{}, fmt.Errorf("system account JWT: %w", err)
 	}
 	revoked, err := revocations(in.Dir)
 	if err != nil {
-		return err
+		return JWTs{}, err
 	}
 	split, err := splitTime(in.Dir)
 	if err != nil {
-		return err
+		return JWTs{}, err
 	}
 	if split > 0 {
 		revoked[jwt.All] = split
@@ -191,13 +231,13 @@ func (in *Install) issue() error {
 			c.RevokeAt(pub, time.Unix(at, 0))
 		}
 	}
-	if in.AccountJWT, err = ac.Encode(in.Operator); err != nil {
-		return fmt.Errorf("account JWT: %w", err)
+	if j.Account, err = ac.Encode(in.Operator); err != nil {
+		return JWTs{}, fmt.Errorf("account JWT: %w", err)
 	}
-	if in.AgentsJWT, err = gc.Encode(in.Operator); err != nil {
-		return fmt.Errorf("agents account JWT: %w", err)
+	if j.Agents, err = gc.Encode(in.Operator); err != nil {
+		return JWTs{}, fmt.Errorf("agents account JWT: %w", err)
 	}
-	return nil
+	return j, nil
 }
 
 // markSplit, in a keys directory that holds the toolgate account's key
@@ -243,7 +283,11 @@ func splitTime(dir string) (int64, error) {
 // server trust this install: operator mode, the system account, and a
 // memory resolver with the three accounts preloaded. Every node of a cluster
 // loads the same text. It holds no secret.
-func (in *Install) ServerConfig() string {
+func (in *Install) ServerConfig() (string, error) {
+	j, err := in.JWTs()
+	if err != nil {
+		return "", err
+	}
 	return fmt.Sprintf(`# toolgate authentication: decentralized JWT (operator mode).
 # Generated by `+"`toolctl nats-config`"+`; include it from every node's configuration.
 # It holds public keys and signed JWTs only, no secret. Two accounts:
@@ -265,8 +309,8 @@ resolver_preload: {
   # %s
   %s: %s
 }
-`, in.OperatorJWT, in.SystemPublicKey,
-		SystemAccountName, in.SystemPublicKey, in.SystemJWT,
-		AccountName, in.AccountPublicKey, in.AccountJWT,
-		AgentsAccountName, in.AgentsPublicKey, in.AgentsJWT)
+`, j.Operator, in.SystemPublicKey,
+		SystemAccountName, in.SystemPublicKey, j.System,
+		AccountName, in.AccountPublicKey, j.Account,
+		AgentsAccountName, in.AgentsPublicKey, j.Agents), nil
 }

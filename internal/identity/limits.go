@@ -53,7 +53,7 @@ func (l JetStreamLimits) jwt() jwt.JetStreamLimits {
 // JWT again.
 func (in *Install) SetLimits(l JetStreamLimits) error {
 	in.Limits = l
-	return in.issue()
+	return in.reissue()
 }
 
 // EffectiveLimits are the limits the toolgate account's JWT carries.

@@ -44,7 +44,7 @@ func (in *Install) Revoke(userPublicKey string) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("revoke: %w", err)
 	}
-	return in.issue()
+	return in.reissue()
 }
 
 // revocations reads the revoked users of dir.

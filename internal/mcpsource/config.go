@@ -22,6 +22,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/toolgate/toolgate/pkg/policy"
 )
@@ -64,8 +65,8 @@ type Server struct {
 }
 
 // serverName is what a server name may be: it must fit a tool name and a
-// subject token.
-var serverName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,32}$`)
+// subject token. Compiled on first use.
+var serverName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,32}$`) })
 
 var kinds = map[policy.Kind]bool{policy.KindRead: true, policy.KindWrite: true, policy.KindExecute: true,
 	policy.KindSearch: true, policy.KindNetwork: true, policy.KindOther: true}
@@ -121,7 +122,7 @@ func (c *Config) Names() []string {
 
 func (s *Server) check(name string) error {
 	at := "mcpServers." + name
-	if !serverName.MatchString(name) || strings.Contains(name, "__") {
+	if !serverName().MatchString(name) || strings.Contains(name, "__") {
 		return fmt.Errorf("%s: the name must be 1 to 32 letters, digits, '_' or '-' without \"__\"", at)
 	}
 	switch s.Type {

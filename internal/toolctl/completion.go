@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"text/template"
 
 	"github.com/toolgate/toolgate/internal/version"
@@ -51,17 +52,19 @@ func cmdCompletion(ctx context.Context, env *Env, args []string, cmds []command,
 		return code
 	}
 	spec := completionSpec(ctx, cmds, global)
-	var t *template.Template
+	var text string
 	switch words[0] {
 	case "bash":
-		t = bashCompletion
+		text = bashCompletion
 	case "zsh":
-		t = zshCompletion
+		text = zshCompletion
 	case "fish":
-		t = fishCompletion
+		text = fishCompletion
 	default:
 		return env.fail(ExitUsage, "completion: unknown shell %q (want bash, zsh or fish)", words[0])
 	}
+	// Parsed here, the one asked for: not by every toolctl command.
+	t := template.Must(template.New(words[0]).Funcs(funcs).Parse(text))
 	if err := t.Execute(env.Stdout, spec); err != nil {
 		return env.fail(ExitFailed, "completion: %v", err)
 	}
@@ -87,7 +90,7 @@ type compSpec struct {
 // subsPattern reads the subcommand words from a summary of the form
 // "a | b | c NAME: ...": every alternative before the colon must start
 // with a lower-case word.
-var subsPattern = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+var subsPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]*$`) })
 
 // subcommands are the words a summary lists before its colon.
 func subcommands(summary string) []string {
@@ -98,7 +101,7 @@ func subcommands(summary string) []string {
 	var subs []string
 	for _, alt := range strings.Split(head, "|") {
 		f := strings.Fields(alt)
-		if len(f) == 0 || !subsPattern.MatchString(f[0]) {
+		if len(f) == 0 || !subsPattern().MatchString(f[0]) {
 			return nil
 		}
 		subs = append(subs, f[0])
@@ -107,7 +110,7 @@ func subcommands(summary string) []string {
 }
 
 // flagLine matches a flag in flag.PrintDefaults output.
-var flagLine = regexp.MustCompile(`(?m)^  -{1,2}([a-zA-Z][a-zA-Z0-9-]*)`)
+var flagLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^  -{1,2}([a-zA-Z][a-zA-Z0-9-]*)`) })
 
 // helpFlags runs a command with --help, its output captured, and returns
 // the flags its usage lists: the scripts complete exactly what the
@@ -121,7 +124,7 @@ func helpFlags(ctx context.Context, run func(context.Context, *Env, []string) in
 	run(ctx, env, append(args, "--help"))
 	seen := map[string]bool{}
 	var flags []string
-	for _, m := range flagLine.FindAllStringSubmatch(out.String(), -1) {
+	for _, m := range flagLine().FindAllStringSubmatch(out.String(), -1) {
 		if !seen[m[1]] {
 			seen[m[1]] = true
 			flags = append(flags, m[1])
@@ -178,7 +181,9 @@ var funcs = template.FuncMap{
 	"fishquote": func(s string) string { return strings.ReplaceAll(s, "'", `\'`) },
 }
 
-var bashCompletion = template.Must(template.New("bash").Funcs(funcs).Parse(`# bash completion for toolctl: toolctl completion bash
+// bashCompletion, zshCompletion and fishCompletion are the templates of
+// the three scripts.
+const bashCompletion = `# bash completion for toolctl: toolctl completion bash
 _toolctl() {
   local cur prev cmd="" sub="" i w
   cur="${COMP_WORDS[COMP_CWORD]}"
@@ -211,9 +216,9 @@ _toolctl() {
   fi
 }
 complete -F _toolctl toolctl
-`))
+`
 
-var zshCompletion = template.Must(template.New("zsh").Funcs(funcs).Parse(`#compdef toolctl
+const zshCompletion = `#compdef toolctl
 # zsh completion for toolctl: toolctl completion zsh > "${fpath[1]}/_toolctl"
 _toolctl() {
   local -a commands globals
@@ -259,9 +264,9 @@ if [[ $zsh_eval_context[-1] == loadautofunc ]]; then
 else
   compdef _toolctl toolctl
 fi
-`))
+`
 
-var fishCompletion = template.Must(template.New("fish").Funcs(funcs).Parse(`# fish completion for toolctl: toolctl completion fish > ~/.config/fish/completions/toolctl.fish
+const fishCompletion = `# fish completion for toolctl: toolctl completion fish > ~/.config/fish/completions/toolctl.fish
 set -l toolctl_commands{{range .Commands}} {{.Name}}{{end}}
 complete -c toolctl -f
 {{- range .Globals}}
@@ -275,4 +280,4 @@ complete -c toolctl -n "__fish_seen_subcommand_from {{$c.Name}}; and not __fish_
 complete -c toolctl -n "__fish_seen_subcommand_from {{$c.Name}}" -l {{.}}
 {{- end}}
 {{- end}}
-`))
+`

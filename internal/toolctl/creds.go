@@ -258,9 +258,13 @@ func cmdNATSConfig(_ context.Context, env *Env, args []string) int {
 		return env.fail(ExitFailed, "%v", err)
 	}
 	conf := filepath.Join(*dir, "auth.conf")
+	text, err := in.ServerConfig()
+	if err != nil {
+		return env.fail(ExitFailed, "%v", err)
+	}
 	// auth.conf holds only public keys and JWTs: nats-server, perhaps
 	// another user, reads it.
-	if err := identity.WriteFile(conf, []byte(in.ServerConfig()), 0o644); err != nil {
+	if err := identity.WriteFile(conf, []byte(text), 0o644); err != nil {
 		return env.fail(ExitFailed, "%v", err)
 	}
 	for _, r := range []identity.Role{identity.RoleWorker, identity.RoleApprover, identity.RoleAdmin} {

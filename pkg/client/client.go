@@ -124,7 +124,7 @@ type callOpts struct {
 // W3C value is ignored, with its tracestate.
 func WithTraceContext(traceparent, tracestate string) CallOption {
 	return func(o *callOpts) {
-		if traceParentRE.MatchString(traceparent) && traceparent != "00-00000000000000000000000000000000-0000000000000000-00" {
+		if traceParentRE().MatchString(traceparent) && traceparent != "00-00000000000000000000000000000000-0000000000000000-00" {
 			o.traceparent, o.tracestate = traceparent, tracestate
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"sync"
 
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/toolformat"
@@ -28,4 +29,7 @@ func (c *Client) ToolDefinitions(ctx context.Context, format toolformat.Format) 
 }
 
 // traceParentRE is a W3C traceparent header value (version 00).
-var traceParentRE = regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+// Compiled on first use: its counted repetitions make a large program.
+var traceParentRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+})

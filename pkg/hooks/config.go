@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -91,7 +92,8 @@ func Load(file string) (*Config, error) {
 	return Parse(b, file)
 }
 
-var yamlLine = regexp.MustCompile(`line (\d+): `)
+// yamlLine finds the line numbers in the YAML decoder's errors.
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`line (\d+): `) })
 
 // Parse decodes and checks a hooks document; file names it in errors,
 // which say file:line and what is wrong. Unknown fields are errors.
@@ -106,7 +108,7 @@ func Parse(data []byte, file string) (*Config, error) {
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")
 		msg = strings.TrimPrefix(msg, "unmarshal errors:\n  ")
 		msg = strings.ReplaceAll(msg, "\n  ", "; ")
-		msg = yamlLine.ReplaceAllString(msg, file+":$1: ")
+		msg = yamlLine().ReplaceAllString(msg, file+":$1: ")
 		if !strings.HasPrefix(msg, file+":") {
 			msg = file + ": " + msg
 		}

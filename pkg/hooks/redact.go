@@ -33,29 +33,32 @@ type pattern struct {
 	multiline bool
 }
 
-// The common secret formats. Each is anchored on what makes it a secret
-// (a vendor prefix, a key name before it, a PEM armour line), so that
-// ordinary text is left alone.
-var builtinPatterns = []pattern{
-	// PEM private keys, also one cut short (no END line): everything from
-	// the BEGIN line on.
-	{kind: "private-key", re: regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)`),
-		triggers: []string{"-----BEGIN "}, multiline: true},
-	{kind: "jwt", re: regexp.MustCompile(`eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`), triggers: []string{"eyJ"}},
-	{kind: "nats-seed", re: regexp.MustCompile(`\bS[UAOCNXP][A-Z2-7]{56}\b`), triggers: []string{"SU", "SA", "SO", "SC", "SN", "SX", "SP"}},
-	{kind: "aws-access-key-id", re: regexp.MustCompile(`\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)[A-Z0-9]{16}\b`),
-		triggers: []string{"AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA", "ASCA"}},
-	{kind: "aws-secret-access-key", re: regexp.MustCompile(`(?i)\baws_?secret(?:_?access)?_?key\b["']?\s*[:=]\s*["']?([A-Za-z0-9/+=]{40})\b`), group: 1,
-		triggers: []string{"secret"}, fold: true},
-	{kind: "github-token", re: regexp.MustCompile(`\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,255}\b`), triggers: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}},
-	{kind: "github-token", re: regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{22,255}\b`), triggers: []string{"github_pat_"}},
-	{kind: "slack-token", re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`), triggers: []string{"xox"}},
-	{kind: "slack-token", re: regexp.MustCompile(`\bxapp-[0-9]-[A-Za-z0-9-]{10,}`), triggers: []string{"xapp-"}},
-	{kind: "bearer-token", re: regexp.MustCompile(`(?i)\bBearer\s+([A-Za-z0-9._~+/=-]{16,})`), group: 1, triggers: []string{"bearer"}, fold: true},
-	{kind: "url-password", re: regexp.MustCompile(`\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:([^\s/@]+)@`), group: 1, triggers: []string{"://"}},
-	{kind: "api-key", re: regexp.MustCompile(`(?i)\b(?:api[_-]?key|apikey|api[_-]?secret|access[_-]?token|auth[_-]?token|secret[_-]?key|client[_-]?secret|private[_-]?key|password|passwd)\b["']?\s*[:=]\s*["']?([^\s"'&,;<>]{6,})`), group: 1,
-		triggers: []string{"key", "secret", "token", "passw"}, fold: true},
-}
+// builtinPatterns are the common secret formats. Each is anchored on what
+// makes it a secret (a vendor prefix, a key name before it, a PEM armour
+// line), so that ordinary text is left alone. They are compiled when the
+// first redactor is made, not by every process that links the package.
+var builtinPatterns = sync.OnceValue(func() []pattern {
+	return []pattern{
+		// PEM private keys, also one cut short (no END line): everything from
+		// the BEGIN line on.
+		{kind: "private-key", re: regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)`),
+			triggers: []string{"-----BEGIN "}, multiline: true},
+		{kind: "jwt", re: regexp.MustCompile(`eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`), triggers: []string{"eyJ"}},
+		{kind: "nats-seed", re: regexp.MustCompile(`\bS[UAOCNXP][A-Z2-7]{56}\b`), triggers: []string{"SU", "SA", "SO", "SC", "SN", "SX", "SP"}},
+		{kind: "aws-access-key-id", re: regexp.MustCompile(`\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|ASCA)[A-Z0-9]{16}\b`),
+			triggers: []string{"AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA", "ASCA"}},
+		{kind: "aws-secret-access-key", re: regexp.MustCompile(`(?i)\baws_?secret(?:_?access)?_?key\b["']?\s*[:=]\s*["']?([A-Za-z0-9/+=]{40})\b`), group: 1,
+			triggers: []string{"secret"}, fold: true},
+		{kind: "github-token", re: regexp.MustCompile(`\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,255}\b`), triggers: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}},
+		{kind: "github-token", re: regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{22,255}\b`), triggers: []string{"github_pat_"}},
+		{kind: "slack-token", re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`), triggers: []string{"xox"}},
+		{kind: "slack-token", re: regexp.MustCompile(`\bxapp-[0-9]-[A-Za-z0-9-]{10,}`), triggers: []string{"xapp-"}},
+		{kind: "bearer-token", re: regexp.MustCompile(`(?i)\bBearer\s+([A-Za-z0-9._~+/=-]{16,})`), group: 1, triggers: []string{"bearer"}, fold: true},
+		{kind: "url-password", re: regexp.MustCompile(`\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:([^\s/@]+)@`), group: 1, triggers: []string{"://"}},
+		{kind: "api-key", re: regexp.MustCompile(`(?i)\b(?:api[_-]?key|apikey|api[_-]?secret|access[_-]?token|auth[_-]?token|secret[_-]?key|client[_-]?secret|private[_-]?key|password|passwd)\b["']?\s*[:=]\s*["']?([^\s"'&,;<>]{6,})`), group: 1,
+			triggers: []string{"key", "secret", "token", "passw"}, fold: true},
+	}
+})
 
 // Redactor replaces secrets in text with markers: literal secrets it is
 // given (the worker's own credentials) and the common key formats. It is
@@ -71,7 +74,7 @@ type Redactor struct {
 // they would redact ordinary words) and the extra patterns, kind →
 // regular expression.
 func NewRedactor(literals []string, extra map[string]string) (*Redactor, error) {
-	r := &Redactor{patterns: slices.Clone(builtinPatterns)}
+	r := &Redactor{patterns: slices.Clone(builtinPatterns())}
 	for _, l := range literals {
 		if len(l) >= 8 && !slices.Contains(r.literals, l) {
 			r.literals = append(r.literals, l)
@@ -263,9 +266,13 @@ const (
 	streamKeep = 4 << 10
 )
 
-var pemKey = builtinPatterns[0].re
+// pemKey is the private-key pattern: a PEM private key, also one cut short.
+func pemKey() *regexp.Regexp { return builtinPatterns()[0].re }
 
-var pemEnd = regexp.MustCompile(`-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)
+// pemEnd matches the END line of a PEM private key.
+var pemEnd = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)
+})
 
 // NewStream returns a redacting stream in front of emit.
 func (r *Redactor) NewStream(emit func(stream, chunk string)) *Stream {
@@ -285,7 +292,7 @@ func (s *Stream) Write(stream, chunk string) {
 func (s *Stream) take(stream, chunk string) string {
 	buf := s.held[stream] + chunk
 	if s.inKey[stream] {
-		loc := pemEnd.FindStringIndex(buf)
+		loc := pemEnd().FindStringIndex(buf)
 		if loc == nil {
 			// Keep what could be the start of the END line.
 			s.held[stream] = buf[max(0, len(buf)-64):]
@@ -307,9 +314,9 @@ func (s *Stream) take(stream, chunk string) string {
 	}
 	// A private key whose END line is not in yet: its lines are dropped
 	// until that line comes.
-	if locs := pemKey.FindAllStringIndex(send, -1); len(locs) > 0 {
+	if locs := pemKey().FindAllStringIndex(send, -1); len(locs) > 0 {
 		last := locs[len(locs)-1]
-		s.inKey[stream] = !pemEnd.MatchString(send[last[0]:last[1]])
+		s.inKey[stream] = !pemEnd().MatchString(send[last[0]:last[1]])
 	}
 	red, _ := s.r.Redact(send)
 	return red

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -95,7 +96,9 @@ func (b Budget) Window(t time.Time) (start, resets time.Time) {
 	return start, start.Add(b.Per)
 }
 
-var budgetName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// budgetName is what a budget may be called, compiled on first use: its
+// counted repetition makes a large program.
+var budgetName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 
 // budgets decodes the budgets section: a mapping of budget names to
 // their settings.
@@ -106,7 +109,7 @@ func (d *decoder) budgets(n *yaml.Node, p *Policy) {
 	}
 	for _, f := range d.fields(n, "budgets") {
 		at := "budgets." + f.raw
-		if !budgetName.MatchString(f.raw) {
+		if !budgetName().MatchString(f.raw) {
 			d.errf(f.kn, at, "a budget name is 1 to 64 letters, digits, '-' or '_'")
 			continue
 		}

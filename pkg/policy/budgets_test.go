@@ -136,7 +136,7 @@ func FuzzBudgets(f *testing.F) {
 		}
 		for _, b := range p.Budgets() {
 			if b.MaxCalls < 0 || b.MaxConcurrent < 0 || b.MaxTime < 0 || b.Per < 0 || b.Per > MaxBudgetWindow ||
-				b.MaxCalls == 0 && b.MaxConcurrent == 0 && b.MaxTime == 0 || !budgetName.MatchString(b.Name) ||
+				b.MaxCalls == 0 && b.MaxConcurrent == 0 && b.MaxTime == 0 || !budgetName().MatchString(b.Name) ||
 				b.Scope != ScopeAgent && b.Scope != ScopeSession {
 				t.Fatalf("accepted %+v from %q", b, doc)
 			}

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -235,7 +236,8 @@ func Load(path string) (*Policy, []Warning, error) {
 	return Parse(data, path)
 }
 
-var yamlLine = regexp.MustCompile(`line (\d+)`)
+// yamlLine finds the line number in the YAML decoder's errors.
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`line (\d+)`) })
 
 // Parse parses a policy document (YAML, or JSON). An invalid document is
 // rejected whole with a *ParseError that lists every problem with its line
@@ -247,7 +249,7 @@ func Parse(data []byte, source string) (*Policy, []Warning, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		line := 0
-		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		if m := yamlLine().FindStringSubmatch(err.Error()); m != nil {
 			line, _ = strconv.Atoi(m[1])
 		}
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")

@@ -285,7 +285,7 @@ func (e *evaluation) shellPathRules(write bool) pathRules {
 		}
 	}
 	if write {
-		pr.denied = append(pr.denied, protectedWrite...)
+		pr.denied = append(pr.denied, protectedWrite()...)
 	}
 	return pr
 }

@@ -129,7 +129,7 @@ func (e *evaluation) pathRulesFor(tool string, kind Kind, write bool) pathRules 
 		}
 	}
 	if write {
-		pr.denied = append(pr.denied, protectedWrite...)
+		pr.denied = append(pr.denied, protectedWrite()...)
 	}
 	return pr
 }
@@ -229,7 +229,7 @@ func (e *evaluation) judgePath(pr *pathRules, abs, shown string, write, outsideH
 // write into dir can replace it. Only the literal last name of each glob
 // is looked up, so the directory is never listed.
 func holdsProtected(dir string, ws []string) (*pathGlob, string) {
-	for _, g := range protectedWrite {
+	for _, g := range protectedWrite() {
 		name := g.segs[len(g.segs)-1]
 		p := filepath.Join(dir, name)
 		if _, err := os.Lstat(p); err != nil {

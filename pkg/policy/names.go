@@ -1,6 +1,10 @@
 package policy
 
-import "github.com/toolgate/toolgate/pkg/tooldef"
+import (
+	"sync"
+
+	"github.com/toolgate/toolgate/pkg/tooldef"
+)
 
 // What the gate knows of the built-in tools comes from their definitions
 // in pkg/tooldef: names, aliases, kinds, and which argument is a path, a
@@ -52,11 +56,12 @@ func isWriteTool(canonical string) bool {
 // pathFamily returns the file tools whose path has the same access as
 // tool's: they share their denied paths (a path denied to read is denied
 // to grep, glob and ls too; one denied to write is denied to edit).
-func pathFamily(tool string) []string { return families[tool] }
+func pathFamily(tool string) []string { return families()[tool] }
 
 // families holds pathFamily's answers: the built-in tools are fixed when
 // the program is built, and the gate asks on every file tool's call.
-var families = func() map[string][]string {
+// Made on first use.
+var families = sync.OnceValue(func() map[string][]string {
 	m := map[string][]string{}
 	for _, d := range tooldef.All() {
 		if a := pathArg(d.Name); a != nil {
@@ -64,6 +69,6 @@ var families = func() map[string][]string {
 		}
 	}
 	return m
-}()
+})
 
 var validKinds = map[Kind]bool{KindRead: true, KindWrite: true, KindExecute: true, KindSearch: true, KindNetwork: true, KindOther: true}

@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"unicode"
 	"unicode/utf8"
@@ -320,22 +321,24 @@ var devPaths = map[string]bool{"/dev/null": true, "/dev/stdin": true, "/dev/stdo
 // first five name the commonest targets in the decision; the sixth covers
 // everything else under or named .git. A write into a directory that
 // directly holds one of them (a recursive copy or an extraction) asks by
-// the same entry.
-var protectedWrite = []*pathGlob{
-	mustGlob("**/.git/config", "builtin.protected_paths[0]"),
-	mustGlob("**/.git/hooks", "builtin.protected_paths[1]"),
-	mustGlob("**/.git/info/attributes", "builtin.protected_paths[2]"),
-	mustGlob("**/.git/modules/*/config", "builtin.protected_paths[3]"),
-	mustGlob("**/.git/modules/*/hooks", "builtin.protected_paths[4]"),
-	mustGlob("**/.git", "builtin.protected_paths[5]"),
-	mustGlob("**/.gitattributes", "builtin.protected_paths[6]"),
-	mustGlob("**/.gitmodules", "builtin.protected_paths[7]"),
-	// Package managers read the project's own settings, which name
-	// programs (npm's script-shell, node-options; yarn's yarnPath).
-	mustGlob("**/.npmrc", "builtin.protected_paths[8]"),
-	mustGlob("**/.yarnrc", "builtin.protected_paths[9]"),
-	mustGlob("**/.yarnrc.yml", "builtin.protected_paths[10]"),
-}
+// the same entry. Compiled on first use.
+var protectedWrite = sync.OnceValue(func() []*pathGlob {
+	return []*pathGlob{
+		mustGlob("**/.git/config", "builtin.protected_paths[0]"),
+		mustGlob("**/.git/hooks", "builtin.protected_paths[1]"),
+		mustGlob("**/.git/info/attributes", "builtin.protected_paths[2]"),
+		mustGlob("**/.git/modules/*/config", "builtin.protected_paths[3]"),
+		mustGlob("**/.git/modules/*/hooks", "builtin.protected_paths[4]"),
+		mustGlob("**/.git", "builtin.protected_paths[5]"),
+		mustGlob("**/.gitattributes", "builtin.protected_paths[6]"),
+		mustGlob("**/.gitmodules", "builtin.protected_paths[7]"),
+		// Package managers read the project's own settings, which name
+		// programs (npm's script-shell, node-options; yarn's yarnPath).
+		mustGlob("**/.npmrc", "builtin.protected_paths[8]"),
+		mustGlob("**/.yarnrc", "builtin.protected_paths[9]"),
+		mustGlob("**/.yarnrc.yml", "builtin.protected_paths[10]"),
+	}
+})
 
 func mustGlob(p, id string) *pathGlob {
 	g, err := compileGlob(p, "")

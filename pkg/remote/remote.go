@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -100,11 +101,13 @@ type HandlerFunc func(ctx context.Context, r *Request) (*Result, error)
 // ErrInvalidTool reports a Tool that cannot be served.
 var ErrInvalidTool = errors.New("invalid remote tool")
 
-var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+// nameRE is what a tool name may be, compiled on first use: its counted
+// repetition makes a large program.
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 
 // Check reports what is wrong with t, if anything.
 func (t Tool) Check() error {
-	if !nameRE.MatchString(t.Name) || strings.HasPrefix(t.Name, "-") {
+	if !nameRE().MatchString(t.Name) || strings.HasPrefix(t.Name, "-") {
 		return fmt.Errorf("%w: name %q: 1 to 64 letters, digits, '_' or '-'", ErrInvalidTool, t.Name)
 	}
 	if strings.HasPrefix(t.Name, "mcp__") {

@@ -1,9 +1,6 @@
 package shell
 
-import (
-	"regexp"
-	"strings"
-)
+import "strings"
 
 // Git keeps every committed version of every file in its object store,
 // and the staged one in its index. A path rule judges the paths a
@@ -20,9 +17,21 @@ import (
 var gitNamesOnly = set("--stat", "--name-only", "--name-status", "--numstat", "--shortstat", "--summary", "--dirstat",
 	"-s", "--no-patch", "--quiet", "--raw", "--compact-summary")
 
-// gitObjectID matches an abbreviated or full object name, which may name
-// a blob whose content git prints whatever the pathspec.
-var gitObjectID = regexp.MustCompile(`^[0-9a-fA-F]{4,64}$`)
+// gitObjectID reports whether v could be an abbreviated or full object
+// name (4 to 64 hexadecimal digits), which may name a blob whose content
+// git prints whatever the pathspec.
+func gitObjectID(v string) bool {
+	if len(v) < 4 || len(v) > 64 {
+		return false
+	}
+	for i := range len(v) {
+		c := v[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
 
 // gitPatch reports an option that makes git print patches (content).
 func gitPatch(v string) bool {
@@ -128,7 +137,7 @@ func gitHistory(sub string, rest []Word) (string, []PathArg) {
 			}
 		case ok:
 			return why, nil
-		case gitObjectID.MatchString(v) || sub == "show" || sub == "cat-file" || sub == "notes":
+		case gitObjectID(v) || sub == "show" || sub == "cat-file" || sub == "notes":
 			// An object name may be a blob, printed whatever the pathspec.
 			objects = true
 		}

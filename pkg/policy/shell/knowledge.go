@@ -3,6 +3,7 @@ package shell
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // evalBuiltins run strings as code or change what names mean.
@@ -32,8 +33,10 @@ var responseFiles = set("strings", "nm", "objdump", "readelf", "size", "addr2lin
 
 // jqModule finds jq's import and include directives, which read modules
 // and data files (import "x" as $d; with a search path of the program's
-// choosing).
-var jqModule = regexp.MustCompile(`(^|[^A-Za-z0-9_$.])(import|include)([^A-Za-z0-9_]|$)`)
+// choosing). Compiled on first use.
+var jqModule = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(^|[^A-Za-z0-9_$.])(import|include)([^A-Za-z0-9_]|$)`)
+})
 
 // writers write or remove the files named as their operands (and, to be
 // safe, as their option values: cp -t DIR, curl -o FILE, unzip -d DIR).
@@ -438,7 +441,7 @@ func (w *walker) knowledge(cmd *Command, base string) {
 			switch {
 			case strings.ContainsAny(c, "fL") || (len(n) >= 3 && (strings.HasPrefix("from-file", n) || strings.HasPrefix("library-path", n))):
 				cmd.hazardAt(HazardRead, base+" "+v+" reads a program or modules from files whose content is not analysed", v)
-			case jqModule.MatchString(v):
+			case jqModule().MatchString(v):
 				cmd.hazardAt(HazardRead, base+" import and include read modules and data from a search path no rule sees", v)
 			default:
 				continue

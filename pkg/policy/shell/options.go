@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // The option engine parses a program's argv the way its own parser does,
@@ -57,9 +58,17 @@ type optDef struct {
 	detail string
 }
 
-// optSpec is how one program parses its options.
+// optSpec is how one program parses its options. Its table is built from
+// the definitions on first use: most processes that link the analyser
+// (a CLI command, a worker before its first bash call) never parse an
+// option.
 type optSpec struct {
 	program string
+	table   func() *optTable
+}
+
+// optTable is the options of an optSpec.
+type optTable struct {
 	short   map[byte]*optDef
 	long    map[string]*optDef
 	longs   []string // sorted long names, for prefix matching
@@ -69,14 +78,25 @@ type optSpec struct {
 	digits  bool     // -NUM is an option (grep -5, head -20)
 }
 
+// allSpecs is every optSpec made, for the tests to build them all.
+var allSpecs []*optSpec
+
 // spec builds an optSpec. mode is a space-separated list of "abbrev",
 // "permute", "strict", "digits" ("gnu" is abbrev permute strict). Each
 // def is "names[=|=?] [effect[:detail]]": names separated by '|' (one
 // letter for a short option), '=' for a required value, '=?' for an
 // optional one; effects are path, write, inplace, exec, script, follow,
-// dir, system, reads, writes.
+// dir, system, reads, writes. A bad definition panics when the table is
+// built (TestOptionTablesBuild builds them all).
 func spec(program, mode string, defs ...string) *optSpec {
-	s := &optSpec{program: program, short: map[byte]*optDef{}, long: map[string]*optDef{}}
+	s := &optSpec{program: program, table: sync.OnceValue(func() *optTable { return buildTable(program, mode, defs) })}
+	allSpecs = append(allSpecs, s)
+	return s
+}
+
+// buildTable builds the table spec describes.
+func buildTable(program, mode string, defs []string) *optTable {
+	s := &optTable{short: map[byte]*optDef{}, long: map[string]*optDef{}}
 	for _, m := range strings.Fields(mode) {
 		switch m {
 		case "gnu":
@@ -93,8 +113,6 @@ func spec(program, mode string, defs ...string) *optSpec {
 			panic("shell: bad option spec mode " + m)
 		}
 	}
-	effects := map[string]effect{"path": effPath, "write": effWrite, "inplace": effInPlace, "exec": effExec, "script": effScript,
-		"follow": effFollow, "dir": effDir, "system": effSystem, "reads": effReads, "writes": effWrites}
 	for _, d := range defs {
 		head, eff, _ := strings.Cut(d, " ")
 		def := &optDef{}
@@ -106,7 +124,7 @@ func spec(program, mode string, defs ...string) *optSpec {
 		}
 		if eff != "" {
 			name, detail, _ := strings.Cut(eff, ":")
-			e, ok := effects[name]
+			e, ok := effectNamed(name)
 			if !ok {
 				panic("shell: bad option effect " + name + " in " + program)
 			}
@@ -131,6 +149,33 @@ func spec(program, mode string, defs ...string) *optSpec {
 	}
 	sort.Strings(s.longs)
 	return s
+}
+
+// effectNamed is the effect a definition names.
+func effectNamed(name string) (effect, bool) {
+	switch name {
+	case "path":
+		return effPath, true
+	case "write":
+		return effWrite, true
+	case "inplace":
+		return effInPlace, true
+	case "exec":
+		return effExec, true
+	case "script":
+		return effScript, true
+	case "follow":
+		return effFollow, true
+	case "dir":
+		return effDir, true
+	case "system":
+		return effSystem, true
+	case "reads":
+		return effReads, true
+	case "writes":
+		return effWrites, true
+	}
+	return effNone, false
 }
 
 // parsedOpt is one option as the program sees it.
@@ -184,7 +229,7 @@ func (p *parsedArgs) value(id string) string {
 
 // lookupLong finds a long option by its name or a prefix of it. It returns
 // the option, or a problem.
-func (s *optSpec) lookupLong(name string) (*optDef, string) {
+func (s *optTable) lookupLong(name string) (*optDef, string) {
 	if d := s.long[name]; d != nil {
 		return d, ""
 	}
@@ -219,7 +264,7 @@ func (s *optSpec) lookupLong(name string) (*optDef, string) {
 	return match, ""
 }
 
-func ambiguousMore(s *optSpec, name string, i int) string {
+func ambiguousMore(s *optTable, name string, i int) string {
 	n := 0
 	for ; i < len(s.longs) && strings.HasPrefix(s.longs[i], name); i++ {
 		n++
@@ -232,7 +277,8 @@ func ambiguousMore(s *optSpec, name string, i int) string {
 
 // parse splits args (argv without the program name) into options and
 // operands.
-func (s *optSpec) parse(args []Word) *parsedArgs {
+func (spec *optSpec) parse(args []Word) *parsedArgs {
+	s := spec.table()
 	p := &parsedArgs{}
 	for i := 0; i < len(args); i++ {
 		a := args[i]

@@ -73,3 +73,41 @@ func TestOptionEngine(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionTablesBuild builds every option table (they are built on
+// first use, and a bad definition panics) and checks that each program's
+// table is one of them.
+func TestOptionTablesBuild(t *testing.T) {
+	if len(allSpecs) < len(optionSpecs)/2 {
+		t.Fatalf("%d tables made, want at least %d", len(allSpecs), len(optionSpecs)/2)
+	}
+	made := map[*optSpec]bool{}
+	for _, s := range allSpecs {
+		if tab := s.table(); len(tab.short)+len(tab.long) == 0 {
+			t.Errorf("%s: no options", s.program)
+		}
+		made[s] = true
+	}
+	for name, s := range optionSpecs {
+		if !made[s] {
+			t.Errorf("%s: table not made by spec", name)
+		}
+	}
+	for _, s := range []*optSpec{rmSpec, chmodSpec, gitGlobalSpec} {
+		if !made[s] {
+			t.Errorf("%s: table not made by spec", s.program)
+		}
+	}
+}
+
+func TestGitObjectID(t *testing.T) {
+	for v, want := range map[string]bool{
+		"abcd": true, "ABCDEF0123": true, "0123456789abcdef0123456789abcdef01234567": true,
+		strings.Repeat("a", 64): true, strings.Repeat("a", 65): false,
+		"abc": false, "": false, "abcg": false, "abcd\n": false, "-abcd": false, "HEAD": false,
+	} {
+		if got := gitObjectID(v); got != want {
+			t.Errorf("gitObjectID(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // defaultPath is PATH when the worker has none.
@@ -15,9 +16,12 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 const defaultLang = "C.UTF-8"
 
 var (
-	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	// secretName matches names that look like they hold a credential.
-	secretName = regexp.MustCompile(`(?i)key|secret|token|passw|passphrase|credential|auth|private|cookie`)
+	// envName is what a variable may be called; secretName matches names
+	// that look like they hold a credential. Compiled on first use.
+	envName    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
+	secretName = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?i)key|secret|token|passw|passphrase|credential|auth|private|cookie`)
+	})
 	// loaderPrefixes are variables that change what a program loads or
 	// how bash and git behave before the command's first word runs.
 	loaderPrefixes = []string{"LD_", "GIT_", "DYLD_", "BASH_FUNC_", "XDG_"}
@@ -27,11 +31,11 @@ var (
 // checkEnvName refuses a variable Config.Env may not set.
 func checkEnvName(name string) error {
 	switch {
-	case !envName.MatchString(name):
+	case !envName().MatchString(name):
 		return fmt.Errorf("%q is not a variable name", name)
 	case slices.Contains(shellVars, strings.ToUpper(name)):
 		return fmt.Errorf("%s may not be set: it changes how bash runs the command (HOME is always a fresh directory of the call's own)", name)
-	case secretName.MatchString(name):
+	case secretName().MatchString(name):
 		return fmt.Errorf("%s looks like a secret; commands never get secrets in their environment", name)
 	}
 	for _, p := range loaderPrefixes {
