@@ -83,6 +83,17 @@ func (w *Worker) auditDecision(ctx context.Context, in *events.Call, res *events
 	}
 }
 
+// recordedDecision makes the gate's decision kept in an interrupted
+// call's record the call's pending decision, to be folded into its
+// execution audit event.
+func (w *Worker) recordedDecision(in *events.Call, res *events.ResultData, rec record) {
+	a := w.auditData(in, res.Tool, in.Data.SessionID, deferredHash)
+	a.Kind, a.Status, a.DecidedBy, a.Decision = events.AuditDecision, res.Status, []string{"policy"}, rec.Decision
+	a.Time, a.ParentCallID = rec.DecidedAt, res.ParentCallID
+	agent, t := tokenOr(in.Agent, "_"), tokenOr(res.Tool, "_")
+	w.decisions.Store(in, &pendingDecision{subject: events.AuditSubject(agent, t), id: CallKey(in.Agent, in.ID) + ":decision", data: a})
+}
+
 // deferredHash marks an audit event whose arguments' hash is filled in
 // when it is published.
 const deferredHash = "\x00"

@@ -328,3 +328,66 @@ func TestStringSHA256HexIsSHA256Hex(t *testing.T) {
 		}
 	}
 }
+
+// TestInterruptedCallIsAuditedAsAllowed: a claimed call's heartbeats keep
+// the gate's decision in its record; a redelivery that finds the call's
+// worker gone answers interrupted, and its one audit event says both
+// that the gate allowed the call (its rule, decided_by policy, when) and
+// that it was interrupted.
+func TestInterruptedCallIsAuditedAsAllowed(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	gate := policy.EvaluatorFunc(func(_ context.Context, r policy.Request) policy.Decision {
+		return policy.Decision{Action: policy.Allow, Rule: "test.allow", Revision: "r1"}
+	})
+	rw := startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Bus: fastBus}, tools.WithGate(gate))
+	c, nc := newClient(t, s, "gone")
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(ctxT(t), bus.BucketCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A call running through several heartbeats (every third of the
+	// 2 s ack wait) leaves the gate's decision in its record.
+	if res, err := c.Call(ctxT(t), "sleep", map[string]any{"ms": 3000}, client.WithID("i-long")); err != nil || res.Status != events.StatusOK {
+		t.Fatalf("%+v %v", res, err)
+	}
+	e, err := kv.Get(ctxT(t), CallKey("gone", "i-long"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec record
+	if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.Decision == nil || rec.Decision.Rule != "test.allow" || rec.DecidedAt.IsZero() {
+		t.Fatalf("the record of a call past its heartbeats: %s", e.Value())
+	}
+
+	// A worker that died running a call: its record, heartbeats stopped.
+	decidedAt := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+	dead, _ := json.Marshal(record{State: stateRunning, Worker: "crashed", Started: decidedAt, Heartbeat: decidedAt,
+		Decision: &events.Decision{Action: "allow", Rule: "test.allow", Revision: "r0"}, DecidedAt: decidedAt})
+	if _, err := kv.Create(ctxT(t), CallKey("gone", "i-dead"), dead); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Call(ctxT(t), "echo", map[string]any{"text": "again"}, client.WithID("i-dead"))
+	if err != nil || res.Status != events.StatusInterrupted || res.Decision == nil || res.Decision.Revision != "r0" {
+		t.Fatalf("the redelivery of a call whose worker died: %+v %v", res, err)
+	}
+	if n := ctr.get("i-dead"); n != 0 {
+		t.Fatalf("an interrupted call ran again (%d)", n)
+	}
+	var got []events.AuditData
+	for _, a := range storedAudit(t, rw, js, "gone") {
+		if a.CallID == "i-dead" {
+			got = append(got, a)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d audit events of the interrupted call, want 1: %+v", len(got), got)
+	}
+	a := got[0]
+	if a.Kind != events.AuditExecution || a.Status != events.StatusInterrupted || a.Decision == nil || a.Decision.Action != "allow" ||
+		a.Decision.Revision != "r0" || strings.Join(a.DecidedBy, ",") != "policy" || !a.DecidedAt.Equal(decidedAt) {
+		t.Errorf("the interrupted call's audit: %+v", a)
+	}
+}
