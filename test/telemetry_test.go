@@ -282,8 +282,9 @@ func decisionEvent(t *testing.T, s tracetest.SpanStub) sdktrace.Event {
 	return sdktrace.Event{}
 }
 
-// TestToolctlAuditFiltersByAgentAndTool: `toolctl audit` prints a decision
-// and an execution per call, only of the agent and tool asked for.
+// TestToolctlAuditFiltersByAgentAndTool: `toolctl audit` prints one
+// execution per allowed call, carrying the gate's decision, only of the
+// agent and tool asked for.
 func TestToolctlAuditFiltersByAgentAndTool(t *testing.T) {
 	ws := newWorkspace(t)
 	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
@@ -313,12 +314,15 @@ func TestToolctlAuditFiltersByAgentAndTool(t *testing.T) {
 			t.Errorf("filtered out of --agent cli --tool read: %s", l)
 		}
 		kinds[a.Data.Kind]++
+		if a.Data.Decision == nil || a.Data.Decision.Action != "allow" || strings.Join(a.Data.DecidedBy, ",") != "policy" {
+			t.Errorf("an allowed call's execution event without the gate's decision: %s", l)
+		}
 	}
-	if kinds[events.AuditDecision] != 2 || kinds[events.AuditExecution] != 2 {
-		t.Errorf("kinds %v, want 2 decisions and 2 executions:\n%s", kinds, out)
+	if kinds[events.AuditDecision] != 0 || kinds[events.AuditExecution] != 2 {
+		t.Errorf("kinds %v, want 2 executions carrying their decisions:\n%s", kinds, out)
 	}
 	text, _, code := p.toolctl(t, "audit", "--since", "1h")
-	if code != 0 || strings.Count(text, "\n") != 8 || !strings.Contains(text, "by=policy") || !strings.Contains(text, "status=ok") {
+	if code != 0 || strings.Count(text, "\n") != 4 || !strings.Contains(text, "allow rule=") || !strings.Contains(text, "by=policy status=ok") {
 		t.Errorf("audit text (%d):\n%s", code, text)
 	}
 	if _, errOut, code := p.toolctl(t, "audit", "--agent", "a.b"); code != 2 || !strings.Contains(errOut, "--agent") {

@@ -121,7 +121,7 @@ func (w *Worker) runApproved(ctx context.Context, in *events.Call, approvals int
 	if err != nil {
 		return events.ResultData{}, fmt.Errorf("claim approved call %s: %w", in.ID, err)
 	}
-	stop := w.heartbeat(nil, key, rev, now)
+	stop := w.heartbeat(nil, key, rev, now, nil, time.Time{}) // judged again below
 	defer stop()
 	c := &tools.Call{ID: in.ID, Agent: in.Agent, SessionID: in.Data.SessionID, Name: in.Tool, Arguments: in.Data.Arguments,
 		Timeout: time.Duration(in.Data.TimeoutMS) * time.Millisecond, Approved: true, Approvals: approvals,

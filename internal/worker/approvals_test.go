@@ -151,22 +151,41 @@ func TestApprovedCallRunsOnce(t *testing.T) {
 	if n := r.ctr.get("ask-1"); n != 1 {
 		t.Fatalf("executions = %d, want 1", n)
 	}
-	var a events.AuditData
-	for { // decision events come first: the gate's ask, the people's approval, the gate's re-judgement
+	// The audit: the gate's ask and the people's approval as they
+	// happened, then the execution, carrying the approval and the gate's
+	// judgement of the resumed call (no decision event of its own).
+	var trail []events.AuditData
+	for {
 		m, err := audit.NextMsg(10 * time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
+		var a events.AuditData
 		ev, err := events.DecodeData(m.Header, m.Data, &a)
 		if err != nil {
 			t.Fatal(err)
 		}
+		trail = append(trail, a)
 		if ev.Type() == events.TypeCallAudited {
 			break
 		}
 	}
+	if len(trail) != 3 {
+		t.Fatalf("audit trail of %d events, want 3: %+v", len(trail), trail)
+	}
+	gate, people, a := trail[0], trail[1], trail[2]
+	if gate.Kind != events.AuditDecision || gate.Decision == nil || gate.Decision.Action != "ask" || strings.Join(gate.DecidedBy, ",") != "policy" {
+		t.Errorf("gate's decision = %+v", gate)
+	}
+	if people.Kind != events.AuditDecision || people.Decision == nil || people.Decision.Action != "approved" || strings.Join(people.DecidedBy, ",") != "alice" {
+		t.Errorf("people's decision = %+v", people)
+	}
 	if a.Approval == nil || a.Approval.Outcome != "approved" || a.Approval.Approvers[0] != "alice" {
 		t.Fatalf("audit = %+v", a)
+	}
+	if !a.Resumed || a.Decision == nil || a.Decision.Action != "ask" || strings.Join(a.DecidedBy, ",") != "policy" || a.DecidedAt.IsZero() ||
+		strings.Join(a.Decision.Approvers, ",") != "alice" {
+		t.Errorf("execution audit without the resumed call's judgement: %+v", a)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -20,26 +21,34 @@ import (
 
 // The audit trail: one dev.toolgate.call.audited.v1 event per call that
 // reached a final status and one dev.toolgate.decision.audited.v1 event
-// per decision, on toolgate.audit.<agent>.<tool>. Every publish's ack is
-// awaited; a failed one is counted and retried with its dedup id, so that
-// an audit event is stored once or, after every retry, counted as lost and
-// logged - never dropped in silence.
+// per decision, on toolgate.audit.<agent>.<tool>; the gate's decision on
+// a call whose execution event is published in the same run is folded
+// into that event (decided_by "policy", decided_at) instead of an event
+// of its own. Every publish's ack is awaited; a failed one is counted and
+// retried with its dedup id, so that an audit event is stored once or,
+// after every retry, counted as lost and logged - never dropped in
+// silence.
 
 // audit publishes the execution audit event of a call that reached its
 // final status, and counts the call by tool and outcome.
 func (w *Worker) audit(in *events.Call, res events.ResultData, appr *events.ApprovalAudit) {
-	w.auditExecution(in, res, appr, "")
+	w.auditExecution(in, res, appr, "", nil)
 }
 
 // auditExecution is audit with the arguments' hash when already known
-// (empty: computed here).
-func (w *Worker) auditExecution(in *events.Call, res events.ResultData, appr *events.ApprovalAudit, argsHash string) {
+// (empty: computed here) and the gate's decision on this run folded in
+// (nil: none).
+func (w *Worker) auditExecution(in *events.Call, res events.ResultData, appr *events.ApprovalAudit, argsHash string, gate *pendingDecision) {
 	a := w.auditData(in, res.Tool, in.Data.SessionID, argsHash)
 	a.Kind, a.Status, a.IsError, a.Decision = events.AuditExecution, res.Status, res.IsError, res.Decision
 	a.DurationMS, a.OutputBytes, a.Error, a.Approval = res.DurationMS, len(res.Output), res.Error, appr
 	a.ResultSHA256 = stringSHA256Hex(res.Output)
 	a.Hooks = res.Hooks
 	a.Resumed, a.Cached, a.ParentCallID = appr != nil, res.Cached, res.ParentCallID
+	if gate != nil {
+		d := gate.data
+		a.DecidedBy, a.DecidedAt, a.TraceID, a.SpanID = d.DecidedBy, d.Time, d.TraceID, d.SpanID
+	}
 	w.countOutcome(context.Background(), &res)
 	agent, tool := tokenOr(in.Agent, "_"), tokenOr(res.Tool, "_")
 	w.publishAudit(events.AuditSubject(agent, tool), CallKey(in.Agent, in.ID)+":audit", events.TypeCallAudited, a)
@@ -48,9 +57,10 @@ func (w *Worker) auditExecution(in *events.Call, res events.ResultData, appr *ev
 // auditDecision records the decision audit event of the gate's decision
 // d on a call (x says whether it was the judgement of a resumed call). It
 // is published right after the call's result (see auditAfterResult), so
-// that neither its encoding nor its storing delays the result; whatever
-// path the call takes, it is published by the end of the call's handling
-// at the latest (flushDecision).
+// that neither its encoding nor its storing delays the result, folded
+// into the call's execution audit event when it can be; whatever path
+// the call takes, it is published by the end of the call's handling at
+// the latest (flushDecision).
 func (w *Worker) auditDecision(ctx context.Context, in *events.Call, res *events.ResultData, d *policy.Decision, x *execution) {
 	tool := in.Tool
 	if res.Tool != "" {
@@ -73,6 +83,17 @@ func (w *Worker) auditDecision(ctx context.Context, in *events.Call, res *events
 	}
 }
 
+// recordedDecision makes the gate's decision kept in an interrupted
+// call's record the call's pending decision, to be folded into its
+// execution audit event.
+func (w *Worker) recordedDecision(in *events.Call, res *events.ResultData, rec record) {
+	a := w.auditData(in, res.Tool, in.Data.SessionID, deferredHash)
+	a.Kind, a.Status, a.DecidedBy, a.Decision = events.AuditDecision, res.Status, []string{"policy"}, rec.Decision
+	a.Time, a.ParentCallID = rec.DecidedAt, res.ParentCallID
+	agent, t := tokenOr(in.Agent, "_"), tokenOr(res.Tool, "_")
+	w.decisions.Store(in, &pendingDecision{subject: events.AuditSubject(agent, t), id: CallKey(in.Agent, in.ID) + ":decision", data: a})
+}
+
 // deferredHash marks an audit event whose arguments' hash is filled in
 // when it is published.
 const deferredHash = "\x00"
@@ -85,27 +106,60 @@ type pendingDecision struct {
 }
 
 // auditAfterResult publishes, once a call's result publish has started,
-// its pending decision audit event and, when audit is set, its execution
-// audit event, hashing the arguments once for both.
+// its audit: when audit is set, its execution audit event, with the
+// gate's pending decision folded in when the event says all it said
+// (folds), else after that decision's own event; when audit is not set
+// (a parked call), the pending decision's event. The arguments are
+// hashed once.
 func (w *Worker) auditAfterResult(in *events.Call, res events.ResultData, audit bool, appr *events.ApprovalAudit) {
-	hash := w.flushDecision(in)
-	if audit {
-		w.auditExecution(in, res, appr, hash)
+	if !audit {
+		w.flushDecision(in)
+		return
 	}
+	p, ok := w.decisions.LoadAndDelete(in)
+	if !ok {
+		w.auditExecution(in, res, appr, "", nil)
+		return
+	}
+	gate := p.(*pendingDecision)
+	if gate.folds(res, appr) {
+		w.auditExecution(in, res, appr, "", gate)
+		return
+	}
+	hash := ArgsSHA256(in.Data.Arguments)
+	w.publishDecision(in, gate, hash)
+	w.auditExecution(in, res, appr, hash, nil)
+}
+
+// folds reports whether the execution audit event of result res (appr:
+// the people's approval it ran with) can carry the gate's decision p
+// without losing what p's own event would say: the same decision (the
+// execution's adds only the approvers, named in its approval too), tool,
+// status, parent task and resumption. A decision the run changed after
+// the gate (a hook's or a path check's denial, a resumed call that now
+// needs more approvals) keeps its own event.
+func (p *pendingDecision) folds(res events.ResultData, appr *events.ApprovalAudit) bool {
+	g, e := p.data.Decision, res.Decision
+	if g == nil || e == nil || len(g.Approvers) > 0 {
+		return false
+	}
+	if g.Action != e.Action || g.Reason != e.Reason || g.Rule != e.Rule || g.Offending != e.Offending || g.Revision != e.Revision {
+		return false
+	}
+	if len(e.Approvers) > 0 && (appr == nil || !slices.Equal(e.Approvers, appr.Approvers)) {
+		return false
+	}
+	return p.data.Tool == res.Tool && p.data.Status == res.Status && p.data.ParentCallID == res.ParentCallID &&
+		p.data.Resumed == (appr != nil) && slices.Equal(p.data.DecidedBy, []string{"policy"})
 }
 
 // flushDecision publishes the call's pending decision audit event, if
-// any, and returns the arguments' hash it computed ("" when none was
-// pending). The end of a call's handling calls it too, so that a decision
+// any. The end of a call's handling calls it too, so that a decision
 // whose call ended without a result publish is still audited.
-func (w *Worker) flushDecision(in *events.Call) string {
-	p, ok := w.decisions.LoadAndDelete(in)
-	if !ok {
-		return ""
+func (w *Worker) flushDecision(in *events.Call) {
+	if p, ok := w.decisions.LoadAndDelete(in); ok {
+		w.publishDecision(in, p.(*pendingDecision), "")
 	}
-	hash := ArgsSHA256(in.Data.Arguments)
-	w.publishDecision(in, p.(*pendingDecision), hash)
-	return hash
 }
 
 func (w *Worker) publishDecision(in *events.Call, p *pendingDecision, hash string) {

@@ -10,21 +10,24 @@ import (
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
-// BenchmarkAuditAfterResult measures a call's two audit events, the
-// gate's decision and the execution, from encoding to their store
-// acknowledgements, against a real server: what the worker spends per
-// call on its audit trail.
+// BenchmarkAuditAfterResult measures an allowed call's audit, its
+// execution event with the gate's decision folded in, from encoding to
+// its store acknowledgement, against a real server: what the worker
+// spends per call on its audit trail.
 func BenchmarkAuditAfterResult(b *testing.B) {
 	w := openWorker(b, testenv.StartNATS(b, ""), Config{})
 	in := &events.Call{ID: "bench-1", Agent: "bench", Tool: "read", Data: events.CallData{Arguments: json.RawMessage(`{"path":"data.txt"}`), SessionID: "s-1"}}
-	res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: "read", Status: events.StatusOK, Output: strings.Repeat("0123456789abcde\n", 64)}
+	d := &events.Decision{Action: "allow", Rule: "tools.read.allow", Revision: "fa44dea771e5"}
+	res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: "read", Status: events.StatusOK, Output: strings.Repeat("0123456789abcde\n", 64), Decision: d}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		i++
 		in.ID = "bench-" + strconv.Itoa(i) // a new dedup id each time: every event is stored
-		w.auditExecution(in, res, nil, "")
-		w.publishAudit(events.AuditSubject("bench", "read"), CallKey(in.Agent, in.ID)+":decision", events.TypeDecisionAudited, events.AuditData{CallID: in.ID, Agent: in.Agent, Tool: "read", Kind: events.AuditDecision})
+		w.decisions.Store(in, &pendingDecision{subject: events.AuditSubject("bench", "read"), id: CallKey(in.Agent, in.ID) + ":decision",
+			data: events.AuditData{CallID: in.ID, Agent: in.Agent, Tool: "read", Kind: events.AuditDecision, Status: events.StatusOK,
+				Decision: d, DecidedBy: []string{"policy"}}})
+		w.auditAfterResult(in, res, true, nil)
 	}
 	w.drainAudit(defaultPublishTimeout)
 	b.StopTimer()

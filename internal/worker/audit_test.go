@@ -78,20 +78,21 @@ func TestAuditHashesRecomputeFromResults(t *testing.T) {
 		}
 		results[id] = *res
 	}
-	// a-3's arguments are invalid: it never reaches the gate, so it has an
-	// execution event and no decision event.
-	exec, decided := auditOf(t, js, "audited", 5)
-	if d, ok := decided["a-3"]; ok {
-		t.Errorf("a decision audited for a call that never reached the gate: %+v", d)
+	// a-3's arguments are invalid: it never reaches the gate, so its
+	// execution event carries no decision. a-1 and a-2 were allowed: the
+	// gate's decision is folded into their execution events.
+	exec, decided := auditOf(t, js, "audited", 3)
+	if len(decided) != 0 {
+		t.Errorf("decision events beside the execution events: %+v", decided)
 	}
 	for id, a := range args {
-		e, d := exec[id], decided[id]
+		e := exec[id]
 		canon, err := papproval.Canonical(a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.ArgsSHA256 != SHA256Hex(canon) || (id != "a-3" && d.ArgsSHA256 != e.ArgsSHA256) {
-			t.Errorf("%s: args_sha256 %s / %s, recomputed %s from %s", id, e.ArgsSHA256, d.ArgsSHA256, SHA256Hex(canon), canon)
+		if e.ArgsSHA256 != SHA256Hex(canon) {
+			t.Errorf("%s: args_sha256 %s, recomputed %s from %s", id, e.ArgsSHA256, SHA256Hex(canon), canon)
 		}
 		if e.ResultSHA256 != SHA256Hex([]byte(results[id].Output)) {
 			t.Errorf("%s: result_sha256 %s does not match the result's output %q", id, e.ResultSHA256, results[id].Output)
@@ -101,10 +102,14 @@ func TestAuditHashesRecomputeFromResults(t *testing.T) {
 			t.Errorf("%s: execution audit %+v", id, e)
 		}
 		if id == "a-3" {
+			if e.Decision != nil || len(e.DecidedBy) != 0 || !e.DecidedAt.IsZero() {
+				t.Errorf("a-3 never reached the gate, yet its execution audit carries a decision: %+v", e)
+			}
 			continue
 		}
-		if d.Kind != events.AuditDecision || d.Decision == nil || d.Decision.Action != "allow" || len(d.DecidedBy) != 1 || d.DecidedBy[0] != "policy" {
-			t.Errorf("%s: decision audit %+v", id, d)
+		if e.Decision == nil || e.Decision.Action != "allow" || len(e.DecidedBy) != 1 || e.DecidedBy[0] != "policy" ||
+			e.DecidedAt.IsZero() || e.DecidedAt.After(e.Time) {
+			t.Errorf("%s: the gate's decision is not in the execution audit: %+v", id, e)
 		}
 	}
 	if results["a-3"].Status != events.StatusError {
@@ -139,7 +144,7 @@ func TestAuditPublishIsRetriedNotDropped(t *testing.T) {
 	if err := bus.Provision(ctxT(t), js, fastBus); err != nil {
 		t.Fatal(err)
 	}
-	exec, _ := auditOf(t, js, "retried", 2)
+	exec, _ := auditOf(t, js, "retried", 1)
 	if exec["r-1"].ResultSHA256 != SHA256Hex([]byte("kept")) {
 		t.Fatalf("audit after retry: %+v", exec["r-1"])
 	}
@@ -185,11 +190,57 @@ func counterValueWith(t *testing.T, r sdkmetric.Reader, name string, match ...at
 	return n
 }
 
-// TestEveryDecisionAuditedWhateverTheFate: the gate's decision event,
-// published after the call's result, is stored for every fate of a call
-// that reached the gate - allowed and run, allowed and failed, denied,
-// asked on a worker without approvals - beside its execution event, with
-// the result's status; and no decision is left waiting in the worker.
+// storedAudit stops the worker, so that every audit publish is stored,
+// and reads every audit event stored for agent, in order.
+func storedAudit(t *testing.T, rw *running, js jetstream.JetStream, agent string) []events.AuditData {
+	t.Helper()
+	if err := rw.stop(); err != nil {
+		t.Fatal(err)
+	}
+	subject := events.AuditSubject(agent, ">")
+	st, err := js.Stream(ctxT(t), bus.StreamAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctxT(t), jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	cons, err := js.OrderedConsumer(ctxT(t), bus.StreamAudit, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []events.AuditData
+	for uint64(len(out)) < n {
+		m, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
+		if err != nil {
+			t.Fatalf("audit events: %d of %d: %v", len(out), n, err)
+		}
+		var a events.AuditData
+		ev, err := events.DecodeData(m.Headers(), m.Data(), &a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]string{events.AuditExecution: events.TypeCallAudited, events.AuditDecision: events.TypeDecisionAudited}[a.Kind]; ev.Type() != want {
+			t.Fatalf("a %s event of kind %q", ev.Type(), a.Kind)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// TestEveryDecisionAuditedWhateverTheFate: the gate's decision is stored
+// for every fate of a call that reached the gate, published after the
+// call's result, with the result's status, and nothing else is: allowed
+// and run, allowed and failed, denied - one execution event carrying the
+// gate's decision (decided_by policy, decided_at); asked on a worker
+// without approvals (the run turned the gate's ask into a denial) - a
+// decision event saying ask and an execution event saying deny. No
+// decision is left waiting in the worker.
 func TestEveryDecisionAuditedWhateverTheFate(t *testing.T) {
 	s := testenv.StartNATS(t, "")
 	var ctr counter
@@ -208,12 +259,12 @@ func TestEveryDecisionAuditedWhateverTheFate(t *testing.T) {
 	cases := []struct {
 		id, tool, text string
 		status         events.Status
-		action         string
+		gate, executed string // the gate's action; the execution event's (empty: the same, folded)
 	}{
-		{"f-allow", "echo", "hi", events.StatusOK, "allow"},
-		{"f-fail", "fail", "", events.StatusError, "allow"},
-		{"f-deny", "echo", "deny", events.StatusDenied, "deny"},
-		{"f-ask", "echo", "ask", events.StatusDenied, "ask"},
+		{"f-allow", "echo", "hi", events.StatusOK, "allow", ""},
+		{"f-fail", "fail", "", events.StatusError, "allow", ""},
+		{"f-deny", "echo", "deny", events.StatusDenied, "deny", ""},
+		{"f-ask", "echo", "ask", events.StatusDenied, "ask", "deny"},
 	}
 	for _, tc := range cases {
 		args := map[string]any{"text": tc.text}
@@ -228,23 +279,42 @@ func TestEveryDecisionAuditedWhateverTheFate(t *testing.T) {
 			t.Fatalf("%s: result %s, want %s: %s", tc.id, res.Status, tc.status, res.Output)
 		}
 	}
-	exec, decided := auditOf(t, js, "fates", 2*len(cases))
-	for _, tc := range cases {
-		e, eok := exec[tc.id]
-		d, dok := decided[tc.id]
-		if !eok || !dok {
-			t.Errorf("%s: execution event %v, decision event %v", tc.id, eok, dok)
-			continue
-		}
-		if d.Decision == nil || d.Decision.Action != tc.action || d.Status != tc.status || e.Status != tc.status ||
-			d.ArgsSHA256 == "" || d.ArgsSHA256 != e.ArgsSHA256 {
-			t.Errorf("%s: decision %+v, execution %+v", tc.id, d, e)
-		}
+	byCall := map[string][]events.AuditData{}
+	for _, a := range storedAudit(t, rw, js, "fates") {
+		byCall[a.CallID] = append(byCall[a.CallID], a)
 	}
 	left := 0
 	rw.w.decisions.Range(func(any, any) bool { left++; return true })
 	if left != 0 {
 		t.Errorf("%d decision audit events still waiting in the worker", left)
+	}
+	for _, tc := range cases {
+		got := byCall[tc.id]
+		if tc.executed == "" {
+			if len(got) != 1 {
+				t.Errorf("%s: %d audit events, want 1: %+v", tc.id, len(got), got)
+				continue
+			}
+			e := got[0]
+			if e.Kind != events.AuditExecution || e.Status != tc.status || e.Decision == nil || e.Decision.Action != tc.gate ||
+				e.Decision.Rule != "test."+tc.gate || strings.Join(e.DecidedBy, ",") != "policy" || e.DecidedAt.IsZero() || e.ArgsSHA256 == "" {
+				t.Errorf("%s: execution audit with the gate's decision folded in: %+v", tc.id, e)
+			}
+			continue
+		}
+		if len(got) != 2 {
+			t.Errorf("%s: %d audit events, want 2: %+v", tc.id, len(got), got)
+			continue
+		}
+		d, e := got[0], got[1]
+		if d.Kind != events.AuditDecision || d.Decision == nil || d.Decision.Action != tc.gate || strings.Join(d.DecidedBy, ",") != "policy" ||
+			d.Status != tc.status || d.ArgsSHA256 == "" || d.ArgsSHA256 != e.ArgsSHA256 {
+			t.Errorf("%s: decision audit %+v", tc.id, d)
+		}
+		if e.Kind != events.AuditExecution || e.Decision == nil || e.Decision.Action != tc.executed || len(e.DecidedBy) != 0 ||
+			!e.DecidedAt.IsZero() || e.Status != tc.status {
+			t.Errorf("%s: execution audit %+v", tc.id, e)
+		}
 	}
 }
 
@@ -256,5 +326,68 @@ func TestStringSHA256HexIsSHA256Hex(t *testing.T) {
 		if got, want := stringSHA256Hex(s), SHA256Hex([]byte(s)); got != want {
 			t.Errorf("length %d: %s, want %s", n, got, want)
 		}
+	}
+}
+
+// TestInterruptedCallIsAuditedAsAllowed: a claimed call's heartbeats keep
+// the gate's decision in its record; a redelivery that finds the call's
+// worker gone answers interrupted, and its one audit event says both
+// that the gate allowed the call (its rule, decided_by policy, when) and
+// that it was interrupted.
+func TestInterruptedCallIsAuditedAsAllowed(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	gate := policy.EvaluatorFunc(func(_ context.Context, r policy.Request) policy.Decision {
+		return policy.Decision{Action: policy.Allow, Rule: "test.allow", Revision: "r1"}
+	})
+	rw := startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Bus: fastBus}, tools.WithGate(gate))
+	c, nc := newClient(t, s, "gone")
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(ctxT(t), bus.BucketCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A call running through several heartbeats (every third of the
+	// 2 s ack wait) leaves the gate's decision in its record.
+	if res, err := c.Call(ctxT(t), "sleep", map[string]any{"ms": 3000}, client.WithID("i-long")); err != nil || res.Status != events.StatusOK {
+		t.Fatalf("%+v %v", res, err)
+	}
+	e, err := kv.Get(ctxT(t), CallKey("gone", "i-long"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec record
+	if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.Decision == nil || rec.Decision.Rule != "test.allow" || rec.DecidedAt.IsZero() {
+		t.Fatalf("the record of a call past its heartbeats: %s", e.Value())
+	}
+
+	// A worker that died running a call: its record, heartbeats stopped.
+	decidedAt := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+	dead, _ := json.Marshal(record{State: stateRunning, Worker: "crashed", Started: decidedAt, Heartbeat: decidedAt,
+		Decision: &events.Decision{Action: "allow", Rule: "test.allow", Revision: "r0"}, DecidedAt: decidedAt})
+	if _, err := kv.Create(ctxT(t), CallKey("gone", "i-dead"), dead); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Call(ctxT(t), "echo", map[string]any{"text": "again"}, client.WithID("i-dead"))
+	if err != nil || res.Status != events.StatusInterrupted || res.Decision == nil || res.Decision.Revision != "r0" {
+		t.Fatalf("the redelivery of a call whose worker died: %+v %v", res, err)
+	}
+	if n := ctr.get("i-dead"); n != 0 {
+		t.Fatalf("an interrupted call ran again (%d)", n)
+	}
+	var got []events.AuditData
+	for _, a := range storedAudit(t, rw, js, "gone") {
+		if a.CallID == "i-dead" {
+			got = append(got, a)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d audit events of the interrupted call, want 1: %+v", len(got), got)
+	}
+	a := got[0]
+	if a.Kind != events.AuditExecution || a.Status != events.StatusInterrupted || a.Decision == nil || a.Decision.Action != "allow" ||
+		a.Decision.Revision != "r0" || strings.Join(a.DecidedBy, ",") != "policy" || !a.DecidedAt.Equal(decidedAt) {
+		t.Errorf("the interrupted call's audit: %+v", a)
 	}
 }

@@ -24,6 +24,11 @@ type record struct {
 	// Result is kept here only when it could not be published, so that
 	// the redelivery publishes it instead of reporting interrupted.
 	Result *events.ResultData `json:"result,omitempty"`
+	// Decision is the gate's decision on the running call and DecidedAt
+	// when its judgement began, written by the call's heartbeats: a
+	// redelivery that finds the call interrupted audits it as allowed.
+	Decision  *events.Decision `json:"decision,omitempty"`
+	DecidedAt time.Time        `json:"decided_at,omitzero"`
 }
 
 // Record states in the calls bucket.

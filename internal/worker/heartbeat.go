@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/toolgate/toolgate/pkg/events"
 )
 
 // beater keeps the running calls of a worker alive with one goroutine
@@ -32,6 +34,10 @@ type beat struct {
 	start time.Time
 	last  time.Time // guarded by beater.mu
 	rev   uint64    // the claim's revision, only touched by the beating goroutine
+	// decision is the gate's on the call and decidedAt when its
+	// judgement began (nil, zero: not known), kept in the record.
+	decision  *events.Decision
+	decidedAt time.Time
 }
 
 func newBeater(w *Worker) *beater {
@@ -40,9 +46,11 @@ func newBeater(w *Worker) *beater {
 
 // heartbeat keeps the message (when there is one) and the claim alive
 // while a call runs long. The record says running while the call has its
-// message, executing for a resumed call.
-func (w *Worker) heartbeat(msg callMsg, key string, rev uint64, start time.Time) (stop func()) {
-	b := &beat{msg: msg, key: key, start: start, last: time.Now(), rev: rev}
+// message, executing for a resumed call; it keeps the gate's decision d
+// (when given), so that a redelivery finding the call interrupted audits
+// it as decided.
+func (w *Worker) heartbeat(msg callMsg, key string, rev uint64, start time.Time, d *events.Decision, decidedAt time.Time) (stop func()) {
+	b := &beat{msg: msg, key: key, start: start, last: time.Now(), rev: rev, decision: d, decidedAt: decidedAt}
 	h := w.beats
 	h.mu.Lock()
 	h.calls[b] = struct{}{}
@@ -121,7 +129,7 @@ func (h *beater) claim(b *beat, now time.Time) {
 	if b.msg != nil {
 		state = stateRunning
 	}
-	rec, _ := json.Marshal(record{State: state, Worker: h.w.cfg.Name, Started: b.start, Heartbeat: now})
+	rec, _ := json.Marshal(record{State: state, Worker: h.w.cfg.Name, Started: b.start, Heartbeat: now, Decision: b.decision, DecidedAt: b.decidedAt})
 	ctx, cancel := context.WithTimeout(context.Background(), h.every)
 	defer cancel()
 	if r, err := h.w.calls.Update(ctx, b.key, rec, b.rev); err == nil {

@@ -53,8 +53,13 @@ func (w *Worker) duplicate(msg callMsg, in *events.Call, key string) fate.Fate {
 	if time.Since(rec.Heartbeat) > 2*w.ackWait() {
 		w.log.Warn("call claimed by a worker that stopped; reporting interrupted", "call_id", in.ID, "owner", rec.Worker)
 		res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: in.Tool, SessionID: in.Data.SessionID,
-			Status: events.StatusInterrupted, IsError: true,
+			Status: events.StatusInterrupted, IsError: true, Decision: rec.Decision,
 			Output: fmt.Sprintf("interrupted: worker %s stopped while running this call; it is not run again", rec.Worker)}
+		if rec.Decision != nil {
+			// The gate's decision the record kept: the execution audit
+			// event says the call was allowed, and interrupted.
+			w.recordedDecision(in, &res, rec)
+		}
 		w.publishResult(in, res, true)
 		return fate.Ack()
 	}

@@ -56,8 +56,8 @@ func (w *Worker) handle(msg callMsg) fate.Fate {
 	}
 	cl := w.claim(msg, key, start, in.ID, pure)
 	stop := func() {}
-	res, err := w.run(ctx, in, cl, func() { // claimed: the tool is about to run
-		stop = w.heartbeat(msg, key, cl.rev, start)
+	res, err := w.run(ctx, in, cl, func(d *events.Decision, decidedAt time.Time) { // claimed: the tool is about to run
+		stop = w.heartbeat(msg, key, cl.rev, start, d, decidedAt)
 	})
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return w.duplicate(msg, in, key)
@@ -87,14 +87,16 @@ func (w *Worker) handle(msg callMsg) fate.Fate {
 // Nothing runs the call before its claim cl is made: the pipeline waits
 // for it once the gate has allowed the call, then claimed is called. A
 // call that ends before (refused, denied, parked) waits for it at the end.
-// A pure call's lazy claim is made only when the call parks.
+// A pure call's lazy claim is made only when the call parks. claimed is
+// given the gate's decision, for the claim's heartbeats to keep.
 // An error means the claim was not made and nothing ran:
 // jetstream.ErrKeyExists when the call was claimed before.
-func (w *Worker) run(ctx context.Context, in *events.Call, cl *claim, claimed func()) (events.ResultData, error) {
+func (w *Worker) run(ctx context.Context, in *events.Call, cl *claim, claimed func(d *events.Decision, decidedAt time.Time)) (events.ResultData, error) {
 	c := &tools.Call{ID: in.ID, Agent: in.Agent, SessionID: in.Data.SessionID, Name: in.Tool,
 		Arguments: in.Data.Arguments, Timeout: time.Duration(in.Data.TimeoutMS) * time.Millisecond, JudgeOnly: in.Data.JudgeOnly,
 		ParentCallID: in.Data.ParentCallID}
 	c.Progress = w.progress(in, c)
+	var x *execution
 	c.Start = func(context.Context) error {
 		if c.Tool != nil && c.Tool.Pure && (w.cfg.Budgeted == nil || !w.cfg.Budgeted(c)) {
 			cl.forgo() // a pure call runs unclaimed, unless a budget counts it
@@ -102,13 +104,17 @@ func (w *Worker) run(ctx context.Context, in *events.Call, cl *claim, claimed fu
 		if _, err := cl.wait(); err != nil {
 			return err
 		}
-		claimed()
+		var d *events.Decision
+		if c.Decision != nil {
+			d = wireDecision(*c.Decision)
+		}
+		claimed(d, x.start)
 		if !c.JudgeOnly { // a judge-only call stops in the pipeline right after Start
 			w.executions.Add(1)
 		}
 		return nil
 	}
-	ctx, x := w.startExecute(ctx, in, c, false)
+	ctx, x = w.startExecute(ctx, in, c, false)
 	out, err := w.park(in, w.handler).Handle(ctx, c)
 	var pk *tools.Parked
 	if !errors.As(err, &pk) {

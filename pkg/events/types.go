@@ -126,9 +126,11 @@ const (
 )
 
 // AuditData is the data of a dev.toolgate.call.audited.v1 event, one per
-// call that reached a final status, and of a
-// dev.toolgate.decision.audited.v1 event, one per decision: the policy
-// gate's on every call that reached it, and people's on a parked call.
+// call that reached a final status (carrying the policy gate's decision
+// on the run that ended it, when that decision stood), and of a
+// dev.toolgate.decision.audited.v1 event, one per other decision: people's
+// on a parked call, the gate's on a call that parked or whose run changed
+// the gate's decision.
 type AuditData struct {
 	// Kind is execution or decision.
 	Kind        string    `json:"kind,omitempty"`
@@ -148,8 +150,14 @@ type AuditData struct {
 	// Approval says who decided a parked call, when and why.
 	Approval *ApprovalAudit `json:"approval,omitempty"`
 	// DecidedBy is "policy" for the gate's decision, else the people who
-	// decided (decision events only).
+	// decided (decision events). On an execution event, ["policy"] says
+	// that it carries the gate's decision on the run (Decision, DecidedAt)
+	// in place of a decision event of its own.
 	DecidedBy []string `json:"decided_by,omitempty"`
+	// DecidedAt is when the gate's judgement of the run began, on an
+	// execution event that carries it (the time its decision event would
+	// have had).
+	DecidedAt time.Time `json:"decided_at,omitzero"`
 	// ResultSHA256 is the SHA-256 of the result's output as published
 	// (execution events only).
 	ResultSHA256 string `json:"result_sha256,omitempty"`

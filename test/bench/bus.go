@@ -24,9 +24,9 @@ import (
 // file read, no redaction); per call it publishes what toolgate's worker
 // publishes: the result as a binary CloudEvent with toolgate's result
 // data (the output the built-in tool gives, see toolOutputs), its ack
-// awaited; then the two audit events (the decision and the execution,
-// CloudEvents with their data), their acks counted in the background, not
-// awaited; and it acks the call. Like toolgate it claims (a KV create, awaited)
+// awaited; then the audit event (the execution, carrying the gate's
+// decision, a CloudEvent with its data), its ack counted in the
+// background, not awaited; and it acks the call. Like toolgate it claims (a KV create, awaited)
 // only a call with effects (-tool write), never a read. Its calls/s are
 // how close toolgate could come to the raw pattern with its message
 // pattern if its own handling of a call cost nothing.
@@ -118,21 +118,14 @@ func busWorker(url string, credsFile []string) {
 		if _, err := js.PublishMsg(ctx, res); err != nil {
 			return
 		}
-		for _, kind := range []string{events.AuditDecision, events.AuditExecution} {
-			a := events.AuditData{Kind: kind, CallID: id, Agent: agent, Tool: tool, Status: events.StatusOK, Decision: decision,
-				DurationMS: time.Since(start).Milliseconds(), ArgsSHA256: hash, Worker: "bus", Time: start.UTC()}
-			typ := events.TypeDecisionAudited
-			if kind == events.AuditExecution {
-				typ, a.OutputBytes, a.ResultSHA256 = events.TypeCallAudited, len(o.Content), hash
-			} else {
-				a.DecidedBy = []string{"policy"}
-			}
-			am, err := events.EncodeData(busAudit+agent+"."+tool, events.Attrs{ID: agent + "." + id + ":" + kind, Source: source, Type: typ, Subject: id}, a, events.Binary)
-			must(err)
-			am.Reply = ackSubj
-			if nc.PublishMsg(am) == nil {
-				published.Add(1)
-			}
+		a := events.AuditData{Kind: events.AuditExecution, CallID: id, Agent: agent, Tool: tool, Status: events.StatusOK, Decision: decision,
+			DecidedBy: []string{"policy"}, DecidedAt: start.UTC(), DurationMS: time.Since(start).Milliseconds(), ArgsSHA256: hash,
+			OutputBytes: len(o.Content), ResultSHA256: hash, Worker: "bus", Time: time.Now().UTC()}
+		am, err := events.EncodeData(busAudit+agent+"."+tool, events.Attrs{ID: agent + "." + id + ":audit", Source: source, Type: events.TypeCallAudited, Subject: id}, a, events.Binary)
+		must(err)
+		am.Reply = ackSubj
+		if nc.PublishMsg(am) == nil {
+			published.Add(1)
 		}
 		_ = m.Ack()
 	})

@@ -30,7 +30,7 @@
 // the machine is shared.
 //
 // A third side, bus (-bus, on by default), is the raw pattern carrying
-// toolgate's messages: toolgate's result event and its two audit events
+// toolgate's messages: toolgate's result event and its audit event
 // per call, and no tool work (see bus.go). Its calls/s bound what toolgate
 // can reach with its message pattern: toolgate/bus is what toolgate's own
 // handling of a call costs, bus/raw what its messages cost.
@@ -99,7 +99,7 @@ func main() {
 	workerBin := flag.String("worker", "", "worker binary (default: go build ./cmd/worker)")
 	conc := flag.Int("concurrency", 0, "worker --concurrency (0: the worker's default)")
 	flag.StringVar(&workerEnv, "worker-env", "", "comma-separated NAME=value set for the workers only (e.g. GOGC=200)")
-	withBus := flag.Bool("bus", true, "also measure the bus side: the raw pattern carrying toolgate's messages (a result event, two audit events) with no tool work")
+	withBus := flag.Bool("bus", true, "also measure the bus side: the raw pattern carrying toolgate's messages (a result event, an audit event) with no tool work")
 	scale := flag.Bool("scale", true, "measure 1, 2 and 4 workers")
 	mem := flag.Bool("mem", true, "measure the worker's memory: 1,000 parked calls, a bash call printing 1 GB")
 	gate := flag.Bool("gate", true, "measure the policy decision cost")
