@@ -26,6 +26,8 @@ import (
 type cgroupParent struct {
 	dir string // the "toolgate" cgroup
 	v2  bool
+	// mounts are the hierarchies' mounts, read once (callCgroup.startIn).
+	mounts map[string]cgroupMount
 	// memory: the call cgroups bound memory too: in dir (v2), or in
 	// memDir, the "toolgate" cgroup of the v1 memory hierarchy.
 	memory bool
@@ -45,6 +47,7 @@ type callCgroup struct {
 	dir    string
 	memDir string
 	v2     bool
+	mounts map[string]cgroupMount
 }
 
 // findCgroup finds or makes the worker's "toolgate" cgroup in a hierarchy
@@ -83,6 +86,7 @@ func findCgroup() (*cgroupParent, string) {
 			continue
 		}
 		if pc, err := makeParent(m.path(parts[2]), false); err == nil {
+			pc.mounts = mounts
 			pc.findMemory("", string(self), mounts["memory"])
 			return pc, ""
 		} else {
@@ -275,7 +279,7 @@ func (pc *cgroupParent) makeCall(name string, max int, mem int64) (*callCgroup, 
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("make cgroup: %w", err)
 	}
-	c := &callCgroup{dir: dir, v2: pc.v2}
+	c := &callCgroup{dir: dir, v2: pc.v2, mounts: pc.mounts}
 	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(max)), 0); err != nil {
 		c.remove()
 		return nil, fmt.Errorf("set pids.max in %s: %w", dir, err)
@@ -333,7 +337,7 @@ func (c *callCgroup) tasks() []string {
 // thread, never unlocked, ends with its goroutine.
 func (c *callCgroup) startIn(cmd *exec.Cmd) error {
 	runtime.LockOSThread()
-	home, err := threadTasks(c.tasks())
+	home, err := threadTasks(c.tasks(), c.mounts)
 	if err != nil {
 		runtime.UnlockOSThread()
 		return fmt.Errorf("per-call cgroup: %w", err)
@@ -364,13 +368,10 @@ func (c *callCgroup) startIn(cmd *exec.Cmd) error {
 
 // threadTasks are the tasks files of the cgroups the calling thread is in,
 // in the hierarchies of the tasks files like (each a cgroup's tasks under
-// the mount of its hierarchy), in the same order.
-func threadTasks(like []string) ([]string, error) {
+// the mount of its hierarchy; mounts as cgroupMounts read them), in the
+// same order.
+func threadTasks(like []string, mounts map[string]cgroupMount) ([]string, error) {
 	b, err := os.ReadFile("/proc/thread-self/cgroup")
-	if err != nil {
-		return nil, err
-	}
-	mounts, err := cgroupMounts()
 	if err != nil {
 		return nil, err
 	}

@@ -128,6 +128,47 @@ func TestExecuteAllowlist(t *testing.T) {
 	})
 }
 
+// TestRestrictedCallRunsNoGit: a restricted call gets neither git's
+// wrapper nor the repository's sanitised config (git is a runner: a call
+// naming it is not restricted), so it must not be able to run git at
+// all. A gate talked around (it allowed "git status" resolving only ls)
+// in a repository whose config names a program to run: git is refused
+// and the program never runs.
+func TestRestrictedCallRunsNoGit(t *testing.T) {
+	needLandlock(t)
+	testenv.LookPath(t, "git", "git")
+	ls, _ := exec.LookPath("ls")
+	ls, _ = filepath.EvalSymlinks(ls)
+	ws, reg := sandboxedBash(t)
+	plain := tools.NewPipeline(reg, tools.WithWorkspace(ws))
+	if out, err := run(context.Background(), t, plain, map[string]any{"command": "git init -q . && git config user.email a@b && git config user.name a"}); err != nil || out.IsError {
+		t.Fatal(err, out)
+	}
+	cfg := filepath.Join(ws, ".git", "config")
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("[core]\n\tfsmonitor = \"touch pwned; false\"\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	gate := policy.EvaluatorFunc(func(context.Context, policy.Request) policy.Decision {
+		return policy.Decision{Action: policy.Allow, Rule: "test", Rendered: true, Command: "git status", Programs: []string{ls}}
+	})
+	p := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithGate(gate))
+	out, err := run(context.Background(), t, p, map[string]any{"command": "git status"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "pwned")); err == nil {
+		t.Fatalf("the repository's fsmonitor ran:\n%s", out.Content)
+	}
+	if !strings.Contains(out.Content, "Permission denied") {
+		t.Fatalf("git was not refused with EACCES:\n%s", out.Content)
+	}
+}
+
 // TestRestrictedCallDropsLikeSetpriv: a restricted call (its first
 // program is the sandbox's own, which drops root) and an unrestricted one
 // (setpriv drops root) end in the same state, by the kernel's account:

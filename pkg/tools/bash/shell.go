@@ -838,12 +838,19 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		if b.userNS {
 			mounts = append(mounts, "--unshare-user")
 		}
-		gw, err := gitWrapperMounts(b.gitWrapper, files.data)
-		if err != nil {
-			return nil, fmt.Errorf("bash: git wrapper: %w", err)
+		// A call restricted to the programs the gate resolved cannot
+		// execute git (a runner: a call naming it is not restricted),
+		// so it needs neither git's wrapper nor the repository's
+		// sanitised configs: fewer mounts for bwrap to make.
+		restrict, allow := b.allowlist(c)
+		if !restrict {
+			gw, err := gitWrapperMounts(b.gitWrapper, files.data)
+			if err != nil {
+				return nil, fmt.Errorf("bash: git wrapper: %w", err)
+			}
+			mounts = append(mounts, gw...)
 		}
-		mounts = append(mounts, gw...)
-		if !c.Approved {
+		if !c.Approved && !restrict {
 			// Without a person, git's program-running configuration of
 			// the workspace's repository is replaced for the call.
 			gm, err := gitMounts(ctx, b.ws, &b.gitConfigs, files.data)
@@ -868,7 +875,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		// first program (internal/sandboxinit) drops it and restricts
 		// execution to them (execlist_linux.go).
 		sid := b.id
-		if restrict, allow := b.allowlist(c); restrict {
+		if restrict {
 			if proxied {
 				allow = append(allow, argv[0]) // the relay, which runs the shell
 			}
