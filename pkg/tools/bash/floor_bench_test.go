@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
@@ -39,16 +40,19 @@ func cpuNow() time.Duration {
 // plain workspace and in a git repository.
 func BenchmarkSandboxVsBwrap(b *testing.B) {
 	testenv.LookPath(b, "bwrap", "bubblewrap")
-	for _, repo := range []bool{false, true} {
-		name := "plain"
-		if repo {
-			name = "git"
-		}
-		b.Run(name, func(b *testing.B) { benchSandboxVsBwrap(b, repo) })
+	for _, bc := range []struct {
+		name             string
+		repo, restricted bool
+	}{{"plain", false, false}, {"git", true, false}, {"restricted", false, true}} {
+		b.Run(bc.name, func(b *testing.B) { benchSandboxVsBwrap(b, bc.repo, bc.restricted) })
 	}
 }
 
-func benchSandboxVsBwrap(b *testing.B, repo bool) {
+// benchSandboxVsBwrap: repo makes the workspace a git repository;
+// restricted gives the call a gate's decision that resolved its program
+// (true), so that its execution is restricted (the execute allowlist,
+// internal/sandboxinit in setpriv's place) where the machine can.
+func benchSandboxVsBwrap(b *testing.B, repo, restricted bool) {
 	ws := b.TempDir()
 	if err := os.Chmod(filepath.Dir(ws), 0o755); err != nil {
 		b.Fatal(err)
@@ -73,6 +77,20 @@ func benchSandboxVsBwrap(b *testing.B, repo bool) {
 		// An agent's repository was not configured in the last moments:
 		// its sanitised config is kept (gitConfigCache).
 		time.Sleep(gitRecent)
+	}
+	if restricted {
+		// The small first program, as an installed worker finds it.
+		gotool := testenv.LookPath(b, "go", "golang-go")
+		small := filepath.Join(b.TempDir(), "toolgate-sandbox-init")
+		if out, err := exec.Command(gotool, "build", "-o", small, "github.com/toolgate/toolgate/cmd/toolgate-sandbox-init").CombinedOutput(); err != nil {
+			b.Fatalf("go build toolgate-sandbox-init: %v\n%s", err, out)
+		}
+		if err := os.Chmod(filepath.Dir(small), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		old := sandboxInitPath
+		sandboxInitPath = small
+		defer func() { sandboxInitPath = old }()
 	}
 	tb, err := newBash(Config{Workspace: ws, Sandbox: ModeRequire})
 	if err != nil {
@@ -129,8 +147,22 @@ func benchSandboxVsBwrap(b *testing.B, repo bool) {
 	}
 	floor, full := bwrap(false), bwrap(true)
 	args := json.RawMessage(`{"command":"true"}`)
+	var decision *policy.Decision
+	if restricted {
+		truePath, err := exec.LookPath("true")
+		if err == nil {
+			truePath, err = filepath.EvalSymlinks(truePath)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if tb.init == "" {
+			b.Skip("no execute allowlist here (no Landlock or no sandbox): a call is never restricted")
+		}
+		decision = &policy.Decision{Action: policy.Allow, Rule: "bench", Rendered: true, Command: "true", Programs: []string{truePath}}
+	}
 	call := func() {
-		out, err := tool.Handler.Handle(context.Background(), &tools.Call{Name: "bash", Arguments: args})
+		out, err := tool.Handler.Handle(context.Background(), &tools.Call{Name: "bash", Arguments: args, Decision: decision})
 		if err != nil || out.IsError {
 			b.Fatalf("%+v %v", out, err)
 		}
