@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/toolgate/toolgate/internal/sandboxinit"
@@ -56,7 +57,7 @@ func execList(shell string, programs []string) []string {
 		if r, err := filepath.EvalSymlinks(p); err == nil && r != p {
 			add(r, depth)
 		}
-		add(interpreter(p), depth+1)
+		add(interpreters.of(p), depth+1)
 		for _, h := range execHelpers[filepath.Base(p)] {
 			if lp, err := exec.LookPath(h); err == nil {
 				add(lp, depth+1)
@@ -93,6 +94,37 @@ func gitExecDir() string {
 		return ""
 	}
 	return filepath.Dir(inExec)
+}
+
+// interpreters caches interpreter by path, while the file is the same
+// (device, inode, size, change times): a call's allowlist is computed on
+// every restricted call, and parsing each program's ELF headers again was
+// a measurable part of a fleet's bash call.
+var interpreters interpreterCache
+
+type interpreterCache struct{ m sync.Map } // path -> interpreterEntry
+
+type interpreterEntry struct {
+	key    gitFileKey
+	interp string
+}
+
+// of is interpreter(p), from the cache when p has not changed.
+func (c *interpreterCache) of(p string) string {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return ""
+	}
+	key, ok := fileKey(fi)
+	if !ok {
+		return interpreter(p)
+	}
+	if e, hit := c.m.Load(p); hit && e.(interpreterEntry).key == key {
+		return e.(interpreterEntry).interp
+	}
+	interp := interpreter(p)
+	c.m.Store(p, interpreterEntry{key: key, interp: interp})
+	return interp
 }
 
 // interpreter is the program the kernel runs to execute p: its ELF
