@@ -37,6 +37,11 @@ func startProc(name string, cmd *exec.Cmd, logFile, ready string) (*proc, error)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	if err := groups.add(name, cmd.Process.Pid); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("%s: cpuacct group: %w", name, err)
+	}
 	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: lf}
 	up := make(chan struct{})
 	go func() {

@@ -119,6 +119,8 @@ func run(c config) error {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return err
 	}
+	groups = newCPUGroups()
+	defer groups.remove()
 	if c.natsServer == "" {
 		if c.natsServer, err = build(root, dir, "nats-server", "github.com/nats-io/nats-server/v2"); err != nil {
 			return err
@@ -204,8 +206,13 @@ func run(c config) error {
 	if inflight <= 0 {
 		inflight = (c.n + c.agents - 1) / c.agents
 	}
+	how := "cgroup v1 cpuacct groups (every descendant counted)"
+	if !groups.available() {
+		how = "/proc/PID/stat with cutime+cstime (no cpuacct hierarchy: misses the sandbox's processes that bubblewrap does not reap)"
+	}
 	fmt.Printf("fleetbench: %d CPUs, %s; 3 nats-server nodes, 3 workers (sandbox required), %d agents, %d calls per round, %d in flight per agent; worker concurrency %s, agent concurrency %s\n",
 		runtime.NumCPU(), runtime.Version(), c.agents, c.n, inflight, orDefault(c.concurrency), orDefault(c.agentConc))
+	fmt.Printf("CPU time of workers and nodes: %s\n", how)
 	for i, w := range c.workers {
 		fmt.Printf("worker %c: %s\n", 'A'+i, w)
 	}
@@ -443,11 +450,20 @@ func countRuns(ws string, r int, agents []*agent) (map[string]int, error) {
 	return runs, nil
 }
 
-// cpuOf is each process's CPU time with its waited-for children's
-// (utime+stime+cutime+cstime of /proc/PID/stat).
+// groups holds the CPU time of the workers and nodes, with all their
+// descendants'.
+var groups = &cpuGroups{}
+
+// cpuOf is each process's CPU time with its descendants': from its
+// cpuacct group, else (utime+stime+cutime+cstime of /proc/PID/stat) its
+// own and its waited-for children's.
 func cpuOf(ps []*proc) []time.Duration {
 	out := make([]time.Duration, len(ps))
 	for i, p := range ps {
+		if groups.available() {
+			out[i] = groups.usage(p.name)
+			continue
+		}
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid()))
 		if err != nil {
 			continue
