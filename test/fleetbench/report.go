@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -132,11 +133,14 @@ func (rr roundResult) print() {
 	}
 }
 
-// summary prints each binary's rounds side by side.
+// summary prints each binary's rounds side by side, with the rate the
+// fleet's CPU time per call (workers with their children, nodes, agents)
+// allows on this machine's CPUs: a bound that other load on a shared
+// machine moves less than the rate measured.
 func summary(rs []roundResult, bins int) {
 	fmt.Println()
 	for b := range bins {
-		var rate, wcpu, ncpu, e50 []string
+		var rate, wcpu, ncpu, e50, bound []string
 		for _, rr := range rs {
 			if rr.bin != b {
 				continue
@@ -146,9 +150,11 @@ func summary(rs []roundResult, bins int) {
 			wcpu = append(wcpu, perCall(total(rr.cpuWorkers), n))
 			ncpu = append(ncpu, perCall(total(rr.cpuNodes), n))
 			e50 = append(e50, fmtDur(rr.pct(exe, 0.5)))
+			fleet := total(rr.cpuWorkers) + total(rr.cpuNodes) + rr.cpuSelf
+			bound = append(bound, fmt.Sprintf("%.0f", float64(runtime.NumCPU())*float64(n)/fleet.Seconds()))
 		}
-		fmt.Printf("worker %c: calls/s %s; execution p50 %s; CPU per call: workers+children %s, nats-servers %s\n", 'A'+b,
-			strings.Join(rate, " "), strings.Join(e50, " "), strings.Join(wcpu, " "), strings.Join(ncpu, " "))
+		fmt.Printf("worker %c: calls/s %s; execution p50 %s; CPU per call: workers+children %s, nats-servers %s; the fleet's CPU bounds it to %s calls/s on %d CPUs\n", 'A'+b,
+			strings.Join(rate, " "), strings.Join(e50, " "), strings.Join(wcpu, " "), strings.Join(ncpu, " "), strings.Join(bound, " "), runtime.NumCPU())
 	}
 }
 
