@@ -24,9 +24,11 @@
 // result's duration_ms (the worker's handling, from the delivered message
 // to the result) and the queue wait is the rest of the client's time
 // from the publish to the result; the CPU per call of the workers with
-// their children (bwrap and everything in the sandbox) and of the
-// nats-servers, from /proc/PID/stat; the load average; and the
-// executions counted in the files: every id appended exactly once.
+// all their descendants (bwrap and everything in the sandbox) and of the
+// nats-servers, from a cpuacct cgroup each (see cpuGroups); the
+// whole machine's; the load average; and the executions counted in the
+// files: every id appended exactly once. The summary adds the rate the
+// fleet's CPU per call allows on this machine's CPUs.
 package main
 
 import (
