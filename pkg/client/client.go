@@ -389,7 +389,14 @@ func (c *Client) wait(ctx context.Context, ch <-chan *nats.Msg, o *callOpts) (*e
 		select {
 		case m = <-ch:
 		case <-t.C:
-			if r, err := c.Result(ctx, o.id); err == nil && r.Status.Final() {
+			// Each look-up is bounded on its own: a worker that took the
+			// request and stopped (crashed, frozen, cut off) must not
+			// hold the wait, and the live result behind it, until the
+			// call's own deadline.
+			lctx, cancel := context.WithTimeout(ctx, storedResultCheck)
+			r, err := c.Result(lctx, o.id)
+			cancel()
+			if err == nil && r.Status.Final() {
 				return r, nil
 			}
 			continue

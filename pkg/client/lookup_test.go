@@ -1,0 +1,138 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/internal/embedded"
+	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/trust"
+	"github.com/toolgate/toolgate/internal/worker"
+	"github.com/toolgate/toolgate/pkg/client"
+	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tools"
+)
+
+// TestCallOutlivesAnUnansweredLookup: a waiting call looks for its stored
+// result now and then; when a worker takes such a look-up and never
+// answers it (it stopped), the call still returns its result when it
+// comes, not at the call's own deadline.
+func TestCallOutlivesAnUnansweredLookup(t *testing.T) {
+	dir := t.TempDir()
+	in, err := identity.LoadOrCreate(filepath.Join(dir, "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := embedded.Start(embedded.Config{Listen: "127.0.0.1:0", DataDir: dir, Install: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	release := make(chan struct{})
+	reg := tools.NewRegistry()
+	reg.MustRegister(&tools.Tool{
+		Name: "hold", Description: "Returns when released.", Kind: policy.KindOther,
+		Parameters: json.RawMessage(`{"type":"object"}`),
+		Handler: tools.HandlerFunc(func(ctx context.Context, _ *tools.Call) (*tools.Output, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return &tools.Output{Content: "released"}, nil
+		}),
+	})
+	wcreds, err := in.MintCreds(identity.RoleWorker, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wnc, err := nats.Connect(srv.ClientURL(), wcreds.NATSOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wnc.Close()
+	w, err := worker.New(wnc, tools.NewPipeline(reg), worker.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Signer: trust.Signer{Key: wcreds.Key, JWT: wcreds.JWT}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	w.OnReady(func() { close(ready) })
+	wctx, wcancel := context.WithCancel(context.Background())
+	wdone := make(chan error, 1)
+	go func() { wdone <- w.Run(wctx) }()
+	defer func() { wcancel(); testenv.Recv(t, wdone, "the worker's end") }()
+	testenv.Recv(t, ready, "the worker taking calls")
+
+	// A second member of the workers' queue group for look-ups that
+	// takes requests and never answers: a worker that stopped.
+	hcreds, err := in.MintCreds(identity.RoleWorker, "stopped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hnc, err := nats.Connect(srv.ClientURL(), hcreds.NATSOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hnc.Close()
+	swallowed := make(chan struct{})
+	var once sync.Once
+	if _, err := hnc.QueueSubscribe(events.SubjectResultAPI, "workers", func(*nats.Msg) {
+		once.Do(func() { close(swallowed) })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := hnc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	agent, err := in.Mint(identity.RoleAgent, "agent-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := filepath.Join(dir, "agent-7.creds")
+	if err := identity.WriteFile(creds, agent, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	name, opts, err := client.Credentials(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.ClientURL(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c, err := client.New(nc, name, client.WithCredsTrust(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		res *events.ResultData
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		// A deadline far beyond the test's patience: without its own
+		// bound, the swallowed look-up would hold the call until then.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		r, err := c.Call(ctx, "hold", map[string]any{})
+		done <- outcome{r, err}
+	}()
+	testenv.Recv(t, swallowed, "a look-up reaching the stopped worker")
+	close(release)
+	o := testenv.Recv(t, done, "the call's result")
+	if o.err != nil || o.res.Status != events.StatusOK || o.res.Output != "released" {
+		t.Fatalf("call: %+v, %v", o.res, o.err)
+	}
+}

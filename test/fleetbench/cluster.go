@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// proc is a child process of the bench: a nats-server node or a worker.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *os.File
+}
+
+// startProc runs cmd, its output going to logFile, and waits until a line
+// of its output contains ready.
+func startProc(name string, cmd *exec.Cmd, logFile, ready string) (*proc, error) {
+	lf, err := os.Create(logFile)
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout = cmd.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := groups.add(name, cmd.Process.Pid); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("%s: cpuacct group: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: lf}
+	up := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		var once sync.Once
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), ready) {
+				once.Do(func() { close(up) })
+			}
+			fmt.Fprintln(lf, sc.Text())
+		}
+		_, _ = io.Copy(lf, out)
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	select {
+	case <-up:
+		return p, nil
+	case <-p.done:
+		return nil, fmt.Errorf("%s exited before it was ready (log: %s)", name, logFile)
+	case <-time.After(3 * time.Minute):
+		p.kill()
+		return nil, fmt.Errorf("%s not ready after 3 minutes (log: %s)", name, logFile)
+	}
+}
+
+// stop asks the process to end (SIGINT) and kills it if it has not
+// within grace.
+func (p *proc) stop(grace time.Duration) {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.kill()
+	}
+	p.log.Close()
+}
+
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// nodeConf is deploy/nats/cluster-node.conf for one node: its name,
+// loopback ports, store dir and routes; everything else as shipped,
+// including the include of auth.conf (the edits of
+// test/cluster_e2e_test.go's nodeConf).
+func nodeConf(shipped, name string, port, cport int, store string, routes map[string]int) string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(shipped))
+	for sc.Scan() {
+		l := sc.Text()
+		trim := strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(trim, "server_name:"):
+			l = "server_name: " + name
+		case strings.HasPrefix(trim, "listen: 0.0.0.0:4222"):
+			l = fmt.Sprintf("listen: 127.0.0.1:%d", port)
+		case strings.HasPrefix(trim, "http:"):
+			l = "" // no monitoring port
+		case strings.HasPrefix(trim, "store_dir:"):
+			l = fmt.Sprintf("  store_dir: %q", store)
+		case strings.HasPrefix(trim, "listen: 0.0.0.0:6222"):
+			l = fmt.Sprintf("  listen: 127.0.0.1:%d", cport)
+		case strings.HasPrefix(trim, "nats-route://node-"):
+			n := strings.TrimSuffix(strings.TrimPrefix(trim, "nats-route://"), ":6222")
+			l = fmt.Sprintf("    nats-route://127.0.0.1:%d", routes[n])
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n") + "\n"
+}
+
+// startCluster starts the three nodes of deploy/nats/cluster-node.conf
+// under dir, each with auth, and returns them and their client URLs.
+func startCluster(bin, dir, shipped, auth string) ([]*proc, []string, error) {
+	names := []string{"node-a", "node-b", "node-c"}
+	ports, cports := map[string]int{}, map[string]int{}
+	for _, n := range names {
+		var err error
+		if ports[n], err = freePort(); err != nil {
+			return nil, nil, err
+		}
+		if cports[n], err = freePort(); err != nil {
+			return nil, nil, err
+		}
+	}
+	nodes := make([]*proc, len(names))
+	var urls []string
+	var wg sync.WaitGroup
+	errs := make(chan error, len(names))
+	for i, n := range names {
+		nd := filepath.Join(dir, n)
+		if err := os.MkdirAll(nd, 0o700); err != nil {
+			return nil, nil, err
+		}
+		if err := os.WriteFile(filepath.Join(nd, "auth.conf"), []byte(auth), 0o644); err != nil {
+			return nil, nil, err
+		}
+		conf := filepath.Join(nd, "node.conf")
+		if err := os.WriteFile(conf, []byte(nodeConf(shipped, n, ports[n], cports[n], filepath.Join(nd, "js"), cports)), 0o644); err != nil {
+			return nil, nil, err
+		}
+		urls = append(urls, "nats://127.0.0.1:"+strconv.Itoa(ports[n]))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := startProc(n, exec.Command(bin, "-c", conf), filepath.Join(dir, n+".log"), "Server is ready")
+			if err != nil {
+				errs <- err
+				return
+			}
+			nodes[i] = p
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		for _, p := range nodes {
+			if p != nil {
+				p.kill()
+			}
+		}
+		return nil, nil, err
+	}
+	return nodes, urls, nil
+}
