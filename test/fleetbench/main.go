@@ -337,7 +337,14 @@ func (f *fleet) startWorkers(round, bin int) ([]*proc, error) {
 		}
 		cmd := exec.Command(f.cfg.workers[bin], args...)
 		cmd.Env = f.env
+		start := time.Now()
 		p, err := startProc(name, cmd, filepath.Join(f.dir, fmt.Sprintf("round%d-%s.log", round, name)), "worker taking calls")
+		if err == nil {
+			// From the exec to the worker's "taking calls": its start on
+			// a healthy cluster (the first round's first worker also
+			// provisions the streams and buckets).
+			fmt.Fprintf(os.Stderr, "round %d [%c]: %s taking calls %.2fs after its start\n", round, 'A'+bin, name, time.Since(start).Seconds())
+		}
 		if err != nil {
 			for _, w := range ws {
 				w.stop(time.Minute)
