@@ -77,9 +77,10 @@ func TestBenchMeasuresEverySide(t *testing.T) {
 			if bytes.Contains(stdout.Bytes(), []byte("errors)")) {
 				t.Errorf("calls failed:\n%s", out)
 			}
-			// Every bus call's two audit events were stored: 2 rounds, 2
-			// publish modes, 2 in-flight counts, 60 calls each.
-			want := "[bus] bus worker: 960 audit events published, 960 stored, 0 refused"
+			// Every bus call's audit event (one per allowed call, the
+			// gate's decision folded in) was stored: 2 rounds, 2 publish
+			// modes, 2 in-flight counts, 60 calls each.
+			want := "[bus] bus worker: 480 audit events published, 480 stored, 0 refused"
 			if !strings.Contains(stderr.String(), want) {
 				t.Errorf("bus audit events: want %q in the bench's stderr:\n%s", want, &stderr)
 			}

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -369,7 +370,11 @@ func Build(ctx context.Context, o Options) (map[string]v1.Image, error) {
 	}
 	var names []string
 	for _, img := range Images {
-		names = append(names, img.Name)
+		for _, n := range append([]string{img.Name}, img.Also...) {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
 	}
 	logf("building %s (CGO_ENABLED=0, linux/%s)", strings.Join(names, ", "), runtime.GOARCH)
 	if err := Binaries(ctx, o.Repo, bin, names...); err != nil {
