@@ -109,7 +109,7 @@ func parse(args []string) (command, error) {
 			return c, errors.New("unknown argument " + strconv.Quote(a))
 		}
 	}
-	return c, errors.New("usage: " + Name + " [--user=UID:GID | --root] [--restrict-exec [--allow=PATH]...] -- COMMAND [ARG]...")
+	return c, errors.New("usage: " + Name + " [--user=UID:GID | --root] [--restrict-exec [--allow=PATH]...] -- COMMAND [ARG ...]")
 }
 
 // run does what the command line says and execs the command; it returns
