@@ -7,3 +7,5 @@ import "github.com/toolgate/toolgate/pkg/tools"
 func (b *bash) setupInit() {}
 
 func (b *bash) allowlist(*tools.Call) (bool, []string) { return false, nil }
+
+func programLoader(string) []string { return nil }

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -52,12 +54,21 @@ func TestSandboxNetworkThroughProxy(t *testing.T) {
 	gate := policy.NewGate(pol)
 	var opened atomic.Int64
 	proxy := testProxy(t, gate, dns, &opened)
-	p := newPipeline(t, bash.Config{
-		Workspace:      newWorkspace(t, testUID),
+	ws := newWorkspace(t, testUID)
+	tool, err := bash.New(bash.Config{
+		Workspace:      ws,
 		Sandbox:        bash.ModeRequire,
 		NetworkAllowed: func(c *tools.Call) bool { return c.Agent == "networked" },
 		Proxy:          proxy,
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	if err := reg.Register(tool); err != nil {
+		t.Fatal(err)
+	}
+	p := tools.NewPipeline(reg, tools.WithWorkspace(ws))
 	call := func(agent, command string) *tools.Output {
 		t.Helper()
 		out, err := run(context.Background(), t, p, map[string]any{"command": command}, func(c *tools.Call) { c.Agent = agent })
@@ -94,6 +105,36 @@ func TestSandboxNetworkThroughProxy(t *testing.T) {
 			t.Errorf("%s: metadata network %v egress %v", tc.name, out.Metadata["network"], out.Metadata["egress"])
 		}
 	}
+	// A call restricted to the programs the gate resolved (curl) goes
+	// through the relay too: the restriction allows the relay and its
+	// loader, and still refuses what the gate did not resolve.
+	curlPath, err := exec.LookPath("curl")
+	if err == nil {
+		curlPath, err = filepath.EvalSymlinks(curlPath)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	restricted := func(command string) *tools.Output {
+		t.Helper()
+		gated := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithGate(policy.EvaluatorFunc(func(context.Context, policy.Request) policy.Decision {
+			return policy.Decision{Action: policy.Allow, Rule: "test", Rendered: true, Command: command, Programs: []string{curlPath}}
+		})))
+		out, err := run(context.Background(), t, gated, map[string]any{"command": command}, func(c *tools.Call) { c.Agent = "networked" })
+		if err != nil {
+			t.Fatalf("%s: %v", command, err)
+		}
+		return out
+	}
+	if out := restricted(curl + "http://allowed.test:" + aPort + "/"); md[string](t, out, "stdout") != "200" {
+		t.Errorf("restricted call through the proxy: stdout %q; stderr %s", md[string](t, out, "stdout"), md[string](t, out, "stderr"))
+	}
+	if out := restricted(curl + "http://allowed.test:" + aPort + "/; touch marker"); !strings.Contains(md[string](t, out, "stderr"), "Permission denied") {
+		t.Errorf("restricted call through the proxy ran a program outside its list: %s", out.Content)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "marker")); err == nil {
+		t.Error("restricted call through the proxy ran touch")
+	}
 	// Without the grant: no proxy, no network.
 	out := call("tester", curl+"http://allowed.test:"+aPort+"/")
 	if got := md[string](t, out, "stdout"); got != "000" {
@@ -102,11 +143,11 @@ func TestSandboxNetworkThroughProxy(t *testing.T) {
 	if _, ok := out.Metadata["egress"]; ok {
 		t.Errorf("without the grant: egress %v", out.Metadata["egress"])
 	}
-	if n := opened.Load(); n != 7 {
-		t.Errorf("proxies opened: %d, want one per networked call (7)", n)
+	if n := opened.Load(); n != 9 {
+		t.Errorf("proxies opened: %d, want one per networked call (9)", n)
 	}
-	if a, o := allowedHits.Load(), otherHits.Load(); a != 1 || o != 0 {
-		t.Fatalf("requests received: allowed %d, other %d; want 1 and 0", a, o)
+	if a, o := allowedHits.Load(), otherHits.Load(); a != 3 || o != 0 {
+		t.Fatalf("requests received: allowed %d, other %d; want 3 and 0", a, o)
 	}
 }
 

@@ -877,7 +877,9 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		sid := b.id
 		if restrict {
 			if proxied {
-				allow = append(allow, argv[0]) // the relay, which runs the shell
+				// The relay, which runs the shell, and its loader.
+				allow = append(allow, argv[0])
+				allow = append(allow, programLoader(b.proxy.Relay[0])...)
 			}
 			mounts = append(mounts, initMounts(b.init)...)
 			argv, sid.init = b.initSpec(restrict, allow).Args(argv), true
