@@ -137,13 +137,13 @@ func (f *fairShare) refresh(now time.Time) {
 
 // handBack returns every held call to the server at once (a nak without
 // delay): the worker stops, another takes them. It returns how many.
-func (f *fairShare) handBack() int {
+func (f *fairShare) handBack(delay time.Duration) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := f.nheld
 	for _, q := range f.held {
 		for _, h := range q {
-			_ = h.m.NakWithDelay(0)
+			_ = h.m.NakWithDelay(delay)
 		}
 	}
 	clear(f.held)

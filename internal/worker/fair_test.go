@@ -59,7 +59,7 @@ func TestFairShareTakesTurns(t *testing.T) {
 	if a4.progress != 1 || a3.progress != 0 {
 		t.Errorf("in progress: held %d, running %d; want 1, 0", a4.progress, a3.progress)
 	}
-	if n := f.handBack(); n != 1 || a4.nakked != 1 || f.full() {
+	if n := f.handBack(0); n != 1 || a4.nakked != 1 || f.full() {
 		t.Errorf("handed back %d, nak %d", n, a4.nakked)
 	}
 }
@@ -91,7 +91,7 @@ func TestFairShareRoundRobinAndBound(t *testing.T) {
 	if !f.full() {
 		t.Fatal("16 held of 16: the puller must stop asking")
 	}
-	if n := f.handBack(); n != heldPerSlot*4 {
+	if n := f.handBack(0); n != heldPerSlot*4 {
 		t.Fatalf("handed back %d", n)
 	}
 }

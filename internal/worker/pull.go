@@ -136,14 +136,15 @@ func (p *puller) run(ctx context.Context) error {
 // the puller asks for nothing more, keeps listening until each request it
 // left open has ended (filled, or the server's 408 at its expiry: at most
 // pullExpiry), hands back each call that arrives meanwhile with a nak
-// without delay, for another worker to take at once, and only then
+// delayed until those requests have ended (so that it goes to another
+// worker, not to this one's next open request), and only then
 // unsubscribes. A request whose status never comes (its server went away)
 // is given up pullGrace after its expiry, as while running.
 func (p *puller) stop(sub *nats.Subscription, reconnected <-chan nats.Status) {
 	p.stopping = true
 	// Calls held for their agent's turn go back first, for another
 	// worker to take at once.
-	if n := p.fair.handBack(); n > 0 {
+	if n := p.fair.handBack(p.handBackDelay()); n > 0 {
 		p.w.log.Info("stopping: calls waiting for their agent's turn handed back", "calls", n)
 	}
 	var last time.Time
@@ -177,6 +178,27 @@ func (p *puller) stop(sub *nats.Subscription, reconnected <-chan nats.Status) {
 		p.w.log.Info("stopping: calls delivered after the stop handed back", "calls", n)
 	}
 }
+
+// handBackDelay is how long a call a stopping worker hands back waits at
+// the server before it is delivered again: until the pull requests this
+// worker left open have ended, and a little more. Handed back without a
+// delay, the server gave it straight to another of those requests, and
+// each such delivery counts: under load a call bounced through five of
+// them and was dead-lettered without ever running.
+func (p *puller) handBackDelay() time.Duration {
+	var last time.Time
+	for _, r := range p.reqs {
+		last = maxTime(last, r.deadline)
+	}
+	if d := time.Until(last); d > 0 {
+		return d + handBackMargin
+	}
+	return 0
+}
+
+// handBackMargin is added to a hand-back's delay so that the redelivery
+// comes after the server has ended the requests.
+const handBackMargin = 100 * time.Millisecond
 
 func maxTime(a, b time.Time) time.Time {
 	if b.After(a) {
@@ -287,11 +309,12 @@ func (p *puller) end(id, pending string) {
 }
 
 // dispatch hands a call to an idle slot or starts a slot for it; a
-// stopping worker hands it back to the server at once instead.
+// stopping worker hands it back to the server instead, to be delivered
+// again once the pull requests it left open have ended (handBackDelay).
 func (p *puller) dispatch(m deliveredMsg) {
 	if p.stopping {
 		p.w.handedBack.Add(1)
-		p.w.settle(m, fate.Retry(0, nil))
+		p.w.settle(m, fate.Retry(p.handBackDelay(), nil))
 		return
 	}
 	p.w.running.Add(1)
