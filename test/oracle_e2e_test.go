@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -334,11 +335,27 @@ func runOracleBatch(t *testing.T, n int, cases []oracleCase, ws string, g *polic
 		return nil
 	}
 	defer f.Close()
+	diffs, err := readOracleTrace(f, cases, ws, g, bashPath, timeoutPath)
+	if err != nil {
+		t.Error(err)
+	}
+	return diffs
+}
+
+// readOracleTrace reads a batch's strace output and returns every
+// program run and file opened that the gate did not allow.
+func readOracleTrace(r io.Reader, cases []oracleCase, ws string, g *policy.Gate, bashPath, timeoutPath string) ([]string, error) {
 	var diffs []string
 	cur := -1
 	prog := map[string]string{} // pid → program it runs
+	execd := map[string]bool{}  // pids that ran execve since they were born
+	// A child's lines may come before its parent's fork returns (strace
+	// prints the parent's "resumed" line late): its opens wait for the
+	// program it inherits, and its exec is not undone by the late fork.
+	deferred := map[string][]func(prog string){}
 	pending := map[string]string{}
-	sc := bufio.NewScanner(f)
+	root := ""
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
 		m := straceLine.FindStringSubmatch(sc.Text())
@@ -346,6 +363,9 @@ func runOracleBatch(t *testing.T, n int, cases []oracleCase, ws string, g *polic
 			continue
 		}
 		pid, rest := m[1], m[2]
+		if root == "" {
+			root = pid // the driver, traced from its start
+		}
 		if strings.HasSuffix(rest, " <unfinished ...>") {
 			pending[pid] = strings.TrimSuffix(rest, " <unfinished ...>")
 			continue
@@ -365,7 +385,14 @@ func runOracleBatch(t *testing.T, n int, cases []oracleCase, ws string, g *polic
 		}
 		c := cases[cur]
 		if f := straceFork.FindStringSubmatch(rest); f != nil {
-			prog[f[1]] = prog[pid] // a child runs its parent's program until it execs
+			child := f[1]
+			if !execd[child] {
+				prog[child] = prog[pid] // a child runs its parent's program until it execs
+			}
+			for _, open := range deferred[child] {
+				open(prog[pid])
+			}
+			delete(deferred, child)
 			continue
 		}
 		if e := straceExec.FindStringSubmatch(rest); e != nil {
@@ -374,6 +401,7 @@ func runOracleBatch(t *testing.T, n int, cases []oracleCase, ws string, g *polic
 				p = r
 			}
 			prog[pid] = filepath.Base(p)
+			execd[pid] = true
 			if p == bashPath || p == timeoutPath || judged(c.progs, p) {
 				continue
 			}
@@ -386,15 +414,24 @@ func runOracleBatch(t *testing.T, n int, cases []oracleCase, ws string, g *polic
 			if judged(c.progs, p) {
 				continue // a script program read by its interpreter
 			}
-			if why := oracleOpen(g, ws, prog[pid], p, write); why != "" {
-				diffs = append(diffs, fmt.Sprintf("%s [%s] %q\n  ran %q\n  %s opened %s: %s", c.origin, c.policy, c.src, c.run, prog[pid], p, why))
+			open := func(prog string) {
+				if why := oracleOpen(g, ws, prog, p, write); why != "" {
+					diffs = append(diffs, fmt.Sprintf("%s [%s] %q\n  ran %q\n  %s opened %s: %s", c.origin, c.policy, c.src, c.run, prog, p, why))
+				}
+			}
+			if name, known := prog[pid]; known || pid == root {
+				open(name)
+			} else {
+				deferred[pid] = append(deferred[pid], open)
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		t.Error(err)
+	for _, opens := range deferred { // children whose fork never returned in the trace
+		for _, open := range opens {
+			open("")
+		}
 	}
-	return diffs
+	return diffs, sc.Err()
 }
 
 // judged reports whether p is one of the judged programs or lies in a
@@ -575,4 +612,41 @@ func genScript(r *rand.Rand, depth int) string {
 		return pick(r, "timeout 5 ", "nice ", "env LANG=C ", "command ", "nohup ") + simple()
 	}
 	return simple()
+}
+
+// TestOracleTraceReadsLateForks reads a trace in the order CI printed
+// it: timeout's clone returns after its child exec'd bash and curl, and
+// curl's resolver thread opens files before its own clone returns. The
+// files are curl's, so they make no difference; a file curl may not
+// open still does, whichever order the lines come in.
+func TestOracleTraceReadsLateForks(t *testing.T) {
+	ws := "/ws"
+	g := policy.NewGate(policy.Default())
+	cases := []oracleCase{{origin: "corpus:1", policy: "builtin", src: "curl https://example.com/x", run: "curl https://example.com/x", progs: []string{"/usr/bin/curl"}}}
+	trace := func(secret string) string {
+		return `1 execve("/usr/bin/bash", ["bash", "driver.sh"], 0x0 /* 3 vars */) = 0
+1 openat(AT_FDCWD, "/oracle-mark-0", O_RDONLY) = -1 ENOENT (No such file or directory)
+1 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f) = 7
+7 execve("/usr/bin/timeout", ["timeout", "-s", "KILL", "20", "/usr/bin/bash", "-c", "curl https://example.com/x"], 0x0 /* 3 vars */) = 0
+7 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f <unfinished ...>
+8 execve("/usr/bin/bash", ["/usr/bin/bash", "-c", "curl https://example.com/x"], 0x0 /* 3 vars */) = 0
+8 execve("/usr/bin/curl", ["curl", "https://example.com/x"], 0x0 /* 3 vars */) = 0
+8 clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD, child_tid=0x7f, parent_tid=0x7f, exit_signal=0, stack=0x7f, stack_size=0x7ff, tls=0x7f} <unfinished ...>
+9 openat(AT_FDCWD, "/etc/resolv.conf", O_RDONLY|O_CLOEXEC) = 5</etc/resolv.conf>
+8 <... clone3 resumed> => {parent_tid=[9]}, 88) = 9
+9 openat(AT_FDCWD, "/etc/hosts", O_RDONLY|O_CLOEXEC) = 5</etc/hosts>
+9 openat(AT_FDCWD, "` + secret + `", O_RDONLY|O_CLOEXEC) = 5<` + secret + `>
+7 <... clone resumed>) = 8
+8 openat(AT_FDCWD, "/etc/host.conf", O_RDONLY|O_CLOEXEC) = 6</etc/host.conf>
+1 openat(AT_FDCWD, "/oracle-mark-1", O_RDONLY) = -1 ENOENT (No such file or directory)
+`
+	}
+	diffs, err := readOracleTrace(strings.NewReader(trace("/etc/hosts")), cases, ws, g, "/usr/bin/bash", "/usr/bin/timeout")
+	if err != nil || len(diffs) != 0 {
+		t.Errorf("curl's own files read as differences: %v %q", err, diffs)
+	}
+	diffs, err = readOracleTrace(strings.NewReader(trace("/etc/shadow")), cases, ws, g, "/usr/bin/bash", "/usr/bin/timeout")
+	if err != nil || len(diffs) != 1 || !strings.Contains(diffs[0], "curl opened /etc/shadow") {
+		t.Errorf("a file curl may not open: %v %q, want one difference naming curl", err, diffs)
+	}
 }
