@@ -48,36 +48,6 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// nodeConf is deploy/nats/cluster-node.conf for one node: its name,
-// loopback ports, store dir and routes; everything else as shipped,
-// including the include of auth.conf.
-func nodeConf(t *testing.T, shipped, name string, port, cport int, store string, routes map[string]int) string {
-	t.Helper()
-	var out []string
-	sc := bufio.NewScanner(strings.NewReader(shipped))
-	for sc.Scan() {
-		l := sc.Text()
-		trim := strings.TrimSpace(l)
-		switch {
-		case strings.HasPrefix(trim, "server_name:"):
-			l = "server_name: " + name
-		case strings.HasPrefix(trim, "listen: 0.0.0.0:4222"):
-			l = fmt.Sprintf("listen: 127.0.0.1:%d", port)
-		case strings.HasPrefix(trim, "http:"):
-			l = "" // no monitoring port in tests
-		case strings.HasPrefix(trim, "store_dir:"):
-			l = fmt.Sprintf("  store_dir: %q", store)
-		case strings.HasPrefix(trim, "listen: 0.0.0.0:6222"):
-			l = fmt.Sprintf("  listen: 127.0.0.1:%d", cport)
-		case strings.HasPrefix(trim, "nats-route://node-"):
-			n := strings.TrimSuffix(strings.TrimPrefix(trim, "nats-route://"), ":6222")
-			l = fmt.Sprintf("    nats-route://127.0.0.1:%d", routes[n])
-		}
-		out = append(out, l)
-	}
-	return strings.Join(out, "\n") + "\n"
-}
-
 // start runs the node and waits until it says it is ready.
 func (n *clusterNode) start(t *testing.T) {
 	t.Helper()
@@ -149,7 +119,7 @@ func TestClusterFromDeployFiles(t *testing.T) {
 		dir := stateTempDir(t)
 		writeFile(t, filepath.Join(dir, "auth.conf"), string(auth))
 		conf := filepath.Join(dir, "node.conf")
-		writeFile(t, conf, nodeConf(t, string(shipped), n, ports[n], cports[n], filepath.Join(dir, "js"), cports))
+		writeFile(t, conf, testenv.ClusterNodeConf(string(shipped), n, ports[n], cports[n], filepath.Join(dir, "js"), cports))
 		nodes = append(nodes, &clusterNode{name: n, conf: conf, bin: bin})
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[n]))
 	}

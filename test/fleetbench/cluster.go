@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // proc is a child process of the bench: a nats-server node or a worker.
@@ -97,36 +99,6 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// nodeConf is deploy/nats/cluster-node.conf for one node: its name,
-// loopback ports, store dir and routes; everything else as shipped,
-// including the include of auth.conf (the edits of
-// test/cluster_e2e_test.go's nodeConf).
-func nodeConf(shipped, name string, port, cport int, store string, routes map[string]int) string {
-	var out []string
-	sc := bufio.NewScanner(strings.NewReader(shipped))
-	for sc.Scan() {
-		l := sc.Text()
-		trim := strings.TrimSpace(l)
-		switch {
-		case strings.HasPrefix(trim, "server_name:"):
-			l = "server_name: " + name
-		case strings.HasPrefix(trim, "listen: 0.0.0.0:4222"):
-			l = fmt.Sprintf("listen: 127.0.0.1:%d", port)
-		case strings.HasPrefix(trim, "http:"):
-			l = "" // no monitoring port
-		case strings.HasPrefix(trim, "store_dir:"):
-			l = fmt.Sprintf("  store_dir: %q", store)
-		case strings.HasPrefix(trim, "listen: 0.0.0.0:6222"):
-			l = fmt.Sprintf("  listen: 127.0.0.1:%d", cport)
-		case strings.HasPrefix(trim, "nats-route://node-"):
-			n := strings.TrimSuffix(strings.TrimPrefix(trim, "nats-route://"), ":6222")
-			l = fmt.Sprintf("    nats-route://127.0.0.1:%d", routes[n])
-		}
-		out = append(out, l)
-	}
-	return strings.Join(out, "\n") + "\n"
-}
-
 // startCluster starts the three nodes of deploy/nats/cluster-node.conf
 // under dir, each with auth, and returns them and their client URLs.
 func startCluster(bin, dir, shipped, auth string) ([]*proc, []string, error) {
@@ -154,7 +126,7 @@ func startCluster(bin, dir, shipped, auth string) ([]*proc, []string, error) {
 			return nil, nil, err
 		}
 		conf := filepath.Join(nd, "node.conf")
-		if err := os.WriteFile(conf, []byte(nodeConf(shipped, n, ports[n], cports[n], filepath.Join(nd, "js"), cports)), 0o644); err != nil {
+		if err := os.WriteFile(conf, []byte(testenv.ClusterNodeConf(shipped, n, ports[n], cports[n], filepath.Join(nd, "js"), cports)), 0o644); err != nil {
 			return nil, nil, err
 		}
 		urls = append(urls, "nats://127.0.0.1:"+strconv.Itoa(ports[n]))
