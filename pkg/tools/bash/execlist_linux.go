@@ -96,20 +96,6 @@ func gitExecDir() string {
 	return filepath.Dir(inExec)
 }
 
-// programLoader is the interpreter the kernel runs for the program p (its
-// ELF loader, resolved), none when it has none.
-func programLoader(p string) []string {
-	ip := interpreters.of(p)
-	if ip == "" {
-		return nil
-	}
-	out := []string{ip}
-	if r, err := filepath.EvalSymlinks(ip); err == nil && r != ip {
-		out = append(out, r)
-	}
-	return out
-}
-
 // interpreters caches interpreter by path, while the file is the same
 // (device, inode, size, change times): a call's allowlist is computed on
 // every restricted call, and parsing each program's ELF headers again was

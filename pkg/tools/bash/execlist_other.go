@@ -8,4 +8,3 @@ func (b *bash) setupInit() {}
 
 func (b *bash) allowlist(*tools.Call) (bool, []string) { return false, nil }
 
-func programLoader(string) []string { return nil }

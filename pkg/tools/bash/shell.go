@@ -54,6 +54,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/sandboxinit"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
@@ -861,7 +862,14 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		}
 		env = callEnv(b.env, home, "/tmp")
 		if network && b.proxy != nil {
-			stop, pm, pargv, penv, err := b.proxy.attach(ctx, c, argv)
+			inner := argv
+			if restrict {
+				// The relay (this binary) starts a first program that
+				// restricts the command; the relay itself runs only
+				// its own code, and is never on the allowlist.
+				inner = sandboxinit.Spec{Restrict: true, Allow: allow}.Args(argv)
+			}
+			stop, pm, pargv, penv, err := b.proxy.attach(ctx, c, inner)
 			if err != nil {
 				return nil, fmt.Errorf("bash: egress proxy: %w", err)
 			}
@@ -873,16 +881,12 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		// bwrap starts as the worker; inside, setpriv drops root or,
 		// when the gate resolved the call's programs, the sandbox's
 		// first program (internal/sandboxinit) drops it and restricts
-		// execution to them (execlist_linux.go).
+		// execution to them (execlist_linux.go), after the relay when
+		// there is one.
 		sid := b.id
 		if restrict {
-			if proxied {
-				// The relay, which runs the shell, and its loader.
-				allow = append(allow, argv[0])
-				allow = append(allow, programLoader(b.proxy.Relay[0])...)
-			}
 			mounts = append(mounts, initMounts(b.init)...)
-			argv, sid.init = b.initSpec(restrict, allow).Args(argv), true
+			argv, sid.init = b.initSpec(!proxied, allow).Args(argv), true
 		}
 		argv, dir, id = b.sb.argv(b.ws, cwd, network, sid, mounts, argv), "/", identity{}
 	} else if b.id.root {
