@@ -7,4 +7,3 @@ import "github.com/toolgate/toolgate/pkg/tools"
 func (b *bash) setupInit() {}
 
 func (b *bash) allowlist(*tools.Call) (bool, []string) { return false, nil }
-
