@@ -8,11 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A per-call cgroup bounds how many processes (and threads) one call holds
@@ -48,6 +51,8 @@ type callCgroup struct {
 	memDir string
 	v2     bool
 	mounts map[string]cgroupMount
+	// max is the pids limit startIn sets once its thread has left (v1).
+	max int
 }
 
 // findCgroup finds or makes the worker's "toolgate" cgroup in a hierarchy
@@ -280,14 +285,20 @@ func (pc *cgroupParent) makeCall(name string, max int, mem int64) (*callCgroup, 
 		return nil, fmt.Errorf("make cgroup: %w", err)
 	}
 	c := &callCgroup{dir: dir, v2: pc.v2, mounts: pc.mounts}
-	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(max)), 0); err != nil {
+	limit := max
+	if !pc.v2 {
+		// Room for the thread that starts the command (startIn), which
+		// lowers the limit to max once it has left.
+		c.max, limit = max, max+1
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(limit)), 0); err != nil {
 		c.remove()
 		return nil, fmt.Errorf("set pids.max in %s: %w", dir, err)
 	}
 	if mem <= 0 || !pc.memory {
 		return c, nil
 	}
-	limit := filepath.Join(dir, "memory.max")
+	memLimit := filepath.Join(dir, "memory.max")
 	if !pc.v2 {
 		c.memDir = filepath.Join(pc.memDir, name)
 		if err := os.Mkdir(c.memDir, 0o755); err != nil {
@@ -295,23 +306,13 @@ func (pc *cgroupParent) makeCall(name string, max int, mem int64) (*callCgroup, 
 			c.remove()
 			return nil, fmt.Errorf("make memory cgroup: %w", err)
 		}
-		limit = filepath.Join(c.memDir, "memory.limit_in_bytes")
+		memLimit = filepath.Join(c.memDir, "memory.limit_in_bytes")
 	}
-	if err := os.WriteFile(limit, []byte(strconv.FormatInt(mem, 10)), 0); err != nil {
+	if err := os.WriteFile(memLimit, []byte(strconv.FormatInt(mem, 10)), 0); err != nil {
 		c.remove()
-		return nil, fmt.Errorf("set %s: %w", limit, err)
+		return nil, fmt.Errorf("set %s: %w", memLimit, err)
 	}
 	return c, nil
-}
-
-// procs are the files a process writes its pid to to enter the cgroup:
-// the pids one, and on v1 the memory one.
-func (c *callCgroup) procs() []string {
-	out := []string{filepath.Join(c.dir, "cgroup.procs")}
-	if c.memDir != "" {
-		out = append(out, filepath.Join(c.memDir, "cgroup.procs"))
-	}
-	return out
 }
 
 // tasks are the v1 files a thread writes 0 to to move itself, alone, into
@@ -324,28 +325,70 @@ func (c *callCgroup) tasks() []string {
 	return out
 }
 
+// errCgroup marks the errors of moving into or out of a call's cgroups
+// (not the command's start).
+var errCgroup = errors.New("per-call cgroup")
+
 // startIn starts cmd in the call's v1 cgroups from birth. Moving a
 // process into a v1 cgroup (cgroup.procs) takes the kernel's global
 // thread-group lock, whose first taking after a quiet moment waits for an
 // RCU grace period (5-10 ms on a 2-core machine); a thread moving itself
-// (0 written to tasks) does not take it. So the starting goroutine's
-// thread moves itself into the call's cgroups, forks the command there
-// (the child inherits them: cgroup v1's equivalent of v2's
-// CLONE_INTO_CGROUP), and moves back to where it was before it is given
-// back to the runtime. While it is in, the thread counts against the
-// call's pids.max. If it cannot move back, the command is killed and the
-// thread, never unlocked, ends with its goroutine.
+// (0 written to tasks) does not take it. So a thread of its own moves
+// itself into the call's cgroups, forks the command there (the child
+// inherits them: cgroup v1's equivalent of v2's CLONE_INTO_CGROUP), and
+// moves back to where it was before it is given back to the runtime.
+//
+// That thread is never the process's first one: the v1 memory controller
+// charges a process's memory to its first thread's cgroup, so the
+// worker's own memory would be charged to the call meanwhile. While it is
+// in, the thread counts against the call's pids.max (makeCall leaves
+// room for it; startIn lowers the limit afterwards). If it cannot move
+// back, the command is killed and the thread, never unlocked, ends with
+// its goroutine (remove never kills the worker for it).
 func (c *callCgroup) startIn(cmd *exec.Cmd) error {
-	runtime.LockOSThread()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// Held here, the first thread cannot run the goroutine
+			// started in this one's place.
+			defer runtime.UnlockOSThread()
+			errc <- c.startIn(cmd)
+			return
+		}
+		err := c.startHere(cmd)
+		if !errors.Is(err, errStranded) {
+			runtime.UnlockOSThread()
+		} // else the thread ends with the goroutine
+		errc <- err
+	}()
+	err := <-errc
+	if err == nil && c.max > 0 {
+		if err = os.WriteFile(filepath.Join(c.dir, "pids.max"), []byte(strconv.Itoa(c.max)), 0); err != nil {
+			err = fmt.Errorf("%w: set pids.max in %s: %w", errCgroup, c.dir, err)
+		}
+	}
+	if err != nil && cmd.Process != nil && cmd.ProcessState == nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	return err
+}
+
+// errStranded says the starting thread could not move back out of the
+// call's cgroups.
+var errStranded = errors.New("the starting thread cannot leave the call's cgroups")
+
+// startHere is startIn on the locked thread it runs on.
+func (c *callCgroup) startHere(cmd *exec.Cmd) error {
 	home, err := threadTasks(c.tasks(), c.mounts)
 	if err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("per-call cgroup: %w", err)
+		return fmt.Errorf("%w: %w", errCgroup, err)
 	}
 	moved := 0
 	for _, f := range c.tasks() {
 		if err = os.WriteFile(f, []byte("0"), 0); err != nil {
-			err = fmt.Errorf("per-call cgroup: join %s: %w", f, err)
+			err = fmt.Errorf("%w: join %s: %w", errCgroup, f, err)
 			break
 		}
 		moved++
@@ -355,14 +398,9 @@ func (c *callCgroup) startIn(cmd *exec.Cmd) error {
 	}
 	for _, f := range home[:moved] {
 		if backErr := os.WriteFile(f, []byte("0"), 0); backErr != nil {
-			if cmd.Process != nil {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-			}
-			return fmt.Errorf("per-call cgroup: return to %s: %w", f, backErr)
+			return fmt.Errorf("%w: %w: return to %s: %w", errCgroup, errStranded, f, backErr)
 		}
 	}
-	runtime.UnlockOSThread()
 	return err
 }
 
@@ -416,22 +454,25 @@ func (c *callCgroup) peak() int {
 }
 
 // remove kills whatever is left in the cgroup (a process that left the
-// call's process group) and removes it and its memory cgroup.
+// call's process group) and removes it and its memory cgroup. The
+// worker's own pid is never killed: it is listed while a starting thread
+// that could not move back (startIn) has yet to end.
 func (c *callCgroup) remove() {
 	defer func() {
 		if c.memDir != "" {
 			removeCgroupDir(c.memDir)
 		}
 	}()
+	self := strconv.Itoa(os.Getpid())
 	for range 200 {
 		if c.v2 {
 			_ = os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
 		}
-		b, err := os.ReadFile(c.procs()[0])
+		b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))
 		if err != nil {
 			break
 		}
-		left := strings.Fields(string(b))
+		left := slices.DeleteFunc(strings.Fields(string(b)), func(s string) bool { return s == self })
 		if len(left) == 0 {
 			break
 		}

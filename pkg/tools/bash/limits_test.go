@@ -98,9 +98,6 @@ func TestCommandStartsInItsCgroups(t *testing.T) {
 			if n := threadsInCallCgroups(t); n != 0 {
 				t.Errorf("%d of the worker's threads are in a call's cgroup while the command runs", n)
 			}
-			if err := os.WriteFile(filepath.Join(ws, "release"), nil, 0o644); err != nil {
-				t.Fatal(err)
-			}
 			held := callCgroupsHolding(t)
 			if err := os.WriteFile(filepath.Join(ws, "release"), nil, 0o644); err != nil {
 				t.Fatal(err)
@@ -116,6 +113,18 @@ func TestCommandStartsInItsCgroups(t *testing.T) {
 				if held[c] == 0 {
 					t.Errorf("no %s cgroup of a call holds a process while the command runs (%v)", c, held)
 				}
+				if mode != bash.ModeOff {
+					continue // the sandbox has a cgroup namespace of its own
+				}
+				// The command itself says it is in its call's cgroup.
+				in := false
+				for _, l := range strings.Split(md[string](t, out, "stdout"), "\n") {
+					parts := strings.SplitN(l, ":", 3)
+					in = in || len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), c) && strings.Contains(parts[2], "/toolgate/"+strconv.Itoa(os.Getpid())+"-")
+				}
+				if !in {
+					t.Errorf("the command is not in its call's %s cgroup: %s", c, md[string](t, out, "stdout"))
+				}
 			}
 		})
 	}
@@ -123,7 +132,7 @@ func TestCommandStartsInItsCgroups(t *testing.T) {
 
 // callCgroupsHolding counts, per v1 controller (pids, memory) whose
 // hierarchy holds the worker's call cgroups, those (toolgate/<pid>-<n>
-// beside this process's cgroup) that hold a process.
+// beside this process's cgroup) that hold a process other than this one.
 func callCgroupsHolding(t *testing.T) map[string]int {
 	t.Helper()
 	self, err := os.ReadFile("/proc/self/cgroup")
@@ -158,7 +167,8 @@ func callCgroupsHolding(t *testing.T) map[string]int {
 		held[c] += 0
 		dirs, _ := filepath.Glob(filepath.Join(point, path, "toolgate", strconv.Itoa(os.Getpid())+"-*"))
 		for _, d := range dirs {
-			if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+			if err == nil && len(slices.DeleteFunc(strings.Fields(string(b)), func(p string) bool { return p == strconv.Itoa(os.Getpid()) })) > 0 {
 				held[c]++
 			}
 		}
@@ -374,5 +384,22 @@ func TestRootCommandsSeeTheirProgramsNotRootsSecrets(t *testing.T) {
 	}
 	if strings.Contains(out.Content, "s3cr3t") {
 		t.Errorf("a root command read root's files:\n%s", out.Content)
+	}
+}
+
+// TestOneProcessLimitRunsACommand: a call limited to one process runs a
+// command that starts nothing (without a sandbox, bash alone): whatever
+// thread of the worker starts it in its cgroups is not counted against
+// the call's limit.
+func TestOneProcessLimitRunsACommand(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("per-call cgroups of this kind need a root worker")
+	}
+	p := newPipeline(t, bash.Config{Workspace: newWorkspace(t, testUID), Sandbox: bash.ModeOff, Limits: bash.Limits{Processes: 1}})
+	for i := range 20 {
+		out := mustRun(t, p, "echo ok")
+		if got := strings.TrimSpace(md[string](t, out, "stdout")); got != "ok" {
+			t.Fatalf("call %d with a one-process limit: stdout %q: %s", i, got, out.Content)
+		}
 	}
 }

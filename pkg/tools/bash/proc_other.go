@@ -35,13 +35,14 @@ type callCgroup struct {
 func findCgroup() (*cgroupParent, string) { return nil, "cgroups are Linux-only" }
 
 func (*cgroupParent) newCall(int, int64) (*callCgroup, error) { return nil, errors.ErrUnsupported }
-func (*callCgroup) procs() []string                           { return nil }
 func (*callCgroup) startIn(*exec.Cmd) error                   { return errors.ErrUnsupported }
 func (*callCgroup) open() (*os.File, error)                   { return nil, errors.ErrUnsupported }
 func (*callCgroup) peak() int                                 { return -1 }
 func (*callCgroup) remove()                                   {}
 
 func intoCgroup(*syscall.SysProcAttr, int) {}
+
+var errCgroup = errors.New("per-call cgroup")
 
 type hold struct{}
 

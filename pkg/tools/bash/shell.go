@@ -31,9 +31,11 @@
 // all (bounding, inheritable and ambient sets empty, no new privileges,
 // no supplementary groups), so that they can write the workspace and
 // files keep their owner; the sandbox then also hides /root and masks
-// /etc/shadow and /etc/gshadow. Inside bubblewrap the switch is made by
-// setpriv after the sandbox is built; without it, by the kernel at exec
-// or by setpriv.
+// /etc/shadow and /etc/gshadow. Inside bubblewrap the switch is made after
+// the sandbox is built, by setpriv or, for a call restricted to the
+// programs the gate resolved, by the sandbox's first program
+// (internal/sandboxinit); without bubblewrap, by the kernel at exec or by
+// setpriv.
 package bash
 
 import (
@@ -826,8 +828,8 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			return nil, fmt.Errorf("bash: %w", err)
 		}
 		mounts := []string{"--seccomp", files.add(filter)}
-		// The limits are set, and a v1 cgroup joined, while bwrap holds
-		// the command (hold_linux.go): the command is bash itself.
+		// The limits are set while bwrap holds the command
+		// (hold_linux.go): the command is bash itself.
 		var infoW, blockR *os.File
 		if held, infoW, blockR, err = newHold(); err != nil {
 			return nil, fmt.Errorf("bash: %w", err)
@@ -965,7 +967,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		if ctx.Err() != nil {
 			return nil, killedError(ctx)
 		}
-		if id.drop && errors.Is(err, fs.ErrPermission) {
+		if id.drop && errors.Is(err, fs.ErrPermission) && !errors.Is(err, errCgroup) {
 			return nil, startError{fmt.Errorf("bash: commands run as uid %d cannot enter %s or run %s (check the directory and its parents): %w", id.uid, dir, argv[0], err)}
 		}
 		return nil, startError{fmt.Errorf("bash: start %s in %s: %w", argv[0], dir, err)}
