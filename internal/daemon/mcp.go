@@ -150,6 +150,9 @@ type mcpAgent struct {
 	h  http.Handler
 	// ready is closed once the agent's tool list was first fetched.
 	ready <-chan struct{}
+	// waitUntil is when requests stop waiting for ready: readyWait
+	// after the agent was connected.
+	waitUntil time.Time
 }
 
 func (f *mcpFace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -164,13 +167,23 @@ func (f *mcpFace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// An agent's first requests wait for its tool list (a client lists
-	// the tools right after initializing); past readyWait it is served
-	// what there is, the rest follows as list changes.
+	// the tools right after initializing); readyWait after the agent was
+	// connected, requests are served what there is, the rest follows as
+	// list changes.
 	select {
 	case <-a.ready:
-	case <-r.Context().Done():
-		return
-	case <-time.After(readyWait):
+	default:
+		if wait := time.Until(a.waitUntil); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-a.ready:
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			t.Stop()
+		}
 	}
 	a.h.ServeHTTP(w, r)
 }
@@ -210,7 +223,7 @@ func (f *mcpFace) agent(agent string) (*mcpAgent, error) {
 			f.o.Logger.Error("mcp: tool list", "agent", agent, "err", err)
 		}
 	}()
-	a := &mcpAgent{nc: nc, h: mcpserver.StreamHandler(s, f.o.Logger), ready: s.Ready()}
+	a := &mcpAgent{nc: nc, h: mcpserver.StreamHandler(s, f.o.Logger), ready: s.Ready(), waitUntil: time.Now().Add(readyWait)}
 	f.agents[agent] = a
 	return a, nil
 }
