@@ -169,10 +169,12 @@ func (p *Pipeline) policy(next Handler) Handler {
 		switch {
 		case d.Action == policy.Allow:
 		case d.Action == policy.Ask && c.Approved && c.Approvals > 0 && c.Approvals < d.Approvers:
-			// The policy in force now asks for more people than approved.
-			d.Action = policy.Deny
-			d.Reason = fmt.Sprintf("%s (the policy now needs %d approvals, the call had %d)", d.Reason, d.Approvers, c.Approvals)
-			return nil, &PolicyError{Decision: d}
+			// The policy in force now asks for more people than approved;
+			// c.Decision keeps what the gate said (ask).
+			deny := d
+			deny.Action = policy.Deny
+			deny.Reason = fmt.Sprintf("%s (the policy now needs %d approvals, the call had %d)", d.Reason, d.Approvers, c.Approvals)
+			return nil, &PolicyError{Decision: deny}
 		case d.Action == policy.Ask && c.Approved:
 		case d.Action == policy.Ask:
 			// Not yet approved: the call waits for people.

@@ -160,8 +160,13 @@ func TestPipelineSteps(t *testing.T) {
 	}
 	// Resumed with fewer approvals than the policy in force now needs.
 	reg.MustRegister(&Tool{Name: "asktwo", Handler: HandlerFunc(func(context.Context, *Call) (*Output, error) { ran++; return &Output{}, nil })})
-	if _, err := p.Handle(ctx, &Call{Name: "asktwo", Approved: true, Approvals: 1}); !errors.Is(err, ErrDenied) {
+	one := &Call{Name: "asktwo", Approved: true, Approvals: 1}
+	var pe *PolicyError
+	if _, err := p.Handle(ctx, one); !errors.Is(err, ErrDenied) || !errors.As(err, &pe) || pe.Decision.Action != policy.Deny {
 		t.Fatalf("asktwo with one approval: %v", err)
+	}
+	if one.Decision == nil || one.Decision.Action != policy.Ask {
+		t.Fatalf("asktwo with one approval: the call's gate decision %+v, want the gate's ask (the denial is the run's)", one.Decision)
 	}
 	if _, err := p.Handle(ctx, &Call{Name: "asktwo", Approved: true, Approvals: 2}); err != nil {
 		t.Fatalf("asktwo with two approvals: %v", err)
