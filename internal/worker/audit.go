@@ -91,7 +91,9 @@ func (w *Worker) recordedDecision(in *events.Call, res *events.ResultData, rec r
 	a.Kind, a.Status, a.DecidedBy, a.Decision = events.AuditDecision, res.Status, []string{"policy"}, rec.Decision
 	a.Time, a.ParentCallID = rec.DecidedAt, res.ParentCallID
 	agent, t := tokenOr(in.Agent, "_"), tokenOr(res.Tool, "_")
-	w.decisions.Store(in, &pendingDecision{subject: events.AuditSubject(agent, t), id: CallKey(in.Agent, in.ID) + ":decision", data: a})
+	if old, loaded := w.decisions.Swap(in, &pendingDecision{subject: events.AuditSubject(agent, t), id: CallKey(in.Agent, in.ID) + ":decision", data: a}); loaded {
+		w.publishDecision(in, old.(*pendingDecision), "") // not expected: one judgement per delivery
+	}
 }
 
 // deferredHash marks an audit event whose arguments' hash is filled in

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/fate"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
@@ -135,15 +136,16 @@ func (f *fairShare) refresh(now time.Time) {
 	}
 }
 
-// handBack returns every held call to the server at once (a nak without
-// delay): the worker stops, another takes them. It returns how many.
-func (f *fairShare) handBack(delay time.Duration) int {
+// handBack returns every held call to the server, settled by settle with
+// a nak delayed by delay: the worker stops, another takes them. It returns
+// how many.
+func (f *fairShare) handBack(delay time.Duration, settle func(deliveredMsg, fate.Fate)) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := f.nheld
 	for _, q := range f.held {
 		for _, h := range q {
-			_ = h.m.NakWithDelay(delay)
+			settle(h.m, fate.Retry(delay, nil))
 		}
 	}
 	clear(f.held)

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/fate"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/client"
 )
@@ -18,17 +19,18 @@ import (
 type heldMsg struct {
 	subject          string
 	progress, nakked int
+	delay            time.Duration // of the last nak
 }
 
-func (m *heldMsg) Subject() string                  { return m.subject }
-func (m *heldMsg) Headers() nats.Header             { return nil }
-func (m *heldMsg) Data() []byte                     { return nil }
-func (m *heldMsg) InProgress() error                { m.progress++; return nil }
-func (m *heldMsg) StreamSeq() uint64                { return 0 }
-func (m *heldMsg) NumDelivered() uint64             { return 1 }
-func (m *heldMsg) Ack() error                       { return nil }
-func (m *heldMsg) NakWithDelay(time.Duration) error { m.nakked++; return nil }
-func (m *heldMsg) TermWithReason(string) error      { return nil }
+func (m *heldMsg) Subject() string                    { return m.subject }
+func (m *heldMsg) Headers() nats.Header               { return nil }
+func (m *heldMsg) Data() []byte                       { return nil }
+func (m *heldMsg) InProgress() error                  { m.progress++; return nil }
+func (m *heldMsg) StreamSeq() uint64                  { return 0 }
+func (m *heldMsg) NumDelivered() uint64               { return 1 }
+func (m *heldMsg) Ack() error                         { return nil }
+func (m *heldMsg) NakWithDelay(d time.Duration) error { m.nakked++; m.delay = d; return nil }
+func (m *heldMsg) TermWithReason(string) error        { return nil }
 
 func call(agent string) *heldMsg { return &heldMsg{subject: "toolgate.call." + agent + ".bash"} }
 
@@ -59,8 +61,13 @@ func TestFairShareTakesTurns(t *testing.T) {
 	if a4.progress != 1 || a3.progress != 0 {
 		t.Errorf("in progress: held %d, running %d; want 1, 0", a4.progress, a3.progress)
 	}
-	if n := f.handBack(0); n != 1 || a4.nakked != 1 || f.full() {
-		t.Errorf("handed back %d, nak %d", n, a4.nakked)
+	var settled []fate.Fate
+	settle := func(m deliveredMsg, f fate.Fate) { settled = append(settled, f); _ = (&fate.Runner{}).Settle(m, f) }
+	if n := f.handBack(2*time.Second, settle); n != 1 || a4.nakked != 1 || a4.delay != 2*time.Second || f.full() {
+		t.Errorf("handed back %d, nak %d with delay %s; want 1, 1, 2s", n, a4.nakked, a4.delay)
+	}
+	if len(settled) != 1 || settled[0].Kind != fate.KindRetry {
+		t.Errorf("held calls were settled %v, want one retry through the worker's settle", settled)
 	}
 }
 
@@ -91,7 +98,7 @@ func TestFairShareRoundRobinAndBound(t *testing.T) {
 	if !f.full() {
 		t.Fatal("16 held of 16: the puller must stop asking")
 	}
-	if n := f.handBack(0); n != heldPerSlot*4 {
+	if n := f.handBack(0, func(m deliveredMsg, f fate.Fate) { _ = (&fate.Runner{}).Settle(m, f) }); n != heldPerSlot*4 {
 		t.Fatalf("handed back %d", n)
 	}
 }
@@ -168,5 +175,32 @@ func TestHeldCallsStayAliveAndOthersRun(t *testing.T) {
 	}
 	if _, runs := ctr.total(); runs != slots {
 		t.Fatalf("%d executions, want %d", runs, slots)
+	}
+}
+
+// TestHandBackDelay: a stopping worker's hand-back waits until the last
+// of its open pull requests has ended, plus the margin; with none open,
+// or all ended, it does not wait.
+func TestHandBackDelay(t *testing.T) {
+	now := time.Now()
+	cases := []struct {
+		name     string
+		reqs     []time.Time
+		min, max time.Duration
+	}{
+		{"no request open", nil, 0, 0},
+		{"every request ended", []time.Time{now.Add(-time.Second)}, 0, 0},
+		{"the last request's end", []time.Time{now.Add(time.Second), now.Add(30 * time.Second), now.Add(-time.Second)}, 29 * time.Second, 30*time.Second + handBackMargin},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &puller{reqs: map[string]*pullReq{}}
+			for i, d := range tc.reqs {
+				p.reqs[fmt.Sprint(i)] = &pullReq{n: 1, deadline: d}
+			}
+			if d := p.handBackDelay(); d < tc.min || d > tc.max {
+				t.Errorf("delay %s, want between %s and %s", d, tc.min, tc.max)
+			}
+		})
 	}
 }

@@ -48,9 +48,10 @@ const (
 //     calls will not come.
 //   - A stopping worker asks for nothing more but keeps its subscription
 //     until every request it left open at the server has ended, and hands
-//     each call delivered meanwhile back at once (a nak without delay):
-//     no call reaches a subscription that is gone and waits out its ack
-//     wait (stop).
+//     each call delivered meanwhile back with a nak delayed until those
+//     requests have ended (so that it goes to another worker): no call
+//     reaches a subscription that is gone and waits out its ack wait
+//     (stop).
 //
 // Slots are goroutines that live while the worker runs and take one call
 // after another, so a call does not start a goroutine (and grow its stack)
@@ -143,8 +144,8 @@ func (p *puller) run(ctx context.Context) error {
 func (p *puller) stop(sub *nats.Subscription, reconnected <-chan nats.Status) {
 	p.stopping = true
 	// Calls held for their agent's turn go back first, for another
-	// worker to take at once.
-	if n := p.fair.handBack(p.handBackDelay()); n > 0 {
+	// worker to take once this one's open requests have ended.
+	if n := p.fair.handBack(p.handBackDelay(), p.w.settle); n > 0 {
 		p.w.log.Info("stopping: calls waiting for their agent's turn handed back", "calls", n)
 	}
 	var last time.Time

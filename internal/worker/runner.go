@@ -108,7 +108,7 @@ func (w *Worker) run(ctx context.Context, in *events.Call, cl *claim, claimed fu
 		if c.Decision != nil {
 			d = wireDecision(*c.Decision)
 		}
-		claimed(d, x.start)
+		claimed(d, x.start.UTC())
 		if !c.JudgeOnly { // a judge-only call stops in the pipeline right after Start
 			w.executions.Add(1)
 		}
