@@ -384,19 +384,33 @@ func (c *Client) wait(ctx context.Context, ch <-chan *nats.Msg, o *callOpts) (*e
 	// slow consumer); the stored result cannot, so look now and then.
 	t := time.NewTicker(storedResultCheck)
 	defer t.Stop()
+	// A look-up runs beside the wait, one at a time, each bounded on its
+	// own: a worker that took the request and stopped (crashed, frozen,
+	// cut off) holds neither the live result nor the call's deadline.
+	lctx, cancelLookups := context.WithCancel(ctx)
+	defer cancelLookups()
+	var lookup chan *events.ResultData // nil: none running
 	for {
 		var m *nats.Msg
 		select {
 		case m = <-ch:
 		case <-t.C:
-			// Each look-up is bounded on its own: a worker that took the
-			// request and stopped (crashed, frozen, cut off) must not
-			// hold the wait, and the live result behind it, until the
-			// call's own deadline.
-			lctx, cancel := context.WithTimeout(ctx, storedResultCheck)
-			r, err := c.Result(lctx, o.id)
-			cancel()
-			if err == nil && r.Status.Final() {
+			if lookup == nil {
+				lookup = make(chan *events.ResultData, 1)
+				go func(found chan<- *events.ResultData) {
+					ctx, cancel := context.WithTimeout(lctx, storedResultCheck)
+					defer cancel()
+					r, err := c.Result(ctx, o.id)
+					if err != nil || !r.Status.Final() {
+						r = nil
+					}
+					found <- r
+				}(lookup)
+			}
+			continue
+		case r := <-lookup:
+			lookup = nil
+			if r != nil {
 				return r, nil
 			}
 			continue
