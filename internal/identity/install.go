@@ -163,11 +163,9 @@ func loadOrCreateSeed(path string, create func() (nkeys.KeyPair, error)) (nkeys.
 	if err != nil {
 		return nil, err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(seed, '\n'), 0o600); err != nil {
-		return nil, fmt.Errorf("write key %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	// On disk before it is used: a key lost to a crash after it signed
+	// anything would orphan what it signed.
+	if err := writeFile(path, append(seed, '\n'), 0o600, true); err != nil {
 		return nil, fmt.Errorf("write key %s: %w", path, err)
 	}
 	return kp, nil

@@ -52,9 +52,16 @@ func (l JetStreamLimits) jwt() jwt.JetStreamLimits {
 // SetLimits sets the toolgate account's JetStream limits and issues its
 // JWT again.
 func (in *Install) SetLimits(l JetStreamLimits) error {
-	in.Limits = l
-	return in.reissue()
+	in.mu.Lock()
+	in.Limits, in.issued = l, nil
+	in.mu.Unlock()
+	_, err := in.JWTs()
+	return err
 }
 
 // EffectiveLimits are the limits the toolgate account's JWT carries.
-func (in *Install) EffectiveLimits() JetStreamLimits { return in.Limits.withDefaults() }
+func (in *Install) EffectiveLimits() JetStreamLimits {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.Limits.withDefaults()
+}
