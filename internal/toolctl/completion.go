@@ -51,7 +51,6 @@ func cmdCompletion(ctx context.Context, env *Env, args []string, cmds []command,
 	if !ok {
 		return code
 	}
-	spec := completionSpec(ctx, cmds, global)
 	var text string
 	switch words[0] {
 	case "bash":
@@ -64,8 +63,11 @@ func cmdCompletion(ctx context.Context, env *Env, args []string, cmds []command,
 		return env.fail(ExitUsage, "completion: unknown shell %q (want bash, zsh or fish)", words[0])
 	}
 	// Parsed here, the one asked for: not by every toolctl command.
-	t := template.Must(template.New(words[0]).Funcs(funcs).Parse(text))
-	if err := t.Execute(env.Stdout, spec); err != nil {
+	t, err := template.New(words[0]).Funcs(funcs).Parse(text)
+	if err != nil {
+		return env.fail(ExitFailed, "completion: %s template: %v", words[0], err)
+	}
+	if err := t.Execute(env.Stdout, completionSpec(ctx, cmds, global)); err != nil {
 		return env.fail(ExitFailed, "completion: %v", err)
 	}
 	return ExitOK
