@@ -11,7 +11,10 @@
 // the runtime's leaves, and Go initialises packages in import-path order
 // as soon as their imports are), sees that name and never returns. A
 // program that links it (the bash tool imports it) therefore pays for
-// its init one comparison of its first argument.
+// its init the reading of its first argument from /proc/self/cmdline
+// (an open, a read of one block and a close) and one comparison; should
+// that read fail, it exits as the sandbox's first program would (126),
+// since it cannot tell that it is not.
 package sandboxinit
 
 // Name is the name the binary runs under inside the sandbox.

@@ -11,46 +11,88 @@ import (
 )
 
 func init() {
-	args := cmdline()
-	if len(args) == 0 || (args[0] != Name && !hasSuffix(args[0], "/"+Name)) {
+	args, err := cmdline()
+	if err != nil {
+		fail(err)
+	}
+	if args == nil {
 		return
 	}
-	err := run(args[1:])
+	fail(run(args[1:]))
+}
+
+// fail reports err and exits as a shell does for a command it cannot run:
+// the command never runs.
+func fail(err error) {
 	_, _ = syscall.Write(2, []byte("toolgate: sandbox init: "+err.Error()+"\n"))
 	syscall.Exit(126)
 }
 
-// cmdline is this process's command line, read from /proc rather than
-// os.Args: importing os would make this package wait for the packages
-// Go initialises before os's dependants, which is most of a worker's
-// start. Without /proc it is nil (then this is not the sandbox's first
-// program: the sandbox always has one).
-func cmdline() []string {
+// maxCmdline bounds the command line read: more than the kernel lets
+// execve pass (at most 3/4 of 8 MiB for arguments and environment).
+const maxCmdline = 8 << 20
+
+// cmdline is this process's command line when it runs under [Name], nil
+// when it does not. It is read from /proc rather than os.Args: importing
+// os would make this package wait for the packages Go initialises before
+// os's dependants, which is most of a worker's start. Only the first
+// argument is read until it is known to be the name, so a program that
+// links this package but runs under another name reads one block of its
+// command line. Without /proc it is nil (then this is not the sandbox's
+// first program: the sandbox always has one). A command line that cannot
+// be read whole (a read error, or more than maxCmdline) is an error: a
+// partial one is never run.
+func cmdline() ([]string, error) {
 	fd, err := syscall.Open("/proc/self/cmdline", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	defer syscall.Close(fd)
+	return readCmdline(fd, maxCmdline)
+}
+
+// readCmdline is cmdline read from fd, at most limit bytes.
+func readCmdline(fd, limit int) ([]string, error) {
 	var data []byte
 	buf := make([]byte, 4096)
-	for len(data) < 1<<22 {
+	named := false // the first argument is whole in data and is Name
+	for {
 		n, err := syscall.Read(fd, buf)
 		if err == syscall.EINTR {
 			continue
 		}
-		if n <= 0 || err != nil {
+		if err != nil {
+			return nil, errors.New("read /proc/self/cmdline: " + err.Error())
+		}
+		if n == 0 {
 			break
 		}
 		data = append(data, buf[:n]...)
+		if len(data) > limit {
+			return nil, errors.New("command line longer than " + strconv.Itoa(limit) + " bytes")
+		}
+		if !named {
+			end := index(string(data), "\x00")
+			if end < 0 {
+				continue
+			}
+			if !isName(string(data[:end])) {
+				return nil, nil
+			}
+			named = true
+		}
 	}
-	if len(data) == 0 {
-		return nil
+	if !named && !isName(string(data)) {
+		return nil, nil
 	}
-	if data[len(data)-1] == 0 {
+	if len(data) > 0 && data[len(data)-1] == 0 {
 		data = data[:len(data)-1]
 	}
-	return split(string(data), "\x00")
+	return split(string(data), "\x00"), nil
 }
+
+// isName reports whether arg0 runs this program under [Name].
+func isName(arg0 string) bool { return arg0 == Name || hasSuffix(arg0, "/"+Name) }
 
 // Linux's numbers (the same on every architecture for Landlock; prctl's
 // and capset's from <linux/prctl.h> and <linux/capability.h>).

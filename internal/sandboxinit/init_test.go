@@ -50,6 +50,61 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestCmdline: the command line is read whole when the program runs under
+// its name, and refused, not cut, when it cannot be: a read error, or more
+// than the limit. Under another name only its first argument matters.
+func TestCmdline(t *testing.T) {
+	long := strings.Repeat("x", 10000)
+	for _, tt := range []struct {
+		name    string
+		data    string
+		limit   int
+		want    []string
+		wantErr string
+	}{
+		{"the name", "/tmp/.toolgate-init/" + Name + "\x00--root\x00--\x00true\x00", 1 << 20, []string{"/tmp/.toolgate-init/" + Name, "--root", "--", "true"}, ""},
+		{"the bare name", Name + "\x00--\x00" + long + "\x00", 1 << 20, []string{Name, "--", long}, ""},
+		{"another name", "/usr/bin/toolgate\x00worker\x00", 1 << 20, nil, ""},
+		{"another long name", long + "\x00" + long + "\x00", 1 << 20, nil, ""},
+		{"a first argument over the limit", long + "\x00", 5000, nil, "longer than 5000 bytes"},
+		{"a name ending like it", "/bin/x" + Name + "\x00--\x00true\x00", 1 << 20, nil, ""},
+		{"over the limit", Name + "\x00--\x00" + long + "\x00", 5000, nil, "longer than 5000 bytes"},
+		{"empty", "", 1 << 20, nil, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			go func() {
+				_, _ = w.WriteString(tt.data)
+				w.Close()
+			}()
+			got, err := readCmdline(int(r.Fd()), tt.limit)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || got != nil {
+					t.Fatalf("readCmdline = %q, %v; want an error containing %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("readCmdline = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+	t.Run("read error", func(t *testing.T) {
+		d, err := os.Open(t.TempDir()) // read(2) of a directory fails with EISDIR
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if got, err := readCmdline(int(d.Fd()), 1<<20); err == nil || got != nil {
+			t.Fatalf("readCmdline of a directory = %q, %v; want an error", got, err)
+		}
+	})
+}
+
 // FuzzArgs: whatever a Spec holds, its command line parses back to it, and
 // no command line makes parse panic.
 func FuzzArgs(f *testing.F) {
