@@ -17,6 +17,8 @@
 // since it cannot tell that it is not.
 package sandboxinit
 
+import "strconv"
+
 // Name is the name the binary runs under inside the sandbox.
 const Name = "toolgate-sandbox-init"
 
@@ -62,7 +64,7 @@ func (s Spec) Args(argv []string) []string {
 	out := []string{Path}
 	switch {
 	case s.Drop:
-		out = append(out, flagUser+utoa(s.UID)+":"+utoa(s.GID))
+		out = append(out, flagUser+strconv.FormatUint(uint64(s.UID), 10)+":"+strconv.FormatUint(uint64(s.GID), 10))
 	case s.Root:
 		out = append(out, flagRoot)
 	}
@@ -73,18 +75,4 @@ func (s Spec) Args(argv []string) []string {
 		}
 	}
 	return append(append(out, "--"), argv...)
-}
-
-func utoa(v uint32) string {
-	if v == 0 {
-		return "0"
-	}
-	var b [10]byte
-	i := len(b)
-	for v > 0 {
-		i--
-		b[i] = byte('0' + v%10)
-		v /= 10
-	}
-	return string(b[i:])
 }

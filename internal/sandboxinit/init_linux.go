@@ -62,14 +62,14 @@ func readCmdline(fd, limit int) ([]string, error) {
 			continue
 		}
 		if err != nil {
-			return nil, errors.New("read /proc/self/cmdline: " + err.Error())
+			return nil, wrap("read /proc/self/cmdline", err)
 		}
 		if n == 0 {
 			break
 		}
 		data = append(data, buf[:n]...)
 		if len(data) > limit {
-			return nil, errors.New("command line longer than " + strconv.Itoa(limit) + " bytes")
+			return nil, newError("command line longer than " + strconv.Itoa(limit) + " bytes")
 		}
 		if !named {
 			end := index(string(data), "\x00")
@@ -89,6 +89,34 @@ func readCmdline(fd, limit int) ([]string, error) {
 		data = data[:len(data)-1]
 	}
 	return split(string(data), "\x00"), nil
+}
+
+// initError is an error of the init: what it was doing and, when a call
+// failed, the call's error (an errno), which errors.Is sees through
+// Unwrap. It stands in for fmt.Errorf, which this package does not
+// import (see cmdline).
+type initError struct {
+	msg string
+	err error
+}
+
+func (e *initError) Error() string {
+	if e.err == nil {
+		return e.msg
+	}
+	return e.msg + ": " + e.err.Error()
+}
+
+func (e *initError) Unwrap() error { return e.err }
+
+func newError(msg string) error { return &initError{msg: msg} }
+
+// wrap is err with what failed, msg; nil when err is.
+func wrap(msg string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &initError{msg: msg, err: err}
 }
 
 // isName reports whether arg0 runs this program under [Name].
@@ -127,10 +155,10 @@ func parse(args []string) (command, error) {
 		case a == "--":
 			c.argv = args[i+1:]
 			if len(c.argv) == 0 {
-				return c, errors.New("no command after --")
+				return c, newError("no command after --")
 			}
 			if c.drop && c.root {
-				return c, errors.New(flagUser + " and " + flagRoot + " together")
+				return c, newError(flagUser + " and " + flagRoot + " together")
 			}
 			return c, nil
 		case hasPrefix(a, flagUser):
@@ -138,7 +166,7 @@ func parse(args []string) (command, error) {
 			uid, err1 := strconv.ParseUint(u, 10, 31)
 			gid, err2 := strconv.ParseUint(g, 10, 31)
 			if !ok || err1 != nil || err2 != nil {
-				return c, errors.New("bad " + a + ": want --user=UID:GID")
+				return c, newError("bad " + a + ": want --user=UID:GID")
 			}
 			c.drop, c.uid, c.gid = true, int(uid), int(gid)
 		case a == flagRoot:
@@ -148,10 +176,10 @@ func parse(args []string) (command, error) {
 		case hasPrefix(a, flagAllow):
 			c.allow = append(c.allow, trimPrefix(a, flagAllow))
 		default:
-			return c, errors.New("unknown argument " + strconv.Quote(a))
+			return c, newError("unknown argument " + strconv.Quote(a))
 		}
 	}
-	return c, errors.New("usage: " + Name + " [--user=UID:GID | --root] [--restrict-exec [--allow=PATH]...] -- COMMAND [ARG ...]")
+	return c, newError("usage: " + Name + " [--user=UID:GID | --root] [--restrict-exec [--allow=PATH]...] -- COMMAND [ARG ...]")
 }
 
 // run does what the command line says and execs the command; it returns
@@ -169,7 +197,7 @@ func run(args []string) error {
 	// thread, and the exec below runs on this one.
 	runtime.LockOSThread()
 	if err := prctl(prSetNoNewPrivs, 1); err != nil {
-		return errors.New("no_new_privs: " + err.Error())
+		return wrap("no_new_privs", err)
 	}
 	if c.drop || c.root {
 		if err := dropPrivileges(c); err != nil {
@@ -181,7 +209,7 @@ func run(args []string) error {
 			return err
 		}
 	}
-	return syscall.Exec(prog, c.argv, syscall.Environ())
+	return wrap("exec "+prog, syscall.Exec(prog, c.argv, syscall.Environ()))
 }
 
 // dropPrivileges leaves c's user (or root) without capabilities or
@@ -195,21 +223,21 @@ func dropPrivileges(c command) error {
 			if errors.Is(err, syscall.EINVAL) {
 				break // past the kernel's last capability
 			}
-			return errors.New("empty the capability bounding set: " + err.Error())
+			return wrap("empty the capability bounding set", err)
 		}
 	}
 	if err := prctl(prCapAmbient, prCapAmbientClearAll); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return errors.New("clear the ambient capabilities: " + err.Error())
+		return wrap("clear the ambient capabilities", err)
 	}
 	if err := syscall.Setgroups(nil); err != nil {
-		return errors.New("clear the supplementary groups: " + err.Error())
+		return wrap("clear the supplementary groups", err)
 	}
 	if c.drop {
 		if err := syscall.Setresgid(c.gid, c.gid, c.gid); err != nil {
-			return errors.New("switch group: " + err.Error())
+			return wrap("switch group", err)
 		}
 		if err := syscall.Setresuid(c.uid, c.uid, c.uid); err != nil {
-			return errors.New("switch user: " + err.Error())
+			return wrap("switch user", err)
 		}
 	}
 	return clearCaps()
@@ -224,7 +252,7 @@ func clearCaps() error {
 	}{capVersion3, 0}
 	var data [2]struct{ effective, permitted, inheritable uint32 }
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
-		return errors.New("clear the capabilities: " + errno.Error())
+		return wrap("clear the capabilities", errno)
 	}
 	return nil
 }
@@ -235,7 +263,7 @@ func restrictExec(allow []string) error {
 	attr := struct{ handled uint64 }{landlockAccessExecute}
 	fd, _, errno := syscall.RawSyscall(sysLandlockCreateRuleset, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
 	if errno != 0 {
-		return errors.New("landlock_create_ruleset: " + errno.Error())
+		return wrap("landlock_create_ruleset", errno)
 	}
 	for _, p := range allow {
 		f, err := syscall.Open(p, oPath|syscall.O_CLOEXEC, 0)
@@ -249,11 +277,11 @@ func restrictExec(allow []string) error {
 		_, _, errno := syscall.RawSyscall6(sysLandlockAddRule, fd, landlockRulePathBeneath, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
 		syscall.Close(f)
 		if errno != 0 {
-			return errors.New("landlock_add_rule " + p + ": " + errno.Error())
+			return wrap("landlock_add_rule "+p, errno)
 		}
 	}
 	if _, _, errno := syscall.RawSyscall(sysLandlockRestrictSelf, fd, 0, 0); errno != 0 {
-		return errors.New("landlock_restrict_self: " + errno.Error())
+		return wrap("landlock_restrict_self", errno)
 	}
 	syscall.Close(int(fd))
 	return nil
@@ -282,7 +310,7 @@ func lookPath(name string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New(strconv.Quote(name) + ": not found in PATH")
+	return "", newError(strconv.Quote(name) + ": not found in PATH")
 }
 
 // The few string functions this needs, so that it does not import

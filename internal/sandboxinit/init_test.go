@@ -105,6 +105,21 @@ func TestCmdline(t *testing.T) {
 	})
 }
 
+// TestErrorsKeepTheErrno: an error of the init says what failed and keeps
+// the call's errno for errors.Is.
+func TestErrorsKeepTheErrno(t *testing.T) {
+	err := wrap("switch user", syscall.EPERM)
+	if !errors.Is(err, syscall.EPERM) || err.Error() != "switch user: "+syscall.EPERM.Error() {
+		t.Fatalf("wrap: %v (Is EPERM: %v)", err, errors.Is(err, syscall.EPERM))
+	}
+	if wrap("x", nil) != nil {
+		t.Fatal("wrap of nil is not nil")
+	}
+	if err := newError("usage"); err.Error() != "usage" || errors.Unwrap(err) != nil {
+		t.Fatalf("newError: %v", err)
+	}
+}
+
 // FuzzArgs: whatever a Spec holds, its command line parses back to it, and
 // no command line makes parse panic.
 func FuzzArgs(f *testing.F) {
