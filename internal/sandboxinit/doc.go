@@ -37,9 +37,12 @@ const (
 // capability left (bounding, ambient, inheritable, permitted and
 // effective sets emptied), no supplementary group and no new privileges;
 // with neither, the identity is left as it is. --restrict-exec allows
-// executing only the paths given by --allow (each a file, or a directory
-// and all beneath it) and fails if the kernel cannot enforce it. COMMAND
-// is run with PATH of the environment when it has no slash.
+// executing only the regular files given by --allow (a symbolic link
+// stands for its target) and fails if the kernel cannot enforce it; an
+// --allow that is missing or not a regular file, a directory among them,
+// is skipped, which only narrows what may run (it never allows what lies
+// beneath a directory). COMMAND is run with PATH of the environment when
+// it has no slash.
 const (
 	flagUser     = "--user="
 	flagRoot     = "--root"
@@ -54,7 +57,8 @@ type Spec struct {
 	Drop     bool
 	UID, GID uint32
 	Root     bool
-	// Restrict allows executing only Allow (and what lies beneath).
+	// Restrict allows executing only Allow, regular files (the others
+	// are skipped).
 	Restrict bool
 	Allow    []string
 }

@@ -257,8 +257,10 @@ func clearCaps() error {
 	return nil
 }
 
-// restrictExec lets this thread, and what it execs, execute only what
-// lies at or beneath the paths allow (those missing here are skipped).
+// restrictExec lets this thread, and what it execs, execute only the
+// regular files at the paths allow. A path missing here or that is not a
+// regular file (a directory, whose rule would allow all beneath it) is
+// skipped: that only narrows what may run.
 func restrictExec(allow []string) error {
 	attr := struct{ handled uint64 }{landlockAccessExecute}
 	fd, _, errno := syscall.RawSyscall(sysLandlockCreateRuleset, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
@@ -269,6 +271,13 @@ func restrictExec(allow []string) error {
 		f, err := syscall.Open(p, oPath|syscall.O_CLOEXEC, 0)
 		if err != nil {
 			continue // not on this machine: nothing to allow
+		}
+		// A rule on a directory would allow all beneath it: only the
+		// regular file opened (a symbolic link's target) is allowed.
+		var st syscall.Stat_t
+		if err := syscall.Fstat(f, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			syscall.Close(f)
+			continue
 		}
 		rule := struct {
 			access uint64

@@ -216,8 +216,9 @@ func TestDropsLikeSetpriv(t *testing.T) {
 }
 
 // TestRestrictExec: restricted to cat (and its loader), the program runs
-// cat; with an allowlist naming nothing, the command itself is refused:
-// it exits 126 with the reason, and cat never runs.
+// cat; with an allowlist naming nothing, or only directories (cat's own,
+// the root), the command itself is refused: it exits 126 with the
+// reason, and cat never runs.
 func TestRestrictExec(t *testing.T) {
 	if _, _, errno := syscall.Syscall(444, 0, 0, 1); errno != 0 { // landlock_create_ruleset: the ABI version
 		testenv.Missing(t, "the kernel has no Landlock: execution cannot be restricted")
@@ -251,10 +252,24 @@ func TestRestrictExec(t *testing.T) {
 	if err != nil || string(out) != "hello" {
 		t.Fatalf("restricted to cat, cat: %v %q", err, out)
 	}
-	out, err = exec.Command(init, "--restrict-exec", "--", cat, marker).CombinedOutput()
-	var ee *exec.ExitError
-	if err == nil || !errors.As(err, &ee) || ee.ExitCode() != 126 || !strings.Contains(string(out), "permission denied") {
-		t.Fatalf("restricted to nothing, cat: %v %q; want exit 126 and permission denied", err, out)
+	for _, tt := range []struct {
+		name  string
+		allow []string
+	}{
+		{"nothing", nil},
+		// A directory allows nothing, not all beneath it.
+		{"cat's directory", []string{filepath.Dir(cat), interp}},
+		{"the root", []string{"/", interp}},
+	} {
+		argv := []string{"--restrict-exec"}
+		for _, a := range tt.allow {
+			argv = append(argv, "--allow="+a)
+		}
+		out, err = exec.Command(init, append(argv, "--", cat, marker)...).CombinedOutput()
+		var ee *exec.ExitError
+		if err == nil || !errors.As(err, &ee) || ee.ExitCode() != 126 || !strings.Contains(string(out), "permission denied") {
+			t.Fatalf("restricted to %s, cat: %v %q; want exit 126 and permission denied", tt.name, err, out)
+		}
 	}
 }
 

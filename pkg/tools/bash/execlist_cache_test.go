@@ -5,6 +5,7 @@ package bash
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -33,5 +34,25 @@ func TestInterpreterCacheFollowsTheFile(t *testing.T) {
 	}
 	if got := c.of(filepath.Join(t.TempDir(), "missing")); got != "" {
 		t.Fatalf("interpreter of a missing file = %q", got)
+	}
+}
+
+// TestExecListOnlyFiles: the allowlist holds regular files only: not a
+// directory a script's #! line names (its rule would allow all beneath
+// it), not a missing path.
+func TestExecListOnlyFiles(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "script")
+	if err := os.WriteFile(script, []byte("#!/usr\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := execList("/bin/sh", []string{script, dir, filepath.Join(dir, "missing")})
+	if len(got) == 0 || !slices.Contains(got, script) {
+		t.Fatalf("execList = %q: the script is missing", got)
+	}
+	for _, p := range got {
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("execList = %q: %s is not a regular file", got, p)
+		}
 	}
 }

@@ -22,12 +22,12 @@ import (
 // The execute allowlist: defence in depth under the policy gate. Where
 // the kernel has Landlock, a call the gate allowed may execute only the
 // programs the gate resolved for it (policy.Decision.Programs), the
-// shell, their ELF interpreters and script interpreters, and git's own
-// programs: a program the gate did not judge fails with EACCES even if
-// the gate was talked around. Landlock forbids mounts in a restricted
-// domain, so it is applied inside bubblewrap, after the mounts, by the
-// sandbox's first program (internal/sandboxinit: this binary shown under
-// another name), which drops root in the same step as setpriv would.
+// shell, and their ELF interpreters and script interpreters: a program
+// the gate did not judge fails with EACCES even if the gate was talked
+// around. Landlock forbids mounts in a restricted domain, so it is
+// applied inside bubblewrap, after the mounts, by the sandbox's first
+// program (internal/sandboxinit: this binary shown under another name),
+// which drops root in the same step as setpriv would.
 
 // landlockABI is the Landlock ABI version the kernel offers, 0 for none.
 func landlockABI() int {
@@ -45,12 +45,18 @@ const (
 
 // execList is the allowlist for programs: each program, the interpreter
 // it needs (its ELF PT_INTERP, or a script's #! line, recursively), and
-// the shell.
+// the shell, each a regular file (a symbolic link and its target); a path
+// that is missing or not a regular file is left out.
 func execList(shell string, programs []string) []string {
 	var out []string
 	var add func(p string, depth int)
 	add = func(p string, depth int) {
 		if p == "" || depth > 4 || slices.Contains(out, p) {
+			return
+		}
+		// Only regular files: Landlock's rule on a directory allows all
+		// beneath it (a script's "#!/usr" would allow /usr/bin).
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
 			return
 		}
 		out = append(out, p)
@@ -62,13 +68,6 @@ func execList(shell string, programs []string) []string {
 			if lp, err := exec.LookPath(h); err == nil {
 				add(lp, depth+1)
 			}
-		}
-		if filepath.Base(p) == "git" {
-			// git runs its own programs from its exec path, and the
-			// sandbox's git is a script of sh running the real one.
-			add(gitRealPath, depth+1)
-			add(gitExecDir(), depth+1)
-			add("/bin/sh", depth+1)
 		}
 	}
 	add(shell, 0)
@@ -85,15 +84,6 @@ var execHelpers = map[string][]string{
 	"tar": {"gzip", "bzip2", "xz", "zstd", "lzip", "lzma", "lzop"}, "zcat": {"sh", "gzip"}, "zgrep": {"sh", "gzip", "grep"},
 	"zless": {"sh", "gzip", "less"}, "gunzip": {"sh", "gzip"}, "zdiff": {"sh", "gzip", "diff"}, "watch": {"sh"}, "xargs": {"echo"},
 	"rg": {"gzip", "bzip2", "xz", "lz4", "zstd", "brotli", "uncompress"},
-}
-
-// gitExecDir is the directory git runs its subcommands from.
-func gitExecDir() string {
-	_, inExec := gitBinaries()
-	if inExec == "" {
-		return ""
-	}
-	return filepath.Dir(inExec)
 }
 
 // interpreters caches interpreter by path, while the file is the same

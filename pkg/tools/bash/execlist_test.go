@@ -80,8 +80,9 @@ func needLandlock(t testing.TB) {
 // allowed executes only the programs the gate resolved for it. A gate
 // talked around (here, one that allows a command running touch while it
 // resolved only ls) does not get touch run: the marker never appears.
-// With touch among the programs, it runs. The same with either program
-// the sandbox may start a restricted call with.
+// With touch among the programs, it runs. A program whose #! line names
+// touch's directory allows nothing beneath it. The same with either
+// program the sandbox may start a restricted call with.
 func TestExecuteAllowlist(t *testing.T) {
 	needLandlock(t)
 	ls, _ := exec.LookPath("ls")
@@ -96,6 +97,12 @@ func TestExecuteAllowlist(t *testing.T) {
 	sandboxInits(t, func(tb testing.TB) {
 		t := tb.(*testing.T)
 		ws, reg := sandboxedBash(t)
+		// A script whose #! line names a directory holding touch: its
+		// "interpreter" must not become a rule allowing all beneath it.
+		dirScript := filepath.Join(ws, "dir-script")
+		if err := os.WriteFile(dirScript, []byte("#!"+filepath.Dir(real(touch))+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		for _, tt := range []struct {
 			name     string
 			programs []string
@@ -103,6 +110,7 @@ func TestExecuteAllowlist(t *testing.T) {
 		}{
 			{"outside the allowlist", []string{real(ls)}, false},
 			{"inside the allowlist", []string{real(ls), real(touch)}, true},
+			{"beneath a directory a script names", []string{real(ls), dirScript}, false},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				marker := filepath.Join(ws, "marker")
