@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/sandboxinit"
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -86,47 +87,84 @@ var execHelpers = map[string][]string{
 	"rg": {"gzip", "bzip2", "xz", "lz4", "zstd", "brotli", "uncompress"},
 }
 
-// interpreters caches interpreter by path, while the file is the same
-// (device, inode, size, change times): a call's allowlist is computed on
-// every restricted call, and parsing each program's ELF headers again was
-// a measurable part of a fleet's bash call.
-var interpreters interpreterCache
+// interpreters caches each program's interpreter by path, while the
+// file is the same (device, inode, size, change times): a call's
+// allowlist is computed on every restricted call, and parsing each
+// program's ELF headers again was a measurable part of a fleet's bash
+// call.
+var interpreters = interpreterCache{recent: interpreterRecent}
 
-type interpreterCache struct{ m sync.Map } // path -> interpreterEntry
+// interpreterRecent is how old a program's last change must be for its
+// interpreter to be kept: a change in the same tick of the file system's
+// clock would leave its times as they were.
+const interpreterRecent = 2 * time.Second
+
+// maxInterpreters bounds the programs whose interpreter is kept.
+const maxInterpreters = 1024
+
+// interpreterCache keeps interpreterOf of each program by path, with the
+// identity and times of the file it was read from.
+type interpreterCache struct {
+	// recent: an entry whose file changed less than recent before it was
+	// read is not kept.
+	recent time.Duration
+	// read is interpreterOf (nil); tests count the reads through it.
+	read func(*os.File) string
+
+	mu sync.Mutex
+	m  map[string]interpreterEntry
+}
 
 type interpreterEntry struct {
 	key    gitFileKey
 	interp string
 }
 
-// of is interpreter(p), from the cache when p has not changed.
+// of is the interpreter of the program at p, from the cache when the file
+// there has not changed; "" when none. The file is opened once: its key
+// and its interpreter come from the same open file, so a file swapped in
+// at p between the two is never stored under another's key.
 func (c *interpreterCache) of(p string) string {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return ""
-	}
-	key, ok := fileKey(fi)
-	if !ok {
-		return interpreter(p)
-	}
-	if e, hit := c.m.Load(p); hit && e.(interpreterEntry).key == key {
-		return e.(interpreterEntry).interp
-	}
-	interp := interpreter(p)
-	c.m.Store(p, interpreterEntry{key: key, interp: interp})
-	return interp
-}
-
-// interpreter is the program the kernel runs to execute p: its ELF
-// interpreter or its #! line's program; "" when none.
-func interpreter(p string) string {
-	f, err := os.Open(p)
+	// O_NONBLOCK: a FIFO swapped in at p must not block the worker.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	key, ok := fileKey(fi)
+	if ok {
+		c.mu.Lock()
+		e, hit := c.m[p]
+		c.mu.Unlock()
+		if hit && e.key == key {
+			return e.interp
+		}
+	}
+	read := c.read
+	if read == nil {
+		read = interpreterOf
+	}
+	interp := read(f)
+	if ok && time.Since(time.Unix(0, max(key.mtime, key.ctime))) > c.recent {
+		c.mu.Lock()
+		if c.m == nil || len(c.m) >= maxInterpreters {
+			c.m = map[string]interpreterEntry{}
+		}
+		c.m[p] = interpreterEntry{key: key, interp: interp}
+		c.mu.Unlock()
+	}
+	return interp
+}
+
+// interpreterOf is the program the kernel runs to execute the file f: its
+// ELF interpreter or its #! line's program; "" when none.
+func interpreterOf(f *os.File) string {
 	head := make([]byte, 256)
-	n, _ := f.Read(head)
+	n, _ := f.ReadAt(head, 0)
 	head = head[:n]
 	if len(head) > 2 && head[0] == '#' && head[1] == '!' {
 		line, _, _ := strings.Cut(string(head[2:]), "\n")
@@ -139,9 +177,10 @@ func interpreter(p string) string {
 	if err != nil {
 		return ""
 	}
-	defer ef.Close()
 	for _, prog := range ef.Progs {
-		if prog.Type == elf.PT_INTERP {
+		// The kernel refuses an interpreter path longer than PATH_MAX;
+		// a bigger size must not make this allocate it.
+		if prog.Type == elf.PT_INTERP && prog.Filesz <= 4096 {
 			b := make([]byte, prog.Filesz)
 			if _, err := prog.ReadAt(b, 0); err == nil {
 				return strings.TrimRight(string(b), "\x00")
