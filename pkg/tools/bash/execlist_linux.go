@@ -3,13 +3,19 @@
 package bash
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -206,11 +212,14 @@ func init() {
 }
 
 // setupInit turns the execute allowlist on where the sandbox runs and
-// the kernel has Landlock, once a probe shows it works here: an allowed
-// program runs, another is refused. The sandbox's first program is
+// the kernel has Landlock, once probes show that the first program works
+// here: restricted to cat, it runs cat, which shows the identity and
+// capabilities the call would run with (initIdentityOK); false, not on
+// the allowlist, is refused. The sandbox's first program is
 // toolgate-sandbox-init beside this binary (small, so a call pays about
-// what setpriv costs) or, without it or if it fails the probe, this binary
-// itself under that name (a larger program's start).
+// what setpriv costs) when it is safely installed (sandboxInitBeside) or,
+// without it or if it fails the probes, this binary itself under that
+// name (a larger program's start).
 func (b *bash) setupInit() {
 	if !b.sb.Enabled() {
 		return
@@ -228,13 +237,15 @@ func (b *bash) setupInit() {
 		b.log.Warn("bash: no execute allowlist: cannot find this program", "err", err)
 		return
 	}
-	truePath, err1 := exec.LookPath("true")
+	catPath, err1 := exec.LookPath("cat")
 	falsePath, err2 := exec.LookPath("false")
 	if err1 != nil || err2 != nil {
+		b.log.Warn("bash: no execute allowlist: its probes need cat and false in PATH")
 		return
 	}
-	probe := func(init, run string) int {
-		argv := b.initSpec(true, execList(truePath, nil)).Args([]string{run})
+	allow := execList(catPath, nil)
+	probe := func(init string, argv []string, stdout io.Writer) int {
+		argv = b.initSpec(true, allow).Args(argv)
 		id := b.id
 		id.init = true
 		argv = b.sb.argv("", "/", false, id, initMounts(init), argv)
@@ -242,6 +253,7 @@ func (b *bash) setupInit() {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Env = []string{"PATH=" + defaultPath}
+		cmd.Stdout = stdout
 		if err := cmd.Run(); err != nil {
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
@@ -252,15 +264,20 @@ func (b *bash) setupInit() {
 		return 0
 	}
 	candidates := []string{exe}
-	if small := sandboxInitBeside(exe); small != "" {
+	if small := sandboxInitBeside(exe, b.log); small != "" {
 		candidates = []string{small, exe}
 	}
 	for _, init := range candidates {
-		if code := probe(init, truePath); code != 0 {
+		status := &boundedBuffer{max: 64 << 10}
+		if code := probe(init, []string{catPath, "/proc/self/status"}, status); code != 0 {
 			b.log.Warn("bash: the execute allowlist's probe failed", "program", init, "exit_code", code)
 			continue
 		}
-		if code := probe(init, falsePath); code != 126 {
+		if err := b.initIdentityOK(status.String()); err != nil {
+			b.log.Warn("bash: the sandbox's first program left the wrong identity in its probe", "program", init, "err", err)
+			continue
+		}
+		if code := probe(init, []string{falsePath}, nil); code != 126 {
 			b.log.Warn("bash: a program outside the execute allowlist ran in its probe", "program", init, "exit_code", code)
 			continue
 		}
@@ -271,18 +288,124 @@ func (b *bash) setupInit() {
 	b.log.Warn("bash: no execute allowlist: no program passed its probe")
 }
 
+// initIdentityOK checks status, a /proc/self/status of a program the
+// sandbox's first program ran, against what it must have done: the user
+// and group b's commands run as (the workspace's owner, root, or, for a
+// worker not root, the worker's own), no supplementary group where it
+// drops or keeps root, no capability in any set (the bounding set
+// emptied where it drops or keeps root: an unprivileged worker has no
+// capability to lose), and no new privileges.
+func (b *bash) initIdentityOK(status string) error {
+	fields := map[string]string{}
+	for _, l := range strings.Split(status, "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			fields[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	uid, gid := uint32(os.Geteuid()), uint32(os.Getegid())
+	switch {
+	case b.id.drop:
+		uid, gid = b.id.uid, b.id.gid
+	case b.id.root:
+		uid, gid = 0, 0
+	}
+	const noCaps = "0000000000000000"
+	want := map[string]string{
+		"Uid":        strings.Repeat(strconv.FormatUint(uint64(uid), 10)+" ", 3) + strconv.FormatUint(uint64(uid), 10),
+		"Gid":        strings.Repeat(strconv.FormatUint(uint64(gid), 10)+" ", 3) + strconv.FormatUint(uint64(gid), 10),
+		"CapInh":     noCaps,
+		"CapPrm":     noCaps,
+		"CapEff":     noCaps,
+		"CapAmb":     noCaps,
+		"NoNewPrivs": "1",
+	}
+	if b.id.drop || b.id.root {
+		want["CapBnd"] = noCaps
+		want["Groups"] = ""
+	}
+	for k, v := range want {
+		got, ok := fields[k]
+		if !ok || got != v {
+			return fmt.Errorf("%s is %q, want %q", k, got, v)
+		}
+	}
+	return nil
+}
+
+// boundedBuffer keeps what is written to it up to max bytes, then fails
+// the write.
+type boundedBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+func (w *boundedBuffer) Write(p []byte) (int, error) {
+	if w.Len()+len(p) > w.max {
+		return 0, errors.New("output too long")
+	}
+	return w.Buffer.Write(p)
+}
+
 // sandboxInitBeside is the path of toolgate-sandbox-init in exe's
-// directory, "" when there is none (sandboxInitPath overrides it).
-func sandboxInitBeside(exe string) string {
+// directory (sandboxInitPath overrides it), "" when there is none or it
+// is not safely installed: a regular file (not a symbolic link),
+// executable, owned by root or by this program's user and writable by
+// no one else, in a directory owned by either and writable by no one
+// else. Whoever could replace it would choose what every restricted call
+// runs first, as root; a file failing these is ignored with a warning,
+// and this program's own binary is used instead.
+func sandboxInitBeside(exe string, log *slog.Logger) string {
 	p := filepath.Join(filepath.Dir(exe), sandboxinit.Name)
 	if sandboxInitPath != "" {
 		p = sandboxInitPath
 	}
-	fi, err := os.Stat(p)
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	if err == nil {
+		err = safelyOwned(fi, false)
+	}
+	if err == nil {
+		var di fs.FileInfo
+		if di, err = os.Stat(filepath.Dir(p)); err == nil {
+			err = safelyOwned(di, true)
+		}
+	}
+	if err != nil {
+		log.Warn("bash: ignoring "+sandboxinit.Name+", using this program instead", "path", p, "err", err)
 		return ""
 	}
 	return p
+}
+
+// safelyOwned says why fi, a file (or a directory when dir), is not one
+// that only root or this program's user can change; nil when it is.
+func safelyOwned(fi fs.FileInfo, dir bool) error {
+	switch {
+	case dir && !fi.IsDir():
+		return errors.New("its directory is not a directory")
+	case !dir && !fi.Mode().IsRegular():
+		return fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	case !dir && fi.Mode()&0o111 == 0:
+		return errors.New("not executable")
+	case fi.Mode()&0o022 != 0:
+		if dir {
+			return fmt.Errorf("its directory is writable by group or others (%s)", fi.Mode().Perm())
+		}
+		return fmt.Errorf("writable by group or others (%s)", fi.Mode().Perm())
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return errors.New("no owner known")
+	}
+	if st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		if dir {
+			return fmt.Errorf("its directory is owned by uid %d, neither root nor this program's", st.Uid)
+		}
+		return fmt.Errorf("owned by uid %d, neither root nor this program's", st.Uid)
+	}
+	return nil
 }
 
 // sandboxInitPath, when set (by tests), is where setupInit looks for
