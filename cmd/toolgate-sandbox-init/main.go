@@ -2,8 +2,11 @@
 // call: the worker shows it inside bubblewrap, where it drops root,
 // restricts what the call may execute, and execs the command
 // (internal/sandboxinit). It is small so that a call pays little for it;
-// a worker that does not find it beside itself runs its own binary in
-// its place, at the cost of a larger program's start.
+// a worker that does not find it beside itself, finds it installed so
+// that someone else could replace it (it must be a regular file owned by
+// root or the worker's user, writable by no one else, in a directory the
+// same holds for), or sees it fail its start-up probe runs its own
+// binary in its place, at the cost of a larger program's start.
 package main
 
 import (

@@ -11,8 +11,13 @@
 // the runtime's leaves, and Go initialises packages in import-path order
 // as soon as their imports are), sees that name and never returns. A
 // program that links it (the bash tool imports it) therefore pays for
-// its init one comparison of its first argument.
+// its init the reading of its first argument from /proc/self/cmdline
+// (an open, a read of one block and a close) and one comparison; should
+// that read fail, it exits as the sandbox's first program would (126),
+// since it cannot tell that it is not.
 package sandboxinit
+
+import "strconv"
 
 // Name is the name the binary runs under inside the sandbox.
 const Name = "toolgate-sandbox-init"
@@ -32,9 +37,12 @@ const (
 // capability left (bounding, ambient, inheritable, permitted and
 // effective sets emptied), no supplementary group and no new privileges;
 // with neither, the identity is left as it is. --restrict-exec allows
-// executing only the paths given by --allow (each a file, or a directory
-// and all beneath it) and fails if the kernel cannot enforce it. COMMAND
-// is run with PATH of the environment when it has no slash.
+// executing only the regular files given by --allow (a symbolic link
+// stands for its target) and fails if the kernel cannot enforce it; an
+// --allow that is missing or not a regular file, a directory among them,
+// is skipped, which only narrows what may run (it never allows what lies
+// beneath a directory). COMMAND is run with PATH of the environment when
+// it has no slash.
 const (
 	flagUser     = "--user="
 	flagRoot     = "--root"
@@ -49,7 +57,8 @@ type Spec struct {
 	Drop     bool
 	UID, GID uint32
 	Root     bool
-	// Restrict allows executing only Allow (and what lies beneath).
+	// Restrict allows executing only Allow, regular files (the others
+	// are skipped).
 	Restrict bool
 	Allow    []string
 }
@@ -59,7 +68,7 @@ func (s Spec) Args(argv []string) []string {
 	out := []string{Path}
 	switch {
 	case s.Drop:
-		out = append(out, flagUser+utoa(s.UID)+":"+utoa(s.GID))
+		out = append(out, flagUser+strconv.FormatUint(uint64(s.UID), 10)+":"+strconv.FormatUint(uint64(s.GID), 10))
 	case s.Root:
 		out = append(out, flagRoot)
 	}
@@ -70,18 +79,4 @@ func (s Spec) Args(argv []string) []string {
 		}
 	}
 	return append(append(out, "--"), argv...)
-}
-
-func utoa(v uint32) string {
-	if v == 0 {
-		return "0"
-	}
-	var b [10]byte
-	i := len(b)
-	for v > 0 {
-		i--
-		b[i] = byte('0' + v%10)
-		v /= 10
-	}
-	return string(b[i:])
 }

@@ -11,46 +11,116 @@ import (
 )
 
 func init() {
-	args := cmdline()
-	if len(args) == 0 || (args[0] != Name && !hasSuffix(args[0], "/"+Name)) {
+	args, err := cmdline()
+	if err != nil {
+		fail(err)
+	}
+	if args == nil {
 		return
 	}
-	err := run(args[1:])
+	fail(run(args[1:]))
+}
+
+// fail reports err and exits as a shell does for a command it cannot run:
+// the command never runs.
+func fail(err error) {
 	_, _ = syscall.Write(2, []byte("toolgate: sandbox init: "+err.Error()+"\n"))
 	syscall.Exit(126)
 }
 
-// cmdline is this process's command line, read from /proc rather than
-// os.Args: importing os would make this package wait for the packages
-// Go initialises before os's dependants, which is most of a worker's
-// start. Without /proc it is nil (then this is not the sandbox's first
-// program: the sandbox always has one).
-func cmdline() []string {
+// maxCmdline bounds the command line read: more than the kernel lets
+// execve pass (at most 3/4 of 8 MiB for arguments and environment).
+const maxCmdline = 8 << 20
+
+// cmdline is this process's command line when it runs under [Name], nil
+// when it does not. It is read from /proc rather than os.Args: importing
+// os would make this package wait for the packages Go initialises before
+// os's dependants, which is most of a worker's start. Only the first
+// argument is read until it is known to be the name, so a program that
+// links this package but runs under another name reads one block of its
+// command line. Without /proc it is nil (then this is not the sandbox's
+// first program: the sandbox always has one). A command line that cannot
+// be read whole (a read error, or more than maxCmdline) is an error: a
+// partial one is never run.
+func cmdline() ([]string, error) {
 	fd, err := syscall.Open("/proc/self/cmdline", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	defer syscall.Close(fd)
+	return readCmdline(fd, maxCmdline)
+}
+
+// readCmdline is cmdline read from fd, at most limit bytes.
+func readCmdline(fd, limit int) ([]string, error) {
 	var data []byte
 	buf := make([]byte, 4096)
-	for len(data) < 1<<22 {
+	named := false // the first argument is whole in data and is Name
+	for {
 		n, err := syscall.Read(fd, buf)
 		if err == syscall.EINTR {
 			continue
 		}
-		if n <= 0 || err != nil {
+		if err != nil {
+			return nil, wrap("read /proc/self/cmdline", err)
+		}
+		if n == 0 {
 			break
 		}
 		data = append(data, buf[:n]...)
+		if len(data) > limit {
+			return nil, newError("command line longer than " + strconv.Itoa(limit) + " bytes")
+		}
+		if !named {
+			end := index(string(data), "\x00")
+			if end < 0 {
+				continue
+			}
+			if !isName(string(data[:end])) {
+				return nil, nil
+			}
+			named = true
+		}
 	}
-	if len(data) == 0 {
-		return nil
+	if !named && !isName(string(data)) {
+		return nil, nil
 	}
-	if data[len(data)-1] == 0 {
+	if len(data) > 0 && data[len(data)-1] == 0 {
 		data = data[:len(data)-1]
 	}
-	return split(string(data), "\x00")
+	return split(string(data), "\x00"), nil
 }
+
+// initError is an error of the init: what it was doing and, when a call
+// failed, the call's error (an errno), which errors.Is sees through
+// Unwrap. It stands in for fmt.Errorf, which this package does not
+// import (see cmdline).
+type initError struct {
+	msg string
+	err error
+}
+
+func (e *initError) Error() string {
+	if e.err == nil {
+		return e.msg
+	}
+	return e.msg + ": " + e.err.Error()
+}
+
+func (e *initError) Unwrap() error { return e.err }
+
+func newError(msg string) error { return &initError{msg: msg} }
+
+// wrap is err with what failed, msg; nil when err is.
+func wrap(msg string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &initError{msg: msg, err: err}
+}
+
+// isName reports whether arg0 runs this program under [Name].
+func isName(arg0 string) bool { return arg0 == Name || hasSuffix(arg0, "/"+Name) }
 
 // Linux's numbers (the same on every architecture for Landlock; prctl's
 // and capset's from <linux/prctl.h> and <linux/capability.h>).
@@ -85,10 +155,10 @@ func parse(args []string) (command, error) {
 		case a == "--":
 			c.argv = args[i+1:]
 			if len(c.argv) == 0 {
-				return c, errors.New("no command after --")
+				return c, newError("no command after --")
 			}
 			if c.drop && c.root {
-				return c, errors.New(flagUser + " and " + flagRoot + " together")
+				return c, newError(flagUser + " and " + flagRoot + " together")
 			}
 			return c, nil
 		case hasPrefix(a, flagUser):
@@ -96,7 +166,7 @@ func parse(args []string) (command, error) {
 			uid, err1 := strconv.ParseUint(u, 10, 31)
 			gid, err2 := strconv.ParseUint(g, 10, 31)
 			if !ok || err1 != nil || err2 != nil {
-				return c, errors.New("bad " + a + ": want --user=UID:GID")
+				return c, newError("bad " + a + ": want --user=UID:GID")
 			}
 			c.drop, c.uid, c.gid = true, int(uid), int(gid)
 		case a == flagRoot:
@@ -106,10 +176,10 @@ func parse(args []string) (command, error) {
 		case hasPrefix(a, flagAllow):
 			c.allow = append(c.allow, trimPrefix(a, flagAllow))
 		default:
-			return c, errors.New("unknown argument " + strconv.Quote(a))
+			return c, newError("unknown argument " + strconv.Quote(a))
 		}
 	}
-	return c, errors.New("usage: " + Name + " [--user=UID:GID | --root] [--restrict-exec [--allow=PATH]...] -- COMMAND [ARG ...]")
+	return c, newError("usage: " + Name + " [--user=UID:GID | --root] [--restrict-exec [--allow=PATH]...] -- COMMAND [ARG ...]")
 }
 
 // run does what the command line says and execs the command; it returns
@@ -127,7 +197,7 @@ func run(args []string) error {
 	// thread, and the exec below runs on this one.
 	runtime.LockOSThread()
 	if err := prctl(prSetNoNewPrivs, 1); err != nil {
-		return errors.New("no_new_privs: " + err.Error())
+		return wrap("no_new_privs", err)
 	}
 	if c.drop || c.root {
 		if err := dropPrivileges(c); err != nil {
@@ -139,7 +209,7 @@ func run(args []string) error {
 			return err
 		}
 	}
-	return syscall.Exec(prog, c.argv, syscall.Environ())
+	return wrap("exec "+prog, syscall.Exec(prog, c.argv, syscall.Environ()))
 }
 
 // dropPrivileges leaves c's user (or root) without capabilities or
@@ -153,21 +223,21 @@ func dropPrivileges(c command) error {
 			if errors.Is(err, syscall.EINVAL) {
 				break // past the kernel's last capability
 			}
-			return errors.New("empty the capability bounding set: " + err.Error())
+			return wrap("empty the capability bounding set", err)
 		}
 	}
 	if err := prctl(prCapAmbient, prCapAmbientClearAll); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return errors.New("clear the ambient capabilities: " + err.Error())
+		return wrap("clear the ambient capabilities", err)
 	}
 	if err := syscall.Setgroups(nil); err != nil {
-		return errors.New("clear the supplementary groups: " + err.Error())
+		return wrap("clear the supplementary groups", err)
 	}
 	if c.drop {
 		if err := syscall.Setresgid(c.gid, c.gid, c.gid); err != nil {
-			return errors.New("switch group: " + err.Error())
+			return wrap("switch group", err)
 		}
 		if err := syscall.Setresuid(c.uid, c.uid, c.uid); err != nil {
-			return errors.New("switch user: " + err.Error())
+			return wrap("switch user", err)
 		}
 	}
 	return clearCaps()
@@ -182,23 +252,32 @@ func clearCaps() error {
 	}{capVersion3, 0}
 	var data [2]struct{ effective, permitted, inheritable uint32 }
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
-		return errors.New("clear the capabilities: " + errno.Error())
+		return wrap("clear the capabilities", errno)
 	}
 	return nil
 }
 
-// restrictExec lets this thread, and what it execs, execute only what
-// lies at or beneath the paths allow (those missing here are skipped).
+// restrictExec lets this thread, and what it execs, execute only the
+// regular files at the paths allow. A path missing here or that is not a
+// regular file (a directory, whose rule would allow all beneath it) is
+// skipped: that only narrows what may run.
 func restrictExec(allow []string) error {
 	attr := struct{ handled uint64 }{landlockAccessExecute}
 	fd, _, errno := syscall.RawSyscall(sysLandlockCreateRuleset, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
 	if errno != 0 {
-		return errors.New("landlock_create_ruleset: " + errno.Error())
+		return wrap("landlock_create_ruleset", errno)
 	}
 	for _, p := range allow {
 		f, err := syscall.Open(p, oPath|syscall.O_CLOEXEC, 0)
 		if err != nil {
 			continue // not on this machine: nothing to allow
+		}
+		// A rule on a directory would allow all beneath it: only the
+		// regular file opened (a symbolic link's target) is allowed.
+		var st syscall.Stat_t
+		if err := syscall.Fstat(f, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			syscall.Close(f)
+			continue
 		}
 		rule := struct {
 			access uint64
@@ -207,11 +286,11 @@ func restrictExec(allow []string) error {
 		_, _, errno := syscall.RawSyscall6(sysLandlockAddRule, fd, landlockRulePathBeneath, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
 		syscall.Close(f)
 		if errno != 0 {
-			return errors.New("landlock_add_rule " + p + ": " + errno.Error())
+			return wrap("landlock_add_rule "+p, errno)
 		}
 	}
 	if _, _, errno := syscall.RawSyscall(sysLandlockRestrictSelf, fd, 0, 0); errno != 0 {
-		return errors.New("landlock_restrict_self: " + errno.Error())
+		return wrap("landlock_restrict_self", errno)
 	}
 	syscall.Close(int(fd))
 	return nil
@@ -240,7 +319,7 @@ func lookPath(name string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New(strconv.Quote(name) + ": not found in PATH")
+	return "", newError(strconv.Quote(name) + ": not found in PATH")
 }
 
 // The few string functions this needs, so that it does not import

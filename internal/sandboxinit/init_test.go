@@ -50,6 +50,76 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestCmdline: the command line is read whole when the program runs under
+// its name, and refused, not cut, when it cannot be: a read error, or more
+// than the limit. Under another name only its first argument matters.
+func TestCmdline(t *testing.T) {
+	long := strings.Repeat("x", 10000)
+	for _, tt := range []struct {
+		name    string
+		data    string
+		limit   int
+		want    []string
+		wantErr string
+	}{
+		{"the name", "/tmp/.toolgate-init/" + Name + "\x00--root\x00--\x00true\x00", 1 << 20, []string{"/tmp/.toolgate-init/" + Name, "--root", "--", "true"}, ""},
+		{"the bare name", Name + "\x00--\x00" + long + "\x00", 1 << 20, []string{Name, "--", long}, ""},
+		{"another name", "/usr/bin/toolgate\x00worker\x00", 1 << 20, nil, ""},
+		{"another long name", long + "\x00" + long + "\x00", 1 << 20, nil, ""},
+		{"a first argument over the limit", long + "\x00", 5000, nil, "longer than 5000 bytes"},
+		{"a name ending like it", "/bin/x" + Name + "\x00--\x00true\x00", 1 << 20, nil, ""},
+		{"over the limit", Name + "\x00--\x00" + long + "\x00", 5000, nil, "longer than 5000 bytes"},
+		{"empty", "", 1 << 20, nil, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			go func() {
+				_, _ = w.WriteString(tt.data)
+				w.Close()
+			}()
+			got, err := readCmdline(int(r.Fd()), tt.limit)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || got != nil {
+					t.Fatalf("readCmdline = %q, %v; want an error containing %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("readCmdline = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+	t.Run("read error", func(t *testing.T) {
+		d, err := os.Open(t.TempDir()) // read(2) of a directory fails with EISDIR
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if got, err := readCmdline(int(d.Fd()), 1<<20); err == nil || got != nil {
+			t.Fatalf("readCmdline of a directory = %q, %v; want an error", got, err)
+		}
+	})
+}
+
+// TestErrorsKeepTheErrno: an error of the init says what failed and keeps
+// the call's errno for errors.Is.
+func TestErrorsKeepTheErrno(t *testing.T) {
+	err := wrap("switch user", syscall.EPERM)
+	if !errors.Is(err, syscall.EPERM) || err.Error() != "switch user: "+syscall.EPERM.Error() {
+		t.Fatalf("wrap: %v (Is EPERM: %v)", err, errors.Is(err, syscall.EPERM))
+	}
+	if wrap("x", nil) != nil {
+		t.Fatal("wrap of nil is not nil")
+	}
+	if err := newError("usage"); err.Error() != "usage" || errors.Unwrap(err) != nil {
+		t.Fatalf("newError: %v", err)
+	}
+}
+
 // FuzzArgs: whatever a Spec holds, its command line parses back to it, and
 // no command line makes parse panic.
 func FuzzArgs(f *testing.F) {
@@ -146,8 +216,9 @@ func TestDropsLikeSetpriv(t *testing.T) {
 }
 
 // TestRestrictExec: restricted to cat (and its loader), the program runs
-// cat; with an allowlist naming nothing, the command itself is refused:
-// it exits 126 with the reason, and cat never runs.
+// cat; with an allowlist naming nothing, or only directories (cat's own,
+// the root), the command itself is refused: it exits 126 with the
+// reason, and cat never runs.
 func TestRestrictExec(t *testing.T) {
 	if _, _, errno := syscall.Syscall(444, 0, 0, 1); errno != 0 { // landlock_create_ruleset: the ABI version
 		testenv.Missing(t, "the kernel has no Landlock: execution cannot be restricted")
@@ -181,10 +252,24 @@ func TestRestrictExec(t *testing.T) {
 	if err != nil || string(out) != "hello" {
 		t.Fatalf("restricted to cat, cat: %v %q", err, out)
 	}
-	out, err = exec.Command(init, "--restrict-exec", "--", cat, marker).CombinedOutput()
-	var ee *exec.ExitError
-	if err == nil || !errors.As(err, &ee) || ee.ExitCode() != 126 || !strings.Contains(string(out), "permission denied") {
-		t.Fatalf("restricted to nothing, cat: %v %q; want exit 126 and permission denied", err, out)
+	for _, tt := range []struct {
+		name  string
+		allow []string
+	}{
+		{"nothing", nil},
+		// A directory allows nothing, not all beneath it.
+		{"cat's directory", []string{filepath.Dir(cat), interp}},
+		{"the root", []string{"/", interp}},
+	} {
+		argv := []string{"--restrict-exec"}
+		for _, a := range tt.allow {
+			argv = append(argv, "--allow="+a)
+		}
+		out, err = exec.Command(init, append(argv, "--", cat, marker)...).CombinedOutput()
+		var ee *exec.ExitError
+		if err == nil || !errors.As(err, &ee) || ee.ExitCode() != 126 || !strings.Contains(string(out), "permission denied") {
+			t.Fatalf("restricted to %s, cat: %v %q; want exit 126 and permission denied", tt.name, err, out)
+		}
 	}
 }
 

@@ -3,16 +3,23 @@
 package bash
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/sandboxinit"
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -22,12 +29,12 @@ import (
 // The execute allowlist: defence in depth under the policy gate. Where
 // the kernel has Landlock, a call the gate allowed may execute only the
 // programs the gate resolved for it (policy.Decision.Programs), the
-// shell, their ELF interpreters and script interpreters, and git's own
-// programs: a program the gate did not judge fails with EACCES even if
-// the gate was talked around. Landlock forbids mounts in a restricted
-// domain, so it is applied inside bubblewrap, after the mounts, by the
-// sandbox's first program (internal/sandboxinit: this binary shown under
-// another name), which drops root in the same step as setpriv would.
+// shell, and their ELF interpreters and script interpreters: a program
+// the gate did not judge fails with EACCES even if the gate was talked
+// around. Landlock forbids mounts in a restricted domain, so it is
+// applied inside bubblewrap, after the mounts, by the sandbox's first
+// program (internal/sandboxinit: this binary shown under another name),
+// which drops root in the same step as setpriv would.
 
 // landlockABI is the Landlock ABI version the kernel offers, 0 for none.
 func landlockABI() int {
@@ -45,12 +52,18 @@ const (
 
 // execList is the allowlist for programs: each program, the interpreter
 // it needs (its ELF PT_INTERP, or a script's #! line, recursively), and
-// the shell.
+// the shell, each a regular file (a symbolic link and its target); a path
+// that is missing or not a regular file is left out.
 func execList(shell string, programs []string) []string {
 	var out []string
 	var add func(p string, depth int)
 	add = func(p string, depth int) {
 		if p == "" || depth > 4 || slices.Contains(out, p) {
+			return
+		}
+		// Only regular files: Landlock's rule on a directory allows all
+		// beneath it (a script's "#!/usr" would allow /usr/bin).
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
 			return
 		}
 		out = append(out, p)
@@ -62,13 +75,6 @@ func execList(shell string, programs []string) []string {
 			if lp, err := exec.LookPath(h); err == nil {
 				add(lp, depth+1)
 			}
-		}
-		if filepath.Base(p) == "git" {
-			// git runs its own programs from its exec path, and the
-			// sandbox's git is a script of sh running the real one.
-			add(gitRealPath, depth+1)
-			add(gitExecDir(), depth+1)
-			add("/bin/sh", depth+1)
 		}
 	}
 	add(shell, 0)
@@ -87,56 +93,84 @@ var execHelpers = map[string][]string{
 	"rg": {"gzip", "bzip2", "xz", "lz4", "zstd", "brotli", "uncompress"},
 }
 
-// gitExecDir is the directory git runs its subcommands from.
-func gitExecDir() string {
-	_, inExec := gitBinaries()
-	if inExec == "" {
-		return ""
-	}
-	return filepath.Dir(inExec)
+// interpreters caches each program's interpreter by path, while the
+// file is the same (device, inode, size, change times): a call's
+// allowlist is computed on every restricted call, and parsing each
+// program's ELF headers again was a measurable part of a fleet's bash
+// call.
+var interpreters = interpreterCache{recent: interpreterRecent}
+
+// interpreterRecent is how old a program's last change must be for its
+// interpreter to be kept: a change in the same tick of the file system's
+// clock would leave its times as they were.
+const interpreterRecent = 2 * time.Second
+
+// maxInterpreters bounds the programs whose interpreter is kept.
+const maxInterpreters = 1024
+
+// interpreterCache keeps interpreterOf of each program by path, with the
+// identity and times of the file it was read from.
+type interpreterCache struct {
+	// recent: an entry whose file changed less than recent before it was
+	// read is not kept.
+	recent time.Duration
+	// read is interpreterOf (nil); tests count the reads through it.
+	read func(*os.File) string
+
+	mu sync.Mutex
+	m  map[string]interpreterEntry
 }
-
-// interpreters caches interpreter by path, while the file is the same
-// (device, inode, size, change times): a call's allowlist is computed on
-// every restricted call, and parsing each program's ELF headers again was
-// a measurable part of a fleet's bash call.
-var interpreters interpreterCache
-
-type interpreterCache struct{ m sync.Map } // path -> interpreterEntry
 
 type interpreterEntry struct {
 	key    gitFileKey
 	interp string
 }
 
-// of is interpreter(p), from the cache when p has not changed.
+// of is the interpreter of the program at p, from the cache when the file
+// there has not changed; "" when none. The file is opened once: its key
+// and its interpreter come from the same open file, so a file swapped in
+// at p between the two is never stored under another's key.
 func (c *interpreterCache) of(p string) string {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return ""
-	}
-	key, ok := fileKey(fi)
-	if !ok {
-		return interpreter(p)
-	}
-	if e, hit := c.m.Load(p); hit && e.(interpreterEntry).key == key {
-		return e.(interpreterEntry).interp
-	}
-	interp := interpreter(p)
-	c.m.Store(p, interpreterEntry{key: key, interp: interp})
-	return interp
-}
-
-// interpreter is the program the kernel runs to execute p: its ELF
-// interpreter or its #! line's program; "" when none.
-func interpreter(p string) string {
-	f, err := os.Open(p)
+	// O_NONBLOCK: a FIFO swapped in at p must not block the worker.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	key, ok := fileKey(fi)
+	if ok {
+		c.mu.Lock()
+		e, hit := c.m[p]
+		c.mu.Unlock()
+		if hit && e.key == key {
+			return e.interp
+		}
+	}
+	read := c.read
+	if read == nil {
+		read = interpreterOf
+	}
+	interp := read(f)
+	if ok && time.Since(time.Unix(0, max(key.mtime, key.ctime))) > c.recent {
+		c.mu.Lock()
+		if c.m == nil || len(c.m) >= maxInterpreters {
+			c.m = map[string]interpreterEntry{}
+		}
+		c.m[p] = interpreterEntry{key: key, interp: interp}
+		c.mu.Unlock()
+	}
+	return interp
+}
+
+// interpreterOf is the program the kernel runs to execute the file f: its
+// ELF interpreter or its #! line's program; "" when none.
+func interpreterOf(f *os.File) string {
 	head := make([]byte, 256)
-	n, _ := f.Read(head)
+	n, _ := f.ReadAt(head, 0)
 	head = head[:n]
 	if len(head) > 2 && head[0] == '#' && head[1] == '!' {
 		line, _, _ := strings.Cut(string(head[2:]), "\n")
@@ -149,9 +183,10 @@ func interpreter(p string) string {
 	if err != nil {
 		return ""
 	}
-	defer ef.Close()
 	for _, prog := range ef.Progs {
-		if prog.Type == elf.PT_INTERP {
+		// The kernel refuses an interpreter path longer than PATH_MAX;
+		// a bigger size must not make this allocate it.
+		if prog.Type == elf.PT_INTERP && prog.Filesz <= 4096 {
 			b := make([]byte, prog.Filesz)
 			if _, err := prog.ReadAt(b, 0); err == nil {
 				return strings.TrimRight(string(b), "\x00")
@@ -177,11 +212,14 @@ func init() {
 }
 
 // setupInit turns the execute allowlist on where the sandbox runs and
-// the kernel has Landlock, once a probe shows it works here: an allowed
-// program runs, another is refused. The sandbox's first program is
+// the kernel has Landlock, once probes show that the first program works
+// here: restricted to cat, it runs cat, which shows the identity and
+// capabilities the call would run with (initIdentityOK); false, not on
+// the allowlist, is refused. The sandbox's first program is
 // toolgate-sandbox-init beside this binary (small, so a call pays about
-// what setpriv costs) or, without it or if it fails the probe, this binary
-// itself under that name (a larger program's start).
+// what setpriv costs) when it is safely installed (sandboxInitBeside) or,
+// without it or if it fails the probes, this binary itself under that
+// name (a larger program's start).
 func (b *bash) setupInit() {
 	if !b.sb.Enabled() {
 		return
@@ -199,13 +237,15 @@ func (b *bash) setupInit() {
 		b.log.Warn("bash: no execute allowlist: cannot find this program", "err", err)
 		return
 	}
-	truePath, err1 := exec.LookPath("true")
+	catPath, err1 := exec.LookPath("cat")
 	falsePath, err2 := exec.LookPath("false")
 	if err1 != nil || err2 != nil {
+		b.log.Warn("bash: no execute allowlist: its probes need cat and false in PATH")
 		return
 	}
-	probe := func(init, run string) int {
-		argv := b.initSpec(true, execList(truePath, nil)).Args([]string{run})
+	allow := execList(catPath, nil)
+	probe := func(init string, argv []string, stdout io.Writer) int {
+		argv = b.initSpec(true, allow).Args(argv)
 		id := b.id
 		id.init = true
 		argv = b.sb.argv("", "/", false, id, initMounts(init), argv)
@@ -213,6 +253,7 @@ func (b *bash) setupInit() {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Env = []string{"PATH=" + defaultPath}
+		cmd.Stdout = stdout
 		if err := cmd.Run(); err != nil {
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
@@ -223,15 +264,20 @@ func (b *bash) setupInit() {
 		return 0
 	}
 	candidates := []string{exe}
-	if small := sandboxInitBeside(exe); small != "" {
+	if small := sandboxInitBeside(exe, b.log); small != "" {
 		candidates = []string{small, exe}
 	}
 	for _, init := range candidates {
-		if code := probe(init, truePath); code != 0 {
+		status := &boundedBuffer{max: 64 << 10}
+		if code := probe(init, []string{catPath, "/proc/self/status"}, status); code != 0 {
 			b.log.Warn("bash: the execute allowlist's probe failed", "program", init, "exit_code", code)
 			continue
 		}
-		if code := probe(init, falsePath); code != 126 {
+		if err := b.initIdentityOK(status.String()); err != nil {
+			b.log.Warn("bash: the sandbox's first program left the wrong identity in its probe", "program", init, "err", err)
+			continue
+		}
+		if code := probe(init, []string{falsePath}, nil); code != 126 {
 			b.log.Warn("bash: a program outside the execute allowlist ran in its probe", "program", init, "exit_code", code)
 			continue
 		}
@@ -242,18 +288,124 @@ func (b *bash) setupInit() {
 	b.log.Warn("bash: no execute allowlist: no program passed its probe")
 }
 
+// initIdentityOK checks status, a /proc/self/status of a program the
+// sandbox's first program ran, against what it must have done: the user
+// and group b's commands run as (the workspace's owner, root, or, for a
+// worker not root, the worker's own), no supplementary group where it
+// drops or keeps root, no capability in any set (the bounding set
+// emptied where it drops or keeps root: an unprivileged worker has no
+// capability to lose), and no new privileges.
+func (b *bash) initIdentityOK(status string) error {
+	fields := map[string]string{}
+	for _, l := range strings.Split(status, "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			fields[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	uid, gid := uint32(os.Geteuid()), uint32(os.Getegid())
+	switch {
+	case b.id.drop:
+		uid, gid = b.id.uid, b.id.gid
+	case b.id.root:
+		uid, gid = 0, 0
+	}
+	const noCaps = "0000000000000000"
+	want := map[string]string{
+		"Uid":        strings.Repeat(strconv.FormatUint(uint64(uid), 10)+" ", 3) + strconv.FormatUint(uint64(uid), 10),
+		"Gid":        strings.Repeat(strconv.FormatUint(uint64(gid), 10)+" ", 3) + strconv.FormatUint(uint64(gid), 10),
+		"CapInh":     noCaps,
+		"CapPrm":     noCaps,
+		"CapEff":     noCaps,
+		"CapAmb":     noCaps,
+		"NoNewPrivs": "1",
+	}
+	if b.id.drop || b.id.root {
+		want["CapBnd"] = noCaps
+		want["Groups"] = ""
+	}
+	for k, v := range want {
+		got, ok := fields[k]
+		if !ok || got != v {
+			return fmt.Errorf("%s is %q, want %q", k, got, v)
+		}
+	}
+	return nil
+}
+
+// boundedBuffer keeps what is written to it up to max bytes, then fails
+// the write.
+type boundedBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+func (w *boundedBuffer) Write(p []byte) (int, error) {
+	if w.Len()+len(p) > w.max {
+		return 0, errors.New("output too long")
+	}
+	return w.Buffer.Write(p)
+}
+
 // sandboxInitBeside is the path of toolgate-sandbox-init in exe's
-// directory, "" when there is none (sandboxInitPath overrides it).
-func sandboxInitBeside(exe string) string {
+// directory (sandboxInitPath overrides it), "" when there is none or it
+// is not safely installed: a regular file (not a symbolic link),
+// executable, owned by root or by this program's user and writable by
+// no one else, in a directory owned by either and writable by no one
+// else. Whoever could replace it would choose what every restricted call
+// runs first, as root; a file failing these is ignored with a warning,
+// and this program's own binary is used instead.
+func sandboxInitBeside(exe string, log *slog.Logger) string {
 	p := filepath.Join(filepath.Dir(exe), sandboxinit.Name)
 	if sandboxInitPath != "" {
 		p = sandboxInitPath
 	}
-	fi, err := os.Stat(p)
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	if err == nil {
+		err = safelyOwned(fi, false)
+	}
+	if err == nil {
+		var di fs.FileInfo
+		if di, err = os.Stat(filepath.Dir(p)); err == nil {
+			err = safelyOwned(di, true)
+		}
+	}
+	if err != nil {
+		log.Warn("bash: ignoring "+sandboxinit.Name+", using this program instead", "path", p, "err", err)
 		return ""
 	}
 	return p
+}
+
+// safelyOwned says why fi, a file (or a directory when dir), is not one
+// that only root or this program's user can change; nil when it is.
+func safelyOwned(fi fs.FileInfo, dir bool) error {
+	switch {
+	case dir && !fi.IsDir():
+		return errors.New("its directory is not a directory")
+	case !dir && !fi.Mode().IsRegular():
+		return fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	case !dir && fi.Mode()&0o111 == 0:
+		return errors.New("not executable")
+	case fi.Mode()&0o022 != 0:
+		if dir {
+			return fmt.Errorf("its directory is writable by group or others (%s)", fi.Mode().Perm())
+		}
+		return fmt.Errorf("writable by group or others (%s)", fi.Mode().Perm())
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return errors.New("no owner known")
+	}
+	if st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		if dir {
+			return fmt.Errorf("its directory is owned by uid %d, neither root nor this program's", st.Uid)
+		}
+		return fmt.Errorf("owned by uid %d, neither root nor this program's", st.Uid)
+	}
+	return nil
 }
 
 // sandboxInitPath, when set (by tests), is where setupInit looks for

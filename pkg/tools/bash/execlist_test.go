@@ -1,12 +1,16 @@
+//go:build linux
+
 package bash_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,46 +24,78 @@ import (
 // sandboxInits are the two programs a sandbox may start a restricted
 // call with: toolgate-sandbox-init built from cmd/ (what an installed
 // worker finds beside itself) and, without it, this test binary under
-// that name. Each runs fn once.
-func sandboxInits(t testing.TB, fn func(t testing.TB)) {
+// that name. Each runs fn once, with the path setupInit must choose.
+func sandboxInits(t testing.TB, fn func(t testing.TB, wantInit string)) {
 	t.Helper()
 	small := buildSandboxInit(t)
-	for _, c := range []struct{ name, path string }{{"small", small}, {"self", filepath.Join(t.TempDir(), "none")}} {
+	self, err := os.Executable()
+	if err == nil {
+		self, err = filepath.EvalSymlinks(self)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, path, want string }{
+		{"small", small, small},
+		{"self", filepath.Join(t.TempDir(), "none"), self},
+	} {
 		old := bash.SetSandboxInit(c.path)
 		switch tb := t.(type) {
 		case *testing.T:
-			tb.Run(c.name, func(t *testing.T) { fn(t) })
+			tb.Run(c.name, func(t *testing.T) { fn(t, c.want) })
 		case *testing.B:
-			tb.Run(c.name, func(b *testing.B) { fn(b) })
+			tb.Run(c.name, func(b *testing.B) { fn(b, c.want) })
 		}
 		bash.SetSandboxInit(old)
 	}
 }
 
-// buildSandboxInit builds cmd/toolgate-sandbox-init into a temporary
-// directory and returns its path.
+// builtSandboxInit is cmd/toolgate-sandbox-init built once per test
+// binary, in a directory of testenv.Main's (removed when the tests end).
+var builtSandboxInit = sync.OnceValues(func() (string, error) {
+	gotool, err := exec.LookPath("go")
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp(os.Getenv("XDG_STATE_HOME"), "sandbox-init-")
+	if err != nil {
+		return "", err
+	}
+	// As installed: a directory and a file only their owner may change.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "toolgate-sandbox-init")
+	if b, err := exec.Command(gotool, "build", "-o", out, "github.com/toolgate/toolgate/cmd/toolgate-sandbox-init").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build toolgate-sandbox-init: %w\n%s", err, b)
+	}
+	return out, nil
+})
+
+// buildSandboxInit is the path of cmd/toolgate-sandbox-init built for
+// the tests (once).
 func buildSandboxInit(t testing.TB) string {
 	t.Helper()
-	gotool := testenv.LookPath(t, "go", "golang-go")
-	out := filepath.Join(t.TempDir(), "toolgate-sandbox-init")
-	cmd := exec.Command(gotool, "build", "-o", out, "github.com/toolgate/toolgate/cmd/toolgate-sandbox-init")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build toolgate-sandbox-init: %v\n%s", err, b)
-	}
-	if err := os.Chmod(filepath.Dir(out), 0o755); err != nil {
+	testenv.LookPath(t, "go", "golang-go")
+	p, err := builtSandboxInit()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return p
 }
 
 // sandboxedBash is a registry with the bash tool, sandbox required, in a
-// fresh workspace of testUID.
-func sandboxedBash(t testing.TB) (string, *tools.Registry) {
+// fresh workspace of testUID. Its restricted calls start with wantInit,
+// unless that is "" (not checked).
+func sandboxedBash(t testing.TB, wantInit string) (string, *tools.Registry) {
 	t.Helper()
 	ws := newWorkspace(t, testUID)
-	tool, err := bash.New(bash.Config{Workspace: ws, Sandbox: bash.ModeRequire})
+	tool, init, err := bash.NewWithInit(bash.Config{Workspace: ws, Sandbox: bash.ModeRequire})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wantInit != "" && init != wantInit {
+		t.Fatalf("restricted calls start with %q, want %q", init, wantInit)
 	}
 	reg := tools.NewRegistry()
 	if err := reg.Register(tool); err != nil {
@@ -80,8 +116,9 @@ func needLandlock(t testing.TB) {
 // allowed executes only the programs the gate resolved for it. A gate
 // talked around (here, one that allows a command running touch while it
 // resolved only ls) does not get touch run: the marker never appears.
-// With touch among the programs, it runs. The same with either program
-// the sandbox may start a restricted call with.
+// With touch among the programs, it runs. A program whose #! line names
+// touch's directory allows nothing beneath it. The same with either
+// program the sandbox may start a restricted call with.
 func TestExecuteAllowlist(t *testing.T) {
 	needLandlock(t)
 	ls, _ := exec.LookPath("ls")
@@ -93,9 +130,15 @@ func TestExecuteAllowlist(t *testing.T) {
 		}
 		return r
 	}
-	sandboxInits(t, func(tb testing.TB) {
+	sandboxInits(t, func(tb testing.TB, wantInit string) {
 		t := tb.(*testing.T)
-		ws, reg := sandboxedBash(t)
+		ws, reg := sandboxedBash(t, wantInit)
+		// A script whose #! line names a directory holding touch: its
+		// "interpreter" must not become a rule allowing all beneath it.
+		dirScript := filepath.Join(ws, "dir-script")
+		if err := os.WriteFile(dirScript, []byte("#!"+filepath.Dir(real(touch))+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		for _, tt := range []struct {
 			name     string
 			programs []string
@@ -103,6 +146,7 @@ func TestExecuteAllowlist(t *testing.T) {
 		}{
 			{"outside the allowlist", []string{real(ls)}, false},
 			{"inside the allowlist", []string{real(ls), real(touch)}, true},
+			{"beneath a directory a script names", []string{real(ls), dirScript}, false},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				marker := filepath.Join(ws, "marker")
@@ -139,7 +183,7 @@ func TestRestrictedCallRunsNoGit(t *testing.T) {
 	testenv.LookPath(t, "git", "git")
 	ls, _ := exec.LookPath("ls")
 	ls, _ = filepath.EvalSymlinks(ls)
-	ws, reg := sandboxedBash(t)
+	ws, reg := sandboxedBash(t, "")
 	plain := tools.NewPipeline(reg, tools.WithWorkspace(ws))
 	if out, err := run(context.Background(), t, plain, map[string]any{"command": "git init -q . && git config user.email a@b && git config user.name a"}); err != nil || out.IsError {
 		t.Fatal(err, out)
@@ -178,9 +222,9 @@ func TestRestrictedCallDropsLikeSetpriv(t *testing.T) {
 	needLandlock(t)
 	cat, _ := exec.LookPath("cat")
 	cat, _ = filepath.EvalSymlinks(cat)
-	sandboxInits(t, func(tb testing.TB) {
+	sandboxInits(t, func(tb testing.TB, wantInit string) {
 		t := tb.(*testing.T)
-		ws, reg := sandboxedBash(t)
+		ws, reg := sandboxedBash(t, wantInit)
 		status := func(programs []string) string {
 			gate := policy.EvaluatorFunc(func(context.Context, policy.Request) policy.Decision {
 				return policy.Decision{Action: policy.Allow, Rule: "test", Rendered: true,
@@ -234,9 +278,9 @@ func BenchmarkExecuteAllowlist(b *testing.B) {
 	needLandlock(b)
 	ls, _ := exec.LookPath("ls")
 	lsReal, _ := filepath.EvalSymlinks(ls)
-	sandboxInits(b, func(tb testing.TB) {
+	sandboxInits(b, func(tb testing.TB, wantInit string) {
 		b := tb.(*testing.B)
-		ws, reg := sandboxedBash(b)
+		ws, reg := sandboxedBash(b, wantInit)
 		for _, bc := range []struct {
 			name     string
 			programs []string
