@@ -15,7 +15,7 @@ import (
 // is the file's as it is now: a script rewritten with another #! line
 // gets the new one, an ELF program its loader.
 func TestInterpreterCacheFollowsTheFile(t *testing.T) {
-	c := interpreterCache{recent: interpreterRecent}
+	c := interpreterCache{files: fileCache[string]{recent: interpreterRecent, max: maxInterpreters}}
 	p := filepath.Join(t.TempDir(), "prog")
 	for _, tt := range []struct{ text, want string }{
 		{"#!/bin/sh\necho a\n", "/bin/sh"},
@@ -49,7 +49,7 @@ func TestInterpreterCacheFollowsTheFile(t *testing.T) {
 // countingCache is an interpreter cache that counts the files it reads.
 func countingCache(recent time.Duration) (*interpreterCache, *int) {
 	reads := new(int)
-	return &interpreterCache{recent: recent, read: func(f *os.File) string {
+	return &interpreterCache{files: fileCache[string]{recent: recent, max: maxInterpreters}, read: func(f *os.File) string {
 		*reads++
 		return interpreterOf(f)
 	}}, reads
@@ -122,8 +122,8 @@ func TestInterpreterCacheBounded(t *testing.T) {
 		}
 		c.of(p)
 	}
-	if *reads != maxInterpreters+10 || len(c.m) > maxInterpreters {
-		t.Fatalf("%d reads, %d entries kept; want %d reads, at most %d kept", *reads, len(c.m), maxInterpreters+10, maxInterpreters)
+	if *reads != maxInterpreters+10 || len(c.files.m) > maxInterpreters {
+		t.Fatalf("%d reads, %d entries kept; want %d reads, at most %d kept", *reads, len(c.files.m), maxInterpreters+10, maxInterpreters)
 	}
 }
 

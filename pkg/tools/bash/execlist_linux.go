@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -94,36 +93,23 @@ var execHelpers = map[string][]string{
 }
 
 // interpreters caches each program's interpreter by path, while the
-// file is the same (device, inode, size, change times): a call's
-// allowlist is computed on every restricted call, and parsing each
-// program's ELF headers again was a measurable part of a fleet's bash
-// call.
-var interpreters = interpreterCache{recent: interpreterRecent}
+// file is the same version (fileCache): a call's allowlist is computed on
+// every restricted call, and parsing each program's ELF headers again was
+// a measurable part of a fleet's bash call.
+var interpreters = interpreterCache{files: fileCache[string]{recent: interpreterRecent, max: maxInterpreters}}
 
 // interpreterRecent is how old a program's last change must be for its
-// interpreter to be kept: a change in the same tick of the file system's
-// clock would leave its times as they were.
+// interpreter to be kept.
 const interpreterRecent = 2 * time.Second
 
 // maxInterpreters bounds the programs whose interpreter is kept.
 const maxInterpreters = 1024
 
-// interpreterCache keeps interpreterOf of each program by path, with the
-// identity and times of the file it was read from.
+// interpreterCache keeps interpreterOf of each program by path.
 type interpreterCache struct {
-	// recent: an entry whose file changed less than recent before it was
-	// read is not kept.
-	recent time.Duration
+	files fileCache[string]
 	// read is interpreterOf (nil); tests count the reads through it.
 	read func(*os.File) string
-
-	mu sync.Mutex
-	m  map[string]interpreterEntry
-}
-
-type interpreterEntry struct {
-	key    gitFileKey
-	interp string
 }
 
 // of is the interpreter of the program at p, from the cache when the file
@@ -141,28 +127,15 @@ func (c *interpreterCache) of(p string) string {
 	if err != nil || !fi.Mode().IsRegular() {
 		return ""
 	}
-	key, ok := fileKey(fi)
-	if ok {
-		c.mu.Lock()
-		e, hit := c.m[p]
-		c.mu.Unlock()
-		if hit && e.key == key {
-			return e.interp
-		}
+	if interp, ok := c.files.get(p, fi); ok {
+		return interp
 	}
 	read := c.read
 	if read == nil {
 		read = interpreterOf
 	}
 	interp := read(f)
-	if ok && time.Since(time.Unix(0, max(key.mtime, key.ctime))) > c.recent {
-		c.mu.Lock()
-		if c.m == nil || len(c.m) >= maxInterpreters {
-			c.m = map[string]interpreterEntry{}
-		}
-		c.m[p] = interpreterEntry{key: key, interp: interp}
-		c.mu.Unlock()
-	}
+	c.files.put(p, fi, interp)
 	return interp
 }
 

@@ -129,7 +129,7 @@ func benchSandboxVsBwrap(b *testing.B, repo, restricted bool) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				gm, err := gitMounts(context.Background(), ws, &tb.gitConfigs, files.data)
+				gm, err := gitMounts(context.Background(), ws, tb.gitConfigs, files.data)
 				if err != nil {
 					b.Fatal(err)
 				}

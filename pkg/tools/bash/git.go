@@ -301,27 +301,14 @@ func gitMounts(ctx context.Context, ws string, cache *gitConfigCache, data func(
 }
 
 // gitConfigCache keeps the sanitised copy of each config file gitMounts
-// covered, with the file's identity and times when it was read: while
-// they are the same the file is too, and git is not run again. A file
-// changed within gitRecent of its reading is not kept (a change in the
-// same tick of the file system's clock would leave its times as they
-// were). A stale copy could only hide settings, never run a program:
-// every copy was sanitised.
-type gitConfigCache struct {
-	mu      sync.Mutex
-	entries map[string]gitConfigEntry
-}
+// covered, while the file is the version it was read from (fileCache):
+// git is not run again for it. A stale copy could only hide settings,
+// never run a program: every copy was sanitised.
+type gitConfigCache struct{ files fileCache[[]byte] }
 
-type gitConfigEntry struct {
-	key  gitFileKey
-	data []byte
-}
-
-// gitFileKey identifies one version of a file.
-type gitFileKey struct {
-	dev, ino     uint64
-	size         int64
-	mtime, ctime int64
+// newGitConfigCache is an empty gitConfigCache.
+func newGitConfigCache() *gitConfigCache {
+	return &gitConfigCache{files: fileCache[[]byte]{recent: gitRecent, max: maxGitCached}}
 }
 
 // gitRecent is how old a config's last change must be for its sanitised
@@ -332,25 +319,14 @@ var gitRecent = 2 * time.Second
 const maxGitCached = 4 * maxGitModules
 
 // sanitized is sanitizeGitConfig(src), from the cache when src is as it
-// was.
+// was (fi: its file as it is now).
 func (c *gitConfigCache) sanitized(ctx context.Context, gitPath, src string, fi fs.FileInfo) []byte {
-	key, ok := fileKey(fi)
-	if ok {
-		c.mu.Lock()
-		e, hit := c.entries[src]
-		c.mu.Unlock()
-		if hit && e.key == key {
-			return e.data
-		}
+	if data, ok := c.files.get(src, fi); ok {
+		return data
 	}
 	data := sanitizeGitConfig(ctx, gitPath, src)
-	if ok && time.Since(time.Unix(0, max(key.mtime, key.ctime))) > gitRecent && ctx.Err() == nil {
-		c.mu.Lock()
-		if c.entries == nil || len(c.entries) >= maxGitCached {
-			c.entries = map[string]gitConfigEntry{}
-		}
-		c.entries[src] = gitConfigEntry{key: key, data: data}
-		c.mu.Unlock()
+	if ctx.Err() == nil {
+		c.files.put(src, fi, data)
 	}
 	return data
 }

@@ -99,12 +99,12 @@ func intoCgroup(a *syscall.SysProcAttr, fd int) {
 	a.CgroupFD = fd
 }
 
-// fileKey identifies the version of the file fi describes: its device,
+// keyOf identifies the version of the file fi describes: its device,
 // inode, size and change times.
-func fileKey(fi os.FileInfo) (gitFileKey, bool) {
+func keyOf(fi os.FileInfo) (fileKey, bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return gitFileKey{}, false
+		return fileKey{}, false
 	}
-	return gitFileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, true
+	return fileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, true
 }

@@ -50,4 +50,4 @@ func newHold() (*hold, *os.File, *os.File, error) { return nil, nil, nil, errors
 func (*hold) release(Limits) error                { return errors.ErrUnsupported }
 func (*hold) close()                              {}
 
-func fileKey(os.FileInfo) (gitFileKey, bool) { return gitFileKey{}, false }
+func keyOf(os.FileInfo) (fileKey, bool) { return fileKey{}, false }

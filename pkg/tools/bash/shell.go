@@ -229,7 +229,7 @@ type bash struct {
 	// gitWrapper is the script that replaces git in the sandbox
 	// (gitWrapper); gitConfigs the repository's sanitised configs.
 	gitWrapper []byte
-	gitConfigs gitConfigCache
+	gitConfigs *gitConfigCache
 	// userNS: without cgroups, an unprivileged worker's sandbox gets a
 	// user namespace of its own, in which the kernel counts RLIMIT_NPROC
 	// for the call alone.
@@ -296,6 +296,7 @@ func newBash(cfg Config) (*bash, error) {
 		id:         id,
 		env:        environ(ws, cfg.Env, os.Getenv),
 		gitWrapper: gitWrapper(gitEnv(ws)),
+		gitConfigs: newGitConfigCache(),
 		limits:     resolveLimits(cfg.Limits),
 		maxOut:     cfg.MaxOutput,
 		maxProg:    cfg.MaxProgress,
@@ -856,7 +857,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		if !c.Approved && !restrict {
 			// Without a person, git's program-running configuration of
 			// the workspace's repository is replaced for the call.
-			gm, err := gitMounts(ctx, b.ws, &b.gitConfigs, files.data)
+			gm, err := gitMounts(ctx, b.ws, b.gitConfigs, files.data)
 			if err != nil {
 				return nil, fmt.Errorf("bash: neutralise the repository's git config: %w", err)
 			}

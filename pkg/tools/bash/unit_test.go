@@ -304,7 +304,7 @@ func TestGitMountsCoverNestedSubmodulesAndStayInTheWorkspace(t *testing.T) {
 	}
 	var files sandboxFiles
 	defer files.close()
-	args, err := gitMounts(context.Background(), ws, &gitConfigCache{}, files.data)
+	args, err := gitMounts(context.Background(), ws, newGitConfigCache(), files.data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func TestGitConfigCacheFollowsTheFile(t *testing.T) {
 	defer func(d time.Duration) { gitRecent = d }(gitRecent)
 	gitRecent = 0
 	src := filepath.Join(t.TempDir(), "config")
-	var c gitConfigCache
+	c := newGitConfigCache()
 	get := func(git string) string {
 		fi, err := os.Stat(src)
 		if err != nil {
