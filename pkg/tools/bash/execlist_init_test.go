@@ -25,13 +25,7 @@ func TestSandboxInitChosen(t *testing.T) {
 		t.Skip("the identity probed is a dropped root's")
 	}
 	small := buildSandboxInit(t)
-	self, err := os.Executable()
-	if err == nil {
-		self, err = filepath.EvalSymlinks(self)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	self := testBinary(t)
 	// place puts a copy of src (mode perm) in a fresh directory of mode
 	// dirPerm and returns its path.
 	place := func(t *testing.T, src []byte, perm, dirPerm os.FileMode) string {

@@ -21,13 +21,10 @@ import (
 	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
 
-// sandboxInits are the two programs a sandbox may start a restricted
-// call with: toolgate-sandbox-init built from cmd/ (what an installed
-// worker finds beside itself) and, without it, this test binary under
-// that name. Each runs fn once, with the path setupInit must choose.
-func sandboxInits(t testing.TB, fn func(t testing.TB, wantInit string)) {
+// testBinary is this test binary's real path (what setupInit falls back
+// to).
+func testBinary(t testing.TB) string {
 	t.Helper()
-	small := buildSandboxInit(t)
 	self, err := os.Executable()
 	if err == nil {
 		self, err = filepath.EvalSymlinks(self)
@@ -35,6 +32,17 @@ func sandboxInits(t testing.TB, fn func(t testing.TB, wantInit string)) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return self
+}
+
+// sandboxInits are the two programs a sandbox may start a restricted
+// call with: toolgate-sandbox-init built from cmd/ (what an installed
+// worker finds beside itself) and, without it, this test binary under
+// that name. Each runs fn once, with the path setupInit must choose.
+func sandboxInits(t testing.TB, fn func(t testing.TB, wantInit string)) {
+	t.Helper()
+	small := buildSandboxInit(t)
+	self := testBinary(t)
 	for _, c := range []struct{ name, path, want string }{
 		{"small", small, small},
 		{"self", filepath.Join(t.TempDir(), "none"), self},
