@@ -843,9 +843,12 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			mounts = append(mounts, "--unshare-user")
 		}
 		// A call restricted to the programs the gate resolved cannot
-		// execute git (a runner: a call naming it is not restricted),
-		// so it needs neither git's wrapper nor the repository's
-		// sanitised configs: fewer mounts for bwrap to make.
+		// execve git (a runner: a call naming it is not restricted), so
+		// it gets neither git's wrapper nor the repository's sanitised
+		// configs: fewer mounts for bwrap to make. (git started through
+		// the dynamic loader, which Landlock cannot refuse, could read
+		// the agent's config; every program that config names still
+		// needs an execve the restriction judges.)
 		restrict, allow := b.allowlist(c)
 		if !restrict {
 			gw, err := gitWrapperMounts(b.gitWrapper, files.data)
