@@ -346,23 +346,7 @@ var errCgroup = errors.New("per-call cgroup")
 // back, the command is killed and the thread, never unlocked, ends with
 // its goroutine (remove never kills the worker for it).
 func (c *callCgroup) startIn(cmd *exec.Cmd) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			// Held here, the first thread cannot run the goroutine
-			// started in this one's place.
-			defer runtime.UnlockOSThread()
-			errc <- c.startIn(cmd)
-			return
-		}
-		err := c.startHere(cmd)
-		if !errors.Is(err, errStranded) {
-			runtime.UnlockOSThread()
-		} // else the thread ends with the goroutine
-		errc <- err
-	}()
-	err := <-errc
+	err := c.startOnThread(cmd)
 	if err == nil && c.max > 0 {
 		if err = os.WriteFile(filepath.Join(c.dir, "pids.max"), []byte(strconv.Itoa(c.max)), 0); err != nil {
 			err = fmt.Errorf("%w: set pids.max in %s: %w", errCgroup, c.dir, err)
@@ -373,6 +357,28 @@ func (c *callCgroup) startIn(cmd *exec.Cmd) error {
 		_ = cmd.Wait()
 	}
 	return err
+}
+
+// startOnThread runs startHere on a locked thread of its own that is not
+// the process's first.
+func (c *callCgroup) startOnThread(cmd *exec.Cmd) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// Held here, the first thread cannot run the goroutine
+			// started in this one's place.
+			defer runtime.UnlockOSThread()
+			errc <- c.startOnThread(cmd)
+			return
+		}
+		err := c.startHere(cmd)
+		if !errors.Is(err, errStranded) {
+			runtime.UnlockOSThread()
+		} // else the thread ends with the goroutine
+		errc <- err
+	}()
+	return <-errc
 }
 
 // errStranded says the starting thread could not move back out of the
