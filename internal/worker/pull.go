@@ -148,11 +148,7 @@ func (p *puller) stop(sub *nats.Subscription, reconnected <-chan nats.Status) {
 	if n := p.fair.handBack(p.handBackDelay(), p.w.settle); n > 0 {
 		p.w.log.Info("stopping: calls waiting for their agent's turn handed back", "calls", n)
 	}
-	var last time.Time
-	for _, r := range p.reqs {
-		last = maxTime(last, r.deadline)
-	}
-	giveUp := time.NewTimer(time.Until(last.Add(pullGrace)))
+	giveUp := time.NewTimer(time.Until(p.lastDeadline().Add(pullGrace)))
 	defer giveUp.Stop()
 	for len(p.reqs) > 0 && !p.w.nc.IsClosed() {
 		select {
@@ -187,26 +183,27 @@ func (p *puller) stop(sub *nats.Subscription, reconnected <-chan nats.Status) {
 // each such delivery counts: under load a call bounced through five of
 // them and was dead-lettered without ever running.
 func (p *puller) handBackDelay() time.Duration {
-	var last time.Time
-	for _, r := range p.reqs {
-		last = maxTime(last, r.deadline)
-	}
-	if d := time.Until(last); d > 0 {
+	if d := time.Until(p.lastDeadline()); d > 0 {
 		return d + handBackMargin
 	}
 	return 0
 }
 
+// lastDeadline is when the last pull request left open at the server
+// expires; zero when none is open.
+func (p *puller) lastDeadline() time.Time {
+	var last time.Time
+	for _, r := range p.reqs {
+		if r.deadline.After(last) {
+			last = r.deadline
+		}
+	}
+	return last
+}
+
 // handBackMargin is added to a hand-back's delay so that the redelivery
 // comes after the server has ended the requests.
 const handBackMargin = 100 * time.Millisecond
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
 
 // ask first gives free slots to held calls whose agent's turn it is
 // (fair.go), then sends a pull request for the free slots not yet asked
