@@ -4,13 +4,18 @@ package bash_test
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
 
@@ -42,6 +47,13 @@ func TestSandboxInitChosen(t *testing.T) {
 			t.Fatal(err)
 		}
 		return p
+	}
+	cat, err := exec.LookPath("cat")
+	if err == nil {
+		cat, err = filepath.EvalSymlinks(cat)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	f, err := os.Open(small)
 	if err != nil {
@@ -99,7 +111,7 @@ exec "$@"
 			ws := newWorkspace(t, testUID)
 			var logs bytes.Buffer
 			log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			_, init, err := bash.NewWithInit(bash.Config{Workspace: ws, Sandbox: bash.ModeRequire, Logger: log})
+			tool, init, err := bash.NewWithInit(bash.Config{Workspace: ws, Sandbox: bash.ModeRequire, Logger: log})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,6 +120,26 @@ exec "$@"
 			}
 			if !strings.Contains(logs.String(), tt.why) {
 				t.Fatalf("the warnings do not say %q:\n%s", tt.why, logs.String())
+			}
+			// The effect: a restricted call runs as the workspace's owner
+			// without capabilities (through the planted program, it ran as
+			// root with what bwrap left).
+			reg := tools.NewRegistry()
+			if err := reg.Register(tool); err != nil {
+				t.Fatal(err)
+			}
+			gate := policy.EvaluatorFunc(func(context.Context, policy.Request) policy.Decision {
+				return policy.Decision{Action: policy.Allow, Rule: "test", Rendered: true, Command: "cat /proc/self/status", Programs: []string{cat}}
+			})
+			out, err := run(context.Background(), t, tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithGate(gate)), map[string]any{"command": "cat /proc/self/status"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			status := md[string](t, out, "stdout")
+			for _, line := range []string{fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d", testUID, testUID, testUID, testUID), "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1"} {
+				if !strings.Contains(status, line+"\n") {
+					t.Errorf("a restricted call's status lacks %q:\n%s", line, status)
+				}
 			}
 		})
 	}
