@@ -107,6 +107,10 @@ type Decision struct {
 	// sandbox that can enforce it lets the call execute, besides the
 	// shell, their interpreters and the helpers they are known to run.
 	Programs []string `json:"-"`
+	// Access, on a decision of a shell tool that is not a deny, is what
+	// the gate judged the command may read, write and execute: a sandbox
+	// that can enforce it grants the call exactly that.
+	Access *Access `json:"-"`
 }
 
 // Evaluator judges requests. *Gate implements it; AllowAll is the permissive

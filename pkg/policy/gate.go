@@ -76,6 +76,12 @@ type evaluation struct {
 	hasRendered bool
 	// programs are the system programs the shell command runs.
 	programs []string
+	// writeAny: the shell command runs a program whose writes the gate
+	// cannot name; writes are the real paths it was judged to write;
+	// outside are the real paths outside every root it names (an ask).
+	writeAny bool
+	writes   []string
+	outside  []string
 }
 
 // Evaluate judges req. It never panics and fails closed: anything that
@@ -199,6 +205,9 @@ func (e *evaluation) decide() Decision {
 		}
 	}
 	d.Command, d.Rendered = e.rendered, e.hasRendered
+	if e.hasRendered && d.Action != Deny {
+		d.Access = e.access()
+	}
 	e.limits(&d)
 	return d
 }

@@ -839,6 +839,16 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		mounts = append(mounts, "--info-fd", files.add(infoW), "--block-fd", files.add(blockR))
 		argv = b.direct(command)
 		mounts = append(mounts, "--bind", pc.home, home)
+		gr, err := grantFor(c, b.ws, b.id)
+		if err != nil {
+			return nil, err
+		}
+		defer gr.removeCreated()
+		mounts = append(mounts, gr.mounts...)
+		sb := b.sb
+		if c.Decision != nil && c.Decision.Access != nil {
+			sb.reads = c.Decision.Access.Reads
+		}
 		if b.userNS {
 			mounts = append(mounts, "--unshare-user")
 		}
@@ -894,7 +904,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			mounts = append(mounts, initMounts(b.init)...)
 			argv, sid.init = b.initSpec(!proxied, allow).Args(argv), true
 		}
-		argv, dir, id = b.sb.argv(b.ws, cwd, network, sid, mounts, argv), "/", identity{}
+		argv, dir, id = sb.argv(b.ws, cwd, network, sid, mounts, argv), "/", identity{}
 	} else if b.id.root {
 		argv = append(rootNoCaps(b.setpriv), argv...)
 	}

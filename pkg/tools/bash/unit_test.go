@@ -126,10 +126,11 @@ func TestSandboxArgv(t *testing.T) {
 		{
 			name: "root worker, no network",
 			ws:   "/tmp/a/b/ws", id: identity{drop: true, uid: 1000, gid: 1001},
-			want: [][]string{{"--ro-bind", "/", "/"}, {"--perms", "1777", "--tmpfs", "/tmp"}, {"--perms", "0755", "--dir", "/tmp/a"},
+			want: [][]string{{"--perms", "1777", "--tmpfs", "/tmp"}, {"--perms", "0755", "--dir", "/tmp/a"},
 				{"--perms", "0755", "--dir", "/tmp/a/b"}, {"--bind", "/tmp/a/b/ws", "/tmp/a/b/ws"}, {"--unshare-net"}, {"--unshare-pid"},
 				{"--die-with-parent"}, {"--new-session"}, {"--cap-drop", "ALL"}, {"--chdir", "/tmp/a/b/ws/sub"},
 				{"/usr/bin/setpriv", "--reuid=1000", "--regid=1001", "--clear-groups", "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--"}},
+			wantNot:  []string{"/"},
 			wantTail: inner,
 		},
 		{
@@ -367,8 +368,7 @@ func TestGitConfigCacheFollowsTheFile(t *testing.T) {
 }
 
 // TestHeldSandboxThatFailsToBuildSaysSo: when bwrap cannot build the
-// sandbox (here a directory to hide that cannot be made under the
-// read-only root), the held start lets bwrap's own exit code and message
+// sandbox (here a system directory to show that does not exist), the held start lets bwrap's own exit code and message
 // through, as SandboxFailed reads them, and runs nothing of the command.
 func TestHeldSandboxThatFailsToBuildSaysSo(t *testing.T) {
 	testenv.LookPath(t, "bwrap", "bubblewrap")
@@ -377,7 +377,7 @@ func TestHeldSandboxThatFailsToBuildSaysSo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.sb.hide = append(slices.Clone(b.sb.hide), "/nonexistent-toolgate-test/hidden")
+	b.sb.view = append(slices.Clone(b.sb.view), "--ro-bind", "/nonexistent-toolgate-test/hidden", "/hidden")
 	res, err := b.run(context.Background(), &tools.Call{ID: "fails"}, "touch ran", ws, false)
 	if err != nil {
 		t.Fatal(err)

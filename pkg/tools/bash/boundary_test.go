@@ -1,0 +1,163 @@
+package bash_test
+
+import (
+	"context"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/tools"
+	"github.com/toolgate/toolgate/pkg/tools/bash"
+)
+
+// The boundary: what the gate judged of a call is the access the kernel
+// grants it. Each case here has the real gate judge one command and then
+// runs another in its place, as a misprediction of the gate would (the
+// gate's judgement of bash is a prediction): what the command really does
+// beyond what was judged must fail. The effects are asserted from
+// outside: a secret never printed, a marker never written, a file never
+// changed.
+
+// boundaryPolicy lets every command run and writes happen, and denies
+// reading *.pem files.
+const boundaryPolicy = `version: 1
+default: ask
+tools:
+  read: { action: allow, constraints: { denied_paths: ["**/*.pem"] } }
+  write: allow
+  bash: allow
+`
+
+// mispredicted is gate with the judgement of judged given to a call that
+// runs ran instead.
+func mispredicted(gate policy.Evaluator, judged, ran string) policy.Evaluator {
+	return policy.EvaluatorFunc(func(ctx context.Context, req policy.Request) policy.Decision {
+		req.Arguments = maps.Clone(req.Arguments)
+		req.Arguments["command"] = judged
+		d := gate.Evaluate(ctx, req)
+		d.Command = ran
+		return d
+	})
+}
+
+// boundarySecret is the content of files a call must never print.
+const boundarySecret = "BOUNDARY-SECRET-5e1f"
+
+func TestBoundaryGrantsWhatWasJudged(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	testenv.LookPath(t, "git", "git")
+	// Outside the workspace, readable by anyone, in a place the old
+	// sandbox showed (the whole root, read-only).
+	outside, err := os.MkdirTemp("/var/tmp", "toolgate-boundary-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outside) })
+	if err := os.Chmod(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeTestFile(t, filepath.Join(outside, "secret"), boundarySecret)
+
+	pol, _, err := policy.Parse([]byte(boundaryPolicy), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := policy.NewGate(pol)
+	for _, tt := range []struct {
+		name, judged, ran string
+		// leak must not be printed; marker must not exist after; the
+		// repository's config must not change; want must be printed.
+		leak, marker, want string
+	}{
+		{name: "a file outside the view", judged: "cat notes.txt", ran: "cat " + outside + "/secret", leak: boundarySecret},
+		{name: "a file outside the view by cd", judged: "cat notes.txt", ran: "cd " + outside + " && cat secret", leak: boundarySecret},
+		{name: "a denied file in the workspace", judged: "cat notes.txt", ran: "cat key.pem", leak: boundarySecret},
+		{name: "a denied file by a link", judged: "cat notes.txt", ran: "cat link-to-key", leak: boundarySecret},
+		{name: "a denied file in a subdirectory", judged: "cat notes.txt", ran: "cat sub/deep.pem", leak: boundarySecret},
+		{name: "a write by a call judged to write nothing", judged: "cat notes.txt", ran: "cat notes.txt; echo x > marker", marker: "marker", want: "notes"},
+		{name: "a write beside the one judged", judged: "cat notes.txt > out.txt", ran: "cat notes.txt > out.txt; echo x > marker; cat out.txt", marker: "marker", want: "notes"},
+		{name: "a write into the repository's config", judged: "cat notes.txt > out.txt", ran: "printf '[core]\\n\\tfsmonitor = touch marker\\n' >> .git/config", marker: "marker"},
+		{name: "the config written by a call that may write the workspace", judged: "cp notes.txt copy.txt", ran: "cp notes.txt copy.txt; printf '[core]\\n\\tfsmonitor = x\\n' >> .git/config; echo y > .git/hooks/pre-commit"},
+		{name: "the repository renamed away", judged: "cp notes.txt copy.txt; mv copy.txt c2.txt", ran: "mv .git old-git; cp -r old-git .git; printf '[core]\\n\\tfsmonitor = x\\n' >> .git/config"},
+		{name: "attributes replaced", judged: "cp notes.txt copy.txt; mv copy.txt c2.txt; mkdir d", ran: "cp notes.txt .gitattributes; mv sub moved; mkdir sub; echo '* filter=x' > sub/.gitattributes"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := newWorkspace(t, testUID)
+			writeTestFile(t, filepath.Join(ws, "notes.txt"), "notes\n")
+			writeTestFile(t, filepath.Join(ws, "key.pem"), boundarySecret)
+			writeTestFile(t, filepath.Join(ws, "sub", "deep.pem"), boundarySecret)
+			writeTestFile(t, filepath.Join(ws, "sub", ".gitattributes"), "*.txt text\n")
+			writeTestFile(t, filepath.Join(ws, ".gitattributes"), "*.go text\n")
+			if err := os.Symlink("key.pem", filepath.Join(ws, "link-to-key")); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+				t.Fatalf("git init: %v: %s", err, out)
+			}
+			chownTree(t, ws, testUID)
+			config := readTestFile(t, filepath.Join(ws, ".git", "config"))
+			attrs := readTestFile(t, filepath.Join(ws, "sub", ".gitattributes"))
+			tool, err := bash.New(bash.Config{Workspace: ws, Sandbox: bash.ModeRequire})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg := tools.NewRegistry()
+			if err := reg.Register(tool); err != nil {
+				t.Fatal(err)
+			}
+			p := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithGate(mispredicted(gate, tt.judged, tt.ran)))
+			out, err := run(context.Background(), t, p, map[string]any{"command": tt.judged})
+			if err != nil {
+				t.Fatalf("%s: %v", tt.ran, err)
+			}
+			stdout, stderr := md[string](t, out, "stdout"), md[string](t, out, "stderr")
+			if tt.leak != "" && strings.Contains(stdout+stderr, tt.leak) {
+				t.Errorf("%s printed the secret:\n%s%s", tt.ran, stdout, stderr)
+			}
+			if tt.want != "" && !strings.Contains(stdout, tt.want) {
+				t.Errorf("%s: stdout %q lacks %q (stderr %q): what was judged must still work", tt.ran, stdout, tt.want, stderr)
+			}
+			if tt.marker != "" {
+				if _, err := os.Lstat(filepath.Join(ws, tt.marker)); err == nil {
+					t.Errorf("%s wrote %s", tt.ran, tt.marker)
+				}
+			}
+			if got := readTestFile(t, filepath.Join(ws, ".git", "config")); got != config {
+				t.Errorf("%s changed .git/config:\n%s", tt.ran, got)
+			}
+			if _, err := os.Lstat(filepath.Join(ws, ".git", "hooks", "pre-commit")); err == nil {
+				t.Errorf("%s wrote a hook", tt.ran)
+			}
+			if got := readTestFile(t, filepath.Join(ws, "sub", ".gitattributes")); got != attrs {
+				t.Errorf("%s changed sub/.gitattributes: %q", tt.ran, got)
+			}
+			if got := readTestFile(t, filepath.Join(ws, ".gitattributes")); got != "*.go text\n" {
+				t.Errorf("%s changed .gitattributes: %q", tt.ran, got)
+			}
+		})
+	}
+}
+
+func writeTestFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readTestFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return string(b)
+}
