@@ -34,13 +34,15 @@ tools:
 `
 
 // mispredicted is gate with the judgement of judged given to a call that
-// runs ran instead.
+// runs ran instead (judged itself when ran is empty).
 func mispredicted(gate policy.Evaluator, judged, ran string) policy.Evaluator {
 	return policy.EvaluatorFunc(func(ctx context.Context, req policy.Request) policy.Decision {
 		req.Arguments = maps.Clone(req.Arguments)
 		req.Arguments["command"] = judged
 		d := gate.Evaluate(ctx, req)
-		d.Command = ran
+		if ran != "" {
+			d.Command = ran
+		}
 		return d
 	})
 }
@@ -68,10 +70,22 @@ func TestBoundaryGrantsWhatWasJudged(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate := policy.NewGate(pol)
+	touch, err := exec.LookPath("touch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if touch, err = filepath.EvalSymlinks(touch); err != nil {
+		t.Fatal(err)
+	}
+	loader := "ld.so"
+	if _, err := exec.LookPath(loader); err != nil {
+		loader = "/lib64/ld-linux-x86-64.so.2"
+	}
 	for _, tt := range []struct {
 		name, judged, ran string
 		// leak must not be printed; marker must not exist after; the
 		// repository's config must not change; want must be printed.
+		// (Every case also checks the protected files after.)
 		leak, marker, want string
 	}{
 		{name: "a file outside the view", judged: "cat notes.txt", ran: "cat " + outside + "/secret", leak: boundarySecret},
@@ -85,6 +99,16 @@ func TestBoundaryGrantsWhatWasJudged(t *testing.T) {
 		{name: "the config written by a call that may write the workspace", judged: "cp notes.txt copy.txt", ran: "cp notes.txt copy.txt; printf '[core]\\n\\tfsmonitor = x\\n' >> .git/config; echo y > .git/hooks/pre-commit"},
 		{name: "the repository renamed away", judged: "cp notes.txt copy.txt; mv copy.txt c2.txt", ran: "mv .git old-git; cp -r old-git .git; printf '[core]\\n\\tfsmonitor = x\\n' >> .git/config"},
 		{name: "attributes replaced", judged: "cp notes.txt copy.txt; mv copy.txt c2.txt; mkdir d", ran: "cp notes.txt .gitattributes; mv sub moved; mkdir sub; echo '* filter=x' > sub/.gitattributes"},
+		// Execution: a call naming no program runs the shell alone; one
+		// naming git runs git and its helpers, and nothing else.
+		{name: "a program run by a call that names none", judged: "cd sub", ran: "cd sub; touch /tmp/x && echo touch-ran", leak: "touch-ran"},
+		{name: "a program run beside git", judged: "git status --short; cp notes.txt copy.txt", ran: "git status --short; touch marker", marker: "marker", want: "notes.txt"},
+		// The loader is a system program the gate resolves; the file it
+		// maps is one the agent wrote (evil, a copy of touch, not
+		// executable).
+		{name: "the loader maps a program written in the workspace", judged: loader + " ./evil marker", marker: "marker"},
+		{name: "the loader maps a program written in /tmp", judged: "cp evil copy; " + loader + " ./evil marker", ran: "cp evil /tmp/evil; " + loader + " /tmp/evil marker", marker: "marker"},
+		{name: "the loader maps a program written in /dev/shm", judged: "cp evil copy; " + loader + " ./evil marker", ran: "cp evil /dev/shm/evil; " + loader + " /dev/shm/evil marker", marker: "marker"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ws := newWorkspace(t, testUID)
@@ -93,6 +117,11 @@ func TestBoundaryGrantsWhatWasJudged(t *testing.T) {
 			writeTestFile(t, filepath.Join(ws, "sub", "deep.pem"), boundarySecret)
 			writeTestFile(t, filepath.Join(ws, "sub", ".gitattributes"), "*.txt text\n")
 			writeTestFile(t, filepath.Join(ws, ".gitattributes"), "*.go text\n")
+			elf, err := os.ReadFile(touch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeTestFile(t, filepath.Join(ws, "evil"), string(elf))
 			if err := os.Symlink("key.pem", filepath.Join(ws, "link-to-key")); err != nil {
 				t.Fatal(err)
 			}
@@ -116,8 +145,9 @@ func TestBoundaryGrantsWhatWasJudged(t *testing.T) {
 				t.Fatalf("%s: %v", tt.ran, err)
 			}
 			stdout, stderr := md[string](t, out, "stdout"), md[string](t, out, "stderr")
+			t.Logf("%s: %q %q", tt.ran, stdout, stderr)
 			if tt.leak != "" && strings.Contains(stdout+stderr, tt.leak) {
-				t.Errorf("%s printed the secret:\n%s%s", tt.ran, stdout, stderr)
+				t.Errorf("%s printed %q:\n%s%s", tt.ran, tt.leak, stdout, stderr)
 			}
 			if tt.want != "" && !strings.Contains(stdout, tt.want) {
 				t.Errorf("%s: stdout %q lacks %q (stderr %q): what was judged must still work", tt.ran, stdout, tt.want, stderr)

@@ -218,6 +218,14 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, mounts, inner [
 		a = append(a, "--unshare-net")
 	}
 	a = append(a, "--die-with-parent", "--new-session", "--cap-drop", "ALL")
+	if id.init {
+		// The first program remounts the writable places noexec
+		// (internal/sandboxinit), then drops every capability.
+		a = append(a, "--cap-add", "CAP_SYS_ADMIN")
+		if !id.drop && !id.root {
+			a = append(a, "--cap-add", "CAP_SETPCAP")
+		}
+	}
 	if id.drop {
 		// Just what setpriv needs to switch to the unprivileged user;
 		// setpriv then empties the bounding set, and the uid change

@@ -805,6 +805,9 @@ type result struct {
 	proxied bool
 	// egressRefused are the connections the proxy refused, with why.
 	egressRefused []string
+	// exec says what the command could execute; write how much of the
+	// workspace it could write (empty without a sandbox).
+	exec, write string
 }
 
 // run starts the command, reads its output while it runs, and returns
@@ -822,13 +825,24 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	var files sandboxFiles // the worker's copies are closed once bwrap started
 	defer files.close()
 	var held *hold
+	var execWhy, writeScope string
 	if b.sb.Enabled() {
 		home := sandboxHome(b.ws)
 		filter, err := seccompFile()
 		if err != nil {
 			return nil, fmt.Errorf("bash: %w", err)
 		}
-		mounts := []string{"--seccomp", files.add(filter)}
+		// A call whose execution is restricted loads the filter in its
+		// first program, after that program's remounts (the filter
+		// forbids mounts); bwrap loads it for the others.
+		rule := b.allowlist(c)
+		restrict := rule.restrict
+		execWhy = rule.why
+		filterFD := files.add(filter)
+		var mounts []string
+		if !restrict {
+			mounts = []string{"--seccomp", filterFD}
+		}
 		// The limits are set while bwrap holds the command
 		// (hold_linux.go): the command is bash itself.
 		var infoW, blockR *os.File
@@ -844,6 +858,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			return nil, err
 		}
 		defer gr.removeCreated()
+		writeScope = gr.write.String()
 		mounts = append(mounts, gr.mounts...)
 		sb := b.sb
 		if c.Decision != nil && c.Decision.Access != nil {
@@ -853,21 +868,20 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			mounts = append(mounts, "--unshare-user")
 		}
 		// A call restricted to the programs the gate resolved cannot
-		// execve git (a runner: a call naming it is not restricted), so
-		// it gets neither git's wrapper nor the repository's sanitised
-		// configs: fewer mounts for bwrap to make. (git started through
-		// the dynamic loader, which Landlock cannot refuse, could read
-		// the agent's config; every program that config names still
-		// needs an execve the restriction judges.)
-		restrict, allow := b.allowlist(c)
-		if !restrict {
+		// execve git unless it names git, so only then does it get git's
+		// wrapper and the repository's sanitised configs: fewer mounts
+		// for bwrap to make. (git started through the dynamic loader,
+		// which Landlock cannot refuse, reads the read-only config; every
+		// program that config names still needs an execve the
+		// restriction judges.)
+		if !restrict || rule.git {
 			gw, err := gitWrapperMounts(b.gitWrapper, files.data)
 			if err != nil {
 				return nil, fmt.Errorf("bash: git wrapper: %w", err)
 			}
 			mounts = append(mounts, gw...)
 		}
-		if !c.Approved && !restrict {
+		if !c.Approved && (!restrict || rule.git) {
 			// Without a person, git's program-running configuration of
 			// the workspace's repository is replaced for the call.
 			gm, err := gitMounts(ctx, b.ws, b.gitConfigs, files.data)
@@ -883,7 +897,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 				// The relay (this binary) starts a first program that
 				// restricts the command; the relay itself runs only
 				// its own code, and is never on the allowlist.
-				inner = sandboxinit.Spec{Restrict: true, Allow: allow}.Args(argv)
+				inner = sandboxinit.Spec{Restrict: true, Allow: rule.allow, AllowDirs: rule.dirs}.Args(argv)
 			}
 			stop, pm, pargv, penv, err := b.proxy.attach(ctx, c, inner)
 			if err != nil {
@@ -902,7 +916,11 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		sid := b.id
 		if restrict {
 			mounts = append(mounts, initMounts(b.init)...)
-			argv, sid.init = b.initSpec(!proxied, allow).Args(argv), true
+			spec := b.initSpec(!proxied, rule.allow)
+			spec.AllowDirs = rule.dirs
+			spec.Noexec, spec.KeepExec = noexecDirs(b.ws), keepExec
+			spec.Seccomp, _ = strconv.Atoi(filterFD)
+			argv, sid.init = spec.Args(argv), true
 		}
 		argv, dir, id = sb.argv(b.ws, cwd, network, sid, mounts, argv), "/", identity{}
 	} else if b.id.root {
@@ -988,7 +1006,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	}
 	pid := cmd.Process.Pid
 
-	res := &result{out: newCapture(b.maxOut), err: newCapture(b.maxOut), proxied: proxied}
+	res := &result{out: newCapture(b.maxOut), err: newCapture(b.maxOut), proxied: proxied, exec: execWhy, write: writeScope}
 	var p *pump
 	if c.Progress != nil {
 		p = newPump(c.Progress, b.maxProg, b.log.With("call_id", c.ID))
@@ -1148,6 +1166,9 @@ func (b *bash) output(res *result, network bool, killed error) *tools.Output {
 		if len(res.egressRefused) > 0 {
 			md["egress_refused"] = res.egressRefused
 		}
+	}
+	if res.exec != "" {
+		md["exec"], md["write"] = res.exec, res.write
 	}
 	if res.peak > 0 {
 		md["processes_peak"] = res.peak
