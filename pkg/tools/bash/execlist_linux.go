@@ -222,12 +222,14 @@ func (b *bash) setupInit() {
 		return
 	}
 	allow := execList(catPath, nil)
-	probe := func(init string, argv []string, stdout io.Writer) int {
+	probe := func(init string, noexec bool, argv []string, stdout io.Writer) int {
 		spec := b.initSpec(true, allow)
-		spec.Noexec = noexecDirs("")
+		if noexec {
+			spec.Noexec = noexecDirs("")
+		}
 		argv = spec.Args(argv)
 		id := b.id
-		id.init = true
+		id.init, id.noexec = true, noexec
 		argv = b.sb.argv("", "/", false, id, initMounts(init), argv)
 		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 		defer cancel()
@@ -247,23 +249,33 @@ func (b *bash) setupInit() {
 	if small := sandboxInitBeside(exe, b.log); small != "" {
 		candidates = []string{small, exe}
 	}
+	// Each program is tried with the remount of the writable places
+	// noexec first, then without: the kernel refuses the remount where
+	// bwrap nests a second user namespace (an unprivileged worker's
+	// sandbox with its own /dev), whose capabilities do not reach the
+	// mounts.
 	for _, init := range candidates {
-		status := &boundedBuffer{max: 64 << 10}
-		if code := probe(init, []string{catPath, "/proc/self/status"}, status); code != 0 {
-			b.log.Warn("bash: the execute allowlist's probe failed", "program", init, "exit_code", code)
-			continue
+		for _, noexec := range []bool{true, false} {
+			status := &boundedBuffer{max: 64 << 10}
+			if code := probe(init, noexec, []string{catPath, "/proc/self/status"}, status); code != 0 {
+				b.log.Warn("bash: the execute allowlist's probe failed", "program", init, "noexec", noexec, "exit_code", code)
+				continue
+			}
+			if err := b.initIdentityOK(status.String()); err != nil {
+				b.log.Warn("bash: the sandbox's first program left the wrong identity in its probe", "program", init, "err", err)
+				continue
+			}
+			if code := probe(init, noexec, []string{falsePath}, nil); code != 126 {
+				b.log.Warn("bash: a program outside the execute allowlist ran in its probe", "program", init, "exit_code", code)
+				continue
+			}
+			b.init, b.noexec = init, noexec
+			if !noexec {
+				b.log.Warn("bash: the writable places of restricted calls are not noexec here: the dynamic loader can map a file a call wrote")
+			}
+			b.log.Info("bash: execute allowlist on", "landlock_abi", abi, "program", init, "noexec", noexec)
+			return
 		}
-		if err := b.initIdentityOK(status.String()); err != nil {
-			b.log.Warn("bash: the sandbox's first program left the wrong identity in its probe", "program", init, "err", err)
-			continue
-		}
-		if code := probe(init, []string{falsePath}, nil); code != 126 {
-			b.log.Warn("bash: a program outside the execute allowlist ran in its probe", "program", init, "exit_code", code)
-			continue
-		}
-		b.init = init
-		b.log.Info("bash: execute allowlist on", "landlock_abi", abi, "program", init)
-		return
 	}
 	b.log.Warn("bash: no execute allowlist: no program passed its probe")
 }

@@ -165,6 +165,9 @@ type identity struct {
 	// init: the command line starts with the sandbox's first program,
 	// which drops root itself (internal/sandboxinit), not with setpriv.
 	init bool
+	// noexec: that program remounts the writable places noexec, for
+	// which it gets CAP_SYS_ADMIN until it drops every capability.
+	noexec bool
 }
 
 // rootNoCaps is the setpriv command line that leaves root without any
@@ -218,7 +221,7 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, mounts, inner [
 		a = append(a, "--unshare-net")
 	}
 	a = append(a, "--die-with-parent", "--new-session", "--cap-drop", "ALL")
-	if id.init {
+	if id.init && id.noexec {
 		// The first program remounts the writable places noexec
 		// (internal/sandboxinit), then drops every capability.
 		a = append(a, "--cap-add", "CAP_SYS_ADMIN")

@@ -239,6 +239,8 @@ type bash struct {
 	// execlist_linux.go): it drops root instead of setpriv and applies
 	// the execute allowlist; "" when the machine cannot.
 	init string
+	// noexec: that program remounts the places a call can write noexec.
+	noexec bool
 }
 
 // New returns the bash tool (aliases run_shell and exec) for cfg. It
@@ -918,9 +920,11 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 			mounts = append(mounts, initMounts(b.init)...)
 			spec := b.initSpec(!proxied, rule.allow)
 			spec.AllowDirs = rule.dirs
-			spec.Noexec, spec.KeepExec = noexecDirs(b.ws), keepExec
+			if b.noexec {
+				spec.Noexec, spec.KeepExec = noexecDirs(b.ws), keepExec
+			}
 			spec.Seccomp, _ = strconv.Atoi(filterFD)
-			argv, sid.init = spec.Args(argv), true
+			argv, sid.init, sid.noexec = spec.Args(argv), true, b.noexec
 		}
 		argv, dir, id = sb.argv(b.ws, cwd, network, sid, mounts, argv), "/", identity{}
 	} else if b.id.root {
