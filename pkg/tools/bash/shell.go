@@ -12,8 +12,11 @@
 // to Call.Progress while the command runs.
 //
 // With bubblewrap (Config.Sandbox auto or require, see Detect) the
-// command also runs in a sandbox: the root filesystem read-only, the
-// workspace the only writable place besides a private /tmp and /dev/shm,
+// command also runs in a sandbox that shows the policy's view of the
+// host (view.go: the system's directories and /etc without its secrets,
+// read-only, the policy's read roots, the workspace) and grants the
+// writes the gate judged (grant.go), the workspace the only writable
+// place besides a private /tmp and /dev/shm,
 // fresh PID, IPC, UTS and cgroup namespaces, no network unless
 // Config.NetworkAllowed grants it, all capabilities dropped, no new
 // privileges, a new session, dying with the worker, and a seccomp filter
@@ -159,10 +162,11 @@ type Config struct {
 	// the like are refused; HOME is always a fresh directory of the call.
 	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
 	// Hide lists absolute directories the sandbox covers with an empty
-	// tmpfs, for what the run-as user could otherwise read or connect to
-	// (/home, /root, /run, ...). Ignored without a sandbox. The worker's
-	// temporary directory (per-call homes, egress proxy sockets) is
-	// hidden too whenever it lies outside /tmp.
+	// tmpfs where its view would show them (under the system's
+	// directories, a read root the policy allows, PATH's directories);
+	// the rest of the host is not shown anyway. Ignored without a
+	// sandbox. The worker's temporary directory (per-call homes, egress
+	// proxy sockets) is hidden too whenever it lies outside /tmp.
 	Hide []string `yaml:"hide,omitempty" json:"hide,omitempty"`
 	// UID and GID are who commands run as when the worker runs as root.
 	// Zero means the owner of the workspace; in a root-owned workspace,
