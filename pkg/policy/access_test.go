@@ -1,0 +1,147 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// accessPolicy lets every shell command run and denies reading *.pem and
+// a secrets directory, and lets shell commands read /opt/data.
+const accessPolicy = `version: 1
+default: ask
+tools:
+  read: { action: allow, constraints: { denied_paths: ["**/*.pem", "secrets"] } }
+  write: allow
+  bash: { action: allow, constraints: { allowed_paths: ["/opt/data"] } }
+`
+
+func TestAccessOfAShellCommand(t *testing.T) {
+	ws := t.TempDir()
+	if r, err := filepath.EvalSymlinks(ws); err == nil {
+		ws = r
+	}
+	for _, f := range []string{"notes.txt", "sub/a.txt"} {
+		writeAccessFile(t, filepath.Join(ws, f))
+	}
+	g := NewGate(mustParse(t, accessPolicy))
+	for _, tt := range []struct {
+		command string
+		write   WriteScope
+		files   []string
+	}{
+		{"cat notes.txt", WriteNone, nil},
+		{"grep -r x . | head -n 3", WriteNone, nil},
+		{"cat notes.txt > out.txt", WriteNamed, []string{"out.txt"}},
+		{"cat notes.txt >> sub/log.txt; wc -l notes.txt > sub/n.txt", WriteNamed, []string{"sub/log.txt", "sub/n.txt"}},
+		{"cat notes.txt 2>/dev/null", WriteNone, nil},
+		{"cp notes.txt copy.txt", WriteWorkspace, nil},
+		{"cat notes.txt > out.txt; rm notes.txt", WriteWorkspace, nil},
+	} {
+		t.Run(tt.command, func(t *testing.T) {
+			d := g.Evaluate(context.Background(), call{tool: "bash", args: sh(tt.command)}.request(ws))
+			if d.Action != Allow || d.Access == nil {
+				t.Fatalf("decision %+v, want an allow with an access", d)
+			}
+			a := d.Access
+			if a.Write != tt.write {
+				t.Errorf("write %s, want %s", a.Write, tt.write)
+			}
+			var want []string
+			for _, f := range tt.files {
+				want = append(want, filepath.Join(ws, f))
+			}
+			if !slices.Equal(a.WriteFiles, want) && tt.write == WriteNamed {
+				t.Errorf("write files %q, want %q", a.WriteFiles, want)
+			}
+			if !slices.Contains(a.Reads, "/opt/data") || slices.Contains(a.Reads, ws) {
+				t.Errorf("reads %q, want /opt/data and not the workspace", a.Reads)
+			}
+			if a.WorkspaceExec {
+				t.Error("workspace programs may run, without exec.security: full")
+			}
+		})
+	}
+	if d := g.Evaluate(context.Background(), call{tool: "bash", args: sh("cat key.pem")}.request(ws)); d.Access != nil {
+		t.Errorf("a denied call carries an access: %+v", d)
+	}
+}
+
+func TestAccessScan(t *testing.T) {
+	ws := t.TempDir()
+	if r, err := filepath.EvalSymlinks(ws); err == nil {
+		ws = r
+	}
+	for _, f := range []string{"notes.txt", "key.pem", "sub/deep.PEM", "secrets/token", ".git/config", ".git/hooks/pre-commit",
+		".git/objects/ab/cdef", ".git/HEAD", "sub/.gitattributes", ".npmrc", "mod/.git", "sub/ok.txt"} {
+		writeAccessFile(t, filepath.Join(ws, f))
+	}
+	if err := os.Symlink("key.pem", filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	g := NewGate(mustParse(t, accessPolicy))
+	d := g.Evaluate(context.Background(), call{tool: "bash", args: sh("cat notes.txt")}.request(ws))
+	s, err := d.Access.Scan(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs := func(rel ...string) []string {
+		var out []string
+		for _, r := range rel {
+			out = append(out, filepath.Join(ws, r))
+		}
+		slices.Sort(out)
+		return out
+	}
+	slices.Sort(s.Masked)
+	slices.Sort(s.Protected)
+	if want := abs("key.pem", "secrets", "sub/deep.PEM"); !slices.Equal(s.Masked, want) {
+		t.Errorf("masked %q, want %q", s.Masked, want)
+	}
+	if want := abs(".git/config", ".git/hooks", ".npmrc", "mod/.git", "sub/.gitattributes"); !slices.Equal(s.Protected, want) {
+		t.Errorf("protected %q, want %q", s.Protected, want)
+	}
+	// No gate: nothing masked, the protected files found all the same.
+	var none *Access
+	s, err = none.Scan(ws)
+	if err != nil || len(s.Masked) != 0 || len(s.Protected) != 5 {
+		t.Errorf("a nil access's scan: %+v, %v", s, err)
+	}
+}
+
+func TestAccessScanBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("makes more than 50,000 files")
+	}
+	ws := t.TempDir()
+	for i := 0; i <= maxScan/1000; i++ {
+		d := filepath.Join(ws, "d"+string(rune('a'+i%26))+string(rune('a'+i/26)))
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 1000; j++ {
+			f, err := os.Create(filepath.Join(d, "f"+string(rune('a'+j%26))+string(rune('a'+j/26%26))+string(rune('a'+j/676))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+	}
+	var none *Access
+	if _, err := none.Scan(ws); !errors.Is(err, ErrScanBound) {
+		t.Fatalf("scan of a workspace over the bound: %v, want ErrScanBound", err)
+	}
+}
+
+func writeAccessFile(t *testing.T, p string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
