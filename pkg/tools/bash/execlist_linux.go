@@ -230,7 +230,11 @@ func (b *bash) setupInit() {
 		argv = spec.Args(argv)
 		id := b.id
 		id.init, id.noexec = true, noexec
-		argv = b.sb.argv("", "/", false, id, initMounts(init), argv)
+		mounts := initMounts(init)
+		if b.userNS {
+			mounts = append(mounts, "--unshare-user") // as the calls get it
+		}
+		argv = b.sb.argv("", "/", false, id, mounts, argv)
 		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)

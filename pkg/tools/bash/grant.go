@@ -20,9 +20,9 @@ import (
 //   - writes: a call judged to write nothing sees the workspace
 //     read-only; one judged to write named files sees it read-only but
 //     for those files, each bound writable by itself (a file that does
-//     not exist yet is created empty first, so that the call may write
-//     exactly it and no other name beside it; it is removed again if the
-//     call leaves it empty); a call running a program whose writes the
+//     not exist yet is created empty first, as the redirection would,
+//     so that the call may write exactly it and no other name beside
+//     it); a call running a program whose writes the
 //     gate cannot name (cp, make, git commit), an approved call and a
 //     call no gate judged get the workspace writable;
 //   - protected files (the repository's config and hooks, attributes,
@@ -37,12 +37,11 @@ import (
 // The mounts are ordered outermost first: bwrap takes each source from
 // the host, so a later mount of a directory would cover those inside it.
 
-// grant is a call's mounts over the workspace and the files it created
-// to bind them, to remove after the call if it left them empty.
+// grant is a call's mounts over the workspace and how much of it the
+// call may write.
 type grant struct {
-	mounts  []string
-	created []string
-	write   policy.WriteScope
+	mounts []string
+	write  policy.WriteScope
 }
 
 // grantFor builds c's grant over the workspace ws, for commands running
@@ -71,13 +70,9 @@ func grantFor(c *tools.Call, ws string, id identity) (*grant, error) {
 	}
 	if g.write == policy.WriteNamed {
 		for _, f := range a.WriteFiles {
-			ok, made, err := writable(f, ws, id)
+			ok, err := writable(f, ws, id)
 			if err != nil {
-				g.removeCreated()
 				return nil, err
-			}
-			if made {
-				g.created = append(g.created, f)
 			}
 			if ok {
 				ms = append(ms, mount{f, 0, []string{"--bind", f, f}})
@@ -128,41 +123,32 @@ func grantFor(c *tools.Call, ws string, id identity) (*grant, error) {
 // writable prepares f, a file the call was judged to write, to be bound
 // writable: an existing regular file as it is; a missing one, whose
 // directory exists in the workspace, created empty and owned by the
-// user commands run as (made). Anything else is left read-only (ok
-// false): the write fails as it would on a read-only file system.
-func writable(f, ws string, id identity) (ok, made bool, err error) {
+// user commands run as. Anything else is left read-only (false): the
+// write fails as it would on a read-only file system.
+func writable(f, ws string, id identity) (bool, error) {
 	if _, in := within(ws, f); !in || f == ws {
-		return false, false, nil
+		return false, nil
 	}
 	fi, err := os.Lstat(f)
 	if err == nil {
-		return fi.Mode().IsRegular(), false, nil
+		return fi.Mode().IsRegular(), nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return false, false, nil
+		return false, nil
 	}
 	if di, err := os.Lstat(filepath.Dir(f)); err != nil || !di.IsDir() {
-		return false, false, nil
+		return false, nil
 	}
 	fd, err := syscall.Open(f, syscall.O_CREAT|syscall.O_EXCL|syscall.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
 	if err != nil {
-		return false, false, nil // raced or not ours to create: left read-only
+		return false, nil // raced or not ours to create: left read-only
 	}
 	defer syscall.Close(fd)
 	if id.drop {
 		if err := syscall.Fchown(fd, int(id.uid), int(id.gid)); err != nil {
 			_ = os.Remove(f)
-			return false, false, fmt.Errorf("bash: give %s to the command's user: %w", f, err)
+			return false, fmt.Errorf("bash: give %s to the command's user: %w", f, err)
 		}
 	}
-	return true, true, nil
-}
-
-// removeCreated removes the files the grant created that are still empty.
-func (g *grant) removeCreated() {
-	for _, f := range g.created {
-		if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
-			_ = os.Remove(f)
-		}
-	}
+	return true, nil
 }

@@ -863,7 +863,6 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		if err != nil {
 			return nil, err
 		}
-		defer gr.removeCreated()
 		writeScope = gr.write.String()
 		mounts = append(mounts, gr.mounts...)
 		sb := b.sb
