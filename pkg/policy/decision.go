@@ -6,6 +6,7 @@ package policy
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -112,6 +113,14 @@ type Decision struct {
 	// that can enforce it grants the call exactly that.
 	Access *Access `json:"-"`
 }
+
+// amendmentRule prefixes the rule of a decision an amendment made.
+const amendmentRule = "amendments["
+
+// Amended reports whether an amendment (a person's standing approval)
+// turned the gate's ask into this allow: the gate did not allow the call
+// by itself, and resolved nothing of it (Paths, Programs).
+func (d Decision) Amended() bool { return strings.HasPrefix(d.Rule, amendmentRule) }
 
 // Evaluator judges requests. *Gate implements it; AllowAll is the permissive
 // default used where no policy is configured.

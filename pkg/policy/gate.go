@@ -194,7 +194,7 @@ func (e *evaluation) decide() Decision {
 		}
 		if a != nil {
 			d.Action = Allow
-			d.Rule = "amendments[" + a.ID + "]"
+			d.Rule = amendmentRule + a.ID + "]"
 			d.Reason = "allowed by an amendment"
 			if a.CreatedBy != "" {
 				d.Reason += " granted by " + a.CreatedBy

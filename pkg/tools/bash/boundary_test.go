@@ -197,3 +197,40 @@ func readTestFile(t *testing.T, p string) string {
 	}
 	return string(b)
 }
+
+// TestBoundaryAmendmentIsAnApproval: a call an amendment allowed (a
+// person's standing approval; the gate resolved nothing of it) runs as an
+// approved one: unrestricted, with the workspace and its protected files
+// writable.
+func TestBoundaryAmendmentIsAnApproval(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	ws := newWorkspace(t, testUID)
+	writeTestFile(t, filepath.Join(ws, ".npmrc"), "a=1\n")
+	chownTree(t, ws, testUID)
+	tool, err := bash.New(bash.Config{Workspace: ws, Sandbox: bash.ModeRequire})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	if err := reg.Register(tool); err != nil {
+		t.Fatal(err)
+	}
+	const command = "touch ran && echo b=2 >> .npmrc"
+	gate := policy.EvaluatorFunc(func(context.Context, policy.Request) policy.Decision {
+		return policy.Decision{Action: policy.Allow, Rule: "amendments[a1]", Rendered: true, Command: command}
+	})
+	p := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithGate(gate))
+	out, err := run(context.Background(), t, p, map[string]any{"command": command})
+	if err != nil || out.IsError {
+		t.Fatalf("%v %+v", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err != nil {
+		t.Errorf("the amended call did not run touch: %v", err)
+	}
+	if got := readTestFile(t, filepath.Join(ws, ".npmrc")); got != "a=1\nb=2\n" {
+		t.Errorf(".npmrc = %q: the amended call could not write it", got)
+	}
+	if md[string](t, out, "exec") != "unrestricted: allowed by an amendment" {
+		t.Errorf("exec metadata %q", out.Metadata["exec"])
+	}
+}

@@ -420,9 +420,9 @@ func (b *bash) allowlist(c *tools.Call) execRule {
 		return execRule{why: "unrestricted: this machine cannot restrict execution"}
 	case d == nil || !d.Rendered:
 		return execRule{why: "unrestricted: no gate judged the command"}
-	case c.Approved:
+	case c.Approved || d.Action != policy.Allow:
 		return execRule{why: "unrestricted: a person approved the command"}
-	case d.Action != policy.Allow:
+	case d.Amended():
 		return execRule{why: "unrestricted: allowed by an amendment"}
 	}
 	r := execRule{restrict: true, why: "restricted to the programs the gate resolved"}

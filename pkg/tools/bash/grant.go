@@ -27,7 +27,8 @@ import (
 //     call no gate judged get the workspace writable;
 //   - protected files (the repository's config and hooks, attributes,
 //     .gitmodules, .npmrc, ...) are bound read-only over themselves for
-//     every call no person approved (writing one always asks), and every directory between them and the workspace is
+//     every call no person approved, now or by an amendment (writing
+//     one always asks), and every directory between them and the workspace is
 //     bound over itself, so that a call cannot rename the directory away
 //     and put its own in its place (a mount point cannot be renamed);
 //   - masked files, those the policy denies reading, are bound over by
@@ -55,8 +56,11 @@ func grantFor(c *tools.Call, ws string, id identity) (*grant, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bash: find the workspace's protected and denied files: %w", err)
 	}
+	// A person's approval, now or standing (an amendment), is of the
+	// command as written: the workspace writable, protected files too.
+	approved := c.Approved || (c.Decision != nil && (c.Decision.Action != policy.Allow || c.Decision.Amended()))
 	g := &grant{write: policy.WriteWorkspace}
-	if a != nil && !c.Approved && c.Decision.Action == policy.Allow {
+	if a != nil && !approved {
 		g.write = a.Write
 	}
 	type mount struct {
@@ -84,9 +88,9 @@ func grantFor(c *tools.Call, ws string, id identity) (*grant, error) {
 		bindMode = "--bind"
 	}
 	held := map[string]bool{}
-	if c.Approved {
-		// A person approved the command as written: a protected file it
-		// changes is what they approved (writing one always asks).
+	if approved {
+		// Writing a protected file always asks: what a person approved
+		// may change one.
 		scan.Protected = nil
 	}
 	for _, p := range scan.Protected {
