@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
+	"os"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/toolgate/toolgate/pkg/policy/shell"
 )
@@ -68,8 +71,9 @@ func (w WriteScope) String() string {
 // found, and a call that needs them fails closed.
 var ErrScanBound = errors.New("workspace too large to scan")
 
-// maxScan bounds the entries Access.Scan looks at.
-const maxScan = 50000
+// maxScan bounds the entries Access.Scan looks at (a variable for
+// tests).
+var maxScan = 200000
 
 // Scan is what Access.Scan found in a workspace.
 type Scan struct {
@@ -88,58 +92,59 @@ type Scan struct {
 // gate judged the call) masks nothing and still finds the protected
 // files. Symbolic links are not followed: a link to a masked file reaches
 // the mask. The object stores of repositories (.git/objects) hold no
-// names a policy speaks of and are not walked. More than maxScan entries
-// is an error wrapping ErrScanBound.
+// names a policy speaks of and are not walked. Directories are listed
+// through listings, which keeps each one's names while it is unchanged.
+// More than maxScan entries is an error wrapping ErrScanBound.
 func (a *Access) Scan(ws string) (Scan, error) {
 	var s Scan
 	wsSegs := splitFolded(ws)
 	n := 0
-	err := filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		entries, err := listings.list(dir)
 		if err != nil {
-			if p == ws {
+			if dir == ws {
 				return err
 			}
 			return nil // unreadable here: unreadable to the command too
 		}
-		if n++; n > maxScan {
-			return fmt.Errorf("%w: more than %d entries under %s", ErrScanBound, maxScan, ws)
-		}
-		if p == ws {
-			return nil
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			return nil
-		}
-		if a != nil && a.denied != nil && a.denied(p) {
-			s.Masked = append(s.Masked, p)
-			if d.IsDir() {
-				return filepath.SkipDir
+		for _, en := range entries {
+			if n++; n > maxScan {
+				return fmt.Errorf("%w: more than %d entries under %s", ErrScanBound, maxScan, ws)
 			}
-			return nil
-		}
-		segs := splitFolded(p)
-		if protectedFile(segs, wsSegs, d) {
-			s.Protected = append(s.Protected, p)
-			if d.IsDir() {
-				return filepath.SkipDir
+			if en.link {
+				continue
 			}
-			return nil
-		}
-		if d.IsDir() && strings.EqualFold(d.Name(), "objects") && len(segs) > 1 && segs[len(segs)-2] == ".git" {
-			return filepath.SkipDir
+			p := dir + "/" + en.name
+			if a != nil && a.denied != nil && a.denied(p) {
+				s.Masked = append(s.Masked, p)
+				continue
+			}
+			segs := splitFolded(p)
+			if protectedFile(segs, wsSegs, en.dir) {
+				s.Protected = append(s.Protected, p)
+				continue
+			}
+			if !en.dir || (strings.EqualFold(en.name, "objects") && len(segs) > 1 && segs[len(segs)-2] == ".git") {
+				continue
+			}
+			if err := walk(p); err != nil {
+				return err
+			}
 		}
 		return nil
-	})
-	return s, err
+	}
+	return s, walk(ws)
 }
 
-// protectedFile reports whether the entry at segs is a code-bearing file
-// a sandbox keeps read-only: every protected path but the .git directory
-// itself (whose index, objects and refs git writes), and a .git that is a
-// file (it names the git directory git uses).
-func protectedFile(segs, wsSegs []string, d fs.DirEntry) bool {
+// protectedFile reports whether the entry at segs (a directory when dir)
+// is a code-bearing file a sandbox keeps read-only: every protected path
+// but the .git directory itself (whose index, objects and refs git
+// writes), and a .git that is a file (it names the git directory git
+// uses).
+func protectedFile(segs, wsSegs []string, dir bool) bool {
 	if segs[len(segs)-1] == ".git" {
-		return !d.IsDir()
+		return !dir
 	}
 	for _, g := range protectedWrite() {
 		if g.raw != "**/.git" && g.match(segs, wsSegs) {
@@ -147,6 +152,77 @@ func protectedFile(segs, wsSegs []string, d fs.DirEntry) bool {
 		}
 	}
 	return false
+}
+
+// listings keeps the names of the directories Scan walks.
+var listings = &listingCache{recent: 2 * time.Second, max: 200000}
+
+// listingCache keeps each directory's entries (names and whether each is
+// a directory or a symbolic link), by path, while the directory is the
+// same (device, inode, modification and change times): a directory
+// changed less than recent before it was read is not kept (an entry made
+// in the same tick of the file system's clock would leave its times as
+// they were), and at most max directories are (all are dropped when
+// full). Names come and go only with a change of their directory's times,
+// and an entry's type changes only by its removal and re-creation.
+type listingCache struct {
+	recent time.Duration
+	max    int
+
+	mu sync.Mutex
+	m  map[string]listing
+}
+
+type listing struct {
+	dev, ino     uint64
+	mtime, ctime int64
+	entries      []dirEntry
+}
+
+type dirEntry struct {
+	name      string
+	dir, link bool
+}
+
+// list is the entries of the directory dir, from the cache while it is
+// unchanged.
+func (c *listingCache) list(dir string) ([]dirEntry, error) {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(dir, &st); err != nil {
+		return nil, &fs.PathError{Op: "lstat", Path: dir, Err: err}
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return nil, &fs.PathError{Op: "list", Path: dir, Err: syscall.ENOTDIR}
+	}
+	key := listing{dev: uint64(st.Dev), ino: st.Ino, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+	c.mu.Lock()
+	l, ok := c.m[dir]
+	c.mu.Unlock()
+	if ok && l.dev == key.dev && l.ino == key.ino && l.mtime == key.mtime && l.ctime == key.ctime {
+		return l.entries, nil
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	des, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	key.entries = make([]dirEntry, len(des))
+	for i, d := range des {
+		key.entries[i] = dirEntry{name: d.Name(), dir: d.IsDir(), link: d.Type()&fs.ModeSymlink != 0}
+	}
+	if old := time.Now().Add(-c.recent).UnixNano(); key.mtime < old && key.ctime < old {
+		c.mu.Lock()
+		if c.m == nil || len(c.m) >= c.max {
+			c.m = map[string]listing{}
+		}
+		c.m[dir] = key
+		c.mu.Unlock()
+	}
+	return key.entries, nil
 }
 
 // access is the Access of a judged shell command.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // accessPolicy lets every shell command run and denies reading *.pem and
@@ -115,26 +116,48 @@ func TestAccessScan(t *testing.T) {
 }
 
 func TestAccessScanBound(t *testing.T) {
-	if testing.Short() {
-		t.Skip("makes more than 50,000 files")
-	}
+	defer func(old int) { maxScan = old }(maxScan)
+	maxScan = 100
 	ws := t.TempDir()
-	for i := 0; i <= maxScan/1000; i++ {
-		d := filepath.Join(ws, "d"+string(rune('a'+i%26))+string(rune('a'+i/26)))
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for j := 0; j < 1000; j++ {
-			f, err := os.Create(filepath.Join(d, "f"+string(rune('a'+j%26))+string(rune('a'+j/26%26))+string(rune('a'+j/676))))
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
-		}
+	for i := 0; i < 60; i++ {
+		writeAccessFile(t, filepath.Join(ws, "d"+strconv.Itoa(i%3), "f"+strconv.Itoa(i)))
 	}
 	var none *Access
+	if _, err := none.Scan(ws); err != nil {
+		t.Fatalf("scan under the bound: %v", err)
+	}
+	for i := 60; i < 100; i++ {
+		writeAccessFile(t, filepath.Join(ws, "d"+strconv.Itoa(i%3), "f"+strconv.Itoa(i)))
+	}
 	if _, err := none.Scan(ws); !errors.Is(err, ErrScanBound) {
 		t.Fatalf("scan of a workspace over the bound: %v, want ErrScanBound", err)
+	}
+}
+
+// TestAccessScanSeesNewNames: a directory's names are kept between scans,
+// and a file created in it afterwards is found by the next scan.
+func TestAccessScanSeesNewNames(t *testing.T) {
+	defer func(old time.Duration) { listings.recent = old }(listings.recent)
+	listings.recent = 0 // keep every listing, however fresh
+	ws := t.TempDir()
+	if r, err := filepath.EvalSymlinks(ws); err == nil {
+		ws = r
+	}
+	writeAccessFile(t, filepath.Join(ws, "sub", "a.txt"))
+	g := NewGate(mustParse(t, accessPolicy))
+	d := g.Evaluate(context.Background(), call{tool: "bash", args: sh("cat sub/a.txt")}.request(ws))
+	for i, want := range [][]string{nil, {filepath.Join(ws, "sub", "new.pem")}} {
+		s, err := d.Access.Scan(ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(s.Masked, want) {
+			t.Fatalf("scan %d: masked %q, want %q", i, s.Masked, want)
+		}
+		// Past the file system clock's tick, so that the directory's
+		// times change.
+		time.Sleep(50 * time.Millisecond)
+		writeAccessFile(t, filepath.Join(ws, "sub", "new.pem"))
 	}
 }
 
@@ -151,7 +174,8 @@ func writeAccessFile(t *testing.T, p string) {
 // BenchmarkAccessScan is the per-call walk of a workspace for its denied
 // and protected files (Access.Scan), in workspaces of 1,000 and 10,000
 // files (100 per directory, a repository with 2,000 objects beside),
-// under a policy that denies *.pem and secrets.
+// under a policy that denies *.pem and secrets: with every directory
+// read (cold) and with their names kept from the last scan (kept).
 func BenchmarkAccessScan(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
@@ -176,10 +200,26 @@ func BenchmarkAccessScan(b *testing.B) {
 			if d.Access == nil {
 				b.Fatalf("no access: %+v", d)
 			}
-			for b.Loop() {
-				if _, err := d.Access.Scan(ws); err != nil {
-					b.Fatal(err)
+			// A workspace not changed in the last moments, as between an
+			// agent's calls: its directories' names may be kept.
+			time.Sleep(listings.recent + 100*time.Millisecond)
+			for _, kept := range []bool{false, true} {
+				name := "cold"
+				if kept {
+					name = "kept"
 				}
+				b.Run(name, func(b *testing.B) {
+					for b.Loop() {
+						if !kept {
+							listings.mu.Lock()
+							listings.m = nil
+							listings.mu.Unlock()
+						}
+						if _, err := d.Access.Scan(ws); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
 			}
 		})
 	}
