@@ -7,13 +7,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolgate/toolgate/internal/eventsig"
 	"github.com/toolgate/toolgate/internal/identity"
-	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/eventsig"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
-// Results are taken only when they verify (internal/eventsig): signed by
+// Results are taken only when they verify (pkg/eventsig): signed by
 // a worker whose user JWT an account the client trusts issued, and the
 // result of the very call waited for (its call id, agent, type and a
 // worker source). Anything else arriving on the call's result subject, or

@@ -2,7 +2,7 @@
 // events - with the worker's nkey, and verifies them for every reader:
 // the signature (pkg/events.SigningInput, carried in the
 // pkg/events.ExtSignature and ExtSigner extensions) by a key whose user
-// JWT a trusted account issued with the worker role (internal/trust), and
+// JWT a trusted account issued with the worker role (pkg/trust), and
 // that the event is the one the reader waits for: its type, a worker
 // source, and the call id, agent and tool its data names. Anything else
 // is refused (ErrForged), and the reader goes on waiting for the real one.
@@ -23,8 +23,8 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/toolgate/toolgate/internal/bus"
-	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // ErrForged wraps every reason an event is refused: unsigned, signed by
