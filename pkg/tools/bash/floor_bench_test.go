@@ -51,7 +51,7 @@ func BenchmarkSandboxVsBwrap(b *testing.B) {
 // benchSandboxVsBwrap: repo makes the workspace a git repository;
 // restricted gives the call a gate's decision that resolved its program
 // (true), so that its execution is restricted (the execute allowlist,
-// internal/sandboxinit in setpriv's place) where the machine can.
+// pkg/sandboxinit in setpriv's place) where the machine can.
 func benchSandboxVsBwrap(b *testing.B, repo, restricted bool) {
 	ws := b.TempDir()
 	if err := os.Chmod(filepath.Dir(ws), 0o755); err != nil {

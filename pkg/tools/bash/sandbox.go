@@ -156,7 +156,7 @@ type identity struct {
 	root     bool // stay root, without any capability (root-owned workspace)
 	uid, gid uint32
 	// init: the command line starts with the sandbox's first program,
-	// which drops root itself (internal/sandboxinit), not with setpriv.
+	// which drops root itself (pkg/sandboxinit), not with setpriv.
 	init bool
 }
 
