@@ -4,6 +4,7 @@ covers them, and the binary-mode call message an agent publishes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ class Event:
         return v if isinstance(v, str) else ""
 
 
+_ATTRS = frozenset(("id", "source", "type", "subject", "dataschema", "time"))
 _EXT_NAME = re.compile(r"^[a-z0-9]{1,20}$")
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 _HEX = b"0123456789abcdefABCDEF"
@@ -110,12 +112,13 @@ def _decode_binary(headers: Mapping[str, str], data: bytes, sv: str) -> Event:
     ext: dict[str, Any] = {}
     for k, v in headers.items():
         lk = k.lower()
-        if not lk.startswith("ce-") or lk[3:] in attrs or lk[3:] in ext:
+        if lk[:3] != "ce-":
             continue
-        name, val = lk[3:], unescape(v)
-        if name in ("specversion",):
+        name = lk[3:]
+        if name == "specversion" or name in attrs or name in ext:
             continue
-        if name in ("id", "source", "type", "subject", "dataschema", "time"):
+        val = unescape(v) if "%" in v else v
+        if name in _ATTRS:
             if name == "time" and not _RFC3339.match(val):
                 raise MalformedEvent("ce-time is not RFC 3339: " + val)
             attrs[name] = val
@@ -201,92 +204,53 @@ def _check_required(ev: Event) -> None:
         raise MalformedEvent("missing required attribute: type")
 
 
-_WS = b" \t\r\n"
+_DECODER = json.JSONDecoder()
+_WS = re.compile(r"[ \t\n\r]*")
 
 
 def member_span(text: bytes, name: bytes) -> bytes:
     """The bytes of the last top-level member name's value in the JSON object
     text, from just after its ':' (whitespace included) to the value's end:
     what the CloudEvents SDK reads as a structured event's data."""
-    i = _skip_ws(text, 0)
-    if text[i : i + 1] != b"{":
+    try:
+        s = text.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MalformedEvent("the event is not UTF-8") from None
+    want = name.decode()
+    i = _WS.match(s, 0).end()
+    if s[i : i + 1] != "{":
         raise MalformedEvent("not a JSON object")
     i += 1
     found = None
-    while True:
-        i = _skip_ws(text, i)
-        if text[i : i + 1] == b"}":
-            break
-        key_end = _skip_string(text, i)
-        key = json.loads(text[i:key_end])
-        i = _skip_ws(text, key_end)
-        if text[i : i + 1] != b":":
+    try:
+        while True:
+            i = _WS.match(s, i).end()
+            if s[i : i + 1] == "}":
+                break
+            key, i = _DECODER.raw_decode(s, i)
+            i = _WS.match(s, i).end()
+            if s[i : i + 1] != ":":
+                raise MalformedEvent("invalid JSON object")
+            start = i + 1
+            _, end = _DECODER.raw_decode(s, _WS.match(s, start).end())
+            if key == want:
+                found = s[start:end]
+            i = _WS.match(s, end).end()
+            if s[i : i + 1] == ",":
+                i += 1
+                continue
+            if s[i : i + 1] == "}":
+                break
             raise MalformedEvent("invalid JSON object")
-        start = i + 1
-        end = _skip_value(text, _skip_ws(text, start))
-        if key == name.decode():
-            found = text[start:end]
-        i = _skip_ws(text, end)
-        if text[i : i + 1] == b",":
-            i += 1
-            continue
-        if text[i : i + 1] == b"}":
-            break
-        raise MalformedEvent("invalid JSON object")
+    except ValueError as e:
+        raise MalformedEvent(f"invalid JSON: {e}") from None
     if found is None:
         raise MalformedEvent("no data member")
-    return bytes(found)
-
-
-def _skip_ws(b: bytes, i: int) -> int:
-    while i < len(b) and b[i] in _WS:
-        i += 1
-    return i
-
-
-def _skip_string(b: bytes, i: int) -> int:
-    if b[i : i + 1] != b'"':
-        raise MalformedEvent("invalid JSON: string expected")
-    i += 1
-    while i < len(b):
-        c = b[i]
-        if c == 0x5C:
-            i += 2
-            continue
-        if c == 0x22:
-            return i + 1
-        i += 1
-    raise MalformedEvent("invalid JSON: unterminated string")
-
-
-def _skip_value(b: bytes, i: int) -> int:
-    c = b[i : i + 1]
-    if c == b'"':
-        return _skip_string(b, i)
-    if c in (b"{", b"["):
-        depth = 0
-        while i < len(b):
-            c = b[i : i + 1]
-            if c == b'"':
-                i = _skip_string(b, i)
-                continue
-            if c in (b"{", b"["):
-                depth += 1
-            elif c in (b"}", b"]"):
-                depth -= 1
-                if depth == 0:
-                    return i + 1
-            i += 1
-        raise MalformedEvent("invalid JSON: unterminated value")
-    while i < len(b) and b[i] not in b",}] \t\r\n":
-        i += 1
-    return i
+    return found.encode("utf-8")
 
 
 def signing_input(ev: Event) -> bytes:
     """pkg/events.SigningInput of a decoded event."""
-    import hashlib
-
     out = bytearray()
     for s in ("toolgate-event-signature-v1", ev.type, ev.source, ev.id, ev.subject):
         b = s.encode("utf-8", "surrogateescape")
@@ -295,12 +259,13 @@ def signing_input(ev: Event) -> bytes:
     return bytes(out)
 
 
+_SAFE_KEY = re.compile(r"[A-Za-z0-9_=-]{1,200}")
+
+
 def agent_key(agent: str, call_id: str) -> str:
     """pkg/events.AgentKey: how an event id names its call."""
-    if 0 < len(call_id.encode()) <= 200 and all(c.isascii() and (c.isalnum() or c in "-_=") for c in call_id):
+    if _SAFE_KEY.fullmatch(call_id):
         return agent + "." + call_id
-    import hashlib
-
     return agent + ".h" + hashlib.sha256(call_id.encode()).digest()[:16].hex()
 
 

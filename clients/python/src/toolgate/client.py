@@ -446,10 +446,7 @@ class Client:
         toolgate.api.result.<agent>.<call id>."""
         if not _events.valid_token(call_id):
             raise ValueError(f"call id {call_id!r} cannot stand as a subject token")
-        try:
-            m = await self._nc.request(f"{_PREFIX}.api.result.{self.agent}.{call_id}", b"", timeout=timeout)
-        except _nats.NoResponders as e:
-            raise ToolgateError(f"get result {call_id} (is a worker running?): {e}") from None
+        m = await self._ask(f"{_PREFIX}.api.result.{self.agent}.{call_id}", b"", f"get result {call_id}", timeout)
         st = m.header(_API_STATUS_HEADER)
         if st:
             if st.startswith("404"):
@@ -466,10 +463,7 @@ class Client:
         the call's result subject (wait)."""
         if not _events.valid_token(call_id):
             raise ValueError(f"call id {call_id!r} cannot stand as a subject token")
-        try:
-            m = await self._nc.request(f"{_PREFIX}.cancel.{self.agent}.{call_id}", b"", timeout=timeout)
-        except _nats.NoResponders as e:
-            raise ToolgateError(f"cancel {call_id} (is a worker running?): {e}") from None
+        m = await self._ask(f"{_PREFIX}.cancel.{self.agent}.{call_id}", b"", f"cancel {call_id}", timeout)
         try:
             d = json.loads(m.data)
         except ValueError as e:
@@ -482,10 +476,7 @@ class Client:
         """The tools this agent may call: the registry listing without the
         tools its policy denies outright (name, description, parameters)."""
         body = json.dumps({"agent": self.agent}).encode()
-        try:
-            m = await self._nc.request(f"{_PREFIX}.api.tools.{self.agent}", body, timeout=timeout)
-        except _nats.NoResponders as e:
-            raise ToolgateError(f"list tools (is a worker running?): {e}") from None
+        m = await self._ask(f"{_PREFIX}.api.tools.{self.agent}", body, "list tools", timeout)
         if m.header(_SERVICE_ERROR_HEADER):
             raise ListingRefused(m.header(_SERVICE_ERROR_HEADER))
         try:
@@ -497,6 +488,13 @@ class Client:
         return out
 
     # --- inside ------------------------------------------------------------
+
+    async def _ask(self, subject: str, body: bytes, what: str, timeout: float) -> _nats.Msg:
+        """A request a worker answers; what names it in errors."""
+        try:
+            return await self._nc.request(subject, body, timeout=timeout)
+        except _nats.NoResponders as e:
+            raise ToolgateError(f"{what} (is a worker running?): {e}") from None
 
     def _watch(self, call_id: str, on_pending: Optional[Callable[[Result], None]]) -> _Waiter:
         w = self._waiters.get(call_id)
