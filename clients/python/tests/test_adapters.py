@@ -92,6 +92,10 @@ class AdaptersTest(unittest.IsolatedAsyncioTestCase):
         read = next(t for t in tools if t.name == "read")
         self.assertIn("path", read.args)
         self.assertIn("adapter notes", await read.ainvoke({"path": "notes.txt"}))
+        # A keyword is an argument of the tool, never the name of another.
+        out = await read.ainvoke({"_name": "bash", "command": "cat notes.txt"})
+        self.assertNotIn("adapter notes", out)
+        self.assertIn("error", out)
 
     async def test_langchain_core_present(self) -> None:
         made: list[dict[str, Any]] = []

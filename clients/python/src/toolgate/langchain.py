@@ -61,17 +61,23 @@ def tool_definitions(client: Client, listing: list[dict[str, Any]], *, timeout: 
     out = []
     for t in listing:
         name = t["name"]
-
-        async def run(_name: str = name, **kwargs: Any) -> str:
-            r = await client.call(_name, kwargs, timeout=timeout)
-            return output_text(r)
-
+        run = _runner(client, name, timeout)
         schema = parameters(t)
         if lc is not None:
             out.append(lc.from_function(coroutine=run, name=name, description=t.get("description", "") or name, args_schema=schema))
         else:
             out.append(StructuredTool(name=name, description=t.get("description", ""), args_schema=schema, coroutine=run))
     return out
+
+
+def _runner(client: Client, name: str, timeout: Optional[float]) -> Callable[..., Awaitable[str]]:
+    """The coroutine calling tool name: every keyword is an argument of the
+    tool (none can name another tool)."""
+
+    async def run(**kwargs: Any) -> str:
+        return output_text(await client.call(name, kwargs, timeout=timeout))
+
+    return run
 
 
 async def structured_tools(client: Client, *, timeout: Optional[float] = None) -> list[Any]:

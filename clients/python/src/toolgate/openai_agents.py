@@ -52,12 +52,7 @@ def tool_definitions(client: Client, listing: list[dict[str, Any]], *, timeout: 
     out = []
     for t in listing:
         name = t["name"]
-
-        async def invoke(ctx: Any, input_json: str, _name: str = name) -> str:
-            args = json.loads(input_json) if input_json else {}
-            r = await client.call(_name, args, timeout=timeout)
-            return output_text(r)
-
+        invoke = _invoker(client, name, timeout)
         fields = dict(
             name=name,
             description=t.get("description", ""),
@@ -67,6 +62,17 @@ def tool_definitions(client: Client, listing: list[dict[str, Any]], *, timeout: 
         )
         out.append(sdk.FunctionTool(**fields) if sdk is not None else FunctionTool(**fields))
     return out
+
+
+def _invoker(client: Client, name: str, timeout: Optional[float]) -> Callable[[Any, str], Awaitable[str]]:
+    """on_invoke_tool of tool name: the model's JSON arguments, called
+    through toolgate."""
+
+    async def invoke(ctx: Any, input_json: str) -> str:
+        args = json.loads(input_json) if input_json else {}
+        return output_text(await client.call(name, args, timeout=timeout))
+
+    return invoke
 
 
 async def function_tools(client: Client, *, timeout: Optional[float] = None) -> list[Any]:
