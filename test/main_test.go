@@ -9,8 +9,8 @@ import (
 
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
-	"github.com/toolgate/toolgate/internal/trust"
-	"github.com/toolgate/toolgate/internal/trust/trusttest"
+	"github.com/toolgate/toolgate/pkg/trust"
+	"github.com/toolgate/toolgate/pkg/trust/trusttest"
 )
 
 // TestMain gives the tests a state directory of their own.

@@ -20,10 +20,10 @@ import (
 	"github.com/toolgate/toolgate/internal/policyload"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/toolctl"
-	"github.com/toolgate/toolgate/internal/trust"
-	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/trust"
+	"github.com/toolgate/toolgate/pkg/trust/trusttest"
 )
 
 // askBash is a policy under which every shell command needs a person.

@@ -1,7 +1,7 @@
 // Command toolgate-sandbox-init is the first program of a sandboxed bash
 // call: the worker shows it inside bubblewrap, where it drops root,
 // restricts what the call may execute, and execs the command
-// (internal/sandboxinit). It is small so that a call pays little for it;
+// (pkg/sandboxinit). It is small so that a call pays little for it;
 // a worker that does not find it beside itself, finds it installed so
 // that someone else could replace it (it must be a regular file owned by
 // root or the worker's user, writable by no one else, in a directory the
@@ -12,7 +12,7 @@ package main
 import (
 	"os"
 
-	_ "github.com/toolgate/toolgate/internal/sandboxinit" // does the work in its init, under its name
+	_ "github.com/toolgate/toolgate/pkg/sandboxinit" // does the work in its init, under its name
 )
 
 func main() {

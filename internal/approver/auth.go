@@ -19,7 +19,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
-	"github.com/toolgate/toolgate/internal/trust"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // ErrBadTokenFile reports a token file line that is not `<identity> <token>`.

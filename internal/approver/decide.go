@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/toolgate/toolgate/internal/parking"
-	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // Errors of decisions, mapped to HTTP statuses by the API.

@@ -20,7 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/telemetry"
-	"github.com/toolgate/toolgate/internal/trust"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // Options is the approver command's configuration.

@@ -17,51 +17,41 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
-// Role is what an identity may do on the bus.
-type Role string
+// Role is what an identity may do on the bus (pkg/trust, where readers
+// of signatures check it).
+type Role = trust.Role
 
 // Roles.
 const (
-	// RoleWorker runs tools: consumes calls, publishes results, provisions.
-	RoleWorker Role = "worker"
-	// RoleApprover is the approver service: reads parked calls, publishes
-	// decisions.
-	RoleApprover Role = "approver"
-	// RoleAdmin is a person at toolctl: pushes policy, manages amendments,
-	// follows events, decides parked calls.
-	RoleAdmin Role = "admin"
-	// RoleAgent calls tools under its own name only.
-	RoleAgent Role = "agent"
-	// RoleTool serves the remote tool of its name (see pkg/remote):
-	// answers discovery and the calls workers route to it, nothing else.
-	RoleTool Role = "tool"
-	// RoleHook serves the tool hook of its name (see pkg/hooks): answers
-	// the requests workers send to toolgate.hook.<name>, nothing else.
-	RoleHook Role = "hook"
+	RoleWorker   = trust.RoleWorker
+	RoleApprover = trust.RoleApprover
+	RoleAdmin    = trust.RoleAdmin
+	RoleAgent    = trust.RoleAgent
+	RoleTool     = trust.RoleTool
+	RoleHook     = trust.RoleHook
 )
 
 // RoleTagPrefix starts the user JWT tag that carries the role.
-const RoleTagPrefix = "toolgate-role:"
+const RoleTagPrefix = trust.RoleTagPrefix
 
 // ServicesTagPrefix starts the tag of an agent's user JWT that names the
-// toolgate account (Creds.Services): agents are issued by the agents
-// account, and their readers must know whose workers sign results.
-const ServicesTagPrefix = "toolgate-services:"
+// toolgate account (Creds.Services).
+const ServicesTagPrefix = trust.ServicesTagPrefix
 
 // Roles lists every role.
-var Roles = []Role{RoleWorker, RoleApprover, RoleAdmin, RoleAgent, RoleTool, RoleHook}
+var Roles = trust.Roles
 
 // Errors callers branch on.
 var (
 	// ErrBadRole reports a role that is not one of Roles.
-	ErrBadRole = errors.New("unknown role")
+	ErrBadRole = trust.ErrBadRole
 	// ErrBadName reports an identity name that cannot stand as a subject token.
-	ErrBadName = errors.New("invalid identity name")
+	ErrBadName = trust.ErrBadName
 	// ErrBadCreds reports a credentials file that is not a toolgate user's.
-	ErrBadCreds = errors.New("invalid credentials")
+	ErrBadCreds = trust.ErrBadCreds
 	// ErrWrongIdentity reports credentials of another role or agent than
 	// the one needed.
 	ErrWrongIdentity = errors.New("wrong credentials")
@@ -70,39 +60,16 @@ var (
 )
 
 // ParseRole returns the role named s (case-insensitive).
-func ParseRole(s string) (Role, error) {
-	r := Role(strings.ToLower(strings.TrimSpace(s)))
-	for _, x := range Roles {
-		if r == x {
-			return r, nil
-		}
-	}
-	return "", fmt.Errorf("%w %q (want worker, approver, admin, agent or tool)", ErrBadRole, s)
-}
+func ParseRole(s string) (Role, error) { return trust.ParseRole(s) }
 
-// Tag is the user JWT tag naming r.
-func (r Role) Tag() string { return RoleTagPrefix + string(r) }
-
-// ValidName checks that name can name an identity: one subject token of
-// letters, digits, '-' and '_' (it becomes part of subjects and of the
-// agent's inbox prefix).
-func ValidName(name string) error {
-	if err := events.ValidToken(name); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadName, err)
-	}
-	for _, r := range name {
-		if !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return fmt.Errorf("%w: %q contains %q (use letters, digits, '-' and '_')", ErrBadName, name, r)
-		}
-	}
-	return nil
-}
+// ValidName checks that name can name an identity (trust.ValidName).
+func ValidName(name string) error { return trust.ValidName(name) }
 
 // EnvStateDir, when set, names the state directory instead of the XDG one.
-const EnvStateDir = "TOOLGATE_STATE_DIR"
+const EnvStateDir = trust.EnvStateDir
 
 // EnvCreds names a credentials file every client uses when no --creds is given.
-const EnvCreds = "TOOLGATE_CREDS"
+const EnvCreds = trust.EnvCreds
 
 // StateDir returns the calling OS user's state directory, creating it
 // (mode 0700) when missing: $TOOLGATE_STATE_DIR, else
@@ -120,26 +87,8 @@ func StateDir() (string, error) {
 	return dir, nil
 }
 
-// StatePath is StateDir's path, without creating it.
-func StatePath() (string, error) {
-	dir := os.Getenv(EnvStateDir)
-	if dir == "" {
-		if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
-			dir = filepath.Join(x, "toolgate")
-		} else {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return "", fmt.Errorf("state directory: %w (set XDG_STATE_HOME)", err)
-			}
-			dir = filepath.Join(home, ".local", "state", "toolgate")
-		}
-	}
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("state directory: %w", err)
-	}
-	return dir, nil
-}
+// StatePath is StateDir's path, without creating it (trust.StatePath).
+func StatePath() (string, error) { return trust.StatePath() }
 
 // Within reports whether path is dir or lies below it, after resolving
 // symbolic links of both where they exist.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
+
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // Names of the install's operator and accounts.
@@ -92,7 +95,7 @@ var keyFiles = []struct {
 }{
 	{"operator.nk", nkeys.CreateOperator},
 	{"system.nk", nkeys.CreateAccount},
-	{"toolgate.nk", nkeys.CreateAccount},
+	{path.Base(trust.AccountSeedFile), nkeys.CreateAccount},
 	{"agents.nk", nkeys.CreateAccount},
 }
 

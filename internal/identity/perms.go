@@ -6,6 +6,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // Stream, consumer and bucket names the permissions name. They are
@@ -27,22 +28,8 @@ const (
 	bucketCancels   = "toolgate_cancels"
 )
 
-// InboxPrefix is the inbox prefix (nats.go CustomInboxPrefix) an identity
-// must use: _INBOX_<name> for an agent, _INBOX.<role>.<name> for the
-// others. Nobody may subscribe to _INBOX.>, so nobody reads another's
-// replies.
-//
-// With an empty name, InboxPrefix(role, "") + ">" matches the inboxes of
-// every identity of role (not for agents).
-func InboxPrefix(role Role, name string) string {
-	if role == RoleAgent {
-		return "_INBOX_" + name
-	}
-	if name == "" {
-		return "_INBOX." + string(role) + "."
-	}
-	return "_INBOX." + string(role) + "." + name
-}
+// InboxPrefix is the inbox prefix an identity must use (trust.InboxPrefix).
+func InboxPrefix(role Role, name string) string { return trust.InboxPrefix(role, name) }
 
 // ServiceReplyPrefix starts the reply subject a request gets when it
 // crosses from the agents account into the toolgate account: the server

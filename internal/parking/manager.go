@@ -15,9 +15,9 @@ import (
 
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/fate"
-	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // ResumeFunc continues a decided call: the worker re-evaluates the policy in

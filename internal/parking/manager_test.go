@@ -19,11 +19,11 @@ import (
 
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/testenv"
-	"github.com/toolgate/toolgate/internal/trust"
-	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/trust"
+	"github.com/toolgate/toolgate/pkg/trust/trusttest"
 )
 
 // env is a real embedded NATS server with the bus provisioned, an approver

@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/testenv"
-	"github.com/toolgate/toolgate/internal/trust"
-	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/trust"
+	"github.com/toolgate/toolgate/pkg/trust/trusttest"
 )
 
 // TestStartFailsClosed: what a worker applies at start after the key's

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // TestInvalidFileAtStartIsReportedOnce: a policy file refused at start is

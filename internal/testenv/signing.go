@@ -3,9 +3,9 @@ package testenv
 import (
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/eventsig"
 	"github.com/toolgate/toolgate/internal/identity"
-	"github.com/toolgate/toolgate/internal/trust"
+	"github.com/toolgate/toolgate/pkg/eventsig"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // WorkerSigning returns a worker's signer minted from the tests' install

@@ -20,10 +20,10 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
-	"github.com/toolgate/toolgate/internal/trust"
-	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/trust"
+	"github.com/toolgate/toolgate/pkg/trust/trusttest"
 )
 
 // AskWrites is a policy under which writing a file needs a person.

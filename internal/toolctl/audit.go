@@ -13,9 +13,9 @@ import (
 
 	"github.com/toolgate/toolgate/internal/auditchain"
 	"github.com/toolgate/toolgate/internal/bus"
-	"github.com/toolgate/toolgate/internal/eventsig"
-	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/eventsig"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // AuditLine is one audit event as `toolctl audit --json` prints it: the

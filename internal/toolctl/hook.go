@@ -22,9 +22,9 @@ import (
 	"github.com/toolgate/toolgate/internal/hookgate"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/policyload"
-	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // hookStdin is what a command hook reads; tests swap it.

@@ -13,8 +13,8 @@ import (
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/policycli"
 	"github.com/toolgate/toolgate/internal/policyload"
-	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // policyUsage is the whole `toolctl policy` usage: the file commands of

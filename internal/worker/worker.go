@@ -32,12 +32,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
-	"github.com/toolgate/toolgate/internal/eventsig"
 	"github.com/toolgate/toolgate/internal/fate"
 	"github.com/toolgate/toolgate/internal/telemetry"
-	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/eventsig"
 	"github.com/toolgate/toolgate/pkg/tools"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // Config tunes a Worker. The zero value of each field means its default.

@@ -1,7 +1,7 @@
 package approval
 
 import (
-	"github.com/toolgate/toolgate/internal/textdiff"
+	"github.com/toolgate/toolgate/pkg/textdiff"
 	"github.com/toolgate/toolgate/pkg/tooldef"
 )
 

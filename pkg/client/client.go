@@ -16,9 +16,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/toolgate/toolgate/internal/eventsig"
-	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/eventsig"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // ErrNoResult is returned by Result when no result is stored for the call.
@@ -85,12 +85,18 @@ func New(nc *nats.Conn, agent string, opts ...Option) (*Client, error) {
 // WithCredsTrust makes the client accept the results of the workers of
 // the account that issued the credentials (results are signed).
 func Credentials(file string) (agent string, opts []nats.Option, err error) {
-	if file == "" && os.Getenv(identity.EnvCreds) == "" {
-		return "", nil, fmt.Errorf("no credentials: give an agent's .creds file or set %s", identity.EnvCreds)
+	if file == "" {
+		file = os.Getenv(trust.EnvCreds)
 	}
-	cr, err := identity.Resolve(file, identity.RoleAgent, "")
+	if file == "" {
+		return "", nil, fmt.Errorf("no credentials: give an agent's .creds file or set %s", trust.EnvCreds)
+	}
+	cr, err := trust.LoadCreds(file)
 	if err != nil {
 		return "", nil, err
+	}
+	if cr.Role != trust.RoleAgent {
+		return "", nil, fmt.Errorf("%w: %s are for %s %q, an agent needs agent credentials", trust.ErrBadCreds, file, cr.Role, cr.Name)
 	}
 	return cr.Name, cr.NATSOptions(), nil
 }

@@ -14,11 +14,11 @@ import (
 
 	"github.com/toolgate/toolgate/internal/embedded"
 	"github.com/toolgate/toolgate/internal/identity"
-	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/internal/worker"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // startWorker runs an embedded server and a worker with one tool, as

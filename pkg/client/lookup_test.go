@@ -15,12 +15,12 @@ import (
 	"github.com/toolgate/toolgate/internal/embedded"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
-	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/internal/worker"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // TestCallOutlivesAnUnansweredLookup: a waiting call looks for its stored

@@ -7,13 +7,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolgate/toolgate/internal/eventsig"
-	"github.com/toolgate/toolgate/internal/identity"
-	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/eventsig"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
-// Results are taken only when they verify (internal/eventsig): signed by
+// Results are taken only when they verify (pkg/eventsig): signed by
 // a worker whose user JWT an account the client trusts issued, and the
 // result of the very call waited for (its call id, agent, type and a
 // worker source). Anything else arriving on the call's result subject, or
@@ -34,7 +33,7 @@ func WithTrustedAccounts(keys ...string) Option {
 // the install's account, whose workers answer the agent.
 func WithCredsTrust(file string) Option {
 	return func(c *Client) {
-		cr, err := identity.LoadCreds(file)
+		cr, err := trust.LoadCreds(file)
 		if err != nil {
 			c.optErr = fmt.Errorf("trust of %s: %w", file, err)
 			return
@@ -46,19 +45,13 @@ func WithCredsTrust(file string) Option {
 // defaultTrust is the account that issued the agent's credentials: the
 // file $TOOLGATE_CREDS names, else the local install (when it exists).
 func defaultTrust() []string {
-	if f := os.Getenv(identity.EnvCreds); f != "" {
-		if cr, err := identity.LoadCreds(f); err == nil {
+	if f := os.Getenv(trust.EnvCreds); f != "" {
+		if cr, err := trust.LoadCreds(f); err == nil {
 			return []string{cr.Services}
 		}
 	}
-	if dir, err := identity.StatePath(); err == nil {
-		if _, err := os.Stat(dir); err == nil { // toolgate ran here: its install's workers answer
-			if in, err := identity.LoadInstall(); err == nil {
-				if pub, err := in.Account.PublicKey(); err == nil {
-					return []string{pub}
-				}
-			}
-		}
+	if pub, err := trust.LocalAccount(); err == nil { // toolgate ran here: its install's workers answer
+		return []string{pub}
 	}
 	return nil
 }

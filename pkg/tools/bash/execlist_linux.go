@@ -21,8 +21,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/sandboxinit"
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/sandboxinit"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
@@ -33,7 +33,7 @@ import (
 // the gate did not judge fails with EACCES even if the gate was talked
 // around. Landlock forbids mounts in a restricted domain, so it is
 // applied inside bubblewrap, after the mounts, by the sandbox's first
-// program (internal/sandboxinit: this binary shown under another name),
+// program (pkg/sandboxinit: this binary shown under another name),
 // which drops root in the same step as setpriv would.
 
 // landlockABI is the Landlock ABI version the kernel offers, 0 for none.

@@ -55,7 +55,7 @@ func BenchmarkSandboxVsBwrap(b *testing.B) {
 // benchSandboxVsBwrap: repo makes the workspace a git repository;
 // restricted gives the call a gate's decision that resolved its program
 // (true), so that its execution is restricted (the execute allowlist,
-// internal/sandboxinit in setpriv's place) where the machine can; gated
+// pkg/sandboxinit in setpriv's place) where the machine can; gated
 // has the real gate judge "cat f.txt" under a policy denying *.pem files.
 func benchSandboxVsBwrap(b *testing.B, repo, restricted, gated bool) {
 	ws := b.TempDir()

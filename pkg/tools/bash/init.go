@@ -1,6 +1,6 @@
 package bash
 
-import "github.com/toolgate/toolgate/internal/sandboxinit"
+import "github.com/toolgate/toolgate/pkg/sandboxinit"
 
 // initSpec is what the sandbox's first program does for the worker's
 // identity: drop root to the workspace's owner, or keep root without

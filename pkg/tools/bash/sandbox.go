@@ -163,7 +163,7 @@ type identity struct {
 	root     bool // stay root, without any capability (root-owned workspace)
 	uid, gid uint32
 	// init: the command line starts with the sandbox's first program,
-	// which drops root itself (internal/sandboxinit), not with setpriv.
+	// which drops root itself (pkg/sandboxinit), not with setpriv.
 	init bool
 	// noexec: that program remounts the writable places noexec, for
 	// which it gets CAP_SYS_ADMIN until it drops every capability.
@@ -223,7 +223,7 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, mounts, inner [
 	a = append(a, "--die-with-parent", "--new-session", "--cap-drop", "ALL")
 	if id.init && id.noexec {
 		// The first program remounts the writable places noexec
-		// (internal/sandboxinit), then drops every capability.
+		// (pkg/sandboxinit), then drops every capability.
 		a = append(a, "--cap-add", "CAP_SYS_ADMIN")
 		if !id.drop && !id.root {
 			a = append(a, "--cap-add", "CAP_SETPCAP")

@@ -37,7 +37,7 @@
 // /etc/shadow and /etc/gshadow. Inside bubblewrap the switch is made after
 // the sandbox is built, by setpriv or, for a call restricted to the
 // programs the gate resolved, by the sandbox's first program
-// (internal/sandboxinit); without bubblewrap, by the kernel at exec or by
+// (pkg/sandboxinit); without bubblewrap, by the kernel at exec or by
 // setpriv.
 package bash
 
@@ -59,8 +59,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/sandboxinit"
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/sandboxinit"
 	"github.com/toolgate/toolgate/pkg/tooldef"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
@@ -239,7 +239,7 @@ type bash struct {
 	// for the call alone.
 	userNS bool
 	// init is the program shown in the sandbox as the first program of a
-	// call whose execution is restricted (internal/sandboxinit,
+	// call whose execution is restricted (pkg/sandboxinit,
 	// execlist_linux.go): it drops root instead of setpriv and applies
 	// the execute allowlist; "" when the machine cannot.
 	init string
@@ -915,7 +915,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		}
 		// bwrap starts as the worker; inside, setpriv drops root or,
 		// when the gate resolved the call's programs, the sandbox's
-		// first program (internal/sandboxinit) drops it and restricts
+		// first program (pkg/sandboxinit) drops it and restricts
 		// execution to them (execlist_linux.go), after the relay when
 		// there is one.
 		sid := b.id

@@ -1,6 +1,6 @@
 package builtin
 
-import "github.com/toolgate/toolgate/internal/textdiff"
+import "github.com/toolgate/toolgate/pkg/textdiff"
 
 // unifiedDiff returns the unified diff (diff -u style, ctx lines of
 // context) turning a into b, both named name, or "" when they are equal.

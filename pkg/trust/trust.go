@@ -22,27 +22,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
-
-	"github.com/toolgate/toolgate/internal/identity"
 )
-
-// Role is what an identity may do; the roles are internal/identity's,
-// the package that issues the credentials this one verifies.
-type Role = identity.Role
-
-// The roles of toolgate identities.
-const (
-	RoleWorker   = identity.RoleWorker
-	RoleApprover = identity.RoleApprover
-	RoleAdmin    = identity.RoleAdmin
-	RoleAgent    = identity.RoleAgent
-)
-
-// RoleTagPrefix starts the JWT tag that names an identity's role.
-const RoleTagPrefix = identity.RoleTagPrefix
-
-// RoleTag is the JWT tag of role r.
-func RoleTag(r Role) string { return r.Tag() }
 
 // Errors of verification, for errors.Is. Every one wraps ErrUntrusted.
 var (

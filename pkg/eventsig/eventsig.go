@@ -1,11 +1,3 @@
-// Package eventsig signs the events a worker makes - results and audit
-// events - with the worker's nkey, and verifies them for every reader:
-// the signature (pkg/events.SigningInput, carried in the
-// pkg/events.ExtSignature and ExtSigner extensions) by a key whose user
-// JWT a trusted account issued with the worker role (internal/trust), and
-// that the event is the one the reader waits for: its type, a worker
-// source, and the call id, agent and tool its data names. Anything else
-// is refused (ErrForged), and the reader goes on waiting for the real one.
 package eventsig
 
 import (
@@ -22,14 +14,28 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/toolgate/toolgate/internal/bus"
-	"github.com/toolgate/toolgate/internal/trust"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // ErrForged wraps every reason an event is refused: unsigned, signed by
 // no trusted worker, or not the event of the call it claims to be.
 var ErrForged = errors.New("event refused")
+
+// Reasons a signed event is not the one its reader waits for; each wraps
+// ErrForged. Reason names them, and every other reason, for the vectors.
+var (
+	// ErrWrongType: the event is of another type than the one read.
+	ErrWrongType = fmt.Errorf("%w: wrong event type", ErrForged)
+	// ErrWrongSource: the event's source is not a worker's.
+	ErrWrongSource = fmt.Errorf("%w: not from a worker", ErrForged)
+	// ErrWrongCall: the event is of another call (a replay).
+	ErrWrongCall = fmt.Errorf("%w: another call's event", ErrForged)
+	// ErrWrongAgent: the event is for another agent.
+	ErrWrongAgent = fmt.Errorf("%w: another agent's event", ErrForged)
+	// ErrWrongTool: the event names another tool than the one read.
+	ErrWrongTool = fmt.Errorf("%w: another tool's event", ErrForged)
+)
 
 // workerSource starts the source of every event a worker makes.
 const workerSource = "toolgate://worker/"
@@ -78,7 +84,7 @@ const maxSigners = 1024
 func (v *Verifier) Verify(ev event.Event) (trust.Identity, error) {
 	sig, signer := events.Signature(ev)
 	if sig == "" || signer == "" {
-		return trust.Identity{}, fmt.Errorf("%w: %s is not signed", ErrForged, ev.ID())
+		return trust.Identity{}, fmt.Errorf("%w: %s: %w", ErrForged, ev.ID(), trust.ErrUnsigned)
 	}
 	c, err := v.signer(signer)
 	if err != nil {
@@ -148,15 +154,15 @@ func (v *Verifier) Result(h nats.Header, data []byte, agent, callID, tool string
 	}
 	switch {
 	case ev.Type() != events.TypeCallCompleted:
-		return nil, fmt.Errorf("%w: %s is a %s, not a result", ErrForged, ev.ID(), ev.Type())
+		return nil, fmt.Errorf("%w: %s is a %s, not a result", ErrWrongType, ev.ID(), ev.Type())
 	case !strings.HasPrefix(ev.Source(), workerSource):
-		return nil, fmt.Errorf("%w: %s comes from %s, not a worker", ErrForged, ev.ID(), ev.Source())
-	case ev.Subject() != callID || r.CallID != callID || !strings.HasPrefix(ev.ID(), bus.AgentKey(agent, callID)+":"):
-		return nil, fmt.Errorf("%w: %s is the result of call %q, not %q", ErrForged, ev.ID(), r.CallID, callID)
+		return nil, fmt.Errorf("%w: %s comes from %s", ErrWrongSource, ev.ID(), ev.Source())
+	case ev.Subject() != callID || r.CallID != callID || !strings.HasPrefix(ev.ID(), events.AgentKey(agent, callID)+":"):
+		return nil, fmt.Errorf("%w: %s is the result of call %q, not %q", ErrWrongCall, ev.ID(), r.CallID, callID)
 	case r.Agent != agent:
-		return nil, fmt.Errorf("%w: %s is a result for agent %q, not %q", ErrForged, ev.ID(), r.Agent, agent)
+		return nil, fmt.Errorf("%w: %s is a result for agent %q, not %q", ErrWrongAgent, ev.ID(), r.Agent, agent)
 	case tool != "" && r.Tool != "" && r.Tool != tool:
-		return nil, fmt.Errorf("%w: %s is a result of tool %q, not %q", ErrForged, ev.ID(), r.Tool, tool)
+		return nil, fmt.Errorf("%w: %s is a result of tool %q, not %q", ErrWrongTool, ev.ID(), r.Tool, tool)
 	}
 	return &r, nil
 }
@@ -178,12 +184,12 @@ func (v *Verifier) Audit(subject string, h nats.Header, data []byte) (event.Even
 	agent, tool, _ := strings.Cut(strings.TrimPrefix(subject, events.Prefix+".audit."), ".")
 	switch {
 	case ev.Type() != events.TypeCallAudited && ev.Type() != events.TypeDecisionAudited:
-		return ev, nil, fmt.Errorf("%w: %s is a %s, not an audit event", ErrForged, ev.ID(), ev.Type())
+		return ev, nil, fmt.Errorf("%w: %s is a %s, not an audit event", ErrWrongType, ev.ID(), ev.Type())
 	case !strings.HasPrefix(ev.Source(), workerSource):
-		return ev, nil, fmt.Errorf("%w: %s comes from %s, not a worker", ErrForged, ev.ID(), ev.Source())
+		return ev, nil, fmt.Errorf("%w: %s comes from %s", ErrWrongSource, ev.ID(), ev.Source())
 	case agent != token(a.Agent) || tool != token(a.Tool):
 		return ev, nil, fmt.Errorf("%w: %s names agent %q and tool %q, stored under %s", ErrForged, ev.ID(), a.Agent, a.Tool, subject)
-	case !strings.HasPrefix(ev.ID(), bus.AgentKey(a.Agent, a.CallID)+":"):
+	case !strings.HasPrefix(ev.ID(), events.AgentKey(a.Agent, a.CallID)+":"):
 		return ev, nil, fmt.Errorf("%w: %s is not an event of call %q", ErrForged, ev.ID(), a.CallID)
 	}
 	return ev, &a, nil
@@ -204,7 +210,7 @@ func (v *Verifier) Checkpoint(subject string, h nats.Header, data []byte) (event
 	}
 	switch {
 	case ev.Type() != events.TypeAuditCheckpoint:
-		return ev, nil, fmt.Errorf("%w: %s is a %s, not a checkpoint", ErrForged, ev.ID(), ev.Type())
+		return ev, nil, fmt.Errorf("%w: %s is a %s, not a checkpoint", ErrWrongType, ev.ID(), ev.Type())
 	case ev.Source() != workerSource+d.Worker || subject != events.AuditCheckpointSubject(token(d.Worker)):
 		return ev, nil, fmt.Errorf("%w: %s is worker %q's checkpoint, from %s on %s", ErrForged, ev.ID(), d.Worker, ev.Source(), subject)
 	}
@@ -217,4 +223,42 @@ func token(s string) string {
 		return "_"
 	}
 	return s
+}
+
+// Reason names why err refused an event, as the vectors
+// (testdata/vectors.json) name it and every client reports it: "" when
+// err is nil, else one of "malformed", "unsigned", "bad-jwt",
+// "foreign-issuer", "expired", "wrong-role", "bad-signature",
+// "wrong-type", "wrong-source", "wrong-call", "wrong-agent",
+// "wrong-tool", or "refused" for anything else.
+func Reason(err error) string {
+	var de *events.DecodeError
+	reasons := []struct {
+		err  error
+		name string
+	}{
+		{trust.ErrUnsigned, "unsigned"},
+		{trust.ErrBadJWT, "bad-jwt"},
+		{trust.ErrForeignIssuer, "foreign-issuer"},
+		{trust.ErrExpired, "expired"},
+		{trust.ErrWrongRole, "wrong-role"},
+		{trust.ErrBadSignature, "bad-signature"},
+		{ErrWrongType, "wrong-type"},
+		{ErrWrongSource, "wrong-source"},
+		{ErrWrongCall, "wrong-call"},
+		{ErrWrongAgent, "wrong-agent"},
+		{ErrWrongTool, "wrong-tool"},
+	}
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &de):
+		return "malformed"
+	}
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return "refused"
 }

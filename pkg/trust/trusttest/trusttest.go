@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
-	"github.com/toolgate/toolgate/internal/trust"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // Account is an operator and one account signed by it.

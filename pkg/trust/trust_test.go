@@ -8,8 +8,8 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/toolgate/toolgate/internal/identity"
-	"github.com/toolgate/toolgate/internal/trust"
-	"github.com/toolgate/toolgate/internal/trust/trusttest"
+	"github.com/toolgate/toolgate/pkg/trust"
+	"github.com/toolgate/toolgate/pkg/trust/trusttest"
 )
 
 func TestVerifierKeyAndSeal(t *testing.T) {
