@@ -103,8 +103,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		{"budgets", "budget usage against the policy's limits [--agent A] [--session S]", cmdBudgets, []string{"toolctl budgets --agent agent-7"}},
 		{"session", "ID: a session's calls as a tree, each task call with its sub-agent's calls [--since D] [--json]", cmdSession,
 			[]string{"toolctl session SESSION_ID"}},
-		{"policy", "check | lint | default | push FILE | amendments: the policy gate", cmdPolicy, []string{
-			"toolctl policy default > policy.yaml", "toolctl policy lint policy.yaml",
+		{"policy", "check | lint | test | default | push FILE | amendments: the policy gate", cmdPolicy, []string{
+			"toolctl policy default > policy.yaml", "toolctl policy lint policy.yaml", "toolctl policy test policy.yaml",
 			`toolctl policy check --policy policy.yaml --tool bash --args '{"command":"git push"}'`}},
 		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals, []string{
 			"toolctl approvals list", `toolctl approvals approve CALL_ID --comment "looks right"`}},
