@@ -107,6 +107,9 @@ type Decision struct {
 	// sandbox that can enforce it lets the call execute, besides the
 	// shell, their interpreters and the helpers they are known to run.
 	Programs []string `json:"-"`
+	// Judged is the gate's view of the call (what it judged), for the
+	// audit trail; nil when the call cannot be judged again from one.
+	Judged *Judged `json:"-"`
 }
 
 // Evaluator judges requests. *Gate implements it; AllowAll is the permissive
