@@ -84,31 +84,19 @@ type page struct {
 // summary as an inline SVG bar chart and the changed calls as a table.
 func (r Result) HTML(w io.Writer) error {
 	s := r.Summary
-	rows := []struct {
-		label string
-		n     int
-		class string
-	}{{"unchanged", s.Unchanged, "same"}}
+	rows := []bar{{Label: "unchanged", Count: s.Unchanged, Class: "same"}}
 	for _, t := range Transitions {
-		rows = append(rows, struct {
-			label string
-			n     int
-			class string
-		}{t, s.Changes[t], "change"})
+		rows = append(rows, bar{Label: t, Count: s.Changes[t], Class: "change"})
 	}
-	rows = append(rows, struct {
-		label string
-		n     int
-		class string
-	}{"not replayable", s.NotReplayable, "none"})
+	rows = append(rows, bar{Label: "not replayable", Count: s.NotReplayable, Class: "none"})
 	most := 1
 	for _, row := range rows {
-		most = max(most, row.n)
+		most = max(most, row.Count)
 	}
-	p := page{Summary: s, Window: s.window(), Changes: r.Changes}
-	for i, row := range rows {
-		p.Bars = append(p.Bars, bar{Label: row.label, Count: row.n, Y: i * 26, Width: row.n * 400 / most, Class: row.class})
+	for i := range rows {
+		rows[i].Y, rows[i].Width = i*26, rows[i].Count*400/most
 	}
+	p := page{Summary: s, Window: s.window(), Changes: r.Changes, Bars: rows}
 	p.Height = len(rows) * 26
 	return pageTemplate.Execute(w, p)
 }
@@ -123,7 +111,8 @@ var pageTemplate = template.Must(template.New("replay").Parse(`<!doctype html>
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; width: 100%; }
 th, td { border-bottom: 1px solid #ddd; padding: .3em .5em; text-align: left; vertical-align: top; }
-code { font: 13px ui-monospace, monospace; white-space: pre-wrap; word-break: break-all; }
+code { font: 13px ui-monospace, monospace; white-space: pre-wrap; overflow-wrap: anywhere; }
+td:first-child { white-space: nowrap; }
 .same { fill: #6a9955; } .change { fill: #d9822b; } .none { fill: #999; }
 .allow { color: #2e7d32; } .ask { color: #b26a00; } .deny { color: #c62828; }
 svg text { font: 12px system-ui, sans-serif; fill: #222; }
