@@ -335,6 +335,7 @@ func Run(ctx context.Context, o Options) error {
 		Name: o.Name, Concurrency: o.Concurrency, AgentConcurrency: o.AgentConcurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
 		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr, Preview: preview(ws, roots, gate)},
 		Telemetry: tel, Budgeted: budgets.Applies, Signer: signer(creds), Verifier: eventsig.New(workers),
+		Redact: chain.Redact,
 	})
 	if err != nil {
 		return err

@@ -28,7 +28,11 @@ const usage = `usage:
   policy check [--policy FILE] [--workspace DIR] [--agent ID] [--kind KIND] [--unknown] --tool NAME --args JSON
       print the decision on one call as a JSON object; exits 0 whatever the action
   policy lint FILE
-      validate a policy document and print its problems and warnings
+      validate a policy document and print its problems and warnings (a
+      failing example is a problem)
+  policy test FILE
+      judge every example of a policy document and print how each came out;
+      exits 1 when one does not come out as written
   policy default
       print the built-in policy used when none is configured (a start for
       your own: toolctl policy default > policy.yaml)
@@ -49,6 +53,8 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return check(args[1:], stdout, stderr)
 	case "lint":
 		return lint(args[1:], stdout, stderr)
+	case "test":
+		return test(args[1:], stdout, stderr)
 	case "default":
 		_, _ = stdout.Write(policy.DefaultDocument())
 		return exitOK
@@ -165,16 +171,26 @@ func check(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func lint(args []string, stdout, stderr io.Writer) int {
+// fileArg reads the one FILE argument of "policy NAME FILE"; done
+// reports that the command is over (help or a bad command line) with
+// the exit code.
+func fileArg(name string, args []string, stdout, stderr io.Writer) (file string, code int, done bool) {
 	if len(args) == 1 && isHelp(args[0]) {
-		fmt.Fprint(stdout, "usage: policy lint FILE\n")
-		return exitOK
+		fmt.Fprintf(stdout, "usage: policy %s FILE\n", name)
+		return "", exitOK, true
 	}
 	if len(args) != 1 {
-		fmt.Fprintf(stderr, "usage: policy lint FILE\n")
-		return exitUsage
+		fmt.Fprintf(stderr, "usage: policy %s FILE\n", name)
+		return "", exitUsage, true
 	}
-	file := args[0]
+	return args[0], exitOK, false
+}
+
+func lint(args []string, stdout, stderr io.Writer) int {
+	file, code, done := fileArg("lint", args, stdout, stderr)
+	if done {
+		return code
+	}
 	p, warns, err := policy.Load(file)
 	if err != nil {
 		printError(stderr, err)
@@ -184,6 +200,43 @@ func lint(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s:%s\n", file, warning(w))
 	}
 	fmt.Fprintf(stdout, "%s: valid, revision %s, %d warning(s)\n", file, p.Revision(), len(warns))
+	return exitOK
+}
+
+// test judges every example of FILE and prints one line per example:
+// ok or FAIL, with the decision a failing one got and its reason.
+func test(args []string, stdout, stderr io.Writer) int {
+	file, code, done := fileArg("test", args, stdout, stderr)
+	if done {
+		return code
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintf(stderr, "policy: %v\n", err)
+		return exitInvalid
+	}
+	_, results, _, err := policy.ParseExamples(data, file)
+	if err != nil {
+		printError(stderr, err)
+		return exitInvalid
+	}
+	failed := 0
+	for _, r := range results {
+		status := "ok  "
+		if !r.Pass() {
+			status = "FAIL"
+			failed++
+		}
+		fmt.Fprintf(stdout, "%s %s:line %d: %s\n", status, file, r.Example.Line, r)
+	}
+	if len(results) == 0 {
+		fmt.Fprintf(stdout, "%s: no examples\n", file)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "%s: %d example(s), %d failed\n", file, len(results), failed)
+	if failed > 0 {
+		return exitInvalid
+	}
 	return exitOK
 }
 

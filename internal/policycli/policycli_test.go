@@ -175,3 +175,48 @@ func strconvQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+func TestExamplesTestAndLint(t *testing.T) {
+	good := writePolicy(t, "tools: {read: allow}\nexamples:\n  - {tool: read, args: {path: a}, expect: allow}\n")
+	bad := writePolicy(t, "tools: {read: allow}\nexamples:\n  - {tool: read, args: {path: a}, expect: allow}\n  - {tool: read, args: {path: b}, expect: deny}\n")
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		out, err []string
+	}{
+		{"test passes", []string{"test", good}, 0, []string{"ok   " + good + ":line 3: examples[0] passes", "1 example(s), 0 failed"}, nil},
+		{"test fails", []string{"test", bad}, 1, []string{"FAIL " + bad + ":line 4: examples[1] fails", "got allow by tools.read.action", "2 example(s), 1 failed"}, nil},
+		{"lint fails", []string{"lint", bad}, 1, nil, []string{bad + ":line 4: examples[1]: example read {\"path\":\"b\"} fails: expected deny, got allow by tools.read.action", "nothing was loaded"}},
+		{"test of an invalid document", []string{"test", writePolicy(t, "examples: [{tool: read, expect: perhaps}]\n")}, 1, nil, []string{"line 1: examples[0].expect: must be allow, ask or deny"}},
+		{"test without examples", []string{"test", writePolicy(t, "default: deny\n")}, 0, []string{"no examples"}, nil},
+		{"test usage", []string{"test"}, 2, nil, []string{"usage: policy test FILE"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errs := run(tt.args...)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d\nstdout %s\nstderr %s", code, tt.code, out, errs)
+			}
+			for _, w := range tt.out {
+				if !strings.Contains(out, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tt.err {
+				if !strings.Contains(errs, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errs)
+				}
+			}
+		})
+	}
+}
+
+func TestDefaultPrintsExamples(t *testing.T) {
+	code, out, _ := run("default")
+	f := writePolicy(t, out)
+	tc, tout, terr := run("test", f)
+	if code != 0 || tc != 0 || !strings.Contains(out, "examples:") || strings.Contains(tout, "FAIL") {
+		t.Fatalf("default exit %d, test exit %d:\n%s%s", code, tc, tout, terr)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -98,25 +99,80 @@ func cmdAudit(ctx context.Context, env *Env, args []string) int {
 // signature and every worker's chain and checkpoints (internal/auditchain):
 // a removed, changed or inserted event is reported, and exits 1.
 func (e *Env) verifyAudit(ctx context.Context, js jetstream.JetStream) int {
+	tr, code := e.readTrail(ctx, js, nil)
+	if tr == nil {
+		return code
+	}
+	if tr.report(e.Stdout) > 0 {
+		return e.fail(ExitFailed, "the audit trail does not verify: %d problems", tr.problems())
+	}
+	fmt.Fprintln(e.Stdout, "the audit trail verifies")
+	return ExitOK
+}
+
+// trail is what reading the whole audit stream found.
+type trail struct {
+	refused []string // the events refused, one line each
+	chains  []auditchain.Report
+	unchain int // signed events without a chain (written before chains)
+}
+
+// problems counts the refused events and the chains' breaks.
+func (t *trail) problems() int {
+	n := len(t.refused)
+	for _, r := range t.chains {
+		n += len(r.Problems)
+	}
+	return n
+}
+
+// report prints every refused event and each chain's state and returns
+// the number of problems.
+func (t *trail) report(w io.Writer) int {
+	for _, l := range t.refused {
+		fmt.Fprintln(w, l)
+	}
+	for _, r := range t.chains {
+		state := "ok"
+		if len(r.Problems) > 0 {
+			state = "BROKEN"
+		}
+		fmt.Fprintf(w, "chain %s: %d events, %d under a signed checkpoint: %s\n", r.Chain, r.Events, r.Checked, state)
+		for _, p := range r.Problems {
+			fmt.Fprintf(w, "  %s\n", p)
+		}
+	}
+	if t.unchain > 0 {
+		fmt.Fprintf(w, "%d signed events without a chain (written before audit chains)\n", t.unchain)
+	}
+	return t.problems()
+}
+
+// readTrail reads the whole audit stream, verifying every event's
+// signature and every worker's chain and checkpoints, and hands each
+// verified audit event to visit (when set), in stream order. Nil and the
+// exit code when the stream cannot be read.
+func (e *Env) readTrail(ctx context.Context, js jetstream.JetStream, visit func(*events.AuditData)) (*trail, int) {
 	verify, err := e.auditVerifier()
 	if err != nil {
-		return e.fail(ExitUsage, "%v", err)
+		return nil, e.fail(ExitUsage, "%v", err)
 	}
 	cons, err := js.OrderedConsumer(ctx, bus.StreamAudit, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.SubjectAudit}})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, e.fail(ExitNoReach, "no audit stream %s yet: start a worker first", bus.StreamAudit)
+	}
 	if err != nil {
-		return e.fail(ExitNoReach, "read %s: %v", bus.StreamAudit, err)
+		return nil, e.fail(ExitNoReach, "read %s: %v", bus.StreamAudit, err)
 	}
 	var (
-		chains  auditchain.Chains
-		refused int
-		unchain int
+		chains auditchain.Chains
+		tr     trail
 	)
 	show := func(m jetstream.Msg) {
 		if strings.HasPrefix(m.Subject(), events.AuditCheckpointSubject("")) {
 			ev, cp, err := verify.Checkpoint(m.Subject(), m.Headers(), m.Data())
 			if err != nil {
-				refused++
-				fmt.Fprintf(e.Stdout, "refused %s %s: %v\n", m.Subject(), ev.ID(), err)
+				tr.refused = append(tr.refused, fmt.Sprintf("refused %s %s: %v", m.Subject(), ev.ID(), err))
 				return
 			}
 			chains.AddCheckpoint(cp.Chain, auditchain.Checkpoint{Seq: cp.Seq, Head: cp.Head, ID: ev.ID()})
@@ -124,39 +180,23 @@ func (e *Env) verifyAudit(ctx context.Context, js jetstream.JetStream) int {
 		}
 		ev, a, err := verify.Audit(m.Subject(), m.Headers(), m.Data())
 		if err != nil {
-			refused++
-			fmt.Fprintf(e.Stdout, "refused %s %s: %v\n", m.Subject(), ev.ID(), err)
+			tr.refused = append(tr.refused, fmt.Sprintf("refused %s %s: %v", m.Subject(), ev.ID(), err))
 			return
 		}
 		if a.Chain == "" {
-			unchain++ // written before audit chains
-			return
+			tr.unchain++ // written before audit chains
+		} else {
+			chains.Add(a.Chain, auditchain.Link{Seq: a.Seq, Prev: a.Prev, Hash: events.EventHash(events.EventSigningInput(ev)), ID: ev.ID()})
 		}
-		chains.Add(a.Chain, auditchain.Link{Seq: a.Seq, Prev: a.Prev, Hash: events.EventHash(events.EventSigningInput(ev)), ID: ev.ID()})
+		if visit != nil {
+			visit(a)
+		}
 	}
 	if err := drain(ctx, cons, false, show, show, func() {}); err != nil && !errors.Is(err, context.Canceled) {
-		return e.fail(ExitNoReach, "%v", err)
+		return nil, e.fail(ExitNoReach, "%v", err)
 	}
-	problems := refused
-	for _, r := range chains.Check() {
-		state := "ok"
-		if len(r.Problems) > 0 {
-			state = "BROKEN"
-		}
-		fmt.Fprintf(e.Stdout, "chain %s: %d events, %d under a signed checkpoint: %s\n", r.Chain, r.Events, r.Checked, state)
-		for _, p := range r.Problems {
-			fmt.Fprintf(e.Stdout, "  %s\n", p)
-		}
-		problems += len(r.Problems)
-	}
-	if unchain > 0 {
-		fmt.Fprintf(e.Stdout, "%d signed events without a chain (written before audit chains)\n", unchain)
-	}
-	if problems > 0 {
-		return e.fail(ExitFailed, "the audit trail does not verify: %d problems", problems)
-	}
-	fmt.Fprintln(e.Stdout, "the audit trail verifies")
-	return ExitOK
+	tr.chains = chains.Check()
+	return &tr, ExitOK
 }
 
 // auditVerifier verifies audit events against the account that issued

@@ -111,7 +111,7 @@ func TestCompletionBash(t *testing.T) {
 		{"toolctl po", []string{"policy"}, nil},
 		{"toolctl ", []string{"call", "tools", "approvals", "completion", "version"}, nil},
 		{"toolctl --nats nats://x:4222 app", []string{"approvals"}, nil},
-		{"toolctl policy ", []string{"check", "lint", "default", "push", "amendments"}, nil},
+		{"toolctl policy ", []string{"check", "lint", "test", "default", "push", "amendments"}, nil},
 		{"toolctl policy check ", nil, []string{"lint"}},
 		{"toolctl call --f", []string{"--follow"}, nil},
 		{"toolctl creds --", []string{"--out", "--expires", "--nats", "--creds"}, nil},

@@ -22,7 +22,10 @@ import (
 func policyUsage() string {
 	return strings.Replace(policycli.Usage(), "usage:\n", "usage: toolctl policy COMMAND\n", 1) +
 		"  policy push FILE\n      validate FILE and make it the policy of every worker started without --policy\n" +
-		"  policy amendments list | revoke ID\n      the always-allow amendments people granted when approving\n"
+		"  policy amendments list | revoke ID\n      the always-allow amendments people granted when approving\n" +
+		"  policy replay FILE [--since DURATION] [--until TIME] [--agent GLOB] [--tool NAME] [--json] [--html FILE]\n" +
+		"      judge the audited calls again under FILE (the trail verified first) and print what would change;\n" +
+		"      exits 0 when nothing would, 6 when something would, 1 on errors\n"
 }
 
 // cmdPolicy: check and lint work on files (no bus); push stores a policy
@@ -35,6 +38,8 @@ func cmdPolicy(ctx context.Context, env *Env, args []string) int {
 	switch args[0] {
 	case "push":
 		return policyPush(ctx, env, args[1:])
+	case "replay":
+		return policyReplay(ctx, env, args[1:])
 	case "amendments":
 		amArgs := withNATS(args[1:], env.NATSURL)
 		if env.Creds != "" {

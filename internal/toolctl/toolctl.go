@@ -34,6 +34,9 @@ const (
 	// ExitWithdrawn: the call will not run: a person rejected it, no
 	// decision came before its deadline, or it was cancelled.
 	ExitWithdrawn = 5
+	// ExitChanged: toolctl policy replay found calls whose action the
+	// policy would change.
+	ExitChanged = 6
 	// ExitInterrupted: toolctl was interrupted (Ctrl-C, SIGTERM); a call
 	// it was waiting for is cancelled.
 	ExitInterrupted = 130
@@ -103,8 +106,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		{"budgets", "budget usage against the policy's limits [--agent A] [--session S]", cmdBudgets, []string{"toolctl budgets --agent agent-7"}},
 		{"session", "ID: a session's calls as a tree, each task call with its sub-agent's calls [--since D] [--json]", cmdSession,
 			[]string{"toolctl session SESSION_ID"}},
-		{"policy", "check | lint | default | push FILE | amendments: the policy gate", cmdPolicy, []string{
-			"toolctl policy default > policy.yaml", "toolctl policy lint policy.yaml",
+		{"policy", "check | lint | test | replay | default | push FILE | amendments: the policy gate", cmdPolicy, []string{
+			"toolctl policy default > policy.yaml", "toolctl policy lint policy.yaml", "toolctl policy test policy.yaml",
+			"toolctl policy replay policy.yaml --since 24h --html replay.html",
 			`toolctl policy check --policy policy.yaml --tool bash --args '{"command":"git push"}'`}},
 		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals, []string{
 			"toolctl approvals list", `toolctl approvals approve CALL_ID --comment "looks right"`}},
@@ -175,7 +179,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 	// path=x --nats URL`. policy check and audit have an --agent of
 	// their own (the agent judged, the agent whose calls are shown).
 	var own []string
-	if name == "policy" && fs.NArg() > 1 && fs.Arg(1) == "check" || name == "audit" || name == "budgets" {
+	if name == "policy" && fs.NArg() > 1 && (fs.Arg(1) == "check" || fs.Arg(1) == "replay") || name == "audit" || name == "budgets" {
 		own = []string{"agent"}
 	}
 	rest, err := takeGlobals(fs, fs.Args()[1:], own...)

@@ -48,6 +48,7 @@ func (w *Worker) auditExecution(in *events.Call, res events.ResultData, appr *ev
 	if gate != nil {
 		d := gate.data
 		a.DecidedBy, a.DecidedAt, a.TraceID, a.SpanID = d.DecidedBy, d.Time, d.TraceID, d.SpanID
+		a.Judged = d.Judged
 	}
 	w.countOutcome(context.Background(), &res)
 	agent, tool := tokenOr(in.Agent, "_"), tokenOr(res.Tool, "_")
@@ -69,6 +70,7 @@ func (w *Worker) auditDecision(ctx context.Context, in *events.Call, res *events
 	a := w.auditData(in, tool, in.Data.SessionID, deferredHash)
 	a.Kind, a.Status, a.DecidedBy, a.Resumed = events.AuditDecision, res.Status, []string{"policy"}, x.resumed
 	a.Decision = wireDecision(*d)
+	a.Judged = w.wireJudged(d.Judged)
 	a.Time = x.start.UTC()
 	a.DurationMS = max(time.Since(x.start).Milliseconds(), 0)
 	setTrace(&a, ctx)

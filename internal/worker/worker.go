@@ -81,6 +81,10 @@ type Config struct {
 	// ("finished before", on a redelivery or a resume); nil refuses
 	// every stored result.
 	Verifier *eventsig.Verifier
+	// Redact removes secrets from the gate's view of a call before the
+	// audit keeps it (the worker's redaction, knowing its credentials);
+	// the built-in secret formats are removed whatever it does.
+	Redact func(string) (string, []string)
 
 	// publishTimeout is how long a publish waits for its ack; default
 	// defaultPublishTimeout (tests shorten it).

@@ -192,6 +192,15 @@ func New(hooks []Hook, o Options) (*Chain, error) {
 // answers that are not verdicts) since the chain was made.
 func (ch *Chain) Failures(name string) int64 { return ch.counts.get(name) }
 
+// Redact removes the secrets the chain's redaction removes from outputs
+// from s, returning the kinds removed; without redaction s comes back.
+func (ch *Chain) Redact(s string) (string, []string) {
+	if ch == nil || ch.redactor == nil {
+		return s, nil
+	}
+	return ch.redactor.Redact(s)
+}
+
 // Empty reports whether the chain does nothing: no hooks, no redaction.
 func (ch *Chain) Empty() bool { return ch == nil || (len(ch.hooks) == 0 && ch.redactor == nil) }
 

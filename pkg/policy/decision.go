@@ -112,6 +112,9 @@ type Decision struct {
 	// the gate judged the command may read, write and execute: a sandbox
 	// that can enforce it grants the call exactly that.
 	Access *Access `json:"-"`
+	// Judged is the gate's view of the call (what it judged), for the
+	// audit trail; nil when the call cannot be judged again from one.
+	Judged *Judged `json:"-"`
 }
 
 // amendmentRule prefixes the rule of a decision an amendment made.

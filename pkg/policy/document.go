@@ -218,6 +218,7 @@ type Policy struct {
 	base     *layer
 	agents   []*overlay
 	budgets  []Budget
+	examples []Example
 }
 
 // Revision is a short sha256 of the document's bytes: it names the policy
@@ -243,6 +244,21 @@ var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(
 // rejected whole with a *ParseError that lists every problem with its line
 // and field; warnings report rules that can never match.
 func Parse(data []byte, source string) (*Policy, []Warning, error) {
+	return parse(data, source, true)
+}
+
+// ParseExamples parses a document as Parse does and judges its examples,
+// returning how each came out: the error is set only for problems of the
+// document itself, not for failing examples (which Parse rejects).
+func ParseExamples(data []byte, source string) (*Policy, []ExampleResult, []Warning, error) {
+	p, warns, err := parse(data, source, false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return p, p.RunExamples(), warns, nil
+}
+
+func parse(data []byte, source string, check bool) (*Policy, []Warning, error) {
 	if source == "" {
 		source = "policy"
 	}
@@ -271,6 +287,9 @@ func Parse(data []byte, source string) (*Policy, []Warning, error) {
 		default:
 			d.top(doc, p)
 		}
+	}
+	if len(d.problems) == 0 && check {
+		d.checkExamples(p)
 	}
 	if len(d.problems) > 0 {
 		sort.SliceStable(d.problems, func(i, j int) bool { return d.problems[i].Line < d.problems[j].Line })
@@ -503,9 +522,11 @@ func (d *decoder) top(n *yaml.Node, p *Policy) {
 			d.agents(f.value, p)
 		case "budgets":
 			d.budgets(f.value, p)
+		case "examples":
+			d.examples(f.value, f.raw, "", p)
 		default:
 			if !d.layerField(f, p.base, "") {
-				d.errf(f.kn, f.raw, "unknown field (expected version, default, enabled, allow, deny, ask, exec, tools, kinds, constraints, network, agents or budgets)")
+				d.errf(f.kn, f.raw, "unknown field (expected version, default, enabled, allow, deny, ask, exec, tools, kinds, constraints, network, agents, budgets or examples)")
 			}
 		}
 	}
@@ -862,8 +883,12 @@ func (d *decoder) agents(n *yaml.Node, p *Policy) {
 		}
 		o := &overlay{pattern: pat, line: f.kn.Line, layer: newLayer("agents." + pat + ".")}
 		for _, g := range d.fields(f.value, name) {
+			if g.key == "examples" {
+				d.examples(g.value, join(name, g.raw), pat, p)
+				continue
+			}
 			if !d.layerField(g, o.layer, name) {
-				d.errf(g.kn, join(name, g.raw), "unknown field (expected default, enabled, allow, deny, ask, exec, tools, kinds, constraints or network)")
+				d.errf(g.kn, join(name, g.raw), "unknown field (expected default, enabled, allow, deny, ask, exec, tools, kinds, constraints, network or examples)")
 			}
 		}
 		p.agents = append(p.agents, o)

@@ -82,6 +82,12 @@ type evaluation struct {
 	writeAny bool
 	writes   []string
 	outside  []string
+	// links are the paths resolved to another real path (Judged.Links);
+	// pins, when rejudging, are the resolutions recorded then.
+	links map[string]string
+	pins  map[string]string
+	// noAmend judges by the policy alone (Rejudge).
+	noAmend bool
 }
 
 // Evaluate judges req. It never panics and fails closed: anything that
@@ -90,28 +96,42 @@ func (g *Gate) Evaluate(ctx context.Context, req Request) (d Decision) {
 	p := g.pol.Load()
 	defer func() {
 		if r := recover(); r != nil {
-			d = Decision{Action: Deny, Reason: fmt.Sprintf("policy evaluation failed: %v", r), Rule: "builtin.fail_closed", Revision: p.revision}
+			d = failClosed(p, "policy evaluation failed: "+panicText(r))
 		}
 	}()
 	if err := ctx.Err(); err != nil {
-		return Decision{Action: Deny, Reason: "policy evaluation cancelled: " + err.Error(), Rule: "builtin.fail_closed", Revision: p.revision}
+		return failClosed(p, "policy evaluation cancelled: "+err.Error())
 	}
 	e := g.begin(p, req)
 	e.run()
 	return e.decide()
 }
 
-func (g *Gate) begin(p *Policy, req Request) *evaluation {
-	e := &evaluation{g: g, p: p, req: req, tool: CanonicalTool(req.Tool), kind: req.Kind, known: req.Known}
+// failClosed is the deny of an evaluation that could not finish.
+func failClosed(p *Policy, reason string) Decision {
+	return Decision{Action: Deny, Reason: reason, Rule: "builtin.fail_closed", Revision: p.revision}
+}
+
+func panicText(r any) string { return fmt.Sprint(r) }
+
+func (g *Gate) begin(p *Policy, req Request) *evaluation { return g.beginPinned(p, req, nil) }
+
+// beginPinned starts an evaluation whose path resolutions found in pins
+// are taken from it.
+func (g *Gate) beginPinned(p *Policy, req Request, pins map[string]string) *evaluation {
+	e := &evaluation{g: g, p: p, req: req, tool: CanonicalTool(req.Tool), kind: req.Kind, known: req.Known, pins: pins}
 	if e.kind == "" {
 		if k, ok := BuiltinKind(e.tool); ok && req.Known {
 			e.kind = k
 		}
 	}
 	e.layers = p.layersFor(req.Agent)
-	if req.Workspace != "" {
+	if real, ok := pins[req.Workspace]; ok && req.Workspace != "" {
+		e.ws, e.wsSegs = real, splitFolded(real)
+	} else if req.Workspace != "" {
 		if ws, err := g.rootOf(req.Workspace); err == nil {
 			e.ws, e.wsSegs = ws.real, ws.segs
+			e.recordLink(req.Workspace, ws.real)
 		}
 	}
 	return e
@@ -187,7 +207,7 @@ func (e *evaluation) decide() Decision {
 		d.Paths = e.paths
 		d.Programs = e.programs
 	}
-	if d.Action == Ask && e.known {
+	if d.Action == Ask && e.known && !e.noAmend {
 		a, rest := e.amendment()
 		if rest != nil && rest.action == Ask {
 			d.Reason, d.Rule, d.Offending = rest.reason, rest.rule, rest.offending
@@ -208,6 +228,7 @@ func (e *evaluation) decide() Decision {
 	if e.hasRendered && d.Action != Deny {
 		d.Access = e.access()
 	}
+	d.Judged = e.judged()
 	e.limits(&d)
 	return d
 }

@@ -13,7 +13,19 @@ import (
 
 // resolve resolves an absolute path, starting from the resolved workspace
 // when the path lies under the workspace as given.
+// Rejudging, a resolution recorded then (pins) is taken as it was.
 func (e *evaluation) resolve(abs string) (string, error) {
+	if real, ok := e.pins[abs]; ok {
+		return real, nil
+	}
+	real, err := e.resolveNow(abs)
+	if err == nil {
+		e.recordLink(abs, real)
+	}
+	return real, err
+}
+
+func (e *evaluation) resolveNow(abs string) (string, error) {
 	if ws := e.req.Workspace; e.ws != "" && len(abs) > len(ws) && strings.HasPrefix(abs, ws) && abs[len(ws)] == '/' {
 		return resolveFrom(e.ws, abs[len(ws)+1:])
 	}
