@@ -96,7 +96,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 			"toolctl call bash command='go test ./...' --follow",
 			`toolctl call --json '{"path":"README.md","limit":3}' read`}},
 		{"tools", "list the tools the workers offer", cmdTools, []string{"toolctl tools", "toolctl tools --format openai"}},
-		{"events", "print results, domain and audit events (--follow to keep going)", cmdEvents, []string{"toolctl events --follow"}},
+		{"events", "print results, domain and audit events (--follow: the stored ones first, then new ones; --new: new ones only)", cmdEvents, []string{"toolctl events --follow", "toolctl events --new"}},
 		{"audit", "print the audit trail: decisions and executions [--follow] [--agent A] [--tool T] [--since D]", cmdAudit,
 			[]string{"toolctl audit --tool bash --since 1h"}},
 		{"cancel", "CALL_ID: cancel a call of the agent, queued, parked or running", cmdCancel, []string{"toolctl cancel CALL_ID"}},
