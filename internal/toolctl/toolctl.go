@@ -108,7 +108,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 			`toolctl policy check --policy policy.yaml --tool bash --args '{"command":"git push"}'`}},
 		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals, []string{
 			"toolctl approvals list", `toolctl approvals approve CALL_ID --comment "looks right"`}},
-		{"creds", "agent|approver|admin|worker|tool|hook NAME... [--out FILE|-] [--out-dir DIR] | token AGENT: mint .creds files (0600) or a bearer token", cmdCreds,
+		{"creds", "agent|approver|admin|worker|tool|hook NAME... [--out FILE|-] [--out-dir DIR] | token AGENT | login PERSON...: mint .creds files (0600), a bearer token or approver logins", cmdCreds,
 			[]string{"toolctl creds agent agent-7 --expires 24h", "toolctl creds agent a1 a2 a3 --out-dir DIR", "toolctl creds token claude-code"}},
 		{"nats-config", "[--out DIR]: auth.conf for every nats-server node, and worker/approver/admin creds", cmdNATSConfig,
 			[]string{"toolctl nats-config --out DIR"}},
