@@ -1,11 +1,9 @@
 package test
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 )
 
@@ -15,18 +13,7 @@ import (
 // build from a git archive of the commit (a release's source download,
 // no repository to read) reports that commit, from archive.txt.
 func TestVersionWithoutVCSStamp(t *testing.T) {
-	git, err := exec.LookPath("git")
-	if err != nil {
-		t.Skip("git is not installed")
-	}
-	head, err := exec.Command(git, "rev-parse", "HEAD").Output()
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("git rev-parse HEAD: %v (CI runs in a clone)", err)
-		}
-		t.Skipf("not in a git clone: %v", err)
-	}
-	rev := strings.TrimSpace(string(head))
+	git, rev := gitHead(t)
 	build := func(dir, out string, names ...string) {
 		t.Helper()
 		args := []string{"build", "-trimpath", "-buildvcs=false", "-o", out + "/"}
@@ -60,7 +47,7 @@ func TestVersionWithoutVCSStamp(t *testing.T) {
 
 	// The commit's git archive, built where no repository is.
 	src := t.TempDir()
-	archive := exec.Command("sh", "-c", `git archive --format=tar HEAD | tar -x -C "$1"`, "sh", src)
+	archive := exec.Command("sh", "-c", `"$1" archive --format=tar HEAD | tar -x -C "$2"`, "sh", git, src)
 	archive.Dir = ".." // the whole tree, not this directory's
 	if b, err := archive.CombinedOutput(); err != nil {
 		t.Fatalf("git archive: %v\n%s", err, b)
