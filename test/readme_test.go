@@ -121,8 +121,8 @@ var readmeSteps = map[string]readmeStep{
 
 // readmeExempt are README commands the test does not run, and why.
 var readmeExempt = map[string]string{
-	"go test ./...":                    "the test suite itself",
-	"cd test/browser && go test ./...": "the browser tests, run by .ci/run",
+	"go test -timeout 30m ./...":                    "the test suite itself",
+	"cd test/browser && go test -timeout 15m ./...": "the browser tests, run by .ci/run",
 }
 
 // readmeInstall is the README's install line: the test runs it first,

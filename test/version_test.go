@@ -14,18 +14,7 @@ import (
 // that each reports the commit it was built from: worker --version,
 // approver --version, toolctl --version and toolctl version.
 func TestBinariesReportTheirBuild(t *testing.T) {
-	git, err := exec.LookPath("git")
-	if err != nil {
-		t.Skip("git is not installed")
-	}
-	head, err := exec.Command(git, "rev-parse", "HEAD").Output()
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("git rev-parse HEAD: %v (CI runs in a clone)", err)
-		}
-		t.Skipf("not in a git clone: %v", err)
-	}
-	rev := strings.TrimSpace(string(head))
+	git, rev := gitHead(t)
 	top, err := exec.Command(git, "rev-parse", "--show-toplevel").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -56,4 +45,22 @@ func TestBinariesReportTheirBuild(t *testing.T) {
 			t.Fatalf("%v printed %q: want program %s, commit %s and a build date", args, out, args[0], rev)
 		}
 	}
+}
+
+// gitHead is git's path and the commit checked out; without git, or
+// outside a clone, the test skips (fails under CI, which runs in a clone).
+func gitHead(t *testing.T) (git, rev string) {
+	t.Helper()
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git is not installed")
+	}
+	head, err := exec.Command(git, "rev-parse", "HEAD").Output()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("git rev-parse HEAD: %v (CI runs in a clone)", err)
+		}
+		t.Skipf("not in a git clone: %v", err)
+	}
+	return git, strings.TrimSpace(string(head))
 }

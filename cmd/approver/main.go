@@ -41,6 +41,8 @@ func main() {
 	fs.StringVar(&o.Creds, "creds", os.Getenv("TOOLGATE_CREDS"), "approver credentials (.creds, role approver): it connects with them and signs decisions with their key (env TOOLGATE_CREDS; default minted from the state directory's keys)")
 	fs.StringVar(&o.Name, "name", "", "service name in events (default host name)")
 	fs.StringVar(&o.PublicURL, "public-url", "", "URL people reach the page at, for links in notifications (default http://<listen>)")
+	fs.StringVar(&o.SecureCookie, "secure-cookie", approver.SecureCookieAuto, "mark the session cookie Secure: auto (when the request came over TLS, or through a trusted proxy saying https: X-Forwarded-Proto or Forwarded), always, never")
+	proxies := fs.String("trusted-proxies", "", "comma-separated addresses and CIDR prefixes of the proxies whose X-Forwarded-Proto/Forwarded headers count (default loopback and private networks: 127.0.0.0/8,::1,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7)")
 	fs.Var(&hooks, "webhook", "URL notified of every approval request with signed JSON (repeatable)")
 	fs.StringVar(&o.WebhookSecretFile, "webhook-secret-file", "", "file holding the HMAC-SHA256 secret of --webhook deliveries")
 	fs.Var(&slack, "slack-webhook", "Slack incoming-webhook URL for messages with Approve/Reject buttons (repeatable)")
@@ -77,6 +79,16 @@ func main() {
 	o.Logger = logger
 	o.Out = telemetry.Lines(*logFormat, os.Stdout, logger) // --log-format json: every line JSON
 	o.Webhooks, o.SlackWebhooks = hooks, slack
+	if *proxies != "" {
+		if o.TrustedProxies, err = approver.ParseProxies(*proxies); err != nil {
+			fmt.Fprintln(os.Stderr, "approver: --trusted-proxies:", err)
+			os.Exit(2)
+		}
+	}
+	if _, err := approver.ParseSecureCookie(o.SecureCookie); err != nil {
+		fmt.Fprintln(os.Stderr, "approver: --secure-cookie:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := approver.Serve(ctx, o); err != nil {

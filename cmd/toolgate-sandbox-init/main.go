@@ -7,15 +7,27 @@
 // root or the worker's user, writable by no one else, in a directory the
 // same holds for), or sees it fail its start-up probe runs its own
 // binary in its place, at the cost of a larger program's start.
+//
+// internal/sandboxinit does the work in its init, which returns only for
+// --version, answered here: the packages that read the build information
+// (fmt, os, runtime/debug) are initialised after that init (Go
+// initialises packages in import-path order as soon as their imports
+// are), so a sandboxed call's start does not pay for them.
 package main
 
 import (
+	"fmt"
 	"os"
 
 	_ "github.com/toolgate/toolgate/pkg/sandboxinit" // does the work in its init, under its name
+	"github.com/toolgate/toolgate/internal/version"
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println(version.Get().String("toolgate-sandbox-init"))
+		return
+	}
 	os.Stderr.WriteString("toolgate-sandbox-init: run by the bash tool inside its sandbox, under the name toolgate-sandbox-init\n")
 	os.Exit(2)
 }

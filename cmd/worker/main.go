@@ -61,6 +61,7 @@ func main() {
 	fs.BoolVar(&o.MCPInsecureLoopback, "mcp-insecure-loopback", false, "serve --mcp-listen on a loopback address WITHOUT authentication, every request as --mcp-agent (any local user may call tools)")
 	fs.StringVar(&o.MCPApprover, "mcp-approver", os.Getenv("TOOLGATE_APPROVER"), "approver URL named in MCP messages of parked calls (env TOOLGATE_APPROVER; default http://127.0.0.1:8470)")
 	fs.StringVar(&o.SearchURL, "search-url", os.Getenv("TOOLGATE_SEARCH_URL"), "base URL of the Tavily-compatible search API web_search posts to (env TOOLGATE_SEARCH_URL; default https://api.tavily.com); its key is read from TAVILY_API_KEY")
+	fs.Usage = func() { usage(fs) }
 	if slices.ContainsFunc(os.Args[1:], func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
 		fs.SetOutput(os.Stdout) // help asked for is the output, not an error
 	}
@@ -103,4 +104,33 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// usage is worker --help: what the worker does, its flags, examples.
+func usage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprint(w, `usage: worker [FLAGS]
+
+worker takes agents' tool calls from NATS JetStream, validates them, asks
+the policy gate (allow, ask a person, deny), runs them confined to the
+workspace (bash in a bubblewrap sandbox) and publishes signed results and
+audit events. With no --nats it starts an embedded NATS server with
+JetStream (--listen, --data) only this install's users can reach; keys and
+credentials are made at first start in the state directory
+($XDG_STATE_HOME/toolgate). It runs until SIGINT or SIGTERM, letting
+running calls finish (--shutdown-grace).
+
+flags:
+`)
+	fs.PrintDefaults()
+	fmt.Fprint(w, `examples:
+  worker                                   # embedded NATS, tools confined to the current directory
+  worker --workspace ~/src/app --policy policy.yaml
+  worker --nats nats://node-a:4222,nats://node-b:4222 --creds worker.creds --replicas 3
+  worker --metrics-listen 127.0.0.1:9464   # /metrics, /healthz, /readyz
+  worker --mcp-listen 127.0.0.1:8471       # the tools as an MCP server over Streamable HTTP
+  worker --mcp-config mcp.json             # add the tools of MCP servers (Claude Code's mcpServers format)
+  worker --version
+then, from another terminal: toolctl call bash command='git status'
+`)
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
@@ -56,6 +57,14 @@ type Config struct {
 	// DecisionWait is how long a decision request waits for a worker to
 	// record it before answering 202; default 5s.
 	DecisionWait time.Duration
+	// SecureCookie says when the session cookie is marked Secure:
+	// SecureCookieAuto (the default, also for empty), SecureCookieAlways,
+	// SecureCookieNever.
+	SecureCookie string
+	// TrustedProxies are the peers whose X-Forwarded-Proto or Forwarded
+	// header says whether the client used HTTPS (SecureCookieAuto); nil:
+	// DefaultTrustedProxies.
+	TrustedProxies []netip.Prefix
 	// SessionTTL is how long a login lasts; default 12h.
 	SessionTTL time.Duration
 	// History is how many decided calls the page shows; default 50.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,12 @@ type Options struct {
 	// PublicURL is the page's URL as people reach it (for links in
 	// notifications); default http://<Listen>.
 	PublicURL string
+	// SecureCookie says when the session cookie is marked Secure: auto
+	// (default), always, never (Config.SecureCookie).
+	SecureCookie string
+	// TrustedProxies are the peers whose proxy headers count
+	// (Config.TrustedProxies); nil: DefaultTrustedProxies.
+	TrustedProxies []netip.Prefix
 	// Webhooks receive generic JSON notifications.
 	Webhooks []string
 	// WebhookSecretFile holds the HMAC secret for generic webhooks.
@@ -124,7 +131,11 @@ func Serve(ctx context.Context, o Options) error {
 		defer cancel()
 		_ = tel.Shutdown(sctx)
 	}()
-	cfg := Config{Name: o.Name, Tokens: tokens, Logger: o.Logger, Telemetry: tel}
+	secure, err := ParseSecureCookie(o.SecureCookie)
+	if err != nil {
+		return err
+	}
+	cfg := Config{Name: o.Name, Tokens: tokens, Logger: o.Logger, Telemetry: tel, SecureCookie: secure, TrustedProxies: o.TrustedProxies}
 	secret := func(path, what string) (string, error) {
 		if path == "" {
 			return "", nil

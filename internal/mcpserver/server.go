@@ -12,6 +12,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,11 @@ const (
 	DefaultCallWait    = 15 * time.Minute
 	DefaultRefresh     = 30 * time.Second
 	DefaultApproverURL = "http://127.0.0.1:8470"
+	// DefaultPendingAfter is how long the request of a parked call that
+	// asked for no progress waits for people before it is answered
+	// pending: well within the request timeouts of MCP clients (the
+	// TypeScript SDK's 60 s, the Python SDK's 30 s of HTTP).
+	DefaultPendingAfter = 20 * time.Second
 	// heartbeat is how often a parked call reminds the client it waits.
 	heartbeat = 10 * time.Second
 )
@@ -50,6 +56,14 @@ type Options struct {
 	// CallWait bounds how long one tools/call waits for its result,
 	// approvals included; default DefaultCallWait.
 	CallWait time.Duration
+	// PendingAfter is how long a tools/call whose call parked waits for
+	// people's decision before it is answered, not an error, with
+	// _meta["toolgate/status"] = "pending", the call id and how to collect
+	// the result (StatusTool), when the client sent no progress token:
+	// such a client cannot be kept waiting by notifications, and would
+	// time the request out. Default DefaultPendingAfter. A client that
+	// sent a progress token waits up to CallWait, told every 10 s.
+	PendingAfter time.Duration
 	// Refresh is how often the tool list is fetched again even without
 	// events; default DefaultRefresh.
 	Refresh time.Duration
@@ -83,6 +97,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Refresh <= 0 {
 		o.Refresh = DefaultRefresh
+	}
+	if o.PendingAfter <= 0 {
+		o.PendingAfter = DefaultPendingAfter
 	}
 	if o.Version == "" {
 		o.Version = "dev"
@@ -247,9 +264,20 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	wctx, cancelCall := context.WithTimeout(context.WithoutCancel(ctx), s.o.CallWait)
 	var parked parkState
 	var hbOnce sync.Once
+	// A client that asked for no progress hears of a parked call when
+	// PendingAfter passes: it is answered pending.
+	pendingAfter := make(chan events.ResultData, 1)
 	opts := []client.CallOption{
 		client.OnPending(func(r events.ResultData) {
 			parked.set()
+			if p == nil {
+				time.AfterFunc(s.o.PendingAfter, func() {
+					select {
+					case pendingAfter <- r:
+					default:
+					}
+				})
+			}
 			msg := s.parkedMessage(r)
 			s.o.Logger.Info("mcp: call parked", "call_id", r.CallID, "tool", r.Tool, "agent", r.Agent)
 			p.send(ctx, msg)
@@ -277,6 +305,10 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	var o outcome
 	select {
 	case o = <-done:
+	case r := <-pendingAfter:
+		// The call stays parked; the answer says how to collect it.
+		s.o.Logger.Info("mcp: answered pending; the call stays parked", "call_id", r.CallID, "tool", r.Tool)
+		return s.pendingResult(r, ""), nil
 	case <-ctx.Done():
 		if parked.get() {
 			// The call stays parked; StatusTool collects it.
@@ -348,13 +380,19 @@ func (s *Server) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	case err == nil && r.Status.Final():
 		return result(r), nil
 	case err == nil:
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s.parkedMessage(*r) + "; ask again later"}},
-			Meta: mcp.Meta{"toolgate/call_id": r.CallID, "toolgate/status": string(r.Status)}}, nil
+		return s.pendingResult(*r, "; ask again later"), nil
 	case errors.Is(err, client.ErrNoResult):
 		return errorResult(fmt.Sprintf("no result of call %s yet: it is still queued or running, or it is not a call of agent %s", in.CallID, s.o.Client.Agent())), nil
 	default:
 		return errorResult("toolgate could not read the call's result: " + err.Error()), nil
 	}
+}
+
+// pendingResult answers a call that waits for people: not an error, its
+// id and status (pending) in _meta, and how to collect its result.
+func (s *Server) pendingResult(r events.ResultData, suffix string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s.parkedMessage(r) + suffix}},
+		Meta: mcp.Meta{"toolgate/call_id": r.CallID, "toolgate/status": string(cmp.Or(r.Status, events.StatusPending))}}
 }
 
 func (s *Server) parkedMessage(r events.ResultData) string {

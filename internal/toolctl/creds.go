@@ -2,11 +2,17 @@ package toolctl
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nkeys"
 	"golang.org/x/sys/unix"
@@ -29,6 +35,7 @@ func cmdCreds(_ context.Context, env *Env, args []string) int {
 	fs.Usage = func() {
 		fmt.Fprintln(env.Stderr, "usage: toolctl creds agent|approver|admin|worker|tool|hook NAME... [--out FILE|-] [--out-dir DIR] [--expires DURATION]")
 		fmt.Fprintln(env.Stderr, "       toolctl creds token AGENT [--out FILE|-]")
+		fmt.Fprintln(env.Stderr, "       toolctl creds login PERSON... [--out FILE|-]")
 		fmt.Fprintln(env.Stderr, "       toolctl creds revoke FILE|USER_PUBLIC_KEY|ROLE NAME")
 		fmt.Fprintln(env.Stderr, "  writes a NATS .creds file (a secret, mode 0600) issued by this install's account of the role (agents, or toolgate),")
 		fmt.Fprintln(env.Stderr, "  by default to <state dir>/creds/ROLE-NAME.creds (the path is printed);")
@@ -37,6 +44,9 @@ func cmdCreds(_ context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stderr, "  a hook's lets a tool hook service answer on toolgate.hook.NAME and nothing else.")
 		fmt.Fprintln(env.Stderr, "  token: a bearer token of AGENT for the HTTP faces (worker --mcp-listen, toolctl hook serve);")
 		fmt.Fprintln(env.Stderr, "  only its hash is kept (<state dir>/tokens), minting again replaces it.")
+		fmt.Fprintln(env.Stderr, "  login: a login token of each PERSON for the approver's page, as `<person> <token>` lines of the")
+		fmt.Fprintln(env.Stderr, "  approver's --token-file (default <state dir>/creds/approver-tokens); other people's lines are kept,")
+		fmt.Fprintln(env.Stderr, "  PERSON's previous token is replaced.")
 		fmt.Fprintln(env.Stderr, "  revoke: the embedded server refuses them from its next start; a cluster once it")
 		fmt.Fprintln(env.Stderr, "  loads the auth.conf that toolctl nats-config writes afterwards")
 		fs.PrintDefaults()
@@ -71,7 +81,7 @@ func cmdCreds(_ context.Context, env *Env, args []string) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	if len(names) > 1 && *outDir == "" {
+	if len(names) > 1 && *outDir == "" && kind != "login" {
 		return env.fail(ExitUsage, "creds: several names want --out-dir DIR (one NAME.creds each)")
 	}
 	if *out != "" && *outDir != "" {
@@ -82,6 +92,12 @@ func cmdCreds(_ context.Context, env *Env, args []string) int {
 			return env.fail(ExitUsage, "%v", err)
 		}
 	}
+	if kind == "login" {
+		if *outDir != "" || *expires != 0 {
+			return env.fail(ExitUsage, "creds login: PERSON..., with --out FILE|- at most")
+		}
+		return mintLogins(env, names, *out)
+	}
 	if kind == "token" || kind == "mcp-token" {
 		if len(names) != 1 || *outDir != "" || *expires != 0 {
 			return env.fail(ExitUsage, "creds token: one AGENT, with --out FILE|- at most")
@@ -90,7 +106,7 @@ func cmdCreds(_ context.Context, env *Env, args []string) int {
 	}
 	role, err := identity.ParseRole(kind)
 	if err != nil {
-		return env.fail(ExitUsage, "%v (or token)", err)
+		return env.fail(ExitUsage, "%v (or token, login)", err)
 	}
 	if *out == "-" && !stdoutSafe(env) {
 		return env.fail(ExitUsage, "creds: --out - would print a secret to a terminal; give --out FILE, or redirect standard output to a file")
@@ -146,6 +162,59 @@ func mintToken(env *Env, agent, out string) int {
 	if written != "" {
 		fmt.Fprintf(env.Stderr, "toolctl: wrote a bearer token of agent %q to %s (mode 0600); it replaces the agent's previous token; clients send Authorization: Bearer <the file's content>\n", agent, written)
 	}
+	return ExitOK
+}
+
+// mintLogins writes a new login token for each person into the approver's
+// token file out (`<person> <token>` lines, mode 0600), keeping the lines
+// of other people and comments, replacing the persons' previous lines.
+func mintLogins(env *Env, people []string, out string) int {
+	if out == "-" && !stdoutSafe(env) {
+		return env.fail(ExitUsage, "creds login: --out - would print a secret to a terminal; give --out FILE, or redirect standard output to a file")
+	}
+	if out == "" {
+		state, err := identity.StateDir()
+		if err != nil {
+			return env.fail(ExitFailed, "%v", err)
+		}
+		dir := filepath.Join(state, "creds")
+		if err := secretDir(dir); err != nil {
+			return env.fail(ExitFailed, "%v", err)
+		}
+		out = filepath.Join(dir, "approver-tokens")
+	}
+	var kept []string
+	if out != "-" {
+		old, err := os.ReadFile(out)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return env.fail(ExitFailed, "creds login: %v", err)
+		}
+		for _, l := range strings.Split(strings.TrimRight(string(old), "\n"), "\n") {
+			if f := strings.Fields(l); l != "" && (len(f) == 0 || !slices.Contains(people, f[0])) {
+				kept = append(kept, l)
+			}
+		}
+	}
+	if len(kept) == 0 {
+		kept = append(kept, "# approver tokens: <identity> <token>, one per line")
+	}
+	for _, p := range people {
+		tok := make([]byte, 24)
+		if _, err := rand.Read(tok); err != nil {
+			return env.fail(ExitFailed, "creds login: %v", err)
+		}
+		kept = append(kept, p+" "+base64.RawURLEncoding.EncodeToString(tok))
+	}
+	b := []byte(strings.Join(kept, "\n") + "\n")
+	if out == "-" {
+		_, _ = env.Stdout.Write(b)
+		return ExitOK
+	}
+	if err := writeSecret(out, b); err != nil {
+		return env.fail(ExitFailed, "creds login: %v", err)
+	}
+	fmt.Fprintf(env.Stderr, "toolctl: wrote login tokens of %s to %s (mode 0600): the approver's --token-file; each person logs in with the token on their line\n",
+		strings.Join(people, ", "), out)
 	return ExitOK
 }
 

@@ -28,9 +28,11 @@ type EventLine struct {
 }
 
 func cmdEvents(ctx context.Context, env *Env, args []string) int {
-	fs := env.flagSet("events", "usage: toolctl events [--since D] [--follow] [--json]\nprints the stored events oldest first, then (with --follow) new ones as they come")
-	follow := fs.Bool("follow", false, "keep printing new events (and live progress) until interrupted")
-	since := fs.Duration("since", 15*time.Minute, "start with events stored this long ago")
+	fs := env.flagSet("events", "usage: toolctl events [--since D] [--follow | --new] [--json]\n"+
+		"prints the events stored in the last --since (15m) oldest first; with --follow it first replays those, then prints new ones as they come; with --new only events from now on")
+	follow := fs.Bool("follow", false, "replay the stored events of the last --since first, then keep printing new events (and live progress) until interrupted")
+	newOnly := fs.Bool("new", false, "skip the stored events: print only events from now on (and live progress) until interrupted")
+	since := fs.Duration("since", 15*time.Minute, "start with events stored this long ago (not with --new)")
 	asJSON := fs.Bool("json", false, "print one JSON object per event")
 	words, err := parseFlags(fs, args)
 	if err != nil {
@@ -39,6 +41,10 @@ func cmdEvents(ctx context.Context, env *Env, args []string) int {
 	if len(words) > 0 {
 		return env.fail(ExitUsage, "events: unexpected argument %q", words[0])
 	}
+	if *newOnly && *follow {
+		return env.fail(ExitUsage, "events: --new and --follow: choose one (--follow replays the stored events first, --new skips them)")
+	}
+	*follow = *follow || *newOnly
 	nc, js, code := env.jetStream()
 	if js == nil {
 		return code
@@ -73,9 +79,11 @@ func cmdEvents(ctx context.Context, env *Env, args []string) int {
 	)
 	errs := make(chan error, len(eventStreams))
 	for i, name := range eventStreams {
-		cons, err := js.OrderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{
-			DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start,
-		})
+		cc := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start}
+		if *newOnly {
+			cc = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy}
+		}
+		cons, err := js.OrderedConsumer(ctx, name, cc)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue // nothing provisioned yet
 		}
@@ -119,6 +127,12 @@ func cmdEvents(ctx context.Context, env *Env, args []string) int {
 		sub, err := nc.Subscribe(events.SubjectProgress, func(m *nats.Msg) { print(m.Subject, m.Header, m.Data) })
 		if err == nil {
 			defer sub.Unsubscribe()
+		}
+		// Where the replay ends, on stderr (stdout stays events only).
+		if *newOnly {
+			fmt.Fprintln(env.Stderr, "events: printing new events as they come (Ctrl-C stops)")
+		} else {
+			fmt.Fprintf(env.Stderr, "events: replayed %d stored events of the last %s; printing new ones as they come (Ctrl-C stops)\n", len(stored), *since)
 		}
 	}
 	wg.Wait()

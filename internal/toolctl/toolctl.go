@@ -99,7 +99,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 			"toolctl call bash command='go test ./...' --follow",
 			`toolctl call --json '{"path":"README.md","limit":3}' read`}},
 		{"tools", "list the tools the workers offer", cmdTools, []string{"toolctl tools", "toolctl tools --format openai"}},
-		{"events", "print results, domain and audit events (--follow to keep going)", cmdEvents, []string{"toolctl events --follow"}},
+		{"events", "print results, domain and audit events (--follow: the stored ones first, then new ones; --new: new ones only)", cmdEvents, []string{"toolctl events --follow", "toolctl events --new"}},
 		{"audit", "print the audit trail: decisions and executions [--follow] [--agent A] [--tool T] [--since D]", cmdAudit,
 			[]string{"toolctl audit --tool bash --since 1h"}},
 		{"cancel", "CALL_ID: cancel a call of the agent, queued, parked or running", cmdCancel, []string{"toolctl cancel CALL_ID"}},
@@ -112,7 +112,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 			`toolctl policy check --policy policy.yaml --tool bash --args '{"command":"git push"}'`}},
 		{"approvals", "list | show | approve | reject | answer: calls waiting for people", cmdApprovals, []string{
 			"toolctl approvals list", `toolctl approvals approve CALL_ID --comment "looks right"`}},
-		{"creds", "agent|approver|admin|worker|tool|hook NAME... [--out FILE|-] [--out-dir DIR] | token AGENT: mint .creds files (0600) or a bearer token", cmdCreds,
+		{"creds", "agent|approver|admin|worker|tool|hook NAME... [--out FILE|-] [--out-dir DIR] | token AGENT | login PERSON...: mint .creds files (0600), a bearer token or approver logins", cmdCreds,
 			[]string{"toolctl creds agent agent-7 --expires 24h", "toolctl creds agent a1 a2 a3 --out-dir DIR", "toolctl creds token claude-code"}},
 		{"nats-config", "[--out DIR]: auth.conf for every nats-server node, and worker/approver/admin creds", cmdNATSConfig,
 			[]string{"toolctl nats-config --out DIR"}},

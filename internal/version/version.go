@@ -4,15 +4,29 @@
 // (runtime/debug.ReadBuildInfo). `go install
 // github.com/toolgate/toolgate/cmd/worker@v1.2.3` therefore reports
 // v1.2.3 with no -ldflags; a binary built in a clone reports the commit it
-// was built from (the toolchain stamps vcs.revision unless -buildvcs=false).
+// was built from (the toolchain stamps vcs.revision unless -buildvcs=false;
+// at a tag, since Go 1.24, the tag as its version). A build from a source
+// archive made by git archive (a release's "source code" download), where
+// the toolchain has no repository to read, reports what git wrote into
+// archive.txt (export-subst in .gitattributes): the commit, its date and
+// the tag. A build with neither says so, and which module it is.
 package version
 
 import (
+	_ "embed"
 	"fmt"
+	"regexp"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 )
+
+// archive is archive.txt: "$Format:...$" in a clone; in a git archive,
+// "<commit> <commit date> <git describe --tags>".
+//
+//go:embed archive.txt
+var archive string
 
 // Info describes one build.
 type Info struct {
@@ -29,7 +43,18 @@ type Info struct {
 	Modified bool `json:"modified,omitempty"`
 	// Go is the toolchain that built the binary.
 	Go string `json:"go"`
+	// Module is the main module's path (github.com/toolgate/toolgate).
+	Module string `json:"module,omitempty"`
+	// Source is where Commit came from: "vcs" (the toolchain read the
+	// repository), "archive" (git archive wrote it), empty (unknown).
+	Source string `json:"source,omitempty"`
 }
+
+// Sources of the commit (Info.Source).
+const (
+	SourceVCS     = "vcs"
+	SourceArchive = "archive"
+)
 
 // Devel is the version of a build with no module version.
 const Devel = "(devel)"
@@ -43,7 +68,7 @@ var (
 func Get() Info {
 	once.Do(func() {
 		bi, ok := debug.ReadBuildInfo()
-		info = FromBuildInfo(bi, ok)
+		info = FromArchive(FromBuildInfo(bi, ok), archive)
 	})
 	return info
 }
@@ -58,6 +83,7 @@ func FromBuildInfo(bi *debug.BuildInfo, ok bool) Info {
 	if v := bi.Main.Version; v != "" {
 		i.Version = v
 	}
+	i.Module = bi.Main.Path
 	if bi.GoVersion != "" {
 		i.Go = bi.GoVersion
 	}
@@ -70,6 +96,29 @@ func FromBuildInfo(bi *debug.BuildInfo, ok bool) Info {
 		case "vcs.modified":
 			i.Modified = s.Value == "true"
 		}
+	}
+	if i.Commit != "" {
+		i.Source = SourceVCS
+	}
+	return i
+}
+
+// exactTag is a release tag as git describe prints it at the tag itself
+// (v1.2.3, v1.2.3-rc.1), not past it (v1.2.3-4-g0123abc).
+var exactTag = regexp.MustCompile(`^v\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$`)
+
+// FromArchive completes i, which has no commit, from archive.txt's text
+// as git archive substituted it: the commit, its date, and the tag as the
+// version when the commit is the tag's. i with a commit, or text not
+// substituted (a clone's), leaves i as it is.
+func FromArchive(i Info, text string) Info {
+	f := strings.Fields(text)
+	if i.Commit != "" || len(f) < 2 || strings.HasPrefix(text, "$Format") || len(f[0]) < 40 {
+		return i
+	}
+	i.Commit, i.Date, i.Source = f[0], f[1], SourceArchive
+	if len(f) > 2 && i.Version == Devel && exactTag.MatchString(f[2]) && !regexp.MustCompile(`-\d+-g[0-9a-f]+$`).MatchString(f[2]) {
+		i.Version = f[2]
 	}
 	return i
 }
@@ -98,6 +147,15 @@ func (i Info) Short() string {
 // with "commit unknown" and "built unknown" when the toolchain recorded
 // neither.
 func (i Info) String(program string) string {
+	if i.Commit == "" && i.Version == Devel {
+		// Nothing says which commit: say what is known and why.
+		mod := i.Module
+		if mod == "" {
+			mod = "an unknown module"
+		}
+		return fmt.Sprintf("%s %s from %s source without version control information (built with -buildvcs=false, or outside a git clone and a git archive) %s",
+			program, i.Version, mod, i.Go)
+	}
 	commit, date := i.Commit, i.Date
 	if commit == "" {
 		commit = "unknown"

@@ -15,8 +15,8 @@ func init() {
 	if err != nil {
 		fail(err)
 	}
-	if args == nil {
-		return
+	if args == nil || isVersion(args) {
+		return // not the sandbox's first program, or asked its version: main answers
 	}
 	fail(run(args[1:]))
 }
@@ -118,6 +118,11 @@ func wrap(msg string, err error) error {
 	}
 	return &initError{msg: msg, err: err}
 }
+
+// isVersion reports whether args ask the program's version and nothing
+// else (toolgate-sandbox-init --version): main prints it, with the build
+// information this package does not import the means to read.
+func isVersion(args []string) bool { return len(args) == 2 && args[1] == "--version" }
 
 // isName reports whether arg0 runs this program under [Name].
 func isName(arg0 string) bool { return arg0 == Name || hasSuffix(arg0, "/"+Name) }

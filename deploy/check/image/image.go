@@ -1,8 +1,12 @@
 // Package image builds toolgate's container images without a Docker
-// daemon or a registry: the worker's base is assembled from Debian
-// packages (apt-get download, then dpkg-deb -x: bubblewrap, git, ripgrep,
-// bash and the userland a sandboxed command expects, with their
-// dependencies), the binaries are built static (CGO_ENABLED=0), and
+// daemon or a registry: the worker's base is a Debian system installed
+// the way debootstrap installs one (apt-get download; dpkg-deb -x, so
+// that the root holds a working dpkg; then dpkg --install of every
+// package in that root, under bwrap, so that every maintainer script
+// runs: the /bin/sh link, the alternatives (awk, which), the CA bundle,
+// the dpkg status database scanners read), holding bubblewrap, git,
+// ripgrep, bash, dash and the userland a sandboxed command expects with
+// their dependencies; the binaries are built static (CGO_ENABLED=0), and
 // go-containerregistry writes the images to an OCI image layout, which
 // skopeo, crane or `docker load` (after `skopeo copy`) take from there.
 //
@@ -45,9 +49,12 @@ const (
 
 // WorkerPackages are the Debian packages of the worker's base, besides
 // their dependencies: the sandbox (bubblewrap), the tools' programs (git,
-// ripgrep) and the shell and utilities a sandboxed command runs.
-var WorkerPackages = []string{"bubblewrap", "git", "ripgrep", "ca-certificates", "bash", "coreutils",
-	"findutils", "grep", "sed", "diffutils"}
+// ripgrep) and the shell and utilities a sandboxed command runs, with the
+// essential packages no other depends on but a Debian system has: dash
+// (/bin/sh, which git's wrappers and scripts run), base-passwd (the
+// users maintainer scripts give files to), libc-bin (ldconfig).
+var WorkerPackages = []string{"bubblewrap", "git", "ripgrep", "ca-certificates", "bash", "dash", "coreutils",
+	"findutils", "grep", "sed", "diffutils", "mawk", "debianutils", "base-passwd", "libc-bin"}
 
 // notInstalled are packages apt-cache lists only as alternatives of a
 // dependency another package already satisfies (debconf's frontends, awk
@@ -135,10 +142,11 @@ func Closure(ctx context.Context, pkgs []string) ([]string, error) {
 	return list, nil
 }
 
-// Rootfs downloads pkgs' closure into a directory under cache and unpacks
-// it into dir. No
-// maintainer script runs; what they would have made that matters here
-// (the CA bundle) is made by hand.
+// Rootfs downloads pkgs' closure into a directory under cache and
+// installs it into dir as debootstrap does: every package unpacked with
+// dpkg-deb -x (which gives dir a working dpkg and shell), then installed
+// again by that dpkg inside dir (Install), which runs every maintainer
+// script and records the packages in dir's dpkg database.
 func Rootfs(ctx context.Context, pkgs []string, cache, dir string) ([]string, error) {
 	list, err := Closure(ctx, pkgs)
 	if err != nil {
@@ -162,10 +170,74 @@ func Rootfs(ctx context.Context, pkgs []string, cache, dir string) ([]string, er
 			return nil, err
 		}
 	}
+	if err := Install(ctx, dir, dl); err != nil {
+		return nil, err
+	}
 	if err := trim(dir); err != nil {
 		return nil, err
 	}
-	return list, caBundle(dir)
+	return list, nil
+}
+
+// Install runs, in root (as its root directory, under bwrap), dpkg
+// --install of every .deb in debs, with the dependencies ignored as
+// debootstrap's second stage does (they are all there; the order is
+// dpkg's). Every maintainer script runs as on a Debian machine. root must
+// hold dpkg and a shell already (dpkg-deb -x of the packages); its dpkg
+// database starts empty. It needs bwrap and root, or unshare (util-linux)
+// and subordinate ids for the user (the scripts give files to system
+// users and groups).
+func Install(ctx context.Context, root, debs string) error {
+	db := filepath.Join(root, "var/lib/dpkg")
+	for _, d := range []string{"info", "updates", "triggers", "alternatives"} {
+		if err := os.MkdirAll(filepath.Join(db, d), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, f := range []string{"status", "available", "diversions", "statoverride"} {
+		if err := os.WriteFile(filepath.Join(db, f), nil, 0o644); err != nil {
+			return err
+		}
+	}
+	// base-passwd's preinst makes /etc/passwd and /etc/group from its
+	// masters only where none is: dpkg-deb -x left none, as on a new system.
+	for _, f := range []string{"etc/passwd", "etc/group", "etc/shadow", "etc/gshadow"} {
+		if err := os.Remove(filepath.Join(root, f)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	var argv []string
+	if os.Geteuid() != 0 {
+		argv = []string{"unshare", "--user", "--map-root-user", "--map-users=auto", "--map-groups=auto"}
+	}
+	argv = append(argv, "bwrap", "--bind", root, "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+		"--ro-bind", debs, "/debs", "--unshare-pid", "--unshare-net", "--die-with-parent", "--clearenv",
+		"--setenv", "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"--setenv", "DEBIAN_FRONTEND", "noninteractive", "--setenv", "LANG", "C.UTF-8",
+		"/bin/sh", "-c", "dpkg --force-depends --install /debs/*.deb")
+	if out, err := run(ctx, "", nil, argv[0], argv[1:]...); err != nil {
+		return fmt.Errorf("installing the packages in the image's root: %w\n%s", err, lastLines(out, 30))
+	}
+	// The logs of the installation carry the build's clock: a commit
+	// builds the same image.
+	for _, f := range []string{"var/log/dpkg.log", "var/log/alternatives.log", "var/cache/debconf/config.dat-old",
+		"var/cache/debconf/templates.dat-old", "var/lib/dpkg/status-old", "var/lib/dpkg/diversions-old"} {
+		if err := os.Remove(filepath.Join(root, f)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "etc/ssl/certs/ca-certificates.crt")); err != nil {
+		return fmt.Errorf("installing the packages in the image's root: no CA bundle: %w", err)
+	}
+	return nil
+}
+
+func lastLines(b []byte, n int) string {
+	l := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
 }
 
 // trim removes what a container never reads: manuals, info pages,
@@ -196,37 +268,6 @@ func trim(root string) error {
 		}
 	}
 	return nil
-}
-
-// caBundle concatenates the certificates ca-certificates ships into the
-// bundle its postinst (update-ca-certificates) would write.
-func caBundle(root string) error {
-	var bundle bytes.Buffer
-	src := filepath.Join(root, "usr/share/ca-certificates")
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".crt") {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		bundle.Write(b)
-		if len(b) > 0 && b[len(b)-1] != '\n' {
-			bundle.WriteByte('\n')
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("CA bundle: %w", err)
-	}
-	if bundle.Len() == 0 {
-		return fmt.Errorf("CA bundle: no certificate under %s", src)
-	}
-	if err := os.MkdirAll(filepath.Join(root, "etc/ssl/certs"), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(root, "etc/ssl/certs/ca-certificates.crt"), bundle.Bytes(), 0o644)
 }
 
 // Binaries builds the commands static for linux/GOARCH into dir, stamped
@@ -381,28 +422,33 @@ func Build(ctx context.Context, o Options) (map[string]v1.Image, error) {
 		return nil, err
 	}
 	bases := map[string]v1.Layer{}
+	full := "" // the root of the Debian base installed last
 	built := map[string]v1.Image{}
 	idx := v1.ImageIndex(empty.Index)
 	for _, img := range Images {
-		pkgs := img.Debian
-		if pkgs == nil {
-			pkgs = []string{"ca-certificates"}
-		}
-		key := strings.Join(pkgs, " ")
+		key := strings.Join(img.Debian, " ")
 		base, ok := bases[key]
 		if !ok {
 			root := filepath.Join(work, "base-"+img.Name)
-			list, err := Rootfs(ctx, pkgs, cache, root)
-			if err != nil {
-				return nil, fmt.Errorf("%s base: %w", img.Name, err)
-			}
-			if img.Debian == nil {
-				// The static binaries need the certificates only: keep them.
-				if err := keepOnly(root, "etc/ssl/certs/ca-certificates.crt", "usr/share/doc/ca-certificates/copyright"); err != nil {
-					return nil, err
+			if img.Debian != nil {
+				list, err := Rootfs(ctx, img.Debian, cache, root)
+				if err != nil {
+					return nil, fmt.Errorf("%s base: %w", img.Name, err)
 				}
+				logf("%s base: %d Debian packages", img.Name, len(list))
+				full = root
+			} else {
+				// The static binaries need the certificates only: those of
+				// a Debian base installed already, with their package's
+				// entry in the dpkg database.
+				if full == "" {
+					return nil, fmt.Errorf("%s base: no Debian base to take the certificates from (build one first)", img.Name)
+				}
+				if err := certsOnly(full, root); err != nil {
+					return nil, fmt.Errorf("%s base: %w", img.Name, err)
+				}
+				logf("%s base: the CA bundle of package ca-certificates", img.Name)
 			}
-			logf("%s base: %d Debian packages", img.Name, len(list))
 			if base, err = layer(root, nil, o.Epoch); err != nil {
 				return nil, err
 			}
@@ -470,19 +516,36 @@ func Build(ctx context.Context, o Options) (map[string]v1.Image, error) {
 	return built, nil
 }
 
-// keepOnly removes every file under root but keep.
-func keepOnly(root string, keep ...string) error {
-	tmp := root + ".keep"
-	for _, k := range keep {
-		if err := os.MkdirAll(filepath.Join(tmp, filepath.Dir(k)), 0o755); err != nil {
+// certsOnly copies into dst the CA bundle, its package's copyright and
+// its entry in the dpkg database of the Debian root src.
+func certsOnly(src, dst string) error {
+	for _, f := range []string{"etc/ssl/certs/ca-certificates.crt", "usr/share/doc/ca-certificates/copyright"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
 			return err
 		}
-		if err := os.Rename(filepath.Join(root, k), filepath.Join(tmp, k)); err != nil {
+		if err := os.MkdirAll(filepath.Join(dst, filepath.Dir(f)), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, f), b, 0o644); err != nil {
 			return err
 		}
 	}
-	if err := os.RemoveAll(root); err != nil {
+	status, err := os.ReadFile(filepath.Join(src, "var/lib/dpkg/status"))
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, root)
+	var keep []string
+	for _, para := range strings.Split(string(status), "\n\n") {
+		if strings.HasPrefix(para, "Package: ca-certificates\n") {
+			keep = append(keep, strings.TrimSpace(para)+"\n")
+		}
+	}
+	if len(keep) != 1 {
+		return fmt.Errorf("%d entries for ca-certificates in the dpkg database", len(keep))
+	}
+	if err := os.MkdirAll(filepath.Join(dst, "var/lib/dpkg"), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dst, "var/lib/dpkg/status"), []byte(keep[0]), 0o644)
 }

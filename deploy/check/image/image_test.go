@@ -26,8 +26,11 @@ import (
 
 // TestImages builds the three images into an OCI layout, reads them back
 // from it, and runs them: each binary reports its version from inside its
-// image's filesystem, the worker's sandbox tools work there, and a worker
-// started from the image runs a bash call in its bubblewrap sandbox.
+// image's filesystem, the dpkg database lists what each ships, the
+// worker's sandbox tools work there (/bin/sh, awk and which among them:
+// the maintainer scripts ran), and a worker started from the image
+// answers bash calls that run git, sh, awk, which and rg in its
+// bubblewrap sandbox.
 func TestImages(t *testing.T) {
 	for _, p := range [][2]string{{"apt-get", "apt"}, {"apt-cache", "apt"}, {"dpkg-deb", "dpkg"}, {"go", "golang-go"}} {
 		need.Program(t, p[0], p[1])
@@ -67,8 +70,11 @@ func TestImages(t *testing.T) {
 			}
 			checkConfig(t, spec, img)
 			root := unpack(t, img)
+			checkDpkgStatus(t, spec, root)
 			line := inImage(t, bwrap, root, nil, "/usr/local/bin/"+spec.Name, "--version")
-			if !regexp.MustCompile(`^` + spec.Name + ` \S+ commit \S+ built \S+ go\S+\n$`).MatchString(line) {
+			// A clone stamps the commit; a linked checkout (git worktree)
+			// gets none, and the line says so.
+			if !regexp.MustCompile(`^` + spec.Name + ` (\S+ commit \S+ built \S+|\(devel\) from \S+ source without version control information \(.*\)) go\S+\n$`).MatchString(line) {
 				t.Fatalf("%s --version in the image printed %q", spec.Name, line)
 			}
 			if spec.Name == "worker" {
@@ -215,6 +221,15 @@ func unpack(t *testing.T, img v1.Image) string {
 // returns its standard output.
 func inImage(t *testing.T, bwrap, root string, env []string, argv ...string) string {
 	t.Helper()
+	out, err := runInImage(bwrap, root, env, argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// runInImage is inImage returning what failed, its output included.
+func runInImage(bwrap, root string, env []string, argv ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bwrap, append(bwrapArgs(root, env), argv...)...)
@@ -223,11 +238,11 @@ func inImage(t *testing.T, bwrap, root string, env []string, argv ...string) str
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			t.Fatalf("%v in the image: %v\n%s%s", argv, err, out, ee.Stderr)
+			return string(out), fmt.Errorf("%v in the image: %w\n%s%s", argv, err, out, ee.Stderr)
 		}
-		t.Fatalf("%v in the image: %v", argv, err)
+		return string(out), fmt.Errorf("%v in the image: %w", argv, err)
 	}
-	return string(out)
+	return string(out), nil
 }
 
 // bwrapArgs run a program in the image's filesystem as a container
@@ -263,9 +278,11 @@ func checkWorkerTools(t *testing.T, bwrap, root string) {
 		{[]string{"bash", "-c", "echo $((6*7)) | sed s/42/forty-two/"}, "forty-two"},
 		{[]string{"bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net", "--cap-drop", "ALL", "bash", "-c", "echo sandboxed"}, "sandboxed"},
 		{[]string{"id", "-un"}, User},
+		{[]string{"/bin/sh", "-c", "echo sh-ok"}, "sh-ok"},
+		{[]string{"sh", "-c", "echo 1 2 | awk '{print $2}'; which git"}, "2\n/usr/bin/git"},
 	} {
-		if out := inImage(t, bwrap, root, nil, c.argv...); !strings.Contains(out, c.want) {
-			t.Errorf("%v in the image printed %q, want %q", c.argv, out, c.want)
+		if out, err := runInImage(bwrap, root, nil, c.argv...); err != nil || !strings.Contains(out, c.want) {
+			t.Errorf("%v in the image printed %q (%v), want %q", c.argv, out, err, c.want)
 		}
 	}
 }
@@ -287,9 +304,23 @@ func runWorker(t *testing.T, bwrap, root string) {
 	}
 	natsAddr := ln.Addr().String()
 	ln.Close()
+	// A policy that lets bash run what these calls run, and a repository
+	// in the workspace (git init asks a person under any policy).
+	policy := "version: 1\ndefault: deny\ntools:\n  bash: allow\n  write: allow\n"
+	if err := os.WriteFile(filepath.Join(root, StateDir, "policy.yaml"), []byte(policy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inImage(t, bwrap, root, nil, "git", "init", "-q", "repo")
+	for _, f := range []string{"f", "new"} {
+		if err := os.WriteFile(filepath.Join(root, Work, "repo", f), []byte("hi\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inImage(t, bwrap, root, nil, "git", "-C", "repo", "add", "f")
+	inImage(t, bwrap, root, nil, "git", "-C", "repo", "-c", "user.name=a", "-c", "user.email=a@example.com", "commit", "-qm", "first")
 	var logs strings.Builder
 	w := exec.Command(bwrap, append(bwrapArgs(root, nil), "/usr/local/bin/worker", "--workspace="+Work,
-		"--sandbox=require", "--metrics-listen="+metrics, "--listen="+natsAddr)...)
+		"--sandbox=require", "--metrics-listen="+metrics, "--listen="+natsAddr, "--policy="+StateDir+"/policy.yaml")...)
 	w.Env, w.Stdout, w.Stderr = []string{}, &logs, &logs
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
@@ -321,10 +352,28 @@ func runWorker(t *testing.T, bwrap, root string) {
 		t.Fatalf("the worker was not ready after 60s:\n%s", logs.String())
 	}
 	inImage(t, bwrap, root, nil, "/usr/local/bin/worker", "--healthcheck", "http://"+metrics+"/healthz")
-	call := inImage(t, bwrap, root, []string{"NATS_URL=nats://" + natsAddr},
-		"/usr/local/bin/toolctl", "call", "--timeout", "60s", "bash", "command=echo from-the-sandbox")
-	if !strings.Contains(call, "from-the-sandbox") {
-		t.Fatalf("bash call printed %q\nworker:\n%s", call, logs.String())
+	// What agents run through the bash tool, each in the worker's own
+	// sandbox: git (a #!/bin/sh wrapper around the real git), sh, awk
+	// (Debian's alternatives link), which, rg, and a repository made,
+	// committed to in the workspace and read back.
+	for _, c := range []struct{ command, want string }{
+		{"echo from-the-sandbox", "from-the-sandbox"},
+		{"git --version", "git version"},
+		{"sh -c 'echo sh-ok'", "sh-ok"},
+		{"/bin/sh -c 'echo binsh-ok'", "binsh-ok"},
+		{"echo alpha beta | awk '{print $2}'", "beta"},
+		{"which git rg", "/usr/bin/git\n/usr/bin/rg"},
+		{"rg --version", "ripgrep"},
+		{"printf 'needle\\n' > found.txt && rg -c needle found.txt", "1"},
+		{"cd repo && git log --format=%s && git status --short", "first\n?? new"},
+	} {
+		call, err := runInImage(bwrap, root, []string{"NATS_URL=nats://" + natsAddr},
+			"/usr/local/bin/toolctl", "call", "--timeout", "60s", "bash", "command="+c.command)
+		if err != nil || !strings.Contains(call, c.want) {
+			t.Errorf("bash call %q printed %q (%v), want %q", c.command, call, err, c.want)
+		} else {
+			t.Logf("bash call %q: %q", c.command, strings.TrimSpace(call))
+		}
 	}
 }
 
@@ -342,4 +391,41 @@ func testMaskedProc(t *testing.T, bwrap, root string) {
 		t.Fatalf("the worker under a masked /proc: %v\n%s", err, out)
 	}
 	t.Logf("the worker refused, as it should:\n%s", strings.TrimSpace(string(out)))
+}
+
+// checkDpkgStatus: the image's dpkg database lists what it ships, as
+// scanners (Trivy, Grype) read it: every package of the worker's base
+// installed, with its version and architecture; the other images, only
+// ca-certificates (the one file of it they carry).
+func checkDpkgStatus(t *testing.T, spec Image, root string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "var/lib/dpkg/status"))
+	if err != nil {
+		t.Fatalf("no dpkg database for scanners: %v", err)
+	}
+	pkgs := map[string]string{}
+	for _, para := range strings.Split(strings.TrimSpace(string(b)), "\n\n") {
+		f := map[string]string{}
+		for _, l := range strings.Split(para, "\n") {
+			if k, v, ok := strings.Cut(l, ": "); ok && !strings.HasPrefix(l, " ") {
+				f[k] = v
+			}
+		}
+		if f["Status"] != "install ok installed" || f["Version"] == "" || f["Architecture"] == "" {
+			t.Errorf("dpkg status entry %q: status %q, version %q, architecture %q", f["Package"], f["Status"], f["Version"], f["Architecture"])
+		}
+		pkgs[f["Package"]] = f["Version"]
+	}
+	want := []string{"ca-certificates"}
+	if spec.Debian != nil {
+		want = append(spec.Debian, "libc6", "perl-base")
+	} else if len(pkgs) != 1 {
+		t.Errorf("dpkg status lists %d packages, want ca-certificates only: %v", len(pkgs), pkgs)
+	}
+	for _, p := range want {
+		if pkgs[p] == "" {
+			t.Errorf("dpkg status lacks %s (has %d packages)", p, len(pkgs))
+		}
+	}
+	t.Logf("dpkg status: %d packages (bash %s, git %s)", len(pkgs), pkgs["bash"], pkgs["git"])
 }
