@@ -113,7 +113,7 @@ func find() (s Sandbox, reason string) {
 	if err != nil {
 		return s, "bwrap not found in PATH: install the bubblewrap package"
 	}
-	s = Sandbox{Kind: KindBwrap, Bwrap: bwrap, view: systemView(os.Getenv("PATH"))}
+	s = Sandbox{Kind: KindBwrap, Bwrap: bwrap, view: systemView()}
 	if os.Geteuid() == 0 {
 		p, err := exec.LookPath("setpriv")
 		if err != nil {

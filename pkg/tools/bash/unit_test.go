@@ -391,3 +391,44 @@ func TestHeldSandboxThatFailsToBuildSaysSo(t *testing.T) {
 		t.Fatal("the command ran")
 	}
 }
+
+// TestPathViewFollowsTheUser: a directory of PATH outside the system's is
+// shown to commands only when their user could reach it on the host (a
+// root worker's PATH naming /root/.cargo/bin shows it to root's commands,
+// not to those dropped to the workspace's owner).
+func TestPathViewFollowsTheUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a directory only root may enter")
+	}
+	top, err := os.MkdirTemp("/var/tmp", "toolgate-pathview-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(top) })
+	private := filepath.Join(top, "private", "tool")
+	open := filepath.Join(top, "open", "tool")
+	for _, d := range []string{filepath.Join(private, "bin"), filepath.Join(open, "bin")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(top, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(top, "private"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(private, "bin") + ":" + filepath.Join(open, "bin")
+	for _, tt := range []struct {
+		id   identity
+		want []string
+	}{
+		{identity{drop: true, uid: 4242, gid: 4242}, []string{filepath.Join(open, "bin")}},
+		{identity{root: true}, []string{filepath.Join(private, "bin"), filepath.Join(open, "bin")}},
+	} {
+		got := binds(pathView(path, tt.id))
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%+v: shown %q, want %q", tt.id, got, tt.want)
+		}
+	}
+}
