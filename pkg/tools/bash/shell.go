@@ -316,6 +316,10 @@ func newBash(cfg Config) (*bash, error) {
 	if b.maxProg == 0 {
 		b.maxProg = DefaultMaxProgress
 	}
+	if sb.Enabled() {
+		// PATH's directories, as far as the commands' user reaches them.
+		b.sb.view = append(slices.Clone(sb.view), pathView(os.Getenv("PATH"), id)...)
+	}
 	for _, h := range cfg.Hide {
 		b.sb.hide = append(b.sb.hide, filepath.Clean(h))
 	}

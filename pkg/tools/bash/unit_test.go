@@ -391,3 +391,61 @@ func TestHeldSandboxThatFailsToBuildSaysSo(t *testing.T) {
 		t.Fatal("the command ran")
 	}
 }
+
+// TestPathViewFollowsTheUser: a directory of PATH outside the system's is
+// shown to commands only when their user could reach it on the host (a
+// root worker's PATH naming /root/.cargo/bin shows it to root's commands,
+// not to those dropped to the workspace's owner).
+func TestPathViewFollowsTheUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a directory only root may enter")
+	}
+	top, err := os.MkdirTemp("/var/tmp", "toolgate-pathview-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(top) })
+	private := filepath.Join(top, "private", "tool")
+	open := filepath.Join(top, "open", "tool")
+	for _, d := range []string{filepath.Join(private, "bin"), filepath.Join(open, "bin")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(top, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(top, "private"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(private, "bin") + ":" + filepath.Join(open, "bin")
+	for _, tt := range []struct {
+		id   identity
+		want []string
+	}{
+		{identity{drop: true, uid: 4242, gid: 4242}, []string{filepath.Join(open, "bin")}},
+		{identity{root: true}, []string{filepath.Join(private, "bin"), filepath.Join(open, "bin")}},
+	} {
+		got := binds(pathView(path, tt.id))
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%+v: shown %q, want %q", tt.id, got, tt.want)
+		}
+	}
+}
+
+// TestSandboxOwnDev: a worker that is not root builds /dev itself (the
+// devices bound one by one), so that bwrap does not nest a second user
+// namespace whose capabilities could not remount the writable places
+// noexec.
+func TestSandboxOwnDev(t *testing.T) {
+	inner := []string{"/bin/bash", "-c", "true"}
+	for _, own := range []bool{false, true} {
+		s := Sandbox{Kind: KindBwrap, Bwrap: "/usr/bin/bwrap", ownDev: own}
+		a := strings.Join(s.argv("/srv/ws", "/srv/ws", false, identity{}, nil, inner), "\x00")
+		hasDev := strings.Contains(a, "\x00--dev\x00/dev\x00")
+		hasNull := strings.Contains(a, "\x00--dev-bind\x00/dev/null\x00/dev/null\x00")
+		if hasDev == own || hasNull != own {
+			t.Errorf("ownDev %v: --dev %v, /dev/null bound %v: %q", own, hasDev, hasNull, strings.Split(a, "\x00"))
+		}
+	}
+}

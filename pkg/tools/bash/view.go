@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // The sandbox's view of the host is the policy's: the system's program
@@ -28,9 +29,8 @@ const maxEtcEntries = 20000
 // read-only, /etc with every entry that not every user may read masked
 // (shadow, gshadow, sudoers, private keys: secrets by their mode, which a
 // command running as root without capabilities could otherwise read),
-// /etc/resolv.conf's target where it points outside /etc, and the
-// directories of the PATH value path that lie elsewhere (pathBinds).
-func systemView(path string) []string {
+// and /etc/resolv.conf's target where it points outside /etc.
+func systemView() []string {
 	var a []string
 	for _, d := range systemDirs {
 		fi, err := os.Lstat(d)
@@ -48,10 +48,46 @@ func systemView(path string) []string {
 	if t, err := filepath.EvalSymlinks("/etc/resolv.conf"); err == nil && !inSystemDirs(t) {
 		a = append(a, "--ro-bind", t, t)
 	}
+	return a
+}
+
+// pathView is the bwrap arguments that show the directories of the PATH
+// value path outside the system's (pathBinds), read-only, those that a
+// command running as id could reach on the host: a user commands are
+// dropped to does not get /root/.cargo shown because root's PATH names
+// /root/.cargo/bin.
+func pathView(path string, id identity) []string {
+	var a []string
 	for _, d := range pathBinds(path) {
-		a = append(a, "--ro-bind", d, d)
+		if !id.drop || reachable(d, id.uid, id.gid) {
+			a = append(a, "--ro-bind", d, d)
+		}
 	}
 	return a
+}
+
+// reachable reports whether the user uid (group gid) may enter every
+// directory from / to dir, by their modes.
+func reachable(dir string, uid, gid uint32) bool {
+	for d := dir; ; d = filepath.Dir(d) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(d, &st); err != nil {
+			return false
+		}
+		var bit uint32 = 0o001
+		switch {
+		case st.Uid == uid:
+			bit = 0o100
+		case st.Gid == gid:
+			bit = 0o010
+		}
+		if st.Mode&bit == 0 {
+			return false
+		}
+		if d == "/" {
+			return true
+		}
+	}
 }
 
 // etcMasks are the bwrap arguments that mask, under root, every file
