@@ -73,7 +73,9 @@
 //     of type "user" and version 2; "iss" a valid account public key whose
 //     ed25519 key verifies the third part (the signature) over the first
 //     two parts joined by '.'; "sub" a valid user public key ("U...")
-//     (else "bad-jwt"). Public nkeys are base32 (RFC 4648, no padding) of
+//     (else "bad-jwt"). toolgate issues version 2 JWTs only (the Go
+//     decoder would also read a version 1 JWT, signed over its second
+//     part alone; a reader in another language may refuse one). Public nkeys are base32 (RFC 4648, no padding) of
 //     a prefix byte, the 32-byte ed25519 key and a little-endian
 //     CRC-16/XMODEM of both; "A" keys have prefix byte 0 (8 bits), "U"
 //     keys 20<<3.

@@ -111,6 +111,17 @@ class E2ETest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(r.status, toolgate.Status.OK, r)
         self.assertIn("line3", "".join(chunks))
 
+    async def test_progress_of_a_submitted_call(self) -> None:
+        call_id = await self.client.submit("bash", {"command": "sleep 0.5; echo first; sleep 0.5; echo second"})
+
+        async def collect() -> str:
+            return "".join([p.chunk async for p in self.client.progress(call_id)])
+
+        out = await asyncio.wait_for(collect(), 60)
+        self.assertIn("second", out)
+        r = await self.client.wait(call_id, timeout=30)
+        self.assertEqual(r.status, toolgate.Status.OK, r)
+
     async def test_result_stored_while_away(self) -> None:
         call_id = await self.client.submit("bash", {"command": "sleep 1; echo done-while-away"})
         await self.client.close()

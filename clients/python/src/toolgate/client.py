@@ -277,7 +277,15 @@ class Call:
             if self._w.result.done():
                 q.put_nowait(None)
         while True:
-            p = await q.get()
+            try:
+                p = await asyncio.wait_for(q.get(), _STORED_RESULT_CHECK)
+            except asyncio.TimeoutError:
+                # The live result may have been missed: the stored one ends
+                # the progress as well.
+                r = await self.client._stored(self.id)
+                if r is not None and r.status.final:
+                    self._w.done(r)
+                continue
             if p is None:
                 return
             yield p
@@ -437,6 +445,16 @@ class Client:
             except (NoResult, _nats.NATSError, asyncio.TimeoutError):
                 pass
             return await self._wait(w, timeout)
+        finally:
+            self._unwatch(w)
+
+    async def progress(self, call_id: str) -> AsyncIterator[Progress]:
+        """The progress of a call submitted earlier, from now until its
+        result arrives (collect the result with wait)."""
+        w = self._watch(call_id, None)
+        try:
+            async for p in Call(self, call_id, w).progress():
+                yield p
         finally:
             self._unwatch(w)
 
