@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import os
+import sys
 import unittest
 
 import toolgate
@@ -158,6 +159,16 @@ class E2ETest(unittest.IsolatedAsyncioTestCase):
 
         r = await asyncio.to_thread(run)
         self.assertEqual(r.status, toolgate.Status.OK)
+
+    async def test_example_runs(self) -> None:
+        example = os.path.join(os.path.dirname(__file__), "..", "examples", "call_tools.py")
+        p = await asyncio.create_subprocess_exec(
+            sys.executable, example, "--url", self.fleet.url, "--creds", self.creds, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        out, _ = await asyncio.wait_for(p.communicate(), 120)
+        self.assertEqual(p.returncode, 0, out.decode())
+        self.assertIn("sudo: denied (deny by builtin.classify.forbidden", out.decode())
+        self.assertIn("result: ok", out.decode())
 
     async def test_wrong_creds_refused(self) -> None:
         approver = self.fleet.creds("approver", "py-approver")
