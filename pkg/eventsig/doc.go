@@ -97,6 +97,18 @@
 //     result replayed onto another call, or another agent's); the data's
 //     agent is the agent (else "wrong-agent").
 //
+// # The vectors
+//
+// testdata/vectors.json (rewritten from fixed keys by go test -run
+// TestVectorsGolden -update) holds "trusted_accounts", the account keys a
+// reader trusts, and "vectors", each a message as a reader receives it:
+// "subject", "headers" (name to value; none in structured mode without
+// headers), "data" (the payload, standard base64), "mode"; whom it is
+// read for: "agent" and "call_id"; and the verdict: "valid", and
+// "reason" (as above) when refused, or "signing_input" and the decoded
+// "result" when valid. Their JWTs never expire but the one that must be
+// refused as expired.
+//
 // A refused event is dropped and the reader goes on waiting for the real
 // one: inside the agents account another agent can make a message land on
 // an agent's result subject, so a refusal is never the call's outcome.
