@@ -250,6 +250,10 @@ func makeVectors(t testing.TB) Vectors {
 		{name: "signature of another event", s: worker, mode: events.Binary,
 			after: header("ce-toolgatesig", otherSig.Header.Get("ce-toolgatesig")), reason: "bad-signature"},
 		{name: "signature without its signer", s: worker, mode: events.Binary, after: header("ce-toolgatesigner", ""), reason: "unsigned"},
+		{name: "result data of the wrong shape", s: worker, mode: events.Binary, after: func(m *nats.Msg, _ []byte) (*nats.Msg, []byte) {
+			m.Data = []byte(`{"call_id":"c1","agent":"ann","tool":"read","status":5,"output":"hello, world\n"}`)
+			return m, nil
+		}, reason: "malformed"},
 		{name: "no event id", s: worker, mode: events.Binary, after: header("ce-id", ""), reason: "malformed"},
 		{name: "another agent's result, structured mode without headers", s: worker, agent: "bob", mode: events.StructuredBare, reason: "wrong-call"},
 		{name: "not from a worker", s: worker, mode: events.Binary,
