@@ -206,9 +206,12 @@ def _check_required(ev: Event) -> None:
 
 _DECODER = json.JSONDecoder()
 _WS_RE = re.compile(r"[ \t\n\r]*")
+_WS_CHARS = frozenset(" \t\n\r")
 
 
 def _ws(s: str, i: int) -> int:
+    if s[i : i + 1] not in _WS_CHARS:
+        return i  # compact JSON, as workers write it: no regex needed
     m = _WS_RE.match(s, i)
     return m.end() if m else i
 
