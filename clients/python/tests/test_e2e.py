@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import os
+import sys
 import unittest
 
 import toolgate
@@ -111,6 +112,17 @@ class E2ETest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(r.status, toolgate.Status.OK, r)
         self.assertIn("line3", "".join(chunks))
 
+    async def test_progress_of_a_submitted_call(self) -> None:
+        call_id = await self.client.submit("bash", {"command": "sleep 0.5; echo first; sleep 0.5; echo second"})
+
+        async def collect() -> str:
+            return "".join([p.chunk async for p in self.client.progress(call_id)])
+
+        out = await asyncio.wait_for(collect(), 60)
+        self.assertIn("second", out)
+        r = await self.client.wait(call_id, timeout=30)
+        self.assertEqual(r.status, toolgate.Status.OK, r)
+
     async def test_result_stored_while_away(self) -> None:
         call_id = await self.client.submit("bash", {"command": "sleep 1; echo done-while-away"})
         await self.client.close()
@@ -147,6 +159,16 @@ class E2ETest(unittest.IsolatedAsyncioTestCase):
 
         r = await asyncio.to_thread(run)
         self.assertEqual(r.status, toolgate.Status.OK)
+
+    async def test_example_runs(self) -> None:
+        example = os.path.join(os.path.dirname(__file__), "..", "examples", "call_tools.py")
+        p = await asyncio.create_subprocess_exec(
+            sys.executable, example, "--url", self.fleet.url, "--creds", self.creds, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        out, _ = await asyncio.wait_for(p.communicate(), 120)
+        self.assertEqual(p.returncode, 0, out.decode())
+        self.assertIn("sudo: denied (deny by builtin.classify.forbidden", out.decode())
+        self.assertIn("result: ok", out.decode())
 
     async def test_wrong_creds_refused(self) -> None:
         approver = self.fleet.creds("approver", "py-approver")

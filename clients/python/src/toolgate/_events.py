@@ -205,7 +205,15 @@ def _check_required(ev: Event) -> None:
 
 
 _DECODER = json.JSONDecoder()
-_WS = re.compile(r"[ \t\n\r]*")
+_WS_RE = re.compile(r"[ \t\n\r]*")
+_WS_CHARS = frozenset(" \t\n\r")
+
+
+def _ws(s: str, i: int) -> int:
+    if s[i : i + 1] not in _WS_CHARS:
+        return i  # compact JSON, as workers write it: no regex needed
+    m = _WS_RE.match(s, i)
+    return m.end() if m else i
 
 
 def member_span(text: bytes, name: bytes) -> bytes:
@@ -217,25 +225,25 @@ def member_span(text: bytes, name: bytes) -> bytes:
     except UnicodeDecodeError:
         raise MalformedEvent("the event is not UTF-8") from None
     want = name.decode()
-    i = _WS.match(s, 0).end()
+    i = _ws(s, 0)
     if s[i : i + 1] != "{":
         raise MalformedEvent("not a JSON object")
     i += 1
     found = None
     try:
         while True:
-            i = _WS.match(s, i).end()
+            i = _ws(s, i)
             if s[i : i + 1] == "}":
                 break
             key, i = _DECODER.raw_decode(s, i)
-            i = _WS.match(s, i).end()
+            i = _ws(s, i)
             if s[i : i + 1] != ":":
                 raise MalformedEvent("invalid JSON object")
             start = i + 1
-            _, end = _DECODER.raw_decode(s, _WS.match(s, start).end())
+            _, end = _DECODER.raw_decode(s, _ws(s, start))
             if key == want:
                 found = s[start:end]
-            i = _WS.match(s, end).end()
+            i = _ws(s, end)
             if s[i : i + 1] == ",":
                 i += 1
                 continue

@@ -15,7 +15,7 @@ import logging
 import secrets
 import string
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Optional
+from typing import Any, Callable, Coroutine, Optional
 from urllib.parse import urlsplit
 
 log = logging.getLogger("toolgate.nats")
@@ -133,13 +133,13 @@ class Connection:
         self._read_task: Optional[asyncio.Task[None]] = None
         self._closed = False
         self._connected = asyncio.Event()
-        self._info: dict = {}
+        self._info: dict[str, Any] = {}
         self._inbox_prefix = "_INBOX"
         self._resp_prefix = ""
         self._resp_sub: Optional[_Sub] = None
         self._resp_map: dict[str, asyncio.Future[Msg]] = {}
         self.max_reconnect_wait = 2.0
-        self.on_reconnect: list[Callable[[], Awaitable[None]]] = []
+        self.on_reconnect: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self.on_disconnect: list[Callable[[], None]] = []
         self.reconnects = 0
         self.last_error: Optional[str] = None

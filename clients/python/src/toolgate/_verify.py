@@ -159,8 +159,9 @@ class Verifier:
             r = json.loads(ev.data)
         except (_events.MalformedEvent, ValueError) as e:
             raise Refused("malformed", str(e)) from None
-        if not isinstance(r, dict) or any(not isinstance(r.get(k, ""), str) for k in ("call_id", "agent", "tool", "status", "output")):
-            raise Refused("malformed", "result data is not a result")
+        bad = _result_shape(r)
+        if bad:
+            raise Refused("malformed", f"result data is not a result: {bad}")
         self.verify(ev)
         if ev.type != _events.TYPE_CALL_COMPLETED:
             raise Refused("wrong-type", f"{ev.id} is a {ev.type}, not a result")
@@ -170,7 +171,60 @@ class Verifier:
             raise Refused("wrong-call", f"{ev.id} is the result of call {r.get('call_id')!r}, not {call_id!r}")
         if r.get("agent", "") != agent:
             raise Refused("wrong-agent", f"{ev.id} is a result for agent {r.get('agent')!r}, not {agent!r}")
-        return r
+        out: dict[str, Any] = r
+        return out
+
+
+# The members of pkg/events.ResultData and the JSON types Go's decoder
+# takes for them (null takes any: it leaves the zero value).
+_RESULT_MEMBERS: dict[str, tuple[type, ...]] = {
+    "call_id": (str,),
+    "agent": (str,),
+    "tool": (str,),
+    "session_id": (str,),
+    "status": (str,),
+    "output": (str,),
+    "is_error": (bool,),
+    "metadata": (dict,),
+    "decision": (dict,),
+    "duration_ms": (int,),
+    "error": (str,),
+    "parent_call_id": (str,),
+    "cached": (bool,),
+    "hooks": (list,),
+}
+_DECISION_MEMBERS: dict[str, tuple[type, ...]] = {
+    "action": (str,),
+    "reason": (str,),
+    "rule": (str,),
+    "offending": (str,),
+    "revision": (str,),
+    "approvers": (list,),
+}
+
+
+def _shape(d: Any, members: dict[str, tuple[type, ...]]) -> str:
+    if not isinstance(d, dict):
+        return "not an object"
+    for k, v in d.items():
+        types = members.get(k)
+        if types is None or v is None:
+            continue
+        if not isinstance(v, types) or (bool not in types and isinstance(v, bool)):
+            return f"{k} is not a {types[0].__name__}"
+    return ""
+
+
+def _result_shape(r: Any) -> str:
+    """What in r Go's decoder would not take into a ResultData; "" when
+    nothing."""
+    bad = _shape(r, _RESULT_MEMBERS)
+    if bad or r.get("decision") is None:
+        return bad
+    bad = _shape(r["decision"], _DECISION_MEMBERS)
+    if not bad and any(not isinstance(a, str) for a in r["decision"].get("approvers") or []):
+        bad = "approvers are not strings"
+    return bad and "decision: " + bad
 
 
 def _int(v: Any) -> int:

@@ -124,25 +124,25 @@ class Result:
     def from_data(cls, d: dict[str, Any]) -> "Result":
         dec = d.get("decision") or {}
         return cls(
-            call_id=d.get("call_id", ""),
-            agent=d.get("agent", ""),
-            tool=d.get("tool", ""),
-            status=Status(d.get("status", "")),
-            output=d.get("output", ""),
-            is_error=bool(d.get("is_error", False)),
+            call_id=(d.get("call_id") or ""),
+            agent=(d.get("agent") or ""),
+            tool=(d.get("tool") or ""),
+            status=Status((d.get("status") or "")),
+            output=(d.get("output") or ""),
+            is_error=bool(d.get("is_error")),
             decision=Decision(
-                action=Action(dec.get("action", "")),
-                reason=dec.get("reason", ""),
-                rule=dec.get("rule", ""),
-                offending=dec.get("offending", ""),
-                revision=dec.get("revision", ""),
+                action=Action((dec.get("action") or "")),
+                reason=(dec.get("reason") or ""),
+                rule=(dec.get("rule") or ""),
+                offending=(dec.get("offending") or ""),
+                revision=(dec.get("revision") or ""),
                 approvers=tuple(dec.get("approvers") or ()),
             ),
             duration_ms=int(d.get("duration_ms") or 0),
-            error=d.get("error", ""),
-            session_id=d.get("session_id", ""),
-            parent_call_id=d.get("parent_call_id", ""),
-            cached=bool(d.get("cached", False)),
+            error=(d.get("error") or ""),
+            session_id=(d.get("session_id") or ""),
+            parent_call_id=(d.get("parent_call_id") or ""),
+            cached=bool(d.get("cached")),
             metadata=d.get("metadata") or {},
             raw=d,
         )
@@ -277,7 +277,15 @@ class Call:
             if self._w.result.done():
                 q.put_nowait(None)
         while True:
-            p = await q.get()
+            try:
+                p = await asyncio.wait_for(q.get(), _STORED_RESULT_CHECK)
+            except asyncio.TimeoutError:
+                # The live result may have been missed: the stored one ends
+                # the progress as well.
+                r = await self.client._stored(self.id)
+                if r is not None and r.status.final:
+                    self._w.done(r)
+                continue
             if p is None:
                 return
             yield p
@@ -437,6 +445,16 @@ class Client:
             except (NoResult, _nats.NATSError, asyncio.TimeoutError):
                 pass
             return await self._wait(w, timeout)
+        finally:
+            self._unwatch(w)
+
+    async def progress(self, call_id: str) -> AsyncIterator[Progress]:
+        """The progress of a call submitted earlier, from now until its
+        result arrives (collect the result with wait)."""
+        w = self._watch(call_id, None)
+        try:
+            async for p in Call(self, call_id, w).progress():
+                yield p
         finally:
             self._unwatch(w)
 

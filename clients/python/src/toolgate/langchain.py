@@ -48,7 +48,7 @@ class StructuredTool:
 
 def _core() -> Optional[Any]:
     try:
-        from langchain_core.tools import StructuredTool as LCStructuredTool  # type: ignore[import-not-found]
+        from langchain_core.tools import StructuredTool as LCStructuredTool  # type: ignore[import]
     except ImportError:
         return None
     return LCStructuredTool

@@ -39,7 +39,7 @@ class FunctionTool:
 
 def _sdk() -> Optional[Any]:
     try:
-        import agents  # type: ignore[import-not-found]
+        import agents  # type: ignore[import]
     except ImportError:
         return None
     return agents
