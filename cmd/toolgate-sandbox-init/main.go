@@ -8,7 +8,7 @@
 // same holds for), or sees it fail its start-up probe runs its own
 // binary in its place, at the cost of a larger program's start.
 //
-// internal/sandboxinit does the work in its init, which returns only for
+// pkg/sandboxinit does the work in its init, which returns only for
 // --version, answered here: the packages that read the build information
 // (fmt, os, runtime/debug) are initialised after that init (Go
 // initialises packages in import-path order as soon as their imports

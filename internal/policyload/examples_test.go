@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/trust"
+	"github.com/toolgate/toolgate/pkg/trust"
 	"github.com/toolgate/toolgate/pkg/policy"
 )
 
