@@ -190,4 +190,3 @@ func (d *discard) Write(p []byte) (int, error) {
 	d.tail = s
 	return len(p), nil
 }
-
