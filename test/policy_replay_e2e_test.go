@@ -150,6 +150,7 @@ func TestPolicyReplayEndToEnd(t *testing.T) {
 		t.Errorf("the audit holds a payload, or no view of the calls:\n%s", out)
 	}
 
+	strictNow := map[string]policy.Action{} // what the strict replay says each call gets now
 	for _, tc := range []struct {
 		name, doc string
 		// must are changes the test knows by heart (call id → now).
@@ -187,6 +188,14 @@ func TestPolicyReplayEndToEnd(t *testing.T) {
 					t.Fatalf("%q: %v", l, err)
 				}
 				got[c.CallID] = c
+			}
+			if tc.name == "strict" {
+				for _, c := range calls {
+					strictNow[c.id] = c.then
+					if g, ok := got[c.id]; ok {
+						strictNow[c.id] = policy.Action(g.After.Action)
+					}
+				}
 			}
 			if len(got) != len(want) {
 				t.Errorf("%d changes reported, %d known:\n%s", len(got), len(want), out)
@@ -239,6 +248,49 @@ func TestPolicyReplayEndToEnd(t *testing.T) {
 	out, errOut, code := p.toolctl(t, "policy", "replay", strict)
 	if code != toolctl.ExitFailed || !strings.Contains(errOut, "BROKEN") || !strings.Contains(errOut, "nothing replayed") || strings.Contains(out, "calls judged") {
 		t.Fatalf("replay over a tampered trail: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+
+	// Run both: the worker now follows the strict policy, and each call
+	// made again live (judge-only: nothing runs) gets the decision the
+	// replay said it would.
+	writeFile(t, s.Policy, replayStrictPolicy)
+	eventually(t, "the strict policy in force", func() (bool, string) {
+		a, rule := liveDecision(t, p, calls[len(calls)-1], "reload")
+		return a == policy.Deny, string(a) + " " + rule
+	})
+	for _, c := range calls {
+		if a, rule := liveDecision(t, p, c, "live"); a != strictNow[c.id] {
+			t.Errorf("%s live under the strict policy: %s by %s; the replay said %s", c.id, a, rule, strictNow[c.id])
+		}
+	}
+}
+
+// liveDecision makes c again as a judge-only call and returns the
+// gate's action on it: an asked call's is read from its pending result.
+func liveDecision(t *testing.T, p *process, c replayCall, tag string) (policy.Action, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pending := make(chan events.ResultData, 1)
+	done := make(chan *events.ResultData, 1)
+	go func() {
+		res, _ := p.client(t, c.agent).Call(ctx, c.tool, c.args, client.WithID(c.id+"-"+tag+"-"+events.NewID()), client.JudgeOnly(),
+			client.OnPending(func(r events.ResultData) { pending <- r }))
+		done <- res
+	}()
+	select {
+	case r := <-pending:
+		cancel()
+		<-done
+		if r.Decision == nil {
+			return "", "no decision"
+		}
+		return policy.Action(r.Decision.Action), r.Decision.Rule
+	case r := <-done:
+		if r == nil || r.Decision == nil {
+			t.Fatalf("%s: no decision: %+v", c.id, r)
+		}
+		return policy.Action(r.Decision.Action), r.Decision.Rule
 	}
 }
 
