@@ -3,7 +3,10 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,10 +16,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/policyreplay"
 	"github.com/toolgate/toolgate/internal/teststack"
 	"github.com/toolgate/toolgate/internal/toolctl"
+	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -365,5 +370,39 @@ func tamperAudit(t *testing.T, url string) {
 	}
 	if err := st.DeleteMsg(ctx, seqs[len(seqs)/2]); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBrokenExampleIsRefusedEverywhere: one example of a policy broken
+// (it expects what the policy does not decide) and lint, test, push and a
+// worker start all refuse the policy, naming the example; the fleet's
+// policy stays the one in force.
+func TestBrokenExampleIsRefusedEverywhere(t *testing.T) {
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	p := startProcess(t, ws, nil)
+	broken := strings.Replace(replayRunPolicy, "{tool: read, args: {path: keys/server.pem}, expect: deny}",
+		"{tool: read, args: {path: keys/server.pem}, expect: allow}", 1)
+	file := filepath.Join(t.TempDir(), "broken.yaml")
+	writeFile(t, file, broken)
+	for _, args := range [][]string{{"policy", "lint", file}, {"policy", "test", file}} {
+		out, errOut, code := p.toolctl(t, args...)
+		if code != toolctl.ExitFailed || !strings.Contains(out+errOut, "examples[0]") || !strings.Contains(out+errOut, "got deny by tools.read.constraints.denied_paths[0]") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	admin := trusttest.CredsFile(t, installUser(t, identity.RoleAdmin, "admin"))
+	if _, errOut, code := p.toolctl(t, "policy", "push", file, "--creds", admin); code == toolctl.ExitOK || !strings.Contains(errOut, "examples[0]") {
+		t.Errorf("push: exit %d, %s", code, errOut)
+	}
+	if r := call(t, p.client(t, "agent-x"), "read", `{"path":"README.md"}`); r.Status != events.StatusOK {
+		t.Errorf("the policy in force changed: %+v", r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := daemon.Run(ctx, daemon.Options{Listen: "127.0.0.1:0", DataDir: stateTempDir(t), Workspace: ws, PolicyFile: file,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard})
+	if !errors.Is(err, policy.ErrInvalid) || !strings.Contains(err.Error(), "examples[0]") {
+		t.Fatalf("a worker started with the policy: %v", err)
 	}
 }
