@@ -3,7 +3,10 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,10 +16,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/policyreplay"
 	"github.com/toolgate/toolgate/internal/teststack"
 	"github.com/toolgate/toolgate/internal/toolctl"
+	"github.com/toolgate/toolgate/pkg/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
@@ -150,6 +155,7 @@ func TestPolicyReplayEndToEnd(t *testing.T) {
 		t.Errorf("the audit holds a payload, or no view of the calls:\n%s", out)
 	}
 
+	strictNow := map[string]policy.Action{} // what the strict replay says each call gets now
 	for _, tc := range []struct {
 		name, doc string
 		// must are changes the test knows by heart (call id → now).
@@ -187,6 +193,14 @@ func TestPolicyReplayEndToEnd(t *testing.T) {
 					t.Fatalf("%q: %v", l, err)
 				}
 				got[c.CallID] = c
+			}
+			if tc.name == "strict" {
+				for _, c := range calls {
+					strictNow[c.id] = c.then
+					if g, ok := got[c.id]; ok {
+						strictNow[c.id] = policy.Action(g.After.Action)
+					}
+				}
 			}
 			if len(got) != len(want) {
 				t.Errorf("%d changes reported, %d known:\n%s", len(got), len(want), out)
@@ -239,6 +253,49 @@ func TestPolicyReplayEndToEnd(t *testing.T) {
 	out, errOut, code := p.toolctl(t, "policy", "replay", strict)
 	if code != toolctl.ExitFailed || !strings.Contains(errOut, "BROKEN") || !strings.Contains(errOut, "nothing replayed") || strings.Contains(out, "calls judged") {
 		t.Fatalf("replay over a tampered trail: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+
+	// Run both: the worker now follows the strict policy, and each call
+	// made again live (judge-only: nothing runs) gets the decision the
+	// replay said it would.
+	writeFile(t, s.Policy, replayStrictPolicy)
+	eventually(t, "the strict policy in force", func() (bool, string) {
+		a, rule := liveDecision(t, p, calls[len(calls)-1], "reload")
+		return a == policy.Deny, string(a) + " " + rule
+	})
+	for _, c := range calls {
+		if a, rule := liveDecision(t, p, c, "live"); a != strictNow[c.id] {
+			t.Errorf("%s live under the strict policy: %s by %s; the replay said %s", c.id, a, rule, strictNow[c.id])
+		}
+	}
+}
+
+// liveDecision makes c again as a judge-only call and returns the
+// gate's action on it: an asked call's is read from its pending result.
+func liveDecision(t *testing.T, p *process, c replayCall, tag string) (policy.Action, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pending := make(chan events.ResultData, 1)
+	done := make(chan *events.ResultData, 1)
+	go func() {
+		res, _ := p.client(t, c.agent).Call(ctx, c.tool, c.args, client.WithID(c.id+"-"+tag+"-"+events.NewID()), client.JudgeOnly(),
+			client.OnPending(func(r events.ResultData) { pending <- r }))
+		done <- res
+	}()
+	select {
+	case r := <-pending:
+		cancel()
+		<-done
+		if r.Decision == nil {
+			return "", "no decision"
+		}
+		return policy.Action(r.Decision.Action), r.Decision.Rule
+	case r := <-done:
+		if r == nil || r.Decision == nil {
+			t.Fatalf("%s: no decision: %+v", c.id, r)
+		}
+		return policy.Action(r.Decision.Action), r.Decision.Rule
 	}
 }
 
@@ -313,5 +370,39 @@ func tamperAudit(t *testing.T, url string) {
 	}
 	if err := st.DeleteMsg(ctx, seqs[len(seqs)/2]); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBrokenExampleIsRefusedEverywhere: one example of a policy broken
+// (it expects what the policy does not decide) and lint, test, push and a
+// worker start all refuse the policy, naming the example; the fleet's
+// policy stays the one in force.
+func TestBrokenExampleIsRefusedEverywhere(t *testing.T) {
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	p := startProcess(t, ws, nil)
+	broken := strings.Replace(replayRunPolicy, "{tool: read, args: {path: keys/server.pem}, expect: deny}",
+		"{tool: read, args: {path: keys/server.pem}, expect: allow}", 1)
+	file := filepath.Join(t.TempDir(), "broken.yaml")
+	writeFile(t, file, broken)
+	for _, args := range [][]string{{"policy", "lint", file}, {"policy", "test", file}} {
+		out, errOut, code := p.toolctl(t, args...)
+		if code != toolctl.ExitFailed || !strings.Contains(out+errOut, "examples[0]") || !strings.Contains(out+errOut, "got deny by tools.read.constraints.denied_paths[0]") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	admin := trusttest.CredsFile(t, installUser(t, identity.RoleAdmin, "admin"))
+	if _, errOut, code := p.toolctl(t, "policy", "push", file, "--creds", admin); code == toolctl.ExitOK || !strings.Contains(errOut, "examples[0]") {
+		t.Errorf("push: exit %d, %s", code, errOut)
+	}
+	if r := call(t, p.client(t, "agent-x"), "read", `{"path":"README.md"}`); r.Status != events.StatusOK {
+		t.Errorf("the policy in force changed: %+v", r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := daemon.Run(ctx, daemon.Options{Listen: "127.0.0.1:0", DataDir: stateTempDir(t), Workspace: ws, PolicyFile: file,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard})
+	if !errors.Is(err, policy.ErrInvalid) || !strings.Contains(err.Error(), "examples[0]") {
+		t.Fatalf("a worker started with the policy: %v", err)
 	}
 }

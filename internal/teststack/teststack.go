@@ -162,6 +162,9 @@ type ApprovalStack struct {
 	// Approver is the approver's credentials, issued by the tests'
 	// install.
 	Approver trust.Signer
+	// Policy is the policy file the worker follows (a change is hot
+	// reloaded).
+	Policy string
 }
 
 // StartApprovalStack starts a worker following policyDoc, trusting the
@@ -183,7 +186,7 @@ func StartApprovalStack(t testing.TB, policyDoc string) *ApprovalStack {
 	}
 	creds := trust.SignerOf(c)
 	url := StartApprover(t, w.URL, func(o *approver.Options) { o.Creds = trusttest.CredsFile(t, creds) })
-	return &ApprovalStack{Worker: w, URL: url, Approver: creds}
+	return &ApprovalStack{Worker: w, URL: url, Approver: creds, Policy: pol}
 }
 
 // SubmitWrite makes agent c write content to path as call id and waits

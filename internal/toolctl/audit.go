@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -168,35 +170,95 @@ func (e *Env) readTrail(ctx context.Context, js jetstream.JetStream, visit func(
 		chains auditchain.Chains
 		tr     trail
 	)
-	show := func(m jetstream.Msg) {
-		if strings.HasPrefix(m.Subject(), events.AuditCheckpointSubject("")) {
-			ev, cp, err := verify.Checkpoint(m.Subject(), m.Headers(), m.Data())
-			if err != nil {
-				tr.refused = append(tr.refused, fmt.Sprintf("refused %s %s: %v", m.Subject(), ev.ID(), err))
-				return
+	// Signatures are checked on every core, and what they give is
+	// applied in stream order, a batch at a time.
+	batch := make([]jetstream.Msg, 0, trailBatch)
+	out := make([]checked, 0, trailBatch)
+	apply := func() {
+		out = out[:len(batch)]
+		verifyBatch(verify, batch, out)
+		for i := range out {
+			c := &out[i]
+			switch {
+			case c.refused != "":
+				tr.refused = append(tr.refused, c.refused)
+			case c.checkpoint != nil:
+				chains.AddCheckpoint(c.checkpoint.chain, c.checkpoint.cp)
+			case c.audit.Chain == "":
+				tr.unchain++ // written before audit chains
+			default:
+				chains.Add(c.audit.Chain, c.link)
 			}
-			chains.AddCheckpoint(cp.Chain, auditchain.Checkpoint{Seq: cp.Seq, Head: cp.Head, ID: ev.ID()})
-			return
+			if c.audit != nil && visit != nil {
+				visit(c.audit)
+			}
+			*c = checked{}
 		}
-		ev, a, err := verify.Audit(m.Subject(), m.Headers(), m.Data())
-		if err != nil {
-			tr.refused = append(tr.refused, fmt.Sprintf("refused %s %s: %v", m.Subject(), ev.ID(), err))
-			return
-		}
-		if a.Chain == "" {
-			tr.unchain++ // written before audit chains
-		} else {
-			chains.Add(a.Chain, auditchain.Link{Seq: a.Seq, Prev: a.Prev, Hash: events.EventHash(events.EventSigningInput(ev)), ID: ev.ID()})
-		}
-		if visit != nil {
-			visit(a)
+		batch = batch[:0]
+	}
+	keep := func(m jetstream.Msg) {
+		if batch = append(batch, m); len(batch) == trailBatch {
+			apply()
 		}
 	}
-	if err := drain(ctx, cons, false, show, show, func() {}); err != nil && !errors.Is(err, context.Canceled) {
+	if err := drain(ctx, cons, false, keep, keep, func() {}); err != nil && !errors.Is(err, context.Canceled) {
 		return nil, e.fail(ExitNoReach, "%v", err)
 	}
+	apply()
 	tr.chains = chains.Check()
 	return &tr, ExitOK
+}
+
+// trailBatch is how many audit events readTrail verifies at a time.
+const trailBatch = 512
+
+// checked is what verifying one stored message gave: a refusal, a
+// checkpoint, or an audit event and its chain link.
+type checked struct {
+	refused    string
+	checkpoint *chainCheckpoint
+	audit      *events.AuditData
+	link       auditchain.Link
+}
+
+// chainCheckpoint is a verified checkpoint of a chain.
+type chainCheckpoint struct {
+	chain string
+	cp    auditchain.Checkpoint
+}
+
+// verifyBatch verifies msgs into out (as long), on every core.
+func verifyBatch(verify *eventsig.Verifier, msgs []jetstream.Msg, out []checked) {
+	workers := min(runtime.GOMAXPROCS(0), len(msgs))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(msgs); i += workers {
+				out[i] = verifyMsg(verify, msgs[i])
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// verifyMsg verifies one stored message of the audit stream.
+func verifyMsg(verify *eventsig.Verifier, m jetstream.Msg) checked {
+	if strings.HasPrefix(m.Subject(), events.AuditCheckpointSubject("")) {
+		ev, cp, err := verify.Checkpoint(m.Subject(), m.Headers(), m.Data())
+		if err != nil {
+			return checked{refused: fmt.Sprintf("refused %s %s: %v", m.Subject(), ev.ID(), err)}
+		}
+		return checked{checkpoint: &chainCheckpoint{cp.Chain, auditchain.Checkpoint{Seq: cp.Seq, Head: cp.Head, ID: ev.ID()}}}
+	}
+	ev, a, err := verify.Audit(m.Subject(), m.Headers(), m.Data())
+	if err != nil {
+		return checked{refused: fmt.Sprintf("refused %s %s: %v", m.Subject(), ev.ID(), err)}
+	}
+	c := checked{audit: a}
+	if a.Chain != "" {
+		c.link = auditchain.Link{Seq: a.Seq, Prev: a.Prev, Hash: events.EventHash(events.EventSigningInput(ev)), ID: ev.ID()}
+	}
+	return c
 }
 
 // auditVerifier verifies audit events against the account that issued

@@ -133,20 +133,14 @@ const (
 // the gate's decision.
 type AuditData struct {
 	// Kind is execution or decision.
-	Kind      string    `json:"kind,omitempty"`
-	CallID    string    `json:"call_id"`
-	Agent     string    `json:"agent"`
-	Tool      string    `json:"tool"`
-	SessionID string    `json:"session_id,omitempty"`
-	Status    Status    `json:"status"`
-	IsError   bool      `json:"is_error"`
-	Decision  *Decision `json:"decision,omitempty"`
-	// Judged is the policy gate's view of the call, on the events that
-	// carry the gate's decision (DecidedBy ["policy"]): what it judged,
-	// so that the call can be judged again under another policy
-	// (toolctl policy replay). Absent from events written before it
-	// existed and when the view could not be kept whole.
-	Judged      *Judged   `json:"judged,omitempty"`
+	Kind        string    `json:"kind,omitempty"`
+	CallID      string    `json:"call_id"`
+	Agent       string    `json:"agent"`
+	Tool        string    `json:"tool"`
+	SessionID   string    `json:"session_id,omitempty"`
+	Status      Status    `json:"status"`
+	IsError     bool      `json:"is_error"`
+	Decision    *Decision `json:"decision,omitempty"`
 	DurationMS  int64     `json:"duration_ms"`
 	ArgsSHA256  string    `json:"args_sha256"`
 	OutputBytes int       `json:"output_bytes"`
@@ -184,6 +178,12 @@ type AuditData struct {
 	// output (the changed output's hash). ArgsSHA256 stays the hash of
 	// the arguments as the agent sent them.
 	Hooks []HookChange `json:"hooks,omitempty"`
+	// Judged is the policy gate's view of the call, on the events that
+	// carry the gate's decision (DecidedBy ["policy"]): what it judged,
+	// so that the call can be judged again under another policy
+	// (toolctl policy replay). Absent from events written before it
+	// existed and when the view could not be kept whole.
+	Judged *Judged `json:"judged,omitempty"`
 	// TraceID and SpanID name the span that recorded the event, when the
 	// call carried trace context.
 	TraceID string `json:"trace_id,omitempty"`
@@ -194,34 +194,6 @@ type AuditData struct {
 	Chain string `json:"chain,omitempty"`
 	Seq   uint64 `json:"seq,omitempty"`
 	Prev  string `json:"prev,omitempty"`
-}
-
-// Judged is the policy gate's view of a call in an audit event: what the
-// gate judged of its arguments, and nothing else of them (no file
-// contents, no payloads; secrets the redaction removes are removed here
-// too, and such a view is marked Redacted).
-type Judged struct {
-	// Workspace is the workspace root relative paths were resolved against.
-	Workspace string `json:"ws,omitempty"`
-	// Kind is the kind of a tool that is not built in; Unknown marks a
-	// tool no worker registered.
-	Kind    string `json:"kind,omitempty"`
-	Unknown bool   `json:"unknown,omitempty"`
-	// Command is a shell tool's command as judged and run (rendered from
-	// its syntax tree); Workdir its working directory argument.
-	Command string `json:"cmd,omitempty"`
-	Workdir string `json:"cwd,omitempty"`
-	// Path and Pattern are a file tool's path and path pattern arguments.
-	Path    string `json:"path,omitempty"`
-	Pattern string `json:"pattern,omitempty"`
-	// Hosts are a network tool's host:port, as judged from its URL.
-	Hosts []string `json:"hosts,omitempty"`
-	// Links map each path the gate resolved through a symbolic link to
-	// the real path it judged.
-	Links map[string]string `json:"links,omitempty"`
-	// Redacted marks a view a secret was removed from: it is not judged
-	// again.
-	Redacted bool `json:"redacted,omitempty"`
 }
 
 // AuditCheckpointData is a worker's signed statement of its audit chain:

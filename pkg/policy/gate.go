@@ -92,7 +92,14 @@ type evaluation struct {
 
 // Evaluate judges req. It never panics and fails closed: anything that
 // goes wrong while judging is a deny naming the cause.
-func (g *Gate) Evaluate(ctx context.Context, req Request) (d Decision) {
+func (g *Gate) Evaluate(ctx context.Context, req Request) Decision {
+	return g.judge(ctx, req, nil, false)
+}
+
+// judge evaluates req under the policy in force, taking the path
+// resolutions in pins as given and, with noAmend, no amendment. It never
+// panics and fails closed.
+func (g *Gate) judge(ctx context.Context, req Request, pins map[string]string, noAmend bool) (d Decision) {
 	p := g.pol.Load()
 	defer func() {
 		if r := recover(); r != nil {
@@ -102,7 +109,8 @@ func (g *Gate) Evaluate(ctx context.Context, req Request) (d Decision) {
 	if err := ctx.Err(); err != nil {
 		return failClosed(p, "policy evaluation cancelled: "+err.Error())
 	}
-	e := g.begin(p, req)
+	e := g.beginPinned(p, req, pins)
+	e.noAmend = noAmend
 	e.run()
 	return e.decide()
 }

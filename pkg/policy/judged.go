@@ -122,20 +122,8 @@ func (j *Judged) Request(agent, tool string) Request {
 // agent the view j stands for, resolving the paths it recorded through
 // symbolic links to the real paths recorded (others as they are now).
 // Amendments are not applied: the decision is the policy's own.
-func (g *Gate) Rejudge(ctx context.Context, agent, tool string, j *Judged) (d Decision) {
-	p := g.pol.Load()
-	defer func() {
-		if r := recover(); r != nil {
-			d = failClosed(p, "policy evaluation failed: "+panicText(r))
-		}
-	}()
-	if err := ctx.Err(); err != nil {
-		return failClosed(p, "policy evaluation cancelled: "+err.Error())
-	}
-	e := g.beginPinned(p, j.Request(agent, tool), j.Links)
-	e.noAmend = true
-	e.run()
-	return e.decide()
+func (g *Gate) Rejudge(ctx context.Context, agent, tool string, j *Judged) Decision {
+	return g.judge(ctx, j.Request(agent, tool), j.Links, true)
 }
 
 // recordLink remembers that abs resolved to real, when they differ.
