@@ -21,10 +21,10 @@ import (
 	"github.com/toolgate/toolgate/internal/policyreplay"
 	"github.com/toolgate/toolgate/internal/teststack"
 	"github.com/toolgate/toolgate/internal/toolctl"
-	"github.com/toolgate/toolgate/pkg/trust/trusttest"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/trust/trusttest"
 )
 
 // replayRunPolicy is the policy the calls run under: reads allowed but

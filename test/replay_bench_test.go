@@ -14,13 +14,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
-	"github.com/toolgate/toolgate/pkg/eventsig"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/teststack"
 	"github.com/toolgate/toolgate/internal/toolctl"
-	"github.com/toolgate/toolgate/pkg/trust"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/eventsig"
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // benchTrailCalls is how many audited calls the replay benchmark's trail

@@ -19,8 +19,8 @@ import (
 	"fmt"
 	"os"
 
-	_ "github.com/toolgate/toolgate/pkg/sandboxinit" // does the work in its init, under its name
 	"github.com/toolgate/toolgate/internal/version"
+	_ "github.com/toolgate/toolgate/pkg/sandboxinit" // does the work in its init, under its name
 )
 
 func main() {

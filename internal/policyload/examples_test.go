@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/pkg/trust"
 	"github.com/toolgate/toolgate/pkg/policy"
+	"github.com/toolgate/toolgate/pkg/trust"
 )
 
 // brokenExample is a valid document whose one example does not come out
