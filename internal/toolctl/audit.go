@@ -29,9 +29,10 @@ type AuditLine struct {
 // cmdAudit prints the audit trail: one line per decision and per
 // execution, oldest first, filtered by agent and tool.
 func cmdAudit(ctx context.Context, env *Env, args []string) int {
-	fs := env.flagSet("audit", "usage: toolctl audit [--follow] [--agent A] [--tool T] [--since D] [--json] | --verify")
+	fs := env.flagSet("audit", "usage: toolctl audit [--follow] [--agent A] [--tool T] [--since D] [--json] | --verify [--live-within D]")
 	follow := fs.Bool("follow", false, "keep printing new audit events until interrupted")
-	verifyChains := fs.Bool("verify", false, "check the whole trail: every event's signature, every worker's chain and checkpoints")
+	verifyChains := fs.Bool("verify", false, "check the whole trail: every event's signature, every worker's chain and checkpoints, and an execution event for every final result")
+	liveWithin := fs.Duration("live-within", 3*events.AuditLivenessPeriod, "with --verify: a chain without its closing checkpoint is its running worker's open tail while its last checkpoint is younger than this; older, its tail is reported lost")
 	agent := fs.String("agent", "", "only this agent's calls")
 	tool := fs.String("tool", "", "only calls of this tool (its canonical name)")
 	since := fs.Duration("since", 24*time.Hour, "start with events stored this long ago")
@@ -53,7 +54,7 @@ func cmdAudit(ctx context.Context, env *Env, args []string) int {
 	}
 	defer nc.Close()
 	if *verifyChains {
-		return env.verifyAudit(ctx, js)
+		return env.verifyAudit(ctx, js, *liveWithin)
 	}
 	cons, code := env.auditConsumer(ctx, js, subject, *since)
 	if cons == nil {
@@ -97,7 +98,7 @@ func cmdAudit(ctx context.Context, env *Env, args []string) int {
 // verifyAudit reads the whole audit stream and checks every event's
 // signature and every worker's chain and checkpoints (internal/auditchain):
 // a removed, changed or inserted event is reported, and exits 1.
-func (e *Env) verifyAudit(ctx context.Context, js jetstream.JetStream) int {
+func (e *Env) verifyAudit(ctx context.Context, js jetstream.JetStream, liveWithin time.Duration) int {
 	verify, err := e.auditVerifier()
 	if err != nil {
 		return e.fail(ExitUsage, "%v", err)
@@ -107,9 +108,10 @@ func (e *Env) verifyAudit(ctx context.Context, js jetstream.JetStream) int {
 		return e.fail(ExitNoReach, "read %s: %v", bus.StreamAudit, err)
 	}
 	var (
-		chains  auditchain.Chains
-		refused int
-		unchain int
+		chains   = auditchain.Chains{Now: time.Now(), LiveWithin: liveWithin}
+		refused  int
+		unchain  int
+		executed = map[string]bool{} // agent.call id of every execution event
 	)
 	show := func(m jetstream.Msg) {
 		if strings.HasPrefix(m.Subject(), events.AuditCheckpointSubject("")) {
@@ -119,7 +121,8 @@ func (e *Env) verifyAudit(ctx context.Context, js jetstream.JetStream) int {
 				fmt.Fprintf(e.Stdout, "refused %s %s: %v\n", m.Subject(), ev.ID(), err)
 				return
 			}
-			chains.AddCheckpoint(cp.Chain, auditchain.Checkpoint{Seq: cp.Seq, Head: cp.Head, ID: ev.ID()})
+			chains.AddCheckpoint(cp.Chain, auditchain.Checkpoint{Seq: cp.Seq, Head: cp.Head, ID: ev.ID(), Time: cp.Time,
+				Opening: cp.Opening, Final: cp.Final, Anchor: cp.Anchor, AnchorTime: cp.AnchorTime})
 			return
 		}
 		ev, a, err := verify.Audit(m.Subject(), m.Headers(), m.Data())
@@ -127,6 +130,9 @@ func (e *Env) verifyAudit(ctx context.Context, js jetstream.JetStream) int {
 			refused++
 			fmt.Fprintf(e.Stdout, "refused %s %s: %v\n", m.Subject(), ev.ID(), err)
 			return
+		}
+		if a.Kind == events.AuditExecution {
+			executed[a.Agent+"."+a.CallID] = true
 		}
 		if a.Chain == "" {
 			unchain++ // written before audit chains
@@ -137,11 +143,17 @@ func (e *Env) verifyAudit(ctx context.Context, js jetstream.JetStream) int {
 	if err := drain(ctx, cons, false, show, show, func() {}); err != nil && !errors.Is(err, context.Canceled) {
 		return e.fail(ExitNoReach, "%v", err)
 	}
+	if s, err := js.Stream(ctx, bus.StreamAudit); err == nil && s.CachedInfo().Config.MaxAge > 0 {
+		chains.Horizon = chains.Now.Add(-s.CachedInfo().Config.MaxAge)
+	}
 	problems := refused
 	for _, r := range chains.Check() {
 		state := "ok"
-		if len(r.Problems) > 0 {
+		switch {
+		case len(r.Problems) > 0:
 			state = "BROKEN"
+		case r.Open:
+			state = "open (its worker runs)"
 		}
 		fmt.Fprintf(e.Stdout, "chain %s: %d events, %d under a signed checkpoint: %s\n", r.Chain, r.Events, r.Checked, state)
 		for _, p := range r.Problems {
@@ -152,11 +164,79 @@ func (e *Env) verifyAudit(ctx context.Context, js jetstream.JetStream) int {
 	if unchain > 0 {
 		fmt.Fprintf(e.Stdout, "%d signed events without a chain (written before audit chains)\n", unchain)
 	}
+	unaudited, err := e.resultsWithoutAudit(ctx, js, executed)
+	if err != nil {
+		return e.fail(ExitNoReach, "%v", err)
+	}
+	problems += unaudited
 	if problems > 0 {
 		return e.fail(ExitFailed, "the audit trail does not verify: %d problems", problems)
 	}
 	fmt.Fprintln(e.Stdout, "the audit trail verifies")
 	return ExitOK
+}
+
+// resultsWithoutAudit cross-checks the results stream against the audit
+// trail: every final result of a call (stored since the audit stream's
+// oldest event, so that an expired event is not taken for a missing one)
+// must have an execution audit event (executed, by agent.call id). It
+// prints each call that lacks one and returns how many do. Results that
+// do not verify are no worker's and are not counted.
+func (e *Env) resultsWithoutAudit(ctx context.Context, js jetstream.JetStream, executed map[string]bool) (int, error) {
+	verify, err := e.auditVerifier()
+	if err != nil {
+		return 0, err
+	}
+	as, err := js.Stream(ctx, bus.StreamAudit)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", bus.StreamAudit, err)
+	}
+	var since time.Time // results older than the audit's retention are not checked
+	if age := as.CachedInfo().Config.MaxAge; age > 0 {
+		since = time.Now().Add(-age)
+	}
+	cons, err := js.OrderedConsumer(ctx, bus.StreamResults, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.SubjectResults}})
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", bus.StreamResults, err)
+	}
+	seen := map[string]bool{}
+	var missing []string
+	check := func(m jetstream.Msg) {
+		agent, callID, ok := resultSubjectIDs(m.Subject())
+		if !ok {
+			return
+		}
+		if md, err := m.Metadata(); err == nil && md.Timestamp.Before(since) {
+			return
+		}
+		r, err := verify.Result(m.Headers(), m.Data(), agent, callID, "")
+		key := agent + "." + callID
+		if err != nil || !r.Status.Final() || seen[key] {
+			return
+		}
+		seen[key] = true
+		if !executed[key] {
+			missing = append(missing, fmt.Sprintf("call %s of agent %s: final result %s without an execution audit event", callID, agent, r.Status))
+		}
+	}
+	if err := drain(ctx, cons, false, check, check, func() {}); err != nil && !errors.Is(err, context.Canceled) {
+		return 0, err
+	}
+	for _, line := range missing {
+		fmt.Fprintln(e.Stdout, line)
+	}
+	fmt.Fprintf(e.Stdout, "results: %d calls with a final result, %d without their execution event\n", len(seen), len(missing))
+	return len(missing), nil
+}
+
+// resultSubjectIDs splits a result subject toolgate.result.<agent>.<call id>.
+func resultSubjectIDs(subject string) (agent, callID string, ok bool) {
+	rest, found := strings.CutPrefix(subject, events.Prefix+".result.")
+	if !found {
+		return "", "", false
+	}
+	agent, callID, ok = strings.Cut(rest, ".")
+	return agent, callID, ok && agent != "" && callID != "" && !strings.Contains(callID, ".")
 }
 
 // auditVerifier verifies audit events against the account that issued
