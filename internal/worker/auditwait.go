@@ -196,3 +196,24 @@ func (w *Worker) replayKeptOf(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+// auditedKeeping is executionAudited retried while the audit stream
+// cannot answer (up to claimRetryFor), keeping msg in progress
+// meanwhile, so that an outage does not spend the call's deliveries.
+func (w *Worker) auditedKeeping(msg callMsg, in *events.Call, tool string, since time.Time) (bool, error) {
+	deadline := time.Now().Add(claimRetryFor)
+	for gap := 250 * time.Millisecond; ; gap = min(2*gap, 5*time.Second) {
+		ctx, cancel := context.WithTimeout(w.execCtx, w.cfg.publishTimeout)
+		ok, err := w.executionAudited(ctx, in, tool, since)
+		cancel()
+		if err == nil || w.execCtx.Err() != nil || time.Now().After(deadline) {
+			return ok, err
+		}
+		_ = msg.InProgress()
+		select {
+		case <-w.execCtx.Done():
+			return false, err
+		case <-time.After(gap):
+		}
+	}
+}

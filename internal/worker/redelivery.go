@@ -44,7 +44,7 @@ func (w *Worker) duplicate(msg callMsg, in *events.Call, key string) fate.Fate {
 	if stored && res.Status.Final() && (rec.State == stateRunning || rec.State == stateExecuting) {
 		// Its owner may have died between storing the result and storing
 		// the execution event: a call is finished only with both.
-		ok, err := w.executionAudited(ctx, in, res.Tool, rec.Started)
+		ok, err := w.auditedKeeping(msg, in, res.Tool, rec.Started)
 		if err != nil {
 			return fate.Retry(fate.Backoff(msg.NumDelivered()), fmt.Errorf("look up the audit of call %s: %w", in.ID, err))
 		}

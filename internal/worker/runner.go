@@ -50,7 +50,7 @@ func (w *Worker) handle(msg callMsg) fate.Fate {
 		// that a cancellation, a parked record or a kept result is found.
 		if res, ok := w.storedResult(ctx, in); ok && res.Status.Final() {
 			// Its worker may have died before storing the execution event.
-			if audited, err := w.executionAudited(ctx, in, res.Tool, time.Now().Add(-w.ackWait()*time.Duration(msg.NumDelivered()+1))); err != nil {
+			if audited, err := w.auditedKeeping(msg, in, res.Tool, time.Now().Add(-w.ackWait()*time.Duration(msg.NumDelivered()+1))); err != nil {
 				return fate.Retry(fate.Backoff(msg.NumDelivered()), fmt.Errorf("look up the audit of call %s: %w", in.ID, err))
 			} else if !audited {
 				w.auditAfterResult(in, *res, true, nil)
