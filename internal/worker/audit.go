@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/parking"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -572,8 +573,35 @@ func (w *Worker) retryAudit(m *nats.Msg, callID, key string, err error) {
 			w.obs.auditQueue.stored(key, m)
 			return
 		}
+		w.recreateAudit() // no stream answered: perhaps there is none
+
 	}
 }
+
+// recreateAudit creates the audit stream again when it was deleted, at
+// most once every recreateEvery: the events retried then land in it,
+// and `toolctl audit --verify` reports those the deletion removed (the
+// chains' first events, the anchors of removed chains, the results
+// without their execution event).
+func (w *Worker) recreateAudit() {
+	now := time.Now().UnixNano()
+	last := w.auditRecreated.Load()
+	if now-last < int64(recreateEvery) || !w.auditRecreated.CompareAndSwap(last, now) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.publishTimeout)
+	defer cancel()
+	created, err := bus.Recreate(ctx, w.js, w.cfg.Bus, bus.StreamAudit)
+	switch {
+	case err != nil:
+		w.log.Warn("audit stream missing and not recreated", "err", err)
+	case created:
+		w.log.Error("audit stream was deleted: recreated; the events stored before are gone, as toolctl audit --verify reports", "stream", bus.StreamAudit)
+	}
+}
+
+// recreateEvery spaces a worker's checks for a deleted audit stream.
+const recreateEvery = 2 * time.Second
 
 // auditRetryMax caps the backoff between the publishes of an audit event.
 const auditRetryMax = 5 * time.Second

@@ -14,6 +14,51 @@ import (
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
+// TestDeletedAuditStreamIsRecreated: a worker whose audit publishes find
+// the audit stream deleted creates it again, so that the calls do not
+// back up for good: each is audited, once, in the new stream.
+func TestDeletedAuditStreamIsRecreated(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Bus: fastBus, publishTimeout: 300 * time.Millisecond})
+	c, nc := newClient(t, s, "deleted")
+	js, _ := jetstream.New(nc)
+	if err := js.DeleteStream(ctxT(t), bus.StreamAudit); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"d-1", "d-2", "d-3"}
+	for _, id := range ids {
+		if res, err := c.Call(ctxT(t), "echo", map[string]any{"text": id}, client.WithID(id)); err != nil || res.Status != events.StatusOK {
+			t.Fatalf("%+v %v", res, err)
+		}
+	}
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := js.Stream(ctxT(t), bus.StreamAudit); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the audit stream was not recreated")
+		}
+	}
+	exec, _ := auditOf(t, js, "deleted", len(ids))
+	for _, id := range ids {
+		if exec[id].CallID != id {
+			t.Fatalf("no execution event for %s: %v", id, exec)
+		}
+	}
+	st, err := js.Stream(ctxT(t), bus.StreamAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctxT(t), jetstream.WithSubjectFilter(events.AuditSubject("deleted", ">")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(info.State.Subjects); n != 1 || info.State.Subjects[events.AuditSubject("deleted", "echo")] != uint64(len(ids)) {
+		t.Fatalf("audit events of the agent by subject: %v; want %d on echo", info.State.Subjects, len(ids))
+	}
+}
+
 // TestCallsBackUpWhileUnaudited: while the audit stream cannot store, a
 // call that ran keeps its message unacked (its heartbeat keeps it from
 // redelivery) and its slot; once every slot holds such a call the
@@ -25,7 +70,16 @@ func TestCallsBackUpWhileUnaudited(t *testing.T) {
 	r := startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Bus: fastBus, Concurrency: 2, AgentConcurrency: -1, publishTimeout: 300 * time.Millisecond})
 	c, nc := newClient(t, s, "backed")
 	js, _ := jetstream.New(nc)
-	if err := js.DeleteStream(ctxT(t), bus.StreamAudit); err != nil {
+	// The stream stays, but takes no audit subject: every publish finds
+	// no stream, as while it has no leader.
+	st, err := js.Stream(ctxT(t), bus.StreamAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	off := cfg
+	off.Subjects = []string{"unavailable.audit.>"}
+	if _, err := js.UpdateStream(ctxT(t), off); err != nil {
 		t.Fatal(err)
 	}
 	results := make(chan *events.ResultData, 3)
@@ -58,7 +112,7 @@ func TestCallsBackUpWhileUnaudited(t *testing.T) {
 	if err := r.w.Ready(); err == nil || !strings.Contains(err.Error(), "audit stream not storing") {
 		t.Fatalf("ready = %v, want the audit stream named", err)
 	}
-	if err := bus.Provision(ctxT(t), js, fastBus); err != nil {
+	if _, err := js.UpdateStream(ctxT(t), cfg); err != nil {
 		t.Fatal(err)
 	}
 	if res := testenv.Recv(t, results, "result"); res.Status != events.StatusOK {

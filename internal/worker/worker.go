@@ -166,6 +166,7 @@ type Worker struct {
 	auditGiveUpOnce sync.Once
 	unauditedMu     sync.Mutex
 	unaudited       map[string]record
+	auditRecreated  atomic.Int64 // when the audit stream was last looked for, unix ns (recreateAudit)
 	// forged counts stored results refused by the verifier.
 	forged atomic.Int64
 	// sign signs results and audit events (cfg.Signer); nil: unsigned.
