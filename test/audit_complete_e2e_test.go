@@ -394,3 +394,63 @@ func TestKilledWorkerBetweenResultAndAudit(t *testing.T) {
 		t.Fatalf("audit --verify --live-within 1s = %d, want the killed run's lost tail reported:\n%s", code, out)
 	}
 }
+
+// TestAuditStreamDeletedUnderLoad: the audit stream is deleted while a
+// worker runs. No call finishes unaudited: the worker creates the stream
+// again and the calls after the deletion are audited, each once; and
+// --verify reports exactly what the deletion removed — the calls before
+// it as results without their execution event, and the chain's opening
+// and first events as missing — and nothing of the calls after it.
+func TestAuditStreamDeletedUnderLoad(t *testing.T) {
+	srv, js, ws := auditStack(t)
+	p := startProcess(t, ws, func(o *daemon.Options) { o.NATSURL, o.Name = srv.ClientURL(), "deleted" })
+	c := p.client(t, "alice")
+	call := func(id string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if res, err := c.Call(ctx, "read", map[string]any{"path": "README.md"}, client.WithID(id)); err != nil || res.Status != events.StatusOK {
+			t.Fatalf("call %s: %+v %v", id, res, err)
+		}
+	}
+	before, after := []string{"before-1", "before-2", "before-3"}, []string{"after-1", "after-2", "after-3"}
+	for _, id := range before {
+		call(id)
+	}
+	waitAcked(t, js)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := js.DeleteStream(ctx, bus.StreamAudit); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range after {
+		call(id)
+	}
+	for end := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := js.Stream(ctx, bus.StreamAudit); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the audit stream was not created again")
+		}
+	}
+	for _, id := range after {
+		auditedOnce(t, js, id, 60*time.Second)
+	}
+	out, _, code := p.toolctl(t, "audit", "--verify")
+	if code == 0 {
+		t.Fatalf("--verify passed with the audit stream deleted:\n%s", out)
+	}
+	for _, want := range []string{"its opening checkpoint is missing", "events 1-3 are missing",
+		"call before-1 of agent alice", "call before-2 of agent alice", "call before-3 of agent alice",
+		"6 calls with a final result, 3 without their execution event"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--verify does not say %q:\n%s", want, out)
+		}
+	}
+	for _, id := range after {
+		if strings.Contains(out, "call "+id+" ") {
+			t.Errorf("--verify reports %s, audited after the deletion:\n%s", id, out)
+		}
+	}
+}
