@@ -155,11 +155,12 @@ func (w *Worker) openChain(ctx context.Context, stop <-chan struct{}) {
 }
 
 // flushCheckpoint publishes the chain's closing checkpoint (a stopping
-// worker's last word) and returns it; nil when the chain has no event.
+// worker's last word, even with no event: its chain opened) and returns
+// it; nil when the chain never opened.
 func (w *Worker) flushCheckpoint() *nats.Msg {
 	c := &w.chain
 	c.mu.Lock()
-	if c.seq == 0 {
+	if c.id == "" {
 		c.mu.Unlock()
 		return nil
 	}
