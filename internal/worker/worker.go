@@ -12,7 +12,9 @@
 // outcome.go (pipeline outcome to result status), park.go (the parking
 // step), approvals.go (resuming parked calls), claim.go and heartbeat.go
 // (the claim record and keeping it alive), redelivery.go (a call claimed
-// before), publish.go (results and events), audit.go, deadletter.go,
+// before), publish.go (results and events), audit.go, auditwait.go (a
+// call finished only once its audit is stored), chain.go (the audit
+// chain and its checkpoints), deadletter.go,
 // announce.go (tool announcements and listings), callkey.go, asyncpub.go
 // (event publishes retried), telemetry.go (spans and metrics).
 package worker
