@@ -25,6 +25,13 @@ import (
 // serves.
 func startServing(t *testing.T, cmd *exec.Cmd) {
 	t.Helper()
+	startUntil(t, cmd, "serves", func(l string) bool { return strings.HasPrefix(l, "serving") })
+}
+
+// startUntil runs cmd until the test ends and waits until a line of its
+// stderr satisfies said (it then says what).
+func startUntil(t *testing.T, cmd *exec.Cmd, what string, said func(string) bool) {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -46,9 +53,9 @@ func startServing(t *testing.T, cmd *exec.Cmd) {
 		select {
 		case l, ok := <-lines:
 			if !ok {
-				t.Fatalf("%s exited before serving", cmd.Path)
+				t.Fatalf("%s exited before it %s", cmd.Path, what)
 			}
-			if strings.HasPrefix(l, "serving") {
+			if said(l) {
 				go func() {
 					for range lines {
 					}
@@ -56,7 +63,7 @@ func startServing(t *testing.T, cmd *exec.Cmd) {
 				return
 			}
 		case <-deadline:
-			t.Fatalf("%s never said it serves", cmd.Path)
+			t.Fatalf("%s never said it %s", cmd.Path, what)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // chain is a sound chain of n links: link i's hash is "h<i>".
@@ -46,6 +47,7 @@ func TestCheck(t *testing.T) {
 			for _, l := range tt.links(chain(5)) {
 				c.Add("w-1", l)
 			}
+			c.AddCheckpoint("w-1", Checkpoint{Seq: 0, ID: "open", Opening: true})
 			for _, cp := range tt.cps {
 				c.AddCheckpoint("w-1", cp)
 			}
@@ -57,6 +59,74 @@ func TestCheck(t *testing.T) {
 			got := strings.Join(r.Problems, "; ")
 			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) || r.Checked != tt.checked {
 				t.Fatalf("problems %q checked %d; want %q checked %d", got, r.Checked, tt.want, tt.checked)
+			}
+		})
+	}
+}
+
+// TestCheckEnds covers how chains end and begin: a closing checkpoint,
+// a live worker's open tail, a dead worker's lost tail, a removed
+// opening, and a whole chain removed that a later opening names.
+func TestCheckEnds(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	opening := Checkpoint{Seq: 0, ID: "open", Opening: true, Time: now.Add(-time.Hour)}
+	closing := Checkpoint{Seq: 5, Head: "h5", ID: "close", Final: true, Time: now.Add(-30 * time.Minute)}
+	tests := []struct {
+		name  string
+		links int
+		cps   []Checkpoint
+		other map[string][]Checkpoint // checkpoints of other chains (no links)
+		want  []string                // problems, by chain, each contains; nil: none
+		open  bool
+	}{
+		{name: "closed", links: 5, cps: []Checkpoint{opening, closing}},
+		{name: "open, worker live", links: 5, cps: []Checkpoint{opening, {Seq: 3, Head: "h3", ID: "cp3", Time: now.Add(-time.Minute)}}, open: true},
+		{name: "tail and closing checkpoint removed, worker gone", links: 3,
+			cps:  []Checkpoint{opening, {Seq: 3, Head: "h3", ID: "cp3", Time: now.Add(-time.Hour)}},
+			want: []string{"w-1: it ends without its closing checkpoint"}},
+		{name: "closing checkpoint counts more than present", links: 3, cps: []Checkpoint{opening, closing},
+			want: []string{"w-1: checkpoint close says 5 events; the chain has 3"}},
+		{name: "events after the closing checkpoint", links: 6, cps: []Checkpoint{opening, closing},
+			want: []string{"w-1: events 6-6 come after its closing checkpoint"}},
+		{name: "opening removed", links: 5, cps: []Checkpoint{closing},
+			want: []string{"w-1: its opening checkpoint is missing"}},
+		{name: "a whole earlier chain removed", links: 5,
+			cps:  []Checkpoint{{Seq: 0, ID: "open", Opening: true, Anchor: "w-0:7:h7"}, closing},
+			want: []string{"w-0: the whole chain is missing"}},
+		{name: "anchor at another head", links: 5,
+			cps:   []Checkpoint{{Seq: 0, ID: "open", Opening: true, Anchor: "w-0:0:x"}, closing},
+			other: map[string][]Checkpoint{"w-0": {{Seq: 0, ID: "open0", Opening: true}, {Seq: 0, ID: "close0", Final: true}}},
+			want:  []string{"w-1: its opening names event 0 of chain w-0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Chains{Now: now, LiveWithin: 3 * time.Minute}
+			for _, l := range chain(tt.links) {
+				c.Add("w-1", l)
+			}
+			for _, cp := range tt.cps {
+				c.AddCheckpoint("w-1", cp)
+			}
+			for id, cps := range tt.other {
+				for _, cp := range cps {
+					c.AddCheckpoint(id, cp)
+				}
+			}
+			var got []string
+			open := false
+			for _, r := range c.Check() {
+				open = open || r.Open
+				for _, p := range r.Problems {
+					got = append(got, r.Chain+": "+p)
+				}
+			}
+			if len(got) != len(tt.want) || open != tt.open {
+				t.Fatalf("problems %q open %v; want %q open %v", got, open, tt.want, tt.open)
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(got[i], w) {
+					t.Fatalf("problem %q; want it to say %q", got[i], w)
+				}
 			}
 		})
 	}

@@ -320,6 +320,29 @@ func request[T any](ctx context.Context, fn func(context.Context) (T, error)) (T
 }
 
 // ensureStream creates sc, or updates it when what exists differs.
+// Recreate creates the stream name of c's streams when it does not exist
+// (deleted while workers run), and reports whether it did. A stream that
+// exists is left as it is, answering or not.
+func Recreate(ctx context.Context, js jetstream.JetStream, c Config, name string) (bool, error) {
+	for _, sc := range c.withDefaults().Streams() {
+		if sc.Name != name {
+			continue
+		}
+		if _, err := js.Stream(ctx, name); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return false, nil
+		}
+		_, err := js.CreateStream(ctx, sc)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return false, nil // another worker was quicker
+		}
+		if err != nil {
+			return false, fmt.Errorf("recreate stream %s: %w", name, err)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("recreate stream %s: no such stream", name)
+}
+
 func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {
 	st, err := request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, sc.Name) })
 	switch {

@@ -62,6 +62,10 @@ func serveMetrics(ctx context.Context, o Options, t *telemetry.Telemetry, js jet
 	if err := t.Gauge("toolgate.approvals.parked", "{call}", "Parked calls waiting for people's decision.", parked); err != nil {
 		return err
 	}
+	if err := t.Gauge("toolgate.audit.pending", "{call}", "Calls that ran and whose audit events are not stored yet: they hold their slot and stay unacked until they are (at most the worker's concurrency).",
+		func(context.Context) (int64, bool) { n, _ := w.AuditBacklog(); return int64(n), true }); err != nil {
+		return err
+	}
 	if o.MetricsListen == "" {
 		return nil
 	}

@@ -32,9 +32,10 @@ type AuditLine struct {
 // cmdAudit prints the audit trail: one line per decision and per
 // execution, oldest first, filtered by agent and tool.
 func cmdAudit(ctx context.Context, env *Env, args []string) int {
-	fs := env.flagSet("audit", "usage: toolctl audit [--follow] [--agent A] [--tool T] [--since D] [--json] | --verify")
+	fs := env.flagSet("audit", "usage: toolctl audit [--follow] [--agent A] [--tool T] [--since D] [--json] | --verify [--live-within D]")
 	follow := fs.Bool("follow", false, "keep printing new audit events until interrupted")
-	verifyChains := fs.Bool("verify", false, "check the whole trail: every event's signature, every worker's chain and checkpoints")
+	verifyChains := fs.Bool("verify", false, "check the whole trail: every event's signature, every worker's chain and checkpoints, and an execution event for every final result")
+	liveWithin := fs.Duration("live-within", 3*events.AuditLivenessPeriod, "with --verify: a chain without its closing checkpoint is its running worker's open tail while its last checkpoint is younger than this; older, its tail is reported lost")
 	agent := fs.String("agent", "", "only this agent's calls")
 	tool := fs.String("tool", "", "only calls of this tool (its canonical name)")
 	since := fs.Duration("since", 24*time.Hour, "start with events stored this long ago")
@@ -56,7 +57,7 @@ func cmdAudit(ctx context.Context, env *Env, args []string) int {
 	}
 	defer nc.Close()
 	if *verifyChains {
-		return env.verifyAudit(ctx, js)
+		return env.verifyAudit(ctx, js, *liveWithin)
 	}
 	cons, code := env.auditConsumer(ctx, js, subject, *since)
 	if cons == nil {
@@ -99,14 +100,21 @@ func cmdAudit(ctx context.Context, env *Env, args []string) int {
 
 // verifyAudit reads the whole audit stream and checks every event's
 // signature and every worker's chain and checkpoints (internal/auditchain):
-// a removed, changed or inserted event is reported, and exits 1.
-func (e *Env) verifyAudit(ctx context.Context, js jetstream.JetStream) int {
-	tr, code := e.readTrail(ctx, js, nil)
+// a removed, changed or inserted event, a lost tail, a removed chain, and
+// a final result without its execution event are reported, and exit 1.
+func (e *Env) verifyAudit(ctx context.Context, js jetstream.JetStream, liveWithin time.Duration) int {
+	tr, code := e.readTrail(ctx, js, liveWithin, nil)
 	if tr == nil {
 		return code
 	}
-	if tr.report(e.Stdout) > 0 {
-		return e.fail(ExitFailed, "the audit trail does not verify: %d problems", tr.problems())
+	problems := tr.report(e.Stdout)
+	unaudited, err := e.resultsWithoutAudit(ctx, js, tr.executed)
+	if err != nil {
+		return e.fail(ExitNoReach, "%v", err)
+	}
+	problems += unaudited
+	if problems > 0 {
+		return e.fail(ExitFailed, "the audit trail does not verify: %d problems", problems)
 	}
 	fmt.Fprintln(e.Stdout, "the audit trail verifies")
 	return ExitOK
@@ -114,9 +122,10 @@ func (e *Env) verifyAudit(ctx context.Context, js jetstream.JetStream) int {
 
 // trail is what reading the whole audit stream found.
 type trail struct {
-	refused []string // the events refused, one line each
-	chains  []auditchain.Report
-	unchain int // signed events without a chain (written before chains)
+	refused  []string // the events refused, one line each
+	chains   []auditchain.Report
+	unchain  int             // signed events without a chain (written before chains)
+	executed map[string]bool // agent.call id of every execution event
 }
 
 // problems counts the refused events and the chains' breaks.
@@ -136,8 +145,11 @@ func (t *trail) report(w io.Writer) int {
 	}
 	for _, r := range t.chains {
 		state := "ok"
-		if len(r.Problems) > 0 {
+		switch {
+		case len(r.Problems) > 0:
 			state = "BROKEN"
+		case r.Open:
+			state = "open (its worker runs)"
 		}
 		fmt.Fprintf(w, "chain %s: %d events, %d under a signed checkpoint: %s\n", r.Chain, r.Events, r.Checked, state)
 		for _, p := range r.Problems {
@@ -151,10 +163,12 @@ func (t *trail) report(w io.Writer) int {
 }
 
 // readTrail reads the whole audit stream, verifying every event's
-// signature and every worker's chain and checkpoints, and hands each
-// verified audit event to visit (when set), in stream order. Nil and the
-// exit code when the stream cannot be read.
-func (e *Env) readTrail(ctx context.Context, js jetstream.JetStream, visit func(*events.AuditData)) (*trail, int) {
+// signature and every worker's chain and checkpoints (a chain without its
+// closing checkpoint is its running worker's open tail while its last
+// checkpoint is younger than liveWithin), and hands each verified audit
+// event to visit (when set), in stream order. Nil and the exit code when
+// the stream cannot be read.
+func (e *Env) readTrail(ctx context.Context, js jetstream.JetStream, liveWithin time.Duration, visit func(*events.AuditData)) (*trail, int) {
 	verify, err := e.auditVerifier()
 	if err != nil {
 		return nil, e.fail(ExitUsage, "%v", err)
@@ -167,9 +181,12 @@ func (e *Env) readTrail(ctx context.Context, js jetstream.JetStream, visit func(
 		return nil, e.fail(ExitNoReach, "read %s: %v", bus.StreamAudit, err)
 	}
 	var (
-		chains auditchain.Chains
-		tr     trail
+		chains = auditchain.Chains{Now: time.Now(), LiveWithin: liveWithin}
+		tr     = trail{executed: map[string]bool{}}
 	)
+	if s, err := js.Stream(ctx, bus.StreamAudit); err == nil && s.CachedInfo().Config.MaxAge > 0 {
+		chains.Horizon = chains.Now.Add(-s.CachedInfo().Config.MaxAge)
+	}
 	// Signatures are checked on every core, and what they give is
 	// applied in stream order, a batch at a time.
 	batch := make([]jetstream.Msg, 0, trailBatch)
@@ -189,8 +206,13 @@ func (e *Env) readTrail(ctx context.Context, js jetstream.JetStream, visit func(
 			default:
 				chains.Add(c.audit.Chain, c.link)
 			}
-			if c.audit != nil && visit != nil {
-				visit(c.audit)
+			if c.audit != nil {
+				if c.audit.Kind == events.AuditExecution {
+					tr.executed[c.audit.Agent+"."+c.audit.CallID] = true
+				}
+				if visit != nil {
+					visit(c.audit)
+				}
 			}
 			*c = checked{}
 		}
@@ -248,7 +270,8 @@ func verifyMsg(verify *eventsig.Verifier, m jetstream.Msg) checked {
 		if err != nil {
 			return checked{refused: fmt.Sprintf("refused %s %s: %v", m.Subject(), ev.ID(), err)}
 		}
-		return checked{checkpoint: &chainCheckpoint{cp.Chain, auditchain.Checkpoint{Seq: cp.Seq, Head: cp.Head, ID: ev.ID()}}}
+		return checked{checkpoint: &chainCheckpoint{cp.Chain, auditchain.Checkpoint{Seq: cp.Seq, Head: cp.Head, ID: ev.ID(), Time: cp.Time,
+			Opening: cp.Opening, Final: cp.Final, Anchor: cp.Anchor, AnchorTime: cp.AnchorTime}}}
 	}
 	ev, a, err := verify.Audit(m.Subject(), m.Headers(), m.Data())
 	if err != nil {
@@ -259,6 +282,69 @@ func verifyMsg(verify *eventsig.Verifier, m jetstream.Msg) checked {
 		c.link = auditchain.Link{Seq: a.Seq, Prev: a.Prev, Hash: events.EventHash(events.EventSigningInput(ev)), ID: ev.ID()}
 	}
 	return c
+}
+
+// resultsWithoutAudit cross-checks the results stream against the audit
+// trail: every final result of a call (stored since the audit stream's
+// oldest event, so that an expired event is not taken for a missing one)
+// must have an execution audit event (executed, by agent.call id). It
+// prints each call that lacks one and returns how many do. Results that
+// do not verify are no worker's and are not counted.
+func (e *Env) resultsWithoutAudit(ctx context.Context, js jetstream.JetStream, executed map[string]bool) (int, error) {
+	verify, err := e.auditVerifier()
+	if err != nil {
+		return 0, err
+	}
+	as, err := js.Stream(ctx, bus.StreamAudit)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", bus.StreamAudit, err)
+	}
+	var since time.Time // results older than the audit's retention are not checked
+	if age := as.CachedInfo().Config.MaxAge; age > 0 {
+		since = time.Now().Add(-age)
+	}
+	cons, err := js.OrderedConsumer(ctx, bus.StreamResults, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.SubjectResults}})
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", bus.StreamResults, err)
+	}
+	seen := map[string]bool{}
+	var missing []string
+	check := func(m jetstream.Msg) {
+		agent, callID, ok := resultSubjectIDs(m.Subject())
+		if !ok {
+			return
+		}
+		if md, err := m.Metadata(); err == nil && md.Timestamp.Before(since) {
+			return
+		}
+		r, err := verify.Result(m.Headers(), m.Data(), agent, callID, "")
+		key := agent + "." + callID
+		if err != nil || !r.Status.Final() || seen[key] {
+			return
+		}
+		seen[key] = true
+		if !executed[key] {
+			missing = append(missing, fmt.Sprintf("call %s of agent %s: final result %s without an execution audit event", callID, agent, r.Status))
+		}
+	}
+	if err := drain(ctx, cons, false, check, check, func() {}); err != nil && !errors.Is(err, context.Canceled) {
+		return 0, err
+	}
+	for _, line := range missing {
+		fmt.Fprintln(e.Stdout, line)
+	}
+	fmt.Fprintf(e.Stdout, "results: %d calls with a final result, %d without their execution event\n", len(seen), len(missing))
+	return len(missing), nil
+}
+
+// resultSubjectIDs splits a result subject toolgate.result.<agent>.<call id>.
+func resultSubjectIDs(subject string) (agent, callID string, ok bool) {
+	rest, found := strings.CutPrefix(subject, events.Prefix+".result.")
+	if !found {
+		return "", "", false
+	}
+	agent, callID, ok = strings.Cut(rest, ".")
+	return agent, callID, ok && agent != "" && callID != "" && !strings.Contains(callID, ".")
 }
 
 // auditVerifier verifies audit events against the account that issued

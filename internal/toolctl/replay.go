@@ -56,7 +56,7 @@ func policyReplay(ctx context.Context, env *Env, args []string) int {
 	}
 	defer nc.Close()
 	r := policyreplay.New(p, opts)
-	tr, code := env.readTrail(ctx, js, func(a *events.AuditData) { r.Add(ctx, a) })
+	tr, code := env.readTrail(ctx, js, 3*events.AuditLivenessPeriod, func(a *events.AuditData) { r.Add(ctx, a) })
 	if tr == nil {
 		return code
 	}

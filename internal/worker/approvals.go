@@ -31,10 +31,13 @@ func (w *Worker) Resume(ctx context.Context, p *parking.Parked, o parking.Outcom
 		TraceParent: p.Meta["traceparent"], TraceState: p.Meta["tracestate"],
 		Data: events.CallData{Arguments: p.Arguments, SessionID: p.SessionID, TimeoutMS: p.TimeoutMS,
 			JudgeOnly: p.Meta["judge_only"] == "true"}}
+	key := CallKey(in.Agent, in.ID)
+	if err := w.replayKeptOf(ctx, key); err != nil {
+		return err
+	}
 	if r, ok := w.storedResult(ctx, in); ok && r.Status.Final() {
 		return nil // finished before; the manager only lost track
 	}
-	key := CallKey(in.Agent, in.ID)
 	if e, err := w.calls.Get(ctx, key); err == nil {
 		var rec record
 		if json.Unmarshal(e.Value(), &rec) == nil && rec.State == stateDone && rec.Result != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/parking"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
@@ -25,9 +26,11 @@ import (
 // a call whose execution event is published in the same run is folded
 // into that event (decided_by "policy", decided_at) instead of an event
 // of its own. Every publish's ack is awaited; a failed one is counted and
-// retried with its dedup id, so that an audit event is stored once or,
-// after every retry, counted as lost and logged - never dropped in
-// silence.
+// retried with its dedup id for as long as the worker runs. A call is
+// finished (its message acked) only once its audit events are stored
+// (awaitAudit): a worker that stops first leaves them in the call's
+// record and the call unacked, and a worker that dies first leaves the
+// call to a redelivery that publishes the missing event (redelivery.go).
 
 // audit publishes the execution audit event of a call that reached its
 // final status, and counts the call by tool and outcome.
@@ -262,6 +265,7 @@ type auditQueue struct {
 	sub         *nats.Subscription // nil when the inbox could not be subscribed
 	mu          sync.Mutex
 	pending     map[string]pendingAudit // by reply token
+	calls       map[string]*callAudit   // by call key: what finishes wait for
 	seq         uint64
 	stopped     bool          // the inbox is gone: publishes are synchronous
 	sweeping    bool          // a sweeper runs
@@ -311,11 +315,17 @@ func (f *inFlight) Idle() <-chan struct{} {
 type pendingAudit struct {
 	m      *nats.Msg
 	callID string
+	key    string // the call's key (CallKey); "" for a checkpoint
 	sent   time.Time
 }
 
-// auditAttempts bounds the publishes of one audit event.
-const auditAttempts = 8
+// callAudit is what a call's finish waits for: its audit events not yet
+// stored, by dedup id.
+type callAudit struct {
+	msgs  map[string]*nats.Msg
+	since time.Time     // when the oldest was published
+	done  chan struct{} // closed once none is left
+}
 
 // publishAudit publishes an audit event; its acknowledgement is handled
 // by auditAck, a failure retried.
@@ -326,32 +336,109 @@ func (w *Worker) publishAudit(subject, id, typ string, data events.AuditData) {
 		w.log.Error("audit event lost: encode", "call_id", data.CallID, "type", typ, "err", err)
 		return
 	}
-	w.enqueueAudit(m, data.CallID)
+	w.enqueueAudit(m, data.CallID, CallKey(data.Agent, data.CallID))
 	if checkpoint != nil {
-		w.enqueueAudit(checkpoint, "")
+		w.enqueueAudit(checkpoint, "", "")
 	}
+}
+
+// track records m as an unstored audit event of the call key.
+func (q *auditQueue) track(key string, m *nats.Msg) {
+	if key == "" {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.calls == nil {
+		q.calls = map[string]*callAudit{}
+	}
+	c := q.calls[key]
+	if c == nil {
+		c = &callAudit{msgs: map[string]*nats.Msg{}, since: time.Now(), done: make(chan struct{})}
+		q.calls[key] = c
+	}
+	c.msgs[m.Header.Get(nats.MsgIdHdr)] = m
+}
+
+// stored records that the audit event m of the call key is stored.
+func (q *auditQueue) stored(key string, m *nats.Msg) {
+	if key == "" {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c := q.calls[key]
+	if c == nil {
+		return
+	}
+	delete(c.msgs, m.Header.Get(nats.MsgIdHdr))
+	if len(c.msgs) == 0 {
+		close(c.done)
+		delete(q.calls, key)
+	}
+}
+
+// awaiting returns a channel closed once every audit event of the call
+// key is stored; nil when none is pending.
+func (q *auditQueue) awaiting(key string) <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if c := q.calls[key]; c != nil {
+		return c.done
+	}
+	return nil
+}
+
+// abandon stops waiting for the call key's audit events and returns
+// those not stored (their retries go on until the worker stops).
+func (q *auditQueue) abandon(key string) []*nats.Msg {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c := q.calls[key]
+	if c == nil {
+		return nil
+	}
+	delete(q.calls, key)
+	out := make([]*nats.Msg, 0, len(c.msgs))
+	for _, m := range c.msgs {
+		out = append(out, m)
+	}
+	return out
+}
+
+// backlog is how many calls wait for their audit events and how long
+// the oldest of them has waited.
+func (q *auditQueue) backlog() (calls int, oldest time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := time.Now()
+	for _, c := range q.calls {
+		oldest = max(oldest, now.Sub(c.since))
+	}
+	return len(q.calls), oldest
 }
 
 // enqueueAudit publishes an encoded audit message; its acknowledgement
 // is handled by auditAck, a failure retried.
-func (w *Worker) enqueueAudit(m *nats.Msg, callID string) {
+func (w *Worker) enqueueAudit(m *nats.Msg, callID, key string) {
 	q := &w.obs.auditQueue
 	q.once.Do(w.startAuditAcks)
 	q.outstanding.Add(1)
+	q.track(key, m)
 	if q.sub == nil {
-		go w.retryAudit(m, callID, nil) // no inbox for acknowledgements
+		go w.retryAudit(m, callID, key, nil) // no inbox for acknowledgements
 		return
 	}
 	q.mu.Lock()
 	if q.stopped {
 		q.mu.Unlock()
-		go w.retryAudit(m, callID, nil) // the inbox is gone
+		go w.retryAudit(m, callID, key, nil) // the inbox is gone
 		return
 	}
 	q.seq++
 	token := strconv.FormatUint(q.seq, 36)
 	m.Reply = q.inbox + "." + token
-	q.pending[token] = pendingAudit{m: m, callID: callID, sent: time.Now()}
+	q.pending[token] = pendingAudit{m: m, callID: callID, key: key, sent: time.Now()}
 	if !q.sweeping {
 		q.sweeping = true
 		go w.sweepAudit(q.quit)
@@ -359,7 +446,7 @@ func (w *Worker) enqueueAudit(m *nats.Msg, callID string) {
 	q.mu.Unlock()
 	if err := w.nc.PublishMsg(m); err != nil {
 		if p, ok := q.take(token); ok {
-			go w.retryAudit(p.m, p.callID, err)
+			go w.retryAudit(p.m, p.callID, p.key, err)
 		}
 	}
 }
@@ -409,9 +496,10 @@ func (w *Worker) auditAck(ack *nats.Msg) {
 		return // given up on already: its retry runs
 	}
 	if _, err := parsePubAck(ack); err != nil {
-		go w.retryAudit(p.m, p.callID, err)
+		go w.retryAudit(p.m, p.callID, p.key, err)
 		return
 	}
+	q.stored(p.key, p.m)
 	q.outstanding.Done()
 }
 
@@ -445,7 +533,7 @@ func (w *Worker) sweepAudit(quit chan struct{}) {
 			}
 			q.mu.Unlock()
 			for _, p := range late {
-				go w.retryAudit(p.m, p.callID, fmt.Errorf("no ack from JetStream within %s", w.cfg.publishTimeout))
+				go w.retryAudit(p.m, p.callID, p.key, fmt.Errorf("no ack from JetStream within %s", w.cfg.publishTimeout))
 			}
 			if done {
 				return
@@ -455,37 +543,85 @@ func (w *Worker) sweepAudit(quit chan struct{}) {
 }
 
 // retryAudit publishes m again after err, waiting for each ack, with
-// backoff; the dedup id makes a retry of a publish that was stored after
-// all harmless. With a nil err it publishes m synchronously at once (no
-// inbox for acknowledgements), counting only failures.
-func (w *Worker) retryAudit(m *nats.Msg, callID string, err error) {
+// backoff, until it is stored or the worker gives up at the end of its
+// shutdown grace (auditGiveUp); the dedup id makes a retry of a publish
+// that was stored after all harmless. With a nil err it publishes m
+// synchronously at once (no inbox for acknowledgements), counting only
+// failures. An event given up on is not dropped in silence: its call's
+// finish keeps it in the call's record and leaves the call unacked
+// (awaitAudit); a checkpoint is logged.
+func (w *Worker) retryAudit(m *nats.Msg, callID, key string, err error) {
 	defer w.obs.outstanding.Done()
 	m.Reply = "" // the synchronous publish has its own
 	id := m.Header.Get(nats.MsgIdHdr)
 	wait := 250 * time.Millisecond
-	for attempt := 1; attempt < auditAttempts; attempt++ {
+	for attempt := 1; ; attempt++ {
 		if err != nil {
 			w.obs.m.AuditFailures.Add(context.Background(), 1)
 			w.log.Warn("audit publish failed; retrying", "call_id", callID, "event", id, "attempt", attempt, "err", err)
-			time.Sleep(wait)
-			wait = min(wait*2, 10*time.Second)
+			select {
+			case <-time.After(wait):
+			case <-w.auditGiveUp:
+				w.obs.m.AuditLost.Add(context.Background(), 1)
+				w.log.Error("audit event not stored by the end of the shutdown grace", "call_id", callID, "event", id, "subject", m.Subject, "err", err)
+				return
+			}
+			wait = min(wait*2, auditRetryMax)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.publishTimeout)
 		_, err = w.js.PublishMsg(ctx, m)
 		cancel()
 		if err == nil {
+			w.obs.auditQueue.stored(key, m)
 			return
 		}
+		w.recreateAudit() // no stream answered: perhaps there is none
+
 	}
-	w.obs.m.AuditLost.Add(context.Background(), 1)
-	w.log.Error("audit event lost after every retry", "call_id", callID, "event", id, "subject", m.Subject, "err", err)
 }
 
-// drainAudit waits up to d for every audit publish to be acked or given up.
-func (w *Worker) drainAudit(d time.Duration) {
-	select {
-	case <-w.obs.outstanding.Idle():
-	case <-time.After(d):
-		w.log.Warn("stopping with audit publishes still unacknowledged", "waited", d)
+// recreateAudit creates the audit stream again when it was deleted, at
+// most once every recreateEvery: the events retried then land in it,
+// and `toolctl audit --verify` reports those the deletion removed (the
+// chains' first events, the anchors of removed chains, the results
+// without their execution event).
+func (w *Worker) recreateAudit() {
+	now := time.Now().UnixNano()
+	last := w.auditRecreated.Load()
+	if now-last < int64(recreateEvery) || !w.auditRecreated.CompareAndSwap(last, now) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.publishTimeout)
+	defer cancel()
+	created, err := bus.Recreate(ctx, w.js, w.cfg.Bus, bus.StreamAudit)
+	switch {
+	case err != nil:
+		w.log.Warn("audit stream missing and not recreated", "err", err)
+	case created:
+		w.log.Error("audit stream was deleted: recreated; the events stored before are gone, as toolctl audit --verify reports", "stream", bus.StreamAudit)
 	}
 }
+
+// recreateEvery spaces a worker's checks for a deleted audit stream.
+const recreateEvery = 2 * time.Second
+
+// auditRetryMax caps the backoff between the publishes of an audit event.
+const auditRetryMax = 5 * time.Second
+
+// drainAudit waits until deadline for every audit publish to be acked,
+// then gives up on the rest (auditGiveUp); it reports whether all were
+// stored.
+func (w *Worker) drainAudit(deadline time.Time) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-w.obs.outstanding.Idle():
+		return true
+	case <-t.C:
+	}
+	w.giveUpAudit()
+	return false
+}
+
+// giveUpAudit ends the audit retries (the worker stops).
+func (w *Worker) giveUpAudit() { w.auditGiveUpOnce.Do(func() { close(w.auditGiveUp) }) }

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"time"
+
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -29,7 +31,7 @@ func BenchmarkAuditAfterResult(b *testing.B) {
 				Decision: d, DecidedBy: []string{"policy"}}})
 		w.auditAfterResult(in, res, true, nil)
 	}
-	w.drainAudit(defaultPublishTimeout)
+	w.drainAudit(time.Now().Add(defaultPublishTimeout))
 	b.StopTimer()
 	if st := w.EventStats(); st.Lost != 0 {
 		b.Fatalf("%d events lost", st.Lost)

@@ -29,6 +29,11 @@ type record struct {
 	// redelivery that finds the call interrupted audits it as allowed.
 	Decision  *events.Decision `json:"decision,omitempty"`
 	DecidedAt time.Time        `json:"decided_at,omitzero"`
+	// Audit are the call's audit events a stopping worker could not
+	// store (and its chain's closing checkpoint, when that could not be
+	// stored either), exactly as published: the redelivery publishes
+	// them before it acks (auditwait.go).
+	Audit []keptEvent `json:"audit,omitempty"`
 }
 
 // Record states in the calls bucket.

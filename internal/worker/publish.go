@@ -15,17 +15,22 @@ import (
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
-// finish publishes the final result and audit. When the result cannot be
-// stored even after retries, it is kept in the call's record for the
-// redelivery (or the next resume) to publish, and the error returned.
-// stop, when set, ends the call's heartbeat once publishing is over.
+// finish publishes the final result and audit, and waits until both are
+// stored (awaitAudit). When the result cannot be stored even after
+// retries, it is kept in the call's record for the redelivery (or the
+// next resume) to publish, and the error returned; so are audit events
+// still not stored when the worker stops (errAuditUnstored). stop, when
+// set, ends the call's heartbeat once publishing is over.
 func (w *Worker) finish(in *events.Call, key string, res events.ResultData, appr *events.ApprovalAudit, stop func()) error {
 	err := w.publish(in, res, true, appr)
+	if err == nil {
+		err = w.awaitAudit(in, key, &res)
+	}
 	if stop != nil {
 		stop()
 	}
-	if err == nil {
-		return nil
+	if err == nil || errors.Is(err, errAuditUnstored) {
+		return err
 	}
 	now := time.Now()
 	rec, _ := json.Marshal(record{State: stateDone, Worker: w.cfg.Name, Started: now, Heartbeat: now, Result: &res})

@@ -145,7 +145,7 @@ func (p *puller) stop(sub *nats.Subscription, reconnected <-chan nats.Status) {
 	p.stopping = true
 	// Calls held for their agent's turn go back first, for another
 	// worker to take once this one's open requests have ended.
-	if n := p.fair.handBack(p.handBackDelay(), p.w.settle); n > 0 {
+	if n := p.fair.handBack(p.handBackDelay(), p.handBack); n > 0 {
 		p.w.log.Info("stopping: calls waiting for their agent's turn handed back", "calls", n)
 	}
 	giveUp := time.NewTimer(time.Until(p.lastDeadline().Add(pullGrace)))
@@ -280,8 +280,8 @@ func (p *puller) receive(m *nats.Msg) {
 		}
 		break
 	}
-	if p.stopping || p.fair.admit(delivery{m}) { // stopping: dispatch hands it back
-		p.dispatch(delivery{m})
+	if d := (delivery{m: m, nc: p.w.nc, wait: p.w.cfg.publishTimeout}); p.stopping || p.fair.admit(d) { // stopping: dispatch hands it back
+		p.dispatch(d)
 	}
 }
 
@@ -312,7 +312,7 @@ func (p *puller) end(id, pending string) {
 func (p *puller) dispatch(m deliveredMsg) {
 	if p.stopping {
 		p.w.handedBack.Add(1)
-		p.w.settle(m, fate.Retry(p.handBackDelay(), nil))
+		p.handBack(m, fate.Retry(p.handBackDelay(), nil))
 		return
 	}
 	p.w.running.Add(1)
@@ -323,6 +323,17 @@ func (p *puller) dispatch(m deliveredMsg) {
 		p.slots.Add(1)
 		go p.slot(m)
 	}
+}
+
+// handBack settles a call a stopping worker hands back without holding
+// up the stop's loop while the server confirms it (delivery.NakWithDelay);
+// the worker's run waits for it as for a slot.
+func (p *puller) handBack(m deliveredMsg, f fate.Fate) {
+	p.slots.Add(1)
+	go func() {
+		defer p.slots.Done()
+		p.w.settle(m, f)
+	}()
 }
 
 // slot handles calls one after another until the worker stops.
@@ -370,14 +381,44 @@ type deliveredMsg interface {
 }
 
 // delivery is a call message delivered to the puller's inbox.
-type delivery struct{ m *nats.Msg }
+type delivery struct {
+	m    *nats.Msg
+	nc   *nats.Conn    // for a hand-back the server confirms; nil: fire and forget
+	wait time.Duration // how long a confirmation is awaited
+}
 
-func (d delivery) Subject() string                    { return d.m.Subject }
-func (d delivery) Headers() nats.Header               { return d.m.Header }
-func (d delivery) Data() []byte                       { return d.m.Data }
-func (d delivery) Ack() error                         { return d.m.Ack() }
-func (d delivery) NakWithDelay(t time.Duration) error { return d.m.NakWithDelay(t) }
-func (d delivery) InProgress() error                  { return d.m.InProgress() }
+func (d delivery) Subject() string      { return d.m.Subject }
+func (d delivery) Headers() nats.Header { return d.m.Header }
+func (d delivery) Data() []byte         { return d.m.Data }
+func (d delivery) Ack() error           { return d.m.Ack() }
+func (d delivery) InProgress() error    { return d.m.InProgress() }
+
+// NakWithDelay hands the call back to be delivered again after t, and
+// waits for the consumer's leader to confirm it, asking again while no
+// leader answers (an election after its server died): a hand-back sent
+// to a leader that died before it applied it was lost, and the call then
+// waited a whole ack wait in the queue. An ack needs no such care: a lost
+// one makes a redelivery the stored result answers, which no agent waits
+// for.
+func (d delivery) NakWithDelay(t time.Duration) error {
+	if d.nc == nil {
+		return d.m.NakWithDelay(t)
+	}
+	until := time.Now().Add(t)
+	var err error
+	for attempt, gap := 0, 250*time.Millisecond; attempt < handBackAttempts; attempt, gap = attempt+1, min(2*gap, 2*time.Second) {
+		body := []byte(`-NAK {"delay": ` + strconv.FormatInt(max(time.Until(until), 0).Nanoseconds(), 10) + `}`)
+		if _, err = d.nc.Request(d.m.Reply, body, d.wait); err == nil || d.nc.IsClosed() {
+			return err
+		}
+		time.Sleep(gap)
+	}
+	return err
+}
+
+// handBackAttempts bounds the asks of a hand-back (some 30 s with their
+// waits: a cluster elects a consumer leader within seconds).
+const handBackAttempts = 6
 
 func (d delivery) TermWithReason(reason string) error {
 	return d.m.Respond([]byte("+TERM " + reason))

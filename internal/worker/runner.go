@@ -49,6 +49,15 @@ func (w *Worker) handle(msg callMsg) fate.Fate {
 		// stored result stands. Otherwise it is claimed as any call, so
 		// that a cancellation, a parked record or a kept result is found.
 		if res, ok := w.storedResult(ctx, in); ok && res.Status.Final() {
+			// Its worker may have died before storing the execution event.
+			if audited, err := w.auditedKeeping(msg, in, res.Tool, time.Now().Add(-w.ackWait()*time.Duration(msg.NumDelivered()+1))); err != nil {
+				return fate.Retry(fate.Backoff(msg.NumDelivered()), fmt.Errorf("look up the audit of call %s: %w", in.ID, err))
+			} else if !audited {
+				w.auditAfterResult(in, *res, true, nil)
+				if err := w.awaitAudit(in, key, res); err != nil {
+					return fate.Leave("audit event kept for the next redelivery")
+				}
+			}
 			w.publishResult(in, *res, false)
 			return fate.Ack()
 		}

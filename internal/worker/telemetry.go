@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -249,7 +250,19 @@ func (w *Worker) Ready() error {
 	case !w.bound.Load():
 		return errors.New("provisioning: the workers consumer is not bound yet")
 	}
+	if n, oldest := w.AuditBacklog(); n > 0 && oldest > w.cfg.publishTimeout {
+		return fmt.Errorf("audit stream not storing: %d calls wait for their audit events (the oldest %s); at %d the worker takes no more calls",
+			n, oldest.Round(time.Second), w.cfg.Concurrency)
+	}
 	return nil
+}
+
+// AuditBacklog is how many calls that ran wait for their audit events
+// to be stored, and how long the oldest has waited. Each holds its slot
+// until they are, so at most Concurrency calls do; then the worker takes
+// no more calls (auditwait.go).
+func (w *Worker) AuditBacklog() (calls int, oldest time.Duration) {
+	return w.obs.auditQueue.backlog()
 }
 
 // countPolicyReload counts a policy document applied or rejected.

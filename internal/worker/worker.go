@@ -12,7 +12,9 @@
 // outcome.go (pipeline outcome to result status), park.go (the parking
 // step), approvals.go (resuming parked calls), claim.go and heartbeat.go
 // (the claim record and keeping it alive), redelivery.go (a call claimed
-// before), publish.go (results and events), audit.go, deadletter.go,
+// before), publish.go (results and events), audit.go, auditwait.go (a
+// call finished only once its audit is stored), chain.go (the audit
+// chain and its checkpoints), deadletter.go,
 // announce.go (tool announcements and listings), callkey.go, asyncpub.go
 // (event publishes retried), telemetry.go (spans and metrics).
 package worker
@@ -162,6 +164,15 @@ type Worker struct {
 	handedBack atomic.Int64
 	// chain is the audit chain this worker run writes (chain.go).
 	chain auditChain
+	// auditGiveUp is closed when the worker stops retrying audit
+	// publishes (the end of its shutdown grace); unaudited are the
+	// records of the calls it left unacked for want of them (auditwait.go).
+	auditGiveUp     chan struct{}
+	graceOver       chan struct{} // the shutdown grace is over: finishes stop waiting for their audit
+	auditGiveUpOnce sync.Once
+	unauditedMu     sync.Mutex
+	unaudited       map[string]record
+	auditRecreated  atomic.Int64 // when the audit stream was last looked for, unix ns (recreateAudit)
 	// forged counts stored results refused by the verifier.
 	forged atomic.Int64
 	// sign signs results and audit events (cfg.Signer); nil: unsigned.
@@ -191,6 +202,7 @@ func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
 	w.source = "toolgate://worker/" + cfg.Name
 	w.sign = eventsig.Sign(cfg.Signer)
 	w.execCtx, w.execCancel = context.WithCancel(context.Background())
+	w.auditGiveUp, w.graceOver = make(chan struct{}), make(chan struct{})
 	w.newObserver()
 	return w, nil
 }
@@ -245,6 +257,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer func() { dlq.Stop(); <-dlq.Closed() }()
 
+	stopChain := make(chan struct{})
+	defer close(stopChain)
+	w.openChain(ctx, stopChain)
 	p := newPuller(w)
 	pulling := make(chan error, 1)
 	go func() { pulling <- p.run(ctx) }()
@@ -265,20 +280,34 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
+// shutdown lets running calls finish, and their audit events be stored,
+// within the shutdown grace. A call still running at its end is
+// interrupted; a call whose audit events are still not stored is left
+// unacked with them kept in its record (awaitAudit), and so is the
+// chain's closing checkpoint when it cannot be stored either.
 func (w *Worker) shutdown() {
 	w.log.Info("stopping: finishing running calls", "grace", w.cfg.ShutdownGrace)
+	deadline := time.Now().Add(w.cfg.ShutdownGrace)
 	done := make(chan struct{})
 	go func() { w.inflight.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(w.cfg.ShutdownGrace):
-		w.log.Warn("shutdown grace over: interrupting running calls")
+		w.log.Warn("shutdown grace over: interrupting running calls; audit events not stored by now are kept for the redelivery")
 		w.execCancel()
+		close(w.graceOver)
 		<-done
 	}
 	w.execCancel()
-	w.flushCheckpoint() // the chain's last events are vouched for
-	w.drainAudit(w.cfg.publishTimeout)
+	// The chain's last events are vouched for by its closing checkpoint,
+	// stored within what is left of the grace (at least a publish
+	// timeout), else kept with the calls left unaudited.
+	if closing := w.flushCheckpoint(); closing != nil && !w.awaitClosing(later(deadline, time.Now().Add(w.cfg.publishTimeout))) {
+		if !w.keepCheckpoint(closing) {
+			w.log.Error("closing audit checkpoint not stored: the chain ends without it", "chain", w.chain.id)
+		}
+	}
+	w.drainAudit(time.Now())
 	w.stopAuditAcks()
 	w.beats.stop()
 	w.drainEvents(10 * time.Second)
@@ -287,6 +316,14 @@ func (w *Worker) shutdown() {
 		w.log.Warn("flush", "err", err)
 	}
 	w.log.Info("worker stopped")
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (w *Worker) ackWait() time.Duration {

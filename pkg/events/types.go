@@ -196,6 +196,12 @@ type AuditData struct {
 	Prev  string `json:"prev,omitempty"`
 }
 
+// AuditLivenessPeriod is the longest a running worker goes without a
+// checkpoint of its audit chain: a chain without its closing checkpoint
+// whose last checkpoint is older than three of them has lost its worker,
+// and its tail.
+const AuditLivenessPeriod = time.Minute
+
 // AuditCheckpointData is a worker's signed statement of its audit chain:
 // Seq events long, the last one's EventHash being Head
 // (dev.toolgate.audit.checkpoint.v1 on AuditCheckpointSubject).
@@ -205,6 +211,21 @@ type AuditCheckpointData struct {
 	Head   string    `json:"head"`
 	Worker string    `json:"worker"`
 	Time   time.Time `json:"time"`
+	// Opening marks a chain's first checkpoint (Seq 0), made when its
+	// worker starts; Anchor names there the last checkpoint the audit
+	// stream held then (another run's), as "<chain>:<seq>:<head>", so
+	// that a whole chain removed is missed by the chain that came after
+	// it.
+	Opening bool   `json:"opening,omitempty"`
+	Anchor  string `json:"anchor,omitempty"`
+	// AnchorTime is when the checkpoint Anchor names was made: a chain
+	// missing whose checkpoint is older than the audit stream's retention
+	// expired rather than was removed.
+	AnchorTime time.Time `json:"anchor_time,omitzero"`
+	// Final marks a chain's closing checkpoint, its stopping worker's last
+	// word: a chain without one has a live worker (whose checkpoints keep
+	// coming, at least every minute) or lost its tail.
+	Final bool `json:"final,omitempty"`
 }
 
 // ApprovalAudit records the people's decision on a parked call.
