@@ -369,7 +369,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}()
 	if !o.NoRemoteTools {
-		rdone := startRemoteTools(bg, nc, reg, o)
+		rdone := startRemoteTools(bg, nc, reg, o, w.ToolRefused)
 		defer func() { bgCancel(); <-rdone }()
 	}
 	if mcpCfg != nil {
