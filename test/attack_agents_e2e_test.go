@@ -3,16 +3,22 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/parking"
+	"github.com/toolgate/toolgate/internal/worker"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/remote"
 )
@@ -110,5 +116,102 @@ func TestAttackToolServiceSpeaksForAnotherTool(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no event says the forged announcement was refused")
+	}
+}
+
+// TestAttackCallIDTakenByAnotherAgent: mallory publishes a call with the
+// id alice is about to use (a harmless read), then alice sends her write
+// under that id. Alice's call is not dropped as mallory's duplicate: her
+// file is written and she gets her result. Exactly-once still holds for
+// each agent: alice's own retransmission of the same message runs once.
+func TestAttackCallIDTakenByAnotherAgent(t *testing.T) {
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, pol, "default: allow\n")
+	metrics := freeAddr(t)
+	p := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile = pol; o.MetricsListen = metrics })
+	mallory := dialAs(t, p.url, identity.RoleAgent, "mallory")
+	alice := dialAs(t, p.url, identity.RoleAgent, "alice")
+	send := func(nc *nats.Conn, agent, tool string, args map[string]any) {
+		t.Helper()
+		ev, err := events.New("shared-id", events.AgentSource(agent), events.TypeCallRequested, map[string]any{"arguments": args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := events.Encode(events.CallSubject(agent, tool), ev, events.Binary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Reply = nc.NewRespInbox()
+		r, err := nc.RequestMsg(m, 10*time.Second)
+		if err != nil {
+			t.Fatalf("%s's call: %v", agent, err)
+		}
+		t.Logf("%s's call stored: %s", agent, r.Data)
+	}
+	results := make(chan *nats.Msg, 4)
+	if _, err := alice.ChanSubscribe(events.ResultSubject("alice", "shared-id"), results); err != nil {
+		t.Fatal(err)
+	}
+	send(mallory, "mallory", "read", map[string]any{"path": "README.md"})
+	for range 2 { // alice sends twice, as a client retrying would
+		send(alice, "alice", "write", map[string]any{"path": "alice.txt", "content": "alice's\n"})
+	}
+	select {
+	case <-results:
+	case <-time.After(30 * time.Second):
+		t.Fatal("alice's call vanished: stored as a duplicate of mallory's, never run")
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "alice.txt")); err != nil || string(b) != "alice's\n" {
+		t.Fatalf("alice's write: %q %v", b, err)
+	}
+	// Every message settled, then count: alice's write ran once.
+	admin, err := jetstream.New(dialAs(t, p.url, identity.RoleAdmin, "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, time.Minute, func() bool {
+		c, err := admin.Consumer(context.Background(), bus.StreamCalls, bus.ConsumerWorkers)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(context.Background())
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+	if ran := metricSum(t, metrics, "toolgate_calls_total", `tool="write"`, `outcome="ok"`); ran != 1 {
+		t.Fatalf("alice's write ran %v times", ran)
+	}
+}
+
+// TestAgentKeysNeverCollide enumerates every key the bus stores or
+// deduplicates under which an agent has a say (its call and task ids, its
+// message ids), built the way the code builds it, for agents and ids
+// chosen to collide (dots, key prefixes, the hashed forms, other agents'
+// names): no two agents ever get one key.
+func TestAgentKeysNeverCollide(t *testing.T) {
+	agents := []string{"alice", "bob", "alice-2", "a", "alice_b", "h", "call", "r"}
+	ids := []string{"x", "shared-id", "bob.x", "alice.x", "x.y", "a.b.c", "h0123456789abcdef0123456789abcdef", "=eA", "call.alice.x",
+		"x:result", "x:audit", "x:progress:1", "", ".", "..", "x y", "é", strings.Repeat("z", 201), "alice", "bob"}
+	keys := map[string]func(agent, id string) string{
+		"calls bucket (claims, cancels)": worker.CallKey,
+		"approvals bucket":               parking.CallKey,
+		"tasks bucket":                   bus.AgentKey,
+		"calls and task answers dedup":   worker.ScopedMsgID,
+		"results dedup":                  func(a, id string) string { return worker.CallKey(a, id) + ":result" },
+		"audit dedup":                    func(a, id string) string { return worker.CallKey(a, id) + ":audit" },
+		"progress dedup":                 func(a, id string) string { return worker.CallKey(a, id) + ":progress:1" },
+	}
+	for store, key := range keys {
+		owner := map[string]string{}
+		for _, a := range agents {
+			for _, id := range ids {
+				k := key(a, id)
+				if o, ok := owner[k]; ok && o != a {
+					t.Errorf("%s: agents %s and %s share the key %q", store, o, a, k)
+				}
+				owner[k] = a
+			}
+		}
 	}
 }

@@ -442,10 +442,11 @@ func TestCrossingsJoinTheAccounts(t *testing.T) {
 		}
 	}
 	fill := func(p string) string { return strings.ReplaceAll(strings.ReplaceAll(p, ">", "alice.x"), "*", "alice") }
-	var services, streams []string
+	var services, arrived, streams []string
 	for _, c := range identity.Crossings {
 		if c.Service {
 			services = append(services, fill(c.Subject))
+			arrived = append(arrived, fill(c.Exported())) // renamed on the way
 		} else {
 			streams = append(streams, fill(c.Subject))
 		}
@@ -488,7 +489,7 @@ func TestCrossingsJoinTheAccounts(t *testing.T) {
 	_ = ag.Flush()
 	g = got()
 	_ = sub.Unsubscribe()
-	for _, subj := range services {
+	for _, subj := range arrived {
 		if !g[subj] {
 			t.Errorf("service crossing %s did not reach the toolgate account", subj)
 		}

@@ -383,7 +383,7 @@ func (cx *canceller) queued(ctx context.Context, agent, id string) (bool, error)
 		if err != nil {
 			return false, err
 		}
-		if m.Header.Get(events.HeaderMsgID) == id {
+		if mid := m.Header.Get(events.HeaderMsgID); mid == ScopedMsgID(agent, id) || mid == id {
 			return true, nil
 		}
 		seq = m.Sequence + 1
