@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/parking"
+	"github.com/toolgate/toolgate/internal/toolctl"
+	"github.com/toolgate/toolgate/internal/trust/trusttest"
 	"github.com/toolgate/toolgate/internal/worker"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/remote"
@@ -213,5 +216,147 @@ func TestAgentKeysNeverCollide(t *testing.T) {
 				owner[k] = a
 			}
 		}
+	}
+}
+
+// TestAttackPurgedBudgetCounterIsRebuilt: an agent spent its budget of one
+// read; an admin (or anyone with equal write access to the store) purges
+// its counter. The agent's next read is still refused: a missing counter
+// is rebuilt from the signed audit trail, as a corrupt one is. Agents and
+// tool services cannot delete a counter at all.
+func TestAttackPurgedBudgetCounterIsRebuilt(t *testing.T) {
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, pol, "tools: {default: allow}\nbudgets:\n  one-read:\n    tools: [read]\n    max_calls: 1\n    per: 24h\n")
+	p := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile = pol })
+	c := p.client(t, "mallory")
+	if r := call(t, c, "read", `{"path":"README.md"}`); r.Status != events.StatusOK {
+		t.Fatalf("first read: %+v", r)
+	}
+	if r := call(t, c, "read", `{"path":"README.md"}`); r.Status == events.StatusOK {
+		t.Fatalf("a second read within a budget of one ran: %+v", r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := jetstream.New(dialAs(t, p.url, identity.RoleAdmin, "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first read's execution is in the audit trail.
+	until(t, 30*time.Second, func() bool {
+		s, err := admin.Stream(ctx, bus.StreamAudit)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx)
+		return err == nil && info.State.Msgs >= 1
+	})
+	kv, err := admin.KeyValue(ctx, bus.BucketBudgets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counters []string
+	for k := range keys.Keys() {
+		counters = append(counters, k)
+	}
+	if len(counters) == 0 {
+		t.Fatal("no budget counter stored")
+	}
+	// Agents and tool services cannot delete one.
+	for _, nc := range []*nats.Conn{dialAs(t, p.url, identity.RoleAgent, "mallory"), dialAs(t, p.url, identity.RoleTool, "aaa")} {
+		for _, k := range counters {
+			m := nats.NewMsg("$KV." + bus.BucketBudgets + "." + k)
+			m.Header.Set("KV-Operation", "PURGE")
+			m.Header.Set("Nats-Rollup", "sub")
+			_ = nc.PublishMsg(m)
+			_, _ = nc.Request("$JS.API.STREAM.PURGE.KV_"+bus.BucketBudgets, nil, time.Second)
+		}
+		_ = nc.Flush()
+	}
+	for _, k := range counters {
+		if _, err := kv.Get(ctx, k); err != nil {
+			t.Fatalf("an agent or a tool service deleted budget counter %s: %v", k, err)
+		}
+	}
+	// An admin can, through the stream under the bucket: the counter is
+	// gone.
+	st, err := admin.Stream(ctx, "KV_"+bus.BucketBudgets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range counters {
+		if err := st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+bus.BucketBudgets+"."+k)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Get(ctx, k); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.Fatalf("budget counter %s still there after the purge: %v", k, err)
+		}
+	}
+	if r := call(t, c, "read", `{"path":"README.md"}`); r.Status == events.StatusOK {
+		t.Fatalf("after its budget counter was purged, the agent's read ran again: %+v", r)
+	}
+}
+
+// TestAttackRewoundPolicyHistory: an admin pushed a weak policy, then a
+// strong one (read denied); then someone with write access to the store
+// writes the weak sealed policy again ten times, evicting the strong one
+// from the key's history. The running worker keeps the strong one, and
+// so does the worker after a restart: it remembers the newest push it
+// applied, outside the key's history.
+func TestAttackRewoundPolicyHistory(t *testing.T) {
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "secret\n")
+	data := stateTempDir(t)
+	p := startProcess(t, ws, func(o *daemon.Options) { o.DataDir = data })
+	adminCreds := trusttest.CredsFile(t, installUser(t, identity.RoleAdmin, "admin"))
+	push := func(doc string) {
+		t.Helper()
+		f := filepath.Join(t.TempDir(), "policy.yaml")
+		writeFile(t, f, doc)
+		if out, errOut, code := p.toolctl(t, "policy", "push", f, "--creds", adminCreds); code != toolctl.ExitOK {
+			t.Fatalf("push: %d %s %s", code, out, errOut)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	js, err := jetstream.New(dialAs(t, p.url, identity.RoleAdmin, "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, bus.BucketPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push("tools:\n  default: allow\n")
+	weak, err := kv.Get(ctx, "policy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	push("tools:\n  default: allow\n  read:\n    action: deny\n")
+	c := p.client(t, "mallory")
+	eventually(t, "the strong policy", func() (bool, string) {
+		r := call(t, c, "read", `{"path":"README.md"}`)
+		return r.Status == events.StatusDenied, string(r.Status)
+	})
+	for range 10 {
+		if _, err := kv.Put(ctx, "policy", weak.Value()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := call(t, c, "read", `{"path":"README.md"}`); r.Status != events.StatusDenied {
+		t.Fatalf("the running worker took the replayed weak policy: %+v", r)
+	}
+	if err := p.stop(); err != nil {
+		t.Fatal(err)
+	}
+	p = startProcess(t, ws, func(o *daemon.Options) { o.DataDir = data })
+	c = p.client(t, "mallory")
+	if r := call(t, c, "read", `{"path":"README.md"}`); r.Status != events.StatusDenied || strings.Contains(r.Output, "secret") {
+		t.Fatalf("after a restart over a rewound policy history, read: %s %q", r.Status, r.Output)
 	}
 }
