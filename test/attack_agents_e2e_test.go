@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -359,4 +360,60 @@ func TestAttackRewoundPolicyHistory(t *testing.T) {
 	if r := call(t, c, "read", `{"path":"README.md"}`); r.Status != events.StatusDenied || strings.Contains(r.Output, "secret") {
 		t.Fatalf("after a restart over a rewound policy history, read: %s %q", r.Status, r.Output)
 	}
+}
+
+// TestAttackTaskPollsStarveLookups: mallory holds 100 task long-polls
+// open ({"wait_ms":25000}); while they wait, alice's look-up of her stored
+// result is answered. Before, the polls held every slot of the services'
+// shared bound, and alice's look-up waited for them to end. Counted, not
+// timed: no poll that waited has ended when alice's answer comes; those
+// over mallory's own bound are refused at once (429) and counted in a
+// metric.
+func TestAttackTaskPollsStarveLookups(t *testing.T) {
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	metrics := freeAddr(t)
+	p := startProcess(t, ws, func(o *daemon.Options) { o.MetricsListen = metrics })
+	alice := p.client(t, "alice")
+	r := call(t, alice, "read", `{"path":"README.md"}`)
+	if r.Status != events.StatusOK {
+		t.Fatalf("alice's read: %+v", r)
+	}
+	mallory := dialAs(t, p.url, identity.RoleAgent, "mallory")
+	var waited, refused atomic.Int64
+	inbox := mallory.NewRespInbox()
+	if _, err := mallory.Subscribe(inbox+".*", func(m *nats.Msg) {
+		if strings.HasPrefix(m.Header.Get(events.APIStatusHeader), "429") {
+			refused.Add(1)
+		} else {
+			waited.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const polls = 100
+	for i := range polls {
+		if err := mallory.PublishRequest(events.TaskAPIPrefix+"mallory.next", fmt.Sprintf("%s.%d", inbox, i), []byte(`{"wait_ms":25000}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mallory.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the polls reach the worker first
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got, err := alice.Result(ctx, r.CallID)
+	if err != nil || got.Status != events.StatusOK {
+		t.Fatalf("alice's look-up: %+v %v", got, err)
+	}
+	if n := waited.Load(); n > 0 {
+		t.Fatalf("alice's look-up was answered only after %d of mallory's polls ended: they held the services' slots", n)
+	}
+	if refused.Load() == 0 {
+		t.Fatal("none of mallory's 100 polls was refused: no per-agent bound")
+	}
+	until(t, 10*time.Second, func() bool {
+		return metricSum(t, metrics, "toolgate_agent_requests_refused_total", `bound="task_polls"`) >= float64(refused.Load())
+	})
 }

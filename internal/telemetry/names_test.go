@@ -35,6 +35,7 @@ func TestDashboardAndDocsNameTheExportedMetrics(t *testing.T) {
 	w.SandboxFailures.Add(ctx, 1)
 	w.AuditFailures.Add(ctx, 1)
 	w.AuditLost.Add(ctx, 1)
+	w.AgentRefused.Add(ctx, 1)
 	a.Decisions.Add(ctx, 1)
 	a.Latency.Record(ctx, 3)
 	for _, g := range []string{"toolgate.calls.waiting", "toolgate.approvals.parked"} {
@@ -48,8 +49,8 @@ func TestDashboardAndDocsNameTheExportedMetrics(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^# TYPE (toolgate_\w+) `).FindAllStringSubmatch(rec.Body.String(), -1) {
 		exported[m[1]] = true
 	}
-	if len(exported) != 13 {
-		t.Fatalf("%d toolgate metrics exported, want 13 (toolgate_build_info among them):\n%s", len(exported), rec.Body.String())
+	if len(exported) != 14 {
+		t.Fatalf("%d toolgate metrics exported, want 14 (toolgate_build_info among them):\n%s", len(exported), rec.Body.String())
 	}
 	dash, err := os.ReadFile("../../deploy/grafana/toolgate.json")
 	if err != nil {
