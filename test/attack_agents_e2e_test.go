@@ -417,3 +417,58 @@ func TestAttackTaskPollsStarveLookups(t *testing.T) {
 		return metricSum(t, metrics, "toolgate_agent_requests_refused_total", `bound="task_polls"`) >= float64(refused.Load())
 	})
 }
+
+// TestAttackMadeUpCancelsDelayAnothersCancel: mallory sends 200
+// cancellations of made-up call ids at once, then alice cancels a call of
+// her own. Alice's cancellation is answered before mallory's flood is
+// served: fewer of mallory's cancellations are handled (answered other
+// than refused) before alice's answer than the services' shared bound
+// (64). Before, they shared that bound in arrival order, and alice's
+// waited for them. Counted, not timed.
+func TestAttackMadeUpCancelsDelayAnothersCancel(t *testing.T) {
+	metrics := freeAddr(t)
+	p := startProcess(t, newWorkspace(t), func(o *daemon.Options) { o.MetricsListen = metrics })
+	mallory := dialAs(t, p.url, identity.RoleAgent, "mallory")
+	alice := dialAs(t, p.url, identity.RoleAgent, "alice")
+	var handled, refused atomic.Int64
+	inbox := mallory.NewRespInbox()
+	if _, err := mallory.Subscribe(inbox+".*", func(m *nats.Msg) {
+		var r events.CancelReply
+		_ = json.Unmarshal(m.Data, &r)
+		if strings.Contains(r.Error, "per-agent bound") {
+			refused.Add(1)
+		} else {
+			handled.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const flood = 200
+	for i := range flood {
+		if err := mallory.PublishRequest(events.CancelSubject("mallory", fmt.Sprintf("made-up-%d", i)), fmt.Sprintf("%s.%d", inbox, i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mallory.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := alice.Request(events.CancelSubject("alice", "alices-call"), nil, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := handled.Load()
+	var r events.CancelReply
+	if err := json.Unmarshal(m.Data, &r); err != nil || r.Error != "" || r.CallID != "alices-call" {
+		t.Fatalf("alice's cancellation: %s %v", m.Data, err)
+	}
+	if before >= 64 {
+		t.Fatalf("alice's cancellation was answered after %d of mallory's made-up ones were handled", before)
+	}
+	until(t, time.Minute, func() bool { return handled.Load()+refused.Load() == flood })
+	if refused.Load() == 0 {
+		t.Fatal("none of mallory's 200 cancellations was refused: no per-agent bound")
+	}
+	if got := metricSum(t, metrics, "toolgate_agent_requests_refused_total", `bound="cancels"`); got != float64(refused.Load()) {
+		t.Fatalf("metric counts %v refused cancellations, mallory got %d", got, refused.Load())
+	}
+}
