@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -223,13 +224,16 @@ func (d *discovery) confirm(ctx context.Context, offers []offer) []offer {
 		meta map[string]string
 		err  error
 	}
-	byName := map[string]*described{}
+	var names []string
 	for _, of := range offers {
-		byName[of.tool.Name] = nil
+		if !slices.Contains(names, of.tool.Name) {
+			names = append(names, of.tool.Name)
+		}
 	}
+	byName := map[string]*described{}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for name := range byName {
+	for _, name := range names {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
