@@ -472,3 +472,40 @@ func TestAttackMadeUpCancelsDelayAnothersCancel(t *testing.T) {
 		t.Fatalf("metric counts %v refused cancellations, mallory got %d", got, refused.Load())
 	}
 }
+
+// TestAttackTasksToMadeUpAgentsCreateNoConsumers: mallory delegates tasks
+// to ten agents nobody serves as. No task consumer is created for them
+// (each would live 15 idle minutes, and enough of them reach the
+// server's consumer limit, refusing everyone's delegation): a task
+// consumer is created only by the agent it delivers to, when it asks for
+// its next task.
+func TestAttackTasksToMadeUpAgentsCreateNoConsumers(t *testing.T) {
+	p := startDelegation(t, nil)
+	mallory := p.client(t, "mallory")
+	for i := range 10 {
+		r, err := mallory.Call(ctxT(t), "task", map[string]any{"agent": fmt.Sprintf("ghost-%d", i), "prompt": "nothing", "timeout": 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status == events.StatusOK {
+			t.Fatalf("a task to a made-up agent succeeded: %+v", r)
+		}
+	}
+	js, err := jetstream.New(dialAs(t, p.url, identity.RoleAdmin, "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(context.Background(), bus.StreamTasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made []string
+	for name := range st.ConsumerNames(context.Background()).Name() {
+		if strings.HasPrefix(name, bus.TaskConsumerName("ghost-")) {
+			made = append(made, name)
+		}
+	}
+	if len(made) > 0 {
+		t.Fatalf("tasks to made-up agents created %d consumers: %v", len(made), made)
+	}
+}
