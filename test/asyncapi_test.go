@@ -37,6 +37,7 @@ var payloadTypes = map[string]reflect.Type{
 	"audit-checkpoint.json":   reflect.TypeFor[events.AuditCheckpointData](),
 	"tool.json":               reflect.TypeFor[events.ToolData](),
 	"violation.json":          reflect.TypeFor[events.ViolationData](),
+	"tool-refused.json":       reflect.TypeFor[events.ToolRefusedData](),
 	"policy-change.json":      reflect.TypeFor[events.PolicyChangeData](),
 	"tools-list-request.json": reflect.TypeFor[events.ToolsListRequest](),
 	"budget-exceeded.json":    reflect.TypeFor[events.BudgetExceededData](),
@@ -126,6 +127,7 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 		"audit":            events.AuditSubject(a, tool),
 		"auditCheckpoint":  events.AuditCheckpointSubject("w1"),
 		"toolEvent":        events.ToolEventSubject(tool),
+		"toolRefused":      events.ToolRefusedSubject(tool),
 		"policyViolation":  events.ViolationSubject(a),
 		"policyChange":     events.PolicyChangeSubject,
 		"approvalRequest":  events.ApprovalRequestSubject(id),
@@ -227,7 +229,7 @@ func TestAsyncAPIMatchesTheCode(t *testing.T) {
 
 // subjectFuncCovered are the subject functions the channels above check.
 var subjectFuncCovered = map[string]bool{
-	"CallSubject": true, "ResultSubject": true, "ProgressSubject": true, "AuditSubject": true, "AuditCheckpointSubject": true,
+	"CallSubject": true, "ToolRefusedSubject": true, "ResultSubject": true, "ProgressSubject": true, "AuditSubject": true, "AuditCheckpointSubject": true,
 	"ToolEventSubject": true, "ViolationSubject": true, "ApprovalRequestSubject": true,
 	"ApprovalDecisionSubject": true, "RefusedSubject": true, "ResolvedSubject": true,
 	"TaskSubject": true, "TaskResultSubject": true, "TaskProgressSubject": true, "TaskCancelSubject": true,

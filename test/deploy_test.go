@@ -67,7 +67,7 @@ accounts: {
 		l.DiskStorage, l.MemoryStorage, l.Streams, l.Consumers, l.MaxAckPending)
 	b.WriteString("    exports: [\n")
 	for _, c := range identity.Crossings {
-		fmt.Fprintf(&b, "      # %s\n      { %s: %q }\n", c.Why, crossingKind(c), c.Subject)
+		fmt.Fprintf(&b, "      # %s\n      { %s: %q }\n", c.Why, crossingKind(c), c.Exported())
 	}
 	b.WriteString("    ]\n    users: [\n")
 	users := func(agents bool) {
@@ -80,6 +80,10 @@ accounts: {
 	users(false)
 	b.WriteString("    ]\n  }\n  AGENTS: {\n    imports: [\n")
 	for _, c := range identity.Crossings {
+		if c.Into != "" {
+			fmt.Fprintf(&b, "      { %s: { account: TOOLGATE, subject: %q }, to: %q }\n", crossingKind(c), c.Exported(), c.Subject)
+			continue
+		}
 		fmt.Fprintf(&b, "      { %s: { account: TOOLGATE, subject: %q } }\n", crossingKind(c), c.Subject)
 	}
 	b.WriteString("    ]\n    users: [\n")

@@ -22,21 +22,29 @@ if (credsFile !== "") {
 const nc = await connect(opts);
 const svc = await new Svcm(nc).add({ name: "toolgate-slugify", version: "0.1.0", description: "Turn a title into a URL slug." });
 
+const metadata = {
+  "toolgate.tool": "slugify",
+  "toolgate.description": "Turn a title into a lowercase URL slug.",
+  "toolgate.schema": JSON.stringify({
+    type: "object",
+    properties: { title: { type: "string", minLength: 1 } },
+    required: ["title"],
+    additionalProperties: false,
+  }),
+  "toolgate.kind": "read",
+};
+
 svc.addEndpoint("slugify", {
   subject: "toolgate.remote.slugify",
-  metadata: {
-    "toolgate.tool": "slugify",
-    "toolgate.description": "Turn a title into a lowercase URL slug.",
-    "toolgate.schema": JSON.stringify({
-      type: "object",
-      properties: { title: { type: "string", minLength: 1 } },
-      required: ["title"],
-      additionalProperties: false,
-    }),
-    "toolgate.kind": "read",
-  },
+  metadata,
   handler: (err, msg) => {
     if (err) return;
+    // Workers confirm the announced definition on this subject: only
+    // slugify's credentials may listen here.
+    if (msg.headers?.has("Toolgate-Describe")) {
+      msg.respond(JSON.stringify(metadata));
+      return;
+    }
     // The worker validated the arguments against the schema above; the
     // call id and the agent are in the headers.
     const { title } = msg.json();

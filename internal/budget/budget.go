@@ -375,8 +375,8 @@ func (e *Enforcer) release(ctx context.Context, key, ck string, count bool) erro
 // back naming the revision read, again until no other writer came in
 // between. change reports whether it changed the record; its error is
 // returned after the record is written (when changed) or at once. A
-// record that does not parse strictly (parseUsage) is replaced by what
-// fix rebuilds; without fix (a release, a renewal) it is an error and
+// record that does not parse strictly (parseUsage), or a missing one, is
+// replaced by what fix rebuilds; without fix (a release, a renewal) it is an error and
 // the record is left for the next charge to repair.
 func (e *Enforcer) update(ctx context.Context, key string, fix func(now time.Time) (Usage, error), change func(rec *Usage, now time.Time) (bool, error)) error {
 	var last error
@@ -396,6 +396,16 @@ func (e *Enforcer) update(ctx context.Context, key string, fix func(now time.Tim
 		now := time.Now().UTC()
 		entry, err := e.kv.Get(ctx, key)
 		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound) && fix != nil:
+			// A counter never written, expired, or deleted: what the
+			// audit trail says was charged counts, so a purge gives
+			// nothing back.
+			var ferr error
+			if rec, ferr = fix(now); ferr != nil {
+				return fmt.Errorf("budget counter %s: missing, and it could not be rebuilt: %w", key, ferr)
+			}
+			repaired = rec.Calls > 0 || rec.TimeMS > 0
+			now = time.Now().UTC() // the rebuild took a while: leases start now
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
 			last = err

@@ -108,9 +108,16 @@ func (e *Enforcer) repair(ctx context.Context, b policy.Budget, u Use, now time.
 }
 
 // charged reports whether the execution audited by a was charged to the
-// counter of b for u: a call of u's agent (session, tool) that ran.
+// counter of b for u: a call of u's agent (session, tool) that ran, not
+// serving a task. (The delegating agent's counter is rebuilt without the
+// calls its tasks made: the audit does not say whose budget they spent.)
 func charged(a events.AuditData, b policy.Budget, u Use) bool {
 	if a.Kind != events.AuditExecution || a.JudgeOnly || a.Agent != u.Agent {
+		return false
+	}
+	if a.ParentCallID != "" {
+		// A call serving a delegated task was charged to the delegating
+		// agent's budget, not to this one's.
 		return false
 	}
 	if (b.Scope == policy.ScopeSession && a.SessionID != u.Session) || (b.PerTool && a.Tool != u.Tool) || !b.Applies(a.Agent, a.Tool) {

@@ -227,7 +227,11 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("trusted accounts: %w", err)
 	}
 	var changes []policyload.Change
-	loader := &policyload.Loader{Gate: gate, File: o.PolicyFile, KV: policyKV, Verifier: admins, Logger: o.Logger,
+	mark, err := policyMark(o)
+	if err != nil {
+		return err
+	}
+	loader := &policyload.Loader{Gate: gate, File: o.PolicyFile, KV: policyKV, Verifier: admins, Logger: o.Logger, Mark: mark,
 		OnChange: func(ch policyload.Change) { changes = append(changes, ch) }}
 	first, err := loader.Load(ctx)
 	if err != nil {
@@ -370,7 +374,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}()
 	if !o.NoRemoteTools {
-		rdone := startRemoteTools(bg, nc, reg, o)
+		rdone := startRemoteTools(bg, nc, reg, o, w.ToolRefused)
 		defer func() { bgCancel(); <-rdone }()
 	}
 	if mcpCfg != nil {
@@ -527,4 +531,21 @@ func signer(creds *identity.Creds) trust.Signer {
 		return trust.Signer{}
 	}
 	return trust.Signer{Key: creds.Key, JWT: creds.JWT}
+}
+
+// policyMarkFile is the file, in the data directory (else the state
+// directory), holding the newest pushed policy the worker applied
+// (policyload.Loader.Mark).
+const policyMarkFile = "policy-applied.json"
+
+// policyMark is the path of the worker's policy high-water mark.
+func policyMark(o Options) (string, error) {
+	dir := o.DataDir
+	if dir == "" {
+		var err error
+		if dir, err = identity.StateDir(); err != nil {
+			return "", fmt.Errorf("policy high-water mark: %w", err)
+		}
+	}
+	return filepath.Join(dir, policyMarkFile), nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/mcpsource"
 	"github.com/toolgate/toolgate/internal/remotesource"
 	"github.com/toolgate/toolgate/pkg/client"
+	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
 
@@ -291,12 +292,12 @@ func startMCPSources(ctx context.Context, c *mcpsource.Config, reg *tools.Regist
 
 // startRemoteTools discovers tools served as NATS micro services and keeps
 // them in reg until ctx is done; the channel closes once they are
-// unregistered.
-func startRemoteTools(ctx context.Context, nc *nats.Conn, reg *tools.Registry, o Options) <-chan struct{} {
+// unregistered. Refused announcements go to refused.
+func startRemoteTools(ctx context.Context, nc *nats.Conn, reg *tools.Registry, o Options, refused func(events.ToolRefusedData)) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		remotesource.Run(ctx, remotesource.Options{NC: nc, Registry: reg, Interval: o.RemoteInterval, Logger: o.Logger})
+		remotesource.Run(ctx, remotesource.Options{NC: nc, Registry: reg, Interval: o.RemoteInterval, Logger: o.Logger, OnRefused: refused})
 	}()
 	return done
 }

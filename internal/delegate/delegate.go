@@ -219,9 +219,9 @@ func (d *Delegator) run(ctx context.Context, c *tools.Call) (*tools.Output, erro
 		return nil, d.abandon(req, fmt.Errorf("subscribe to task progress: %w", err))
 	}
 	defer psub.Unsubscribe()
-	if _, err := d.js.CreateOrUpdateConsumer(ctx, bus.StreamTasks, bus.TaskConsumer(req.Agent)); err != nil {
-		return nil, d.abandon(req, fmt.Errorf("task consumer of %s: %w", req.Agent, err))
-	}
+	// No consumer is made here: the agent's own first request for its
+	// next task makes it (the stream is a work queue, so the task waits
+	// for it), and a task to an agent nobody serves as makes none.
 	m, err := events.EncodeData(events.TaskSubject(req.Agent, req.TaskID),
 		events.Attrs{ID: req.TaskID, Source: d.source, Type: events.TypeTaskRequested, Subject: req.TaskID}, req, events.Binary)
 	if err != nil {

@@ -22,33 +22,53 @@ type Crossing struct {
 	Service bool
 	// Why says what crosses, for the account JWTs and the docs.
 	Why string
+	// Into, when set, is the subject space the agents' messages arrive on
+	// in the toolgate account instead of Subject (a service crossing
+	// renamed on the way, the same tokens after the prefix).
+	Into string
 }
+
+// Exported is the crossing's subject space in the toolgate account.
+func (c Crossing) Exported() string {
+	if c.Into != "" {
+		return c.Into
+	}
+	return c.Subject
+}
+
+// IntakePrefix starts the subjects the agents' messages bound for a
+// stream arrive on in the toolgate account: toolgate.intake.<the stream's
+// subject>, e.g. toolgate.intake.toolgate.call.<agent>.<tool>. A worker
+// forwards each into its stream on the subject after the prefix, its
+// Nats-Msg-Id scoped by the agent the subject names (<agent>.<id>), so one
+// agent's message ids can never make another's message a duplicate.
+const IntakePrefix = "toolgate.intake."
 
 // Crossings are every subject space joining the toolgate and agents
 // accounts: the toolgate account exports each, the agents account
 // imports each, and nothing else crosses. Inside the agents account the
 // user permissions still hold each agent to its own <agent> token.
 var Crossings = []Crossing{
-	{"toolgate.call.>", true, "calls, stored by the calls stream (the answer is its acknowledgement)"},
-	{"toolgate.cancel.>", true, "cancellations of calls, answered by a worker"},
-	{"toolgate.api.tools", true, "the tool listing, answered by a worker"},
-	{"toolgate.api.tools.*", true, "an agent's own tool listing, answered by a worker"},
-	{events.ResultAPIPrefix + ">", true, "an agent's own stored results, answered by a worker"},
-	{events.TaskAPIPrefix + ">", true, "the tasks delegated to an agent, handed over by a worker"},
-	{"toolgate.task_result.>", true, "answers to delegated tasks, stored by the task results stream"},
-	{"toolgate.task_progress.>", true, "progress of delegated tasks, heard by the delegating worker"},
-	{"toolgate.result.>", false, "results"},
-	{"toolgate.progress.>", false, "progress of calls"},
-	{"toolgate.event.tool.>", false, "tools coming and going"},
-	{"toolgate.event.policy_change", false, "policy changes"},
-	{"toolgate.task_cancel.>", false, "cancellations of delegated tasks"},
+	{Subject: "toolgate.call.>", Service: true, Why: "calls, forwarded by a worker into the calls stream with the dedup id scoped by the agent (the answer is the stream's acknowledgement)", Into: IntakePrefix + "toolgate.call.>"},
+	{Subject: "toolgate.cancel.>", Service: true, Why: "cancellations of calls, answered by a worker"},
+	{Subject: "toolgate.api.tools", Service: true, Why: "the tool listing, answered by a worker"},
+	{Subject: "toolgate.api.tools.*", Service: true, Why: "an agent's own tool listing, answered by a worker"},
+	{Subject: events.ResultAPIPrefix + ">", Service: true, Why: "an agent's own stored results, answered by a worker"},
+	{Subject: events.TaskAPIPrefix + ">", Service: true, Why: "the tasks delegated to an agent, handed over by a worker"},
+	{Subject: "toolgate.task_result.>", Service: true, Why: "answers to delegated tasks, forwarded by a worker into the task results stream with the dedup id scoped by the agent", Into: IntakePrefix + "toolgate.task_result.>"},
+	{Subject: "toolgate.task_progress.>", Service: true, Why: "progress of delegated tasks, heard by the delegating worker"},
+	{Subject: "toolgate.result.>", Service: false, Why: "results"},
+	{Subject: "toolgate.progress.>", Service: false, Why: "progress of calls"},
+	{Subject: "toolgate.event.tool.>", Service: false, Why: "tools coming and going"},
+	{Subject: "toolgate.event.policy_change", Service: false, Why: "policy changes"},
+	{Subject: "toolgate.task_cancel.>", Service: false, Why: "cancellations of delegated tasks"},
 }
 
 // exports are the toolgate account's exports: the Crossings.
 func exports() jwt.Exports {
 	var out jwt.Exports
 	for _, c := range Crossings {
-		e := &jwt.Export{Name: c.Why, Subject: jwt.Subject(c.Subject), Type: jwt.Stream}
+		e := &jwt.Export{Name: c.Why, Subject: jwt.Subject(c.Exported()), Type: jwt.Stream}
 		if c.Service {
 			e.Type = jwt.Service
 			e.ResponseType = jwt.ResponseTypeSingleton
@@ -63,7 +83,10 @@ func exports() jwt.Exports {
 func imports(account string) jwt.Imports {
 	var out jwt.Imports
 	for _, c := range Crossings {
-		i := &jwt.Import{Name: c.Why, Subject: jwt.Subject(c.Subject), Account: account, Type: jwt.Stream}
+		i := &jwt.Import{Name: c.Why, Subject: jwt.Subject(c.Exported()), Account: account, Type: jwt.Stream}
+		if c.Into != "" {
+			i.LocalSubject = jwt.RenamingSubject(c.Subject)
+		}
 		if c.Service {
 			i.Type = jwt.Service
 		}

@@ -77,8 +77,11 @@ func Permissions(role Role, name string) jwt.Permissions {
 		// Results and everything a worker reports, the JetStream API
 		// (workers provision the bus), its consumers' acks, and the
 		// buckets it keeps call records, parked calls and amendments in.
-		// Never calls, never decisions.
+		// Never decisions; calls and task answers only as the intake
+		// forwarding the agents' (IntakePrefix).
 		p.Pub.Allow = jwt.StringList{
+			"toolgate.call.>",
+			"toolgate.task_result.>",
 			"toolgate.result.>",
 			"toolgate.progress.>",
 			"toolgate.event.>",
@@ -122,6 +125,9 @@ func Permissions(role Role, name string) jwt.Permissions {
 			"toolgate.api.tools",
 			"toolgate.api.tools.*",
 			"toolgate.cancel.>",
+			// The agents' calls and task answers, forwarded into their
+			// streams.
+			IntakePrefix + ">",
 			// The agents' stored results and tasks (they have no
 			// JetStream API).
 			events.ResultAPIPrefix + ">",

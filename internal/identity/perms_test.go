@@ -150,7 +150,7 @@ func TestForbiddenOperationsAreRefused(t *testing.T) {
 		},
 		identity.RoleWorker: {
 			sub("toolgate.hook.stamp"), // poses as a hook service
-			pub("toolgate.call.alice.read"),
+			// It publishes calls only as the intake forwarding the agents'.
 			pub("toolgate.approval.decision.c1"),
 			pub("$KV.toolgate_policy.policy"),
 			pub("toolgate.cancel.alice.c1"), // cancels are the agents' own
@@ -250,6 +250,16 @@ func TestAllowedOperationsWork(t *testing.T) {
 		t.Fatalf("worker provisions: %v", err)
 	}
 	if _, err := wnc.QueueSubscribe("toolgate.api.tools", "workers", func(m *nats.Msg) { _ = m.Respond([]byte("[]")) }); err != nil {
+		t.Fatal(err)
+	}
+	// The intake, as a worker runs it (worker/intake.go): an agent's call
+	// arrives on toolgate.intake.<subject> and is stored under <subject>.
+	if _, err := wnc.QueueSubscribe(identity.IntakePrefix+">", "intake", func(m *nats.Msg) {
+		out := &nats.Msg{Subject: strings.TrimPrefix(m.Subject, identity.IntakePrefix), Header: m.Header, Data: m.Data}
+		if ack, err := wnc.RequestMsg(out, 10*time.Second); err == nil {
+			_ = m.Respond(ack.Data)
+		}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	_ = wnc.Flush()
@@ -442,10 +452,11 @@ func TestCrossingsJoinTheAccounts(t *testing.T) {
 		}
 	}
 	fill := func(p string) string { return strings.ReplaceAll(strings.ReplaceAll(p, ">", "alice.x"), "*", "alice") }
-	var services, streams []string
+	var services, arrived, streams []string
 	for _, c := range identity.Crossings {
 		if c.Service {
 			services = append(services, fill(c.Subject))
+			arrived = append(arrived, fill(c.Exported())) // renamed on the way
 		} else {
 			streams = append(streams, fill(c.Subject))
 		}
@@ -488,7 +499,7 @@ func TestCrossingsJoinTheAccounts(t *testing.T) {
 	_ = ag.Flush()
 	g = got()
 	_ = sub.Unsubscribe()
-	for _, subj := range services {
+	for _, subj := range arrived {
 		if !g[subj] {
 			t.Errorf("service crossing %s did not reach the toolgate account", subj)
 		}

@@ -59,6 +59,13 @@ type Loader struct {
 	OnChange func(Change)
 	// Logger receives logs; default slog.Default().
 	Logger *slog.Logger
+	// Mark is the file keeping this worker's high-water mark: the newest
+	// pushed policy it applied, as sealed by the admin who pushed it
+	// (revision and push time). It lives outside the key's history, so a
+	// rewound history (an older sealed policy written again until the
+	// newer one is evicted, or the key deleted) cannot make the worker
+	// apply anything older at restart. Empty keeps no mark.
+	Mark string
 
 	mu   sync.Mutex
 	last []byte
@@ -115,8 +122,13 @@ var errNeverPushed = errors.New("no policy was ever pushed")
 // it again on every re-read. An empty history is errNeverPushed; a
 // history with nothing good, ErrNoGoodPolicy.
 func (l *Loader) loadShared(ctx context.Context) (Change, error) {
+	mark, markAt := l.readMark()
 	hist, err := l.KV.History(ctx, Key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || (err == nil && len(hist) == 0) {
+		if mark != nil {
+			l.Logger.Error("shared policy history is empty; the newest pushed policy this worker applied stays", "pushed_at", markAt)
+			return l.applyMark(mark)
+		}
 		return Change{}, errNeverPushed
 	}
 	if err != nil {
@@ -146,6 +158,18 @@ func (l *Loader) loadShared(ctx context.Context) (Change, error) {
 	var current []byte
 	if cur.Operation() == jetstream.KeyValuePut {
 		current = cur.Value()
+	}
+	if mark != nil && (best == nil || markAt.After(bestAt)) {
+		// The history was rewound: what it holds is older than a push
+		// this worker applied before.
+		l.Logger.Error("shared policy history holds nothing as new as the policy this worker applied last (a rewound history); that one stays",
+			"pushed_at", markAt, "newest_in_history", bestAt)
+		if cur := hist[len(hist)-1]; cur.Operation() == jetstream.KeyValuePut {
+			l.mu.Lock()
+			l.last = bytes.Clone(cur.Value())
+			l.mu.Unlock()
+		}
+		return l.applyMark(mark)
 	}
 	if best == nil {
 		ch := Change{Source: "kv:" + Key, Err: errors.New("the shared policy was deleted")}
@@ -319,6 +343,7 @@ func (l *Loader) applyIfNew(data []byte, source string) {
 // it), so it is said once.
 func (l *Loader) apply(data []byte, source string) Change {
 	at := pushedAt(data) // zero for a file
+	sealed := data
 	l.mu.Lock()
 	l.last = bytes.Clone(data)
 	l.mu.Unlock()
@@ -353,6 +378,7 @@ func (l *Loader) apply(data []byte, source string) Change {
 	l.Gate.Set(p)
 	if source == "kv:"+Key {
 		l.pushedAt = at
+		l.writeMark(sealed, at)
 	}
 	for _, w := range warns {
 		l.Logger.Warn("policy", "source", source, "warning", w.String())
@@ -361,6 +387,63 @@ func (l *Loader) apply(data []byte, source string) Change {
 	l.Logger.Info("policy applied", "source", source, "revision", p.Revision())
 	l.notify(ch)
 	return ch
+}
+
+// applyMark applies the sealed policy of the high-water mark.
+func (l *Loader) applyMark(mark []byte) (Change, error) {
+	l.mu.Lock()
+	last := l.last
+	l.mu.Unlock()
+	ch := l.apply(mark, "kv:"+Key)
+	if last != nil { // the key's current value stays seen, not re-refused
+		l.mu.Lock()
+		l.last = last
+		l.mu.Unlock()
+	}
+	if ch.Err != nil {
+		return ch, fmt.Errorf("%w: %w", ErrNoGoodPolicy, ch.Err)
+	}
+	return ch, nil
+}
+
+// readMark returns the sealed policy of the high-water mark and when it
+// was pushed, or nil when there is no mark or it does not verify (then
+// it is ignored, and said).
+func (l *Loader) readMark() ([]byte, time.Time) {
+	if l.Mark == "" {
+		return nil, time.Time{}
+	}
+	b, err := os.ReadFile(l.Mark)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			l.Logger.Warn("policy high-water mark unreadable; ignored", "file", l.Mark, "err", err)
+		}
+		return nil, time.Time{}
+	}
+	if _, _, err := Open(b, l.Verifier); err != nil {
+		l.Logger.Warn("policy high-water mark does not verify; ignored", "file", l.Mark, "err", err)
+		return nil, time.Time{}
+	}
+	return b, pushedAt(b)
+}
+
+// writeMark records sealed, pushed at at, as the high-water mark when it
+// is newer than the one kept (written to a temporary file, then renamed).
+func (l *Loader) writeMark(sealed []byte, at time.Time) {
+	if l.Mark == "" {
+		return
+	}
+	if old, err := os.ReadFile(l.Mark); err == nil && !pushedAt(old).Before(at) {
+		return
+	}
+	tmp := l.Mark + ".tmp"
+	err := os.WriteFile(tmp, sealed, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, l.Mark)
+	}
+	if err != nil {
+		l.Logger.Error("policy high-water mark not written: a rewound history could apply an older policy at the next start", "file", l.Mark, "err", err)
+	}
 }
 
 func (l *Loader) notify(ch Change) {

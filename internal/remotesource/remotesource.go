@@ -5,8 +5,13 @@
 // unregisters a tool once no service has offered it for a few rounds.
 //
 // A tool is taken only from an endpoint on toolgate.remote.<its name>,
-// the one subject a tool identity of that name may listen on, so the
-// credentials bind the name. Which announcement describes a name is
+// the one subject a tool identity of that name may listen on, and only
+// with the definition (description, kind, schema) the service listening
+// there gives when asked on that subject (remote.HeaderDescribe), in every
+// discovery round: the credentials bind the name, and the definition to
+// it. An announcement another service makes for the name with a
+// definition of its own is refused, logged and reported (OnRefused).
+// Which announcement describes a name is
 // decided the same way on every worker: a name already in the registry (a
 // built-in or MCP tool) keeps its tool; among services offering the same
 // name (and so sharing its subject), the smallest service name's
@@ -19,6 +24,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -26,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/remote"
 	"github.com/toolgate/toolgate/pkg/tools"
@@ -36,6 +43,9 @@ const (
 	DefaultInterval = 5 * time.Second
 	// gather is how long one discovery round collects replies.
 	gather = 750 * time.Millisecond
+	// describeWait is how long a tool's own service has to confirm its
+	// definition.
+	describeWait = 2 * time.Second
 	// missedRounds is how many rounds a tool may go unseen before it is
 	// unregistered.
 	missedRounds = 3
@@ -54,6 +64,9 @@ type Options struct {
 	// OnRound, if set, is called after every discovery round with the
 	// remote tools registered (tests wait on it).
 	OnRound func(registered []string)
+	// OnRefused, if set, is called for an announcement refused, once until
+	// its reason changes (the worker publishes it as ToolRefused).
+	OnRefused func(events.ToolRefusedData)
 }
 
 // offer is one endpoint announcing a tool.
@@ -110,7 +123,7 @@ func (d *discovery) round(ctx context.Context) {
 		}
 		return
 	}
-	chosen := d.choose(offers)
+	chosen := d.choose(d.confirm(ctx, offers))
 	for name, of := range chosen {
 		h := d.held[name]
 		if h != nil && h.def == of.def() {
@@ -121,11 +134,11 @@ func (d *discovery) round(ctx context.Context) {
 			d.o.Registry.Unregister(name)
 			delete(d.held, name)
 		} else if _, taken := d.o.Registry.Get(name); taken {
-			d.report(name, fmt.Sprintf("a tool named %s is already registered (built-in or MCP); the remote one from service %s is ignored", name, of.service))
+			d.report(name, name, fmt.Sprintf("a tool named %s is already registered (built-in or MCP); the remote one from service %s is ignored", name, of.service))
 			continue
 		}
 		if err := d.o.Registry.Register(d.tool(of)); err != nil {
-			d.report(name, fmt.Sprintf("service %s offers %s, which cannot be registered: %v", of.service, name, err))
+			d.report(name, name, fmt.Sprintf("service %s offers %s, which cannot be registered: %v", of.service, name, err))
 			continue
 		}
 		d.held[name] = &held{def: of.def()}
@@ -187,19 +200,98 @@ func (d *discovery) discover(ctx context.Context) ([]offer, error) {
 				t := remote.Tool{Name: name, Description: ep.Metadata[remote.MetaDescription],
 					Schema: json.RawMessage(ep.Metadata[remote.MetaSchema]), Kind: ep.Metadata[remote.MetaKind], Version: info.Version}
 				if err := t.Check(); err != nil {
-					d.report(name, fmt.Sprintf("service %s: %v", info.Name, err))
+					d.report(name, name, fmt.Sprintf("service %s: %v", info.Name, err))
 					continue
 				}
 				// A tool is served on toolgate.remote.<its name> and nowhere
 				// else: a tool identity may listen only there, so a service
 				// cannot take over a name its credentials are not for.
 				if ep.Subject != remote.SubjectPrefix+name {
-					d.report(name, fmt.Sprintf("service %s: tool %s must be served on %s, not %q", info.Name, name, remote.SubjectPrefix+name, ep.Subject))
+					d.report(name, name, fmt.Sprintf("service %s: tool %s must be served on %s, not %q", info.Name, name, remote.SubjectPrefix+name, ep.Subject))
 					continue
 				}
 				out = append(out, offer{service: info.Name, id: info.ID, subject: ep.Subject, tool: t})
 			}
 		}
+	}
+}
+
+// confirm keeps the offers whose definition is the one the service
+// listening on the tool's own subject gives: only credentials of that tool
+// may listen there. The others are refused.
+func (d *discovery) confirm(ctx context.Context, offers []offer) []offer {
+	type described struct {
+		meta map[string]string
+		err  error
+	}
+	var names []string
+	for _, of := range offers {
+		if !slices.Contains(names, of.tool.Name) {
+			names = append(names, of.tool.Name)
+		}
+	}
+	byName := map[string]*described{}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			meta, err := d.describe(ctx, name)
+			mu.Lock()
+			byName[name] = &described{meta, err}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	var out []offer
+	for _, of := range offers {
+		ds := byName[of.tool.Name]
+		switch {
+		case ds.err != nil:
+			d.refuse(of, fmt.Sprintf("no service with the credentials of tool %s confirms its definition on %s: %v", of.tool.Name, of.subject, ds.err))
+		case !sameDefinition(of.tool, ds.meta):
+			d.refuse(of, fmt.Sprintf("service %s announces a definition of %s other than the one the service holding %s's credentials gives on %s", of.service, of.tool.Name, of.tool.Name, of.subject))
+		default:
+			out = append(out, of)
+		}
+	}
+	return out
+}
+
+// describe asks the service on the tool's own subject for its definition.
+func (d *discovery) describe(ctx context.Context, name string) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, describeWait)
+	defer cancel()
+	m := nats.NewMsg(remote.SubjectPrefix + name)
+	m.Header.Set(remote.HeaderDescribe, "1")
+	r, err := d.o.NC.RequestMsgWithContext(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	if e := r.Header.Get(micro.ErrorHeader); e != "" {
+		return nil, fmt.Errorf("it answered with an error: %s", e)
+	}
+	var meta map[string]string
+	if err := json.Unmarshal(r.Data, &meta); err != nil {
+		return nil, fmt.Errorf("its answer is not the endpoint metadata (%s): %w", remote.HeaderDescribe, err)
+	}
+	return meta, nil
+}
+
+// sameDefinition reports whether the announced t is what meta describes.
+func sameDefinition(t remote.Tool, meta map[string]string) bool {
+	return meta[remote.MetaTool] == t.Name && meta[remote.MetaDescription] == t.Description &&
+		meta[remote.MetaKind] == t.Kind && meta[remote.MetaSchema] == string(t.Schema)
+}
+
+// refuse logs and reports a refused offer once until its reason changes.
+func (d *discovery) refuse(of offer, reason string) {
+	if !d.report("refused\x00"+of.tool.Name+"\x00"+of.service+"\x00"+of.id, of.tool.Name, reason) {
+		return
+	}
+	if d.o.OnRefused != nil {
+		d.o.OnRefused(events.ToolRefusedData{Name: of.tool.Name, Service: of.service, ServiceID: of.id, Reason: reason})
 	}
 }
 
@@ -224,21 +316,23 @@ func (d *discovery) choose(offers []offer) map[string]offer {
 			continue
 		}
 		if first.service != of.service {
-			d.report(of.tool.Name, fmt.Sprintf("services %s and %s both offer %s; %s serves it", first.service, of.service, of.tool.Name, first.service))
+			d.report(of.tool.Name, of.tool.Name, fmt.Sprintf("services %s and %s both offer %s; %s serves it", first.service, of.service, of.tool.Name, first.service))
 		}
 	}
 	return out
 }
 
-// report logs a collision or a refused tool once until it changes.
-func (d *discovery) report(name, msg string) {
+// report logs a collision or a refused tool once until its message under
+// key changes, and reports whether it logged.
+func (d *discovery) report(key, name, msg string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.collisions[name] == msg {
-		return
+	if d.collisions[key] == msg {
+		return false
 	}
-	d.collisions[name] = msg
+	d.collisions[key] = msg
 	d.o.Logger.Warn("remote tool: "+msg, "tool", name)
+	return true
 }
 
 func (d *discovery) tool(of offer) *tools.Tool {

@@ -155,6 +155,10 @@ func TestRemoteToolCollisions(t *testing.T) {
 		}
 		name := sv.name
 		err = svc.AddEndpoint("stamp", micro.HandlerFunc(func(r micro.Request) {
+			if r.Headers().Get(remote.HeaderDescribe) != "" {
+				_ = r.RespondJSON(remote.Tool{Name: "stamp"}.Metadata())
+				return
+			}
 			b, _ := json.Marshal(remote.Result{Content: "stamped by " + name})
 			_ = r.Respond(b)
 		}), micro.WithEndpointSubject(sv.subject), micro.WithEndpointMetadata(remote.Tool{Name: "stamp"}.Metadata()))

@@ -49,6 +49,9 @@ type WorkerMetrics struct {
 	// Settled counts messages the worker's consumers settled, by consumer
 	// and fate.
 	Settled metric.Int64Counter
+	// AgentRefused counts agents' requests refused because the agent
+	// reached a per-agent bound, by bound.
+	AgentRefused metric.Int64Counter
 }
 
 // DurationBuckets are the call-duration histogram's bucket bounds in
@@ -58,7 +61,7 @@ var DurationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 // NewWorkerMetrics creates the worker's instruments on t's meter.
 func NewWorkerMetrics(t *Telemetry) (*WorkerMetrics, error) {
 	m := t.OrDisabled().Meter
-	var errs [9]error
+	var errs [10]error
 	w := &WorkerMetrics{}
 	w.Calls, errs[0] = m.Int64Counter("toolgate.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("Calls that reached a final status, by tool and outcome."))
@@ -79,6 +82,8 @@ func NewWorkerMetrics(t *Telemetry) (*WorkerMetrics, error) {
 		metric.WithDescription("Audit events not stored after every retry."))
 	w.Settled, errs[8] = m.Int64Counter("toolgate.messages.settled", metric.WithUnit("{message}"),
 		metric.WithDescription("Messages the worker's consumers settled, by consumer and fate (ack, retry, term, leave)."))
+	w.AgentRefused, errs[9] = m.Int64Counter("toolgate.agent.requests_refused", metric.WithUnit("{request}"),
+		metric.WithDescription("Agents' requests refused because the agent reached a per-agent bound, by bound."))
 	return w, errors.Join(errs[:]...)
 }
 

@@ -35,6 +35,7 @@ func TestDashboardAndDocsNameTheExportedMetrics(t *testing.T) {
 	w.SandboxFailures.Add(ctx, 1)
 	w.AuditFailures.Add(ctx, 1)
 	w.AuditLost.Add(ctx, 1)
+	w.AgentRefused.Add(ctx, 1)
 	a.Decisions.Add(ctx, 1)
 	a.Latency.Record(ctx, 3)
 	for _, g := range []string{"toolgate.calls.waiting", "toolgate.approvals.parked", "toolgate.audit.pending"} {

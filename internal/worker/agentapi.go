@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,19 +24,80 @@ import (
 // taskWaitMax bounds how long a next-task request waits for a task.
 const taskWaitMax = 25 * time.Second
 
-// agentAPIConcurrency bounds the agent requests served at once; past it
-// a request waits in the subscription's buffer.
-const agentAPIConcurrency = 64
+// Bounds of the agent services. Look-ups (stored results, task
+// acknowledgements) and task long-polls have pools of their own, so a poll
+// waiting for a task never holds a look-up's slot; within each, one agent
+// holds at most its per-agent share, and a request past it is refused at
+// once (429) rather than queued behind others'.
+const (
+	// agentAPIConcurrency bounds the look-ups served at once, all agents.
+	agentAPIConcurrency = 64
+	// agentAPIPerAgent bounds one agent's look-ups in service at once.
+	agentAPIPerAgent = 8
+	// taskPollConcurrency bounds the task long-polls waiting at once.
+	taskPollConcurrency = 64
+	// taskPollPerAgent bounds one agent's task long-polls in service at
+	// once.
+	taskPollPerAgent = 4
+)
+
+// agentPool bounds the requests served at once, in all and per agent.
+type agentPool struct {
+	name     string // the metric's bound attribute
+	perAgent int
+	sem      chan struct{}
+	mu       sync.Mutex
+	held     map[string]int
+}
+
+func newAgentPool(name string, total, perAgent int) *agentPool {
+	return &agentPool{name: name, perAgent: perAgent, sem: make(chan struct{}, total), held: map[string]int{}}
+}
+
+// take reserves one of agent's places; false when it holds all of them.
+func (p *agentPool) take(agent string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held[agent] >= p.perAgent {
+		return false
+	}
+	p.held[agent]++
+	return true
+}
+
+func (p *agentPool) give(agent string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held[agent]--; p.held[agent] <= 0 {
+		delete(p.held, agent)
+	}
+}
 
 // serveAgentAPI subscribes the result and task services until the
 // returned stop is called.
 func (w *Worker) serveAgentAPI() (stop func(), err error) {
-	sem := make(chan struct{}, agentAPIConcurrency)
+	lookups := newAgentPool("lookups", agentAPIConcurrency, agentAPIPerAgent)
+	polls := newAgentPool("task_polls", taskPollConcurrency, taskPollPerAgent)
 	handle := func(f func(*nats.Msg) *nats.Msg) nats.MsgHandler {
 		return func(m *nats.Msg) {
-			sem <- struct{}{}
+			pool := lookups
+			if strings.HasPrefix(m.Subject, events.TaskAPIPrefix) && strings.HasSuffix(m.Subject, ".next") {
+				pool = polls
+			}
+			agent, _, _ := apiTokens(m.Subject)
+			if !pool.take(agent) {
+				w.agentRefused(pool.name)
+				r := apiStatus("429", fmt.Sprintf("agent %s has %d requests of this kind in service already (its per-agent bound); ask again once one is answered", agent, pool.perAgent))
+				if err := bus.Respond(m, r); err != nil {
+					w.log.Warn("agent request refusal not answered", "subject", m.Subject, "err", err)
+				}
+				return
+			}
+			// The wait for a place in the pool is off the subscription:
+			// other agents' requests are read meanwhile.
 			go func() {
-				defer func() { <-sem }()
+				pool.sem <- struct{}{}
+				defer func() { <-pool.sem; pool.give(agent) }()
 				if err := bus.Respond(m, f(m)); err != nil {
 					w.log.Warn("agent request not answered", "subject", m.Subject, "err", err)
 				}

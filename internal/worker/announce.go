@@ -37,6 +37,13 @@ func (w *Worker) toolEvent(typ string, t *tools.Tool) {
 	w.publishEvent(events.ToolEventSubject(t.Name), nuid.Next(), typ, ToolData(t, w.cfg.Name))
 }
 
+// ToolRefused publishes that a remote tool's announcement was refused
+// (ToolRefused on toolgate.event.tool_refused.<tool>).
+func (w *Worker) ToolRefused(d events.ToolRefusedData) {
+	d.Worker = w.cfg.Name
+	w.publishEvent(events.ToolRefusedSubject(d.Name), nuid.Next(), events.TypeToolRefused, d)
+}
+
 // ToolData describes t for registry events and listings.
 func ToolData(t *tools.Tool, worker string) events.ToolData {
 	return events.ToolData{Name: t.Name, Aliases: t.Aliases, Description: t.Description, Kind: string(t.Kind),

@@ -73,7 +73,8 @@ type canceller struct {
 	// marks are the call keys marked cancelled, as the watch has seen
 	// them, with when they were seen; entries past the bucket's TTL go.
 	marks map[string]time.Time
-	sem   chan struct{} // bounds requests handled at once
+	// pool bounds the requests handled at once, in all and per agent.
+	pool *agentPool
 }
 
 type runningCall struct {
@@ -81,7 +82,8 @@ type runningCall struct {
 }
 
 func newCanceller(w *Worker) *canceller {
-	return &canceller{w: w, running: map[string]map[*runningCall]bool{}, marks: map[string]time.Time{}, sem: make(chan struct{}, 64)}
+	return &canceller{w: w, running: map[string]map[*runningCall]bool{}, marks: map[string]time.Time{},
+		pool: newAgentPool("cancels", cancelConcurrency, cancelPerAgent)}
 }
 
 // cancelledError is the error of a call its agent cancelled.
@@ -103,10 +105,24 @@ func (cx *canceller) start(ctx context.Context) (stop func(), err error) {
 	case <-ctx.Done():
 	}
 	sub, err := cx.w.nc.QueueSubscribe(events.SubjectCancels, "workers", func(m *nats.Msg) {
-		// Past the bound, requests wait in the subscription's buffer:
-		// a cancellation without a reply subject must not be dropped.
-		cx.sem <- struct{}{}
-		go func() { defer func() { <-cx.sem }(); cx.serve(m) }()
+		// One agent's cancellations past its bound are refused at once,
+		// never queued before another agent's; the wait for a place in
+		// the shared pool is off the subscription.
+		agent := cancelAgent(m.Subject)
+		if !cx.pool.take(agent) {
+			cx.w.agentRefused(cx.pool.name)
+			msg := fmt.Sprintf("agent %s has %d cancellations in service already (its per-agent bound); ask again once one is answered", agent, cancelPerAgent)
+			if m.Reply == "" {
+				cx.w.log.Warn("cancellation dropped", "subject", m.Subject, "why", msg)
+			}
+			cx.respond(m, events.CancelReply{Agent: agent, Error: msg, Message: msg})
+			return
+		}
+		go func() {
+			cx.pool.sem <- struct{}{}
+			defer func() { <-cx.pool.sem; cx.pool.give(agent) }()
+			cx.serve(m)
+		}()
 	})
 	if err != nil {
 		cancel()
@@ -258,6 +274,22 @@ func (cx *canceller) afterPark(ctx context.Context, in *events.Call) {
 	}
 }
 
+// Bounds of the cancellation service: requests handled at once, in all
+// and per agent.
+const (
+	cancelConcurrency = 64
+	cancelPerAgent    = 8
+)
+
+// cancelAgent is the agent token of toolgate.cancel.<agent>.<call id>.
+func cancelAgent(subject string) string {
+	parts := strings.Split(subject, ".")
+	if len(parts) < 3 {
+		return ""
+	}
+	return parts[2]
+}
+
 // serve handles one cancellation request: toolgate.cancel.<agent>.<call id>.
 func (cx *canceller) serve(m *nats.Msg) {
 	parts := strings.Split(m.Subject, ".")
@@ -383,7 +415,7 @@ func (cx *canceller) queued(ctx context.Context, agent, id string) (bool, error)
 		if err != nil {
 			return false, err
 		}
-		if m.Header.Get(events.HeaderMsgID) == id {
+		if mid := m.Header.Get(events.HeaderMsgID); mid == ScopedMsgID(agent, id) || mid == id {
 			return true, nil
 		}
 		seq = m.Sequence + 1

@@ -43,6 +43,11 @@ func (w *Worker) countFate(consumer string, f fate.Fate) {
 		telemetry.LabelConsumer.String(consumer), telemetry.LabelFate.String(f.Kind.String()))))
 }
 
+// agentRefused counts an agent's request refused at a per-agent bound.
+func (w *Worker) agentRefused(bound string) {
+	w.obs.m.AgentRefused.Add(context.Background(), 1, metric.WithAttributes(attribute.String("bound", bound)))
+}
+
 // Span names. A call message's delivery is a messaging process span; the
 // call's run through the pipeline an execute_tool span (GenAI conventions).
 const (

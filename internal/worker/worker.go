@@ -235,6 +235,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopCancels()
+	stopIntake, err := w.serveIntake()
+	if err != nil {
+		return err
+	}
+	defer stopIntake()
 	w.announce(ctx)
 	sub, err := w.nc.QueueSubscribe(events.SubjectToolsList, "workers", w.listTools)
 	if err != nil {

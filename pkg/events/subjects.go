@@ -71,6 +71,11 @@ func AuditCheckpointSubject(worker string) string { return Prefix + ".audit.$cha
 // ToolEventSubject is where registry changes of tool are published.
 func ToolEventSubject(tool string) string { return Prefix + ".event.tool." + tool }
 
+// ToolRefusedSubject is where a worker publishes that it refused a remote
+// tool's announcement naming tool. It is outside toolgate.event.tool.>,
+// which agents follow for the tools they may call.
+func ToolRefusedSubject(tool string) string { return Prefix + ".event.tool_refused." + tool }
+
 // ViolationSubject is where policy violations by agent are published.
 func ViolationSubject(agent string) string { return Prefix + ".event.policy." + agent }
 

@@ -21,6 +21,7 @@ const (
 	TypeAuditCheckpoint   = "dev.toolgate.audit.checkpoint.v1"
 	TypeToolRegistered    = "dev.toolgate.tool.registered.v1"
 	TypeToolUnregistered  = "dev.toolgate.tool.unregistered.v1"
+	TypeToolRefused       = "dev.toolgate.tool.refused.v1"
 	TypePolicyViolation   = "dev.toolgate.policy.violation.v1"
 	TypePolicyRejected    = "dev.toolgate.policy.rejected.v1"
 	TypePolicyApplied     = "dev.toolgate.policy.applied.v1"
@@ -259,6 +260,21 @@ type ToolData struct {
 	// (module version and commit), so a fleet in the middle of a rollout
 	// shows which build offers what.
 	WorkerVersion string `json:"worker_version,omitempty"`
+}
+
+// ToolRefusedData is the data of a dev.toolgate.tool.refused.v1 event: a
+// worker refused a remote tool's announcement, because the service that
+// made it does not hold the credentials of the tool it names, or the
+// definition cannot be registered.
+type ToolRefusedData struct {
+	// Name is the tool the announcement names.
+	Name string `json:"name"`
+	// Service and ServiceID are the micro service that announced it.
+	Service   string `json:"service"`
+	ServiceID string `json:"service_id,omitempty"`
+	// Reason says why it was refused.
+	Reason string `json:"reason"`
+	Worker string `json:"worker"`
 }
 
 // ViolationData is the data of a dev.toolgate.policy.violation.v1 event,

@@ -9,7 +9,14 @@
 //	toolgate.kind         its kind for policies; workers use execute when absent
 //
 // Workers find endpoints through the micro discovery API ($SRV.INFO),
-// register their tools (announced as ToolRegistered), and route each call
+// then confirm each announced definition on the tool's own subject: a
+// request to toolgate.remote.<name> with the header Toolgate-Describe set
+// and no body is answered with the endpoint metadata as a JSON object
+// (the same four keys). Only a service holding the credentials of tool
+// <name> can hear that subject, so an announcement another service makes
+// for the name, with a definition of its own, is refused (the worker
+// publishes ToolRefused). Workers then register the tools (announced as
+// ToolRegistered), and route each call
 // by request/reply to the endpoint's subject within the call's timeout.
 // The request body is the validated arguments object; the headers
 // Toolgate-Call-Id, Toolgate-Agent and Toolgate-Session say who calls.
@@ -51,6 +58,10 @@ const (
 	// HeaderDeadline is the call's deadline (RFC 3339, nanoseconds) by
 	// which the worker stops waiting for the reply.
 	HeaderDeadline = "Toolgate-Deadline"
+	// HeaderDescribe marks a worker's request for the tool's definition,
+	// answered with its endpoint metadata as a JSON object instead of a
+	// call.
+	HeaderDescribe = "Toolgate-Describe"
 )
 
 // SubjectPrefix starts the subject a tool is served on by Serve:
@@ -157,7 +168,7 @@ func Serve(nc *nats.Conn, t Tool, h HandlerFunc) (micro.Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve %s: %w", t.Name, err)
 	}
-	err = svc.AddEndpoint(t.Name, micro.HandlerFunc(func(req micro.Request) { handle(req, h) }),
+	err = svc.AddEndpoint(t.Name, micro.HandlerFunc(func(req micro.Request) { handle(req, t, h) }),
 		micro.WithEndpointSubject(SubjectPrefix+t.Name), micro.WithEndpointMetadata(t.Metadata()))
 	if err != nil {
 		_ = svc.Stop()
@@ -166,8 +177,12 @@ func Serve(nc *nats.Conn, t Tool, h HandlerFunc) (micro.Service, error) {
 	return svc, nil
 }
 
-func handle(req micro.Request, h HandlerFunc) {
+func handle(req micro.Request, t Tool, h HandlerFunc) {
 	hd := req.Headers()
+	if hd.Get(HeaderDescribe) != "" {
+		_ = req.RespondJSON(t.Metadata())
+		return
+	}
 	ctx := context.Background()
 	if d, err := time.Parse(time.RFC3339Nano, hd.Get(HeaderDeadline)); err == nil {
 		var cancel context.CancelFunc

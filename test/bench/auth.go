@@ -53,6 +53,14 @@ func (a *auth) generator() string {
 	return a.user("bench-load", p)
 }
 
+// agent writes credentials of the benchmark's agent in the agents
+// account, as an agent gets them.
+func (a *auth) agent() string {
+	b, err := a.in.Mint(identity.RoleAgent, agent)
+	must(err)
+	return a.write("agent-"+agent, b)
+}
+
 // rawInbox is the raw pattern worker's inbox prefix.
 const rawInbox = "_INBOX.raw"
 

@@ -167,6 +167,11 @@ func main() {
 		all = []string{"raw", "bus", "toolgate"}
 		procs["bus"] = bus
 	}
+	if creds != nil {
+		// toolgate's calls sent by an agent from the agents account, as
+		// agents send them: across the accounts and the worker's intake.
+		all = append(all, "agents")
+	}
 	w1 := startWorker(bin, url, ws, dir, "w1", *conc)
 	defer w1.stop()
 
@@ -312,8 +317,13 @@ func fmtDur(d time.Duration) string {
 // generator is the load generator both sides share: one connection, one
 // wildcard result subscription per side, calls matched to waiters by id.
 type generator struct {
-	nc      *nats.Conn
-	js      jetstream.JetStream
+	nc *nats.Conn
+	js jetstream.JetStream
+	// anc and ajs are an agent's connection in the agents account (with
+	// authentication on): side "agents" sends toolgate's calls there, so
+	// they cross into the toolgate account and pass the worker's intake.
+	anc     *nats.Conn
+	ajs     jetstream.JetStream
 	waiters sync.Map // call id -> chan []byte
 	subs    []*nats.Subscription
 }
@@ -335,6 +345,18 @@ func newGenerator(url string) *generator {
 		g.subs = append(g.subs, sub)
 	}
 	must(nc.Flush())
+	if creds != nil {
+		g.anc, err = nats.Connect(url, nats.Name("bench-agent"), nats.UserCredentials(creds.agent()),
+			nats.CustomInboxPrefix(identity.InboxPrefix(identity.RoleAgent, agent)))
+		must(err)
+		g.ajs, err = jetstream.New(g.anc)
+		must(err)
+		sub, err := g.anc.Subscribe(events.ResultsOf(agent), g.result)
+		must(err)
+		must(sub.SetPendingLimits(-1, -1))
+		g.subs = append(g.subs, sub)
+		must(g.anc.Flush())
+	}
 	return g
 }
 
@@ -343,6 +365,9 @@ func (g *generator) close() {
 		_ = s.Unsubscribe()
 	}
 	g.nc.Close()
+	if g.anc != nil {
+		g.anc.Close()
+	}
 }
 
 func (g *generator) result(m *nats.Msg) {
@@ -381,10 +406,14 @@ func (g *generator) call(ctx context.Context, side, mode, tool string, args stri
 	ch := make(chan []byte, 4)
 	g.waiters.Store(id, ch)
 	defer g.waiters.Delete(id)
+	nc, js := g.nc, g.js
+	if side == "agents" {
+		nc, js = g.anc, g.ajs
+	}
 	if mode == "core" {
-		err = g.nc.PublishMsg(m)
+		err = nc.PublishMsg(m)
 	} else {
-		_, err = g.js.PublishMsg(ctx, m)
+		_, err = js.PublishMsg(ctx, m)
 	}
 	if err != nil {
 		return nil, err
@@ -392,7 +421,7 @@ func (g *generator) call(ctx context.Context, side, mode, tool string, args stri
 	for {
 		select {
 		case data := <-ch:
-			if side == "toolgate" && bytes.Contains(data, []byte(`"status":"pending"`)) && tool != "bash" {
+			if (side == "toolgate" || side == "agents") && bytes.Contains(data, []byte(`"status":"pending"`)) && tool != "bash" {
 				continue
 			}
 			return data, nil
@@ -449,7 +478,7 @@ func (g *generator) run(side, mode string, n, inflight int) stats {
 				if err != nil {
 					panic(err)
 				}
-				if side == "toolgate" && !bytes.Contains(data, []byte(`"status":"ok"`)) {
+				if (side == "toolgate" || side == "agents") && !bytes.Contains(data, []byte(`"status":"ok"`)) {
 					errs.Add(1)
 					if errs.Load() == 1 {
 						fmt.Fprintf(os.Stderr, "bench: a call did not succeed: %s\n", data)
