@@ -643,6 +643,13 @@ func (w *walker) part(p syntax.WordPart) {
 }
 
 func (w *walker) param(p *syntax.ParamExp) {
+	if p.Exp != nil && (p.Exp.Op == syntax.AssignUnset || p.Exp.Op == syntax.AssignUnsetOrNull) && p.Param != nil &&
+		!shellVarSafe(p.Param.Value) {
+		// ${name:=v} and ${name=v} assign name wherever bash expands
+		// them ([[ ]], case, here-strings, arithmetic, substitutions):
+		// judged like name=v.
+		w.hazard(HazardEnv, "assigns "+p.Param.Value+" inside an expansion, which changes what later programs run", p)
+	}
 	if p.Exp != nil {
 		if p.Exp.Op == syntax.OtherParamOps {
 			// ${x@P} expands prompt escapes, which run command substitutions
