@@ -292,6 +292,11 @@ func (w *walker) knowledge(cmd *Command, base string) {
 		var target *Word
 		for i := 1; i < len(args); i++ {
 			if args[i].Literal && strings.HasPrefix(args[i].Value, "-") && args[i].Value != "-" {
+				if base == "cd" && args[i].Value != "--" && strings.Contains(args[i].Value, "L") {
+					// The gate resolves .. as the kernel does; cd -L
+					// removes it textually, past a symbolic link.
+					cmd.hazardAt(HazardUnsupported, "cd -L resolves .. in the text, not as the kernel does", args[i].Value)
+				}
 				continue
 			}
 			target = &args[i]
