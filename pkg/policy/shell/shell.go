@@ -650,6 +650,12 @@ func (w *walker) param(p *syntax.ParamExp) {
 		// judged like name=v.
 		w.hazard(HazardEnv, "assigns "+p.Param.Value+" inside an expansion, which changes what later programs run", p)
 	}
+	if w.dialect == POSIX && p.Exp != nil && strings.ContainsAny(w.text(p.Exp.Word), `'"`) {
+		// dash and bash in POSIX mode end "${x:-'}" at the first },
+		// where the parser reads a quoted word: what follows is code
+		// the analysis did not see.
+		w.hazard(HazardUnsupported, "a quote inside ${...} of a POSIX shell, which shells read differently", p)
+	}
 	if p.Exp != nil {
 		if p.Exp.Op == syntax.OtherParamOps {
 			// ${x@P} expands prompt escapes, which run command substitutions
