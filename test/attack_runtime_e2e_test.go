@@ -64,7 +64,9 @@ func TestAttackRuntimeAssignInExpansion(t *testing.T) {
 // The parser's mode changes mid-script: bash in POSIX mode and dash end
 // ${x:-'} at the first }, so the next line means something else.
 func TestAttackRuntimeModeSwitch(t *testing.T) {
-	line := `echo "${x:-'}"; cat {O}/rtdir/secret; sh x31; echo "'}"`
+	// bash reads one assignment of a plain variable; POSIX mode reads
+	// three commands.
+	line := `cat notes.txt; x="${y:-'}"; cat {O}/rtdir/secret; sh x31; z="'}"`
 	runRuntimeAttacks(t, []runtimeAttack{
 		{name: "POSIXLY_CORRECT in an expansion", command: "z=${POSIXLY_CORRECT:=1}\n" + line},
 		{name: "set -o posix", command: "set -o posix\n" + line},

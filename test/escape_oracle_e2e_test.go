@@ -87,6 +87,7 @@ func newEscapeSetting(t *testing.T, ws string) *escapeSetting {
 		"inc.cfg":                          "[include]\n\tpath = " + filepath.Join(outside, "inc.cfg") + "\n",
 		"prog.awk":                         "BEGIN { while ((getline l < \"" + filepath.Join(outside, "rtdir", "secret") + "\") > 0) print l; system(\"sh x31\") }\n",
 		"fq/q';sh x31;'":                   "",
+		"fq/q;sh x31;#":                    "",
 		"fq/k\"; system(\"sh x31\"); x=\"": "",
 		"t.po":                             "msgid \"hello\"\nmsgstr \"$(sh x31)\"\n",
 	}
@@ -306,7 +307,16 @@ func escapeCorpus() []string {
 	// Inside a command substitution: the subshell keeps the assignment.
 	out = append(out, "x=$(: ${CDPATH:={O}}; cd rtdir && cat secret); echo \"$x\"")
 	// The parser's mode changes mid-script.
-	posixLine := `echo "${x:-'}"; cat {O}/rtdir/secret; sh x31; echo "'}"`
+	for _, posixLine := range []string{`cat notes.txt; x="${y:-'}"; cat {O}/rtdir/secret; sh x31; z="'}"`, `echo "${x:-'}"; cat {O}/rtdir/secret; sh x31; echo "'}"`} {
+		out = append(out, modeSwitches(posixLine)...)
+	}
+	return append(out, escapeFilled()...)
+}
+
+// modeSwitches are the ways of running posixLine after switching bash's
+// parser to POSIX, or in a shell that parses POSIX.
+func modeSwitches(posixLine string) []string {
+	var out []string
 	for _, sw := range []string{"z=${POSIXLY_CORRECT:=1}\n", "z=${POSIXLY_CORRECT=y}\n", "set -o posix\n", "shopt -so posix\n",
 		"POSIXLY_CORRECT=1\n", "export POSIXLY_CORRECT=1\n", "set -P -o posix\n"} {
 		out = append(out, sw+posixLine)
@@ -315,6 +325,13 @@ func escapeCorpus() []string {
 		"env POSIXLY_CORRECT=1 bash -c ", "POSIXLY_CORRECT=1 bash -c ", "bash -c "} {
 		out = append(out, sh+shell.Quote(posixLine, false))
 	}
+	return out
+}
+
+// escapeFilled are the commands whose programs fill text in at run time,
+// and the paths bash, a program or an include resolves otherwise.
+func escapeFilled() []string {
+	var out []string
 	// Text filled into code at run time.
 	for _, f := range []string{
 		"find fq -name 'q*' -exec sh -c 'echo {}' \\;",
@@ -362,14 +379,22 @@ func TestEscapeOracle(t *testing.T) {
 	for _, pol := range escapePolicies(t) {
 		t.Run(pol.name, func(t *testing.T) {
 			s, c := escapeWorker(t, pol)
+			// A control: the worker runs what the policy allows, and the
+			// oracle sees what a command prints.
+			if r := send(t, c, "cat notes.txt"); !strings.Contains(r.Output, "notes") {
+				t.Fatalf("the control cat notes.txt did not run: %s %q", r.Status, r.Output)
+			}
 			var held []string
+			statuses := map[string]int{}
 			for _, template := range corpus {
 				command := s.expand(template)
 				r := send(t, c, command)
+				statuses[string(r.Status)]++
 				if got := s.escapes(t, r.Output); len(got) > 0 {
 					held = append(held, fmt.Sprintf("%q (%s): %s", command, r.Status, strings.Join(got, "; ")))
 				}
 			}
+			t.Logf("%s: %d commands, results by status %v", pol.name, len(corpus), statuses)
 			if len(held) > 0 {
 				slices.Sort(held)
 				t.Errorf("%d of %d commands escaped under %s:\n%s", len(held), len(corpus), pol.name, strings.Join(held, "\n"))
