@@ -445,6 +445,9 @@ func (b *bash) allowlist(c *tools.Call) execRule {
 	if len(d.Programs) == 0 {
 		r.why = "restricted to the shell: the command names no program"
 	}
+	if !b.noexec {
+		r.why += "; the places it writes are not noexec here"
+	}
 	return r
 }
 

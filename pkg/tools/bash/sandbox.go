@@ -59,6 +59,27 @@ type Sandbox struct {
 	// reads are the roots outside the workspace one call may read, set
 	// on the call's copy (Access.Reads).
 	reads []string
+	// ownDev: /dev is made of the few devices commands use, bound one
+	// by one, instead of bwrap's --dev, for a worker that is not root:
+	// bwrap builds its --dev as root of a user namespace and runs the
+	// command in a second one nested in it, whose capabilities cannot
+	// remount the sandbox's mounts noexec.
+	ownDev bool
+}
+
+// devArgs are the bwrap arguments that make the sandbox's /dev.
+func (s Sandbox) devArgs() []string {
+	if !s.ownDev {
+		return []string{"--dev", "/dev"}
+	}
+	a := []string{"--perms", "0755", "--tmpfs", "/dev"}
+	for _, d := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		if _, err := os.Stat("/dev/" + d); err == nil {
+			a = append(a, "--dev-bind", "/dev/"+d, "/dev/"+d)
+		}
+	}
+	return append(a, "--symlink", "/proc/self/fd", "/dev/fd", "--symlink", "/proc/self/fd/0", "/dev/stdin",
+		"--symlink", "/proc/self/fd/1", "/dev/stdout", "--symlink", "/proc/self/fd/2", "/dev/stderr")
 }
 
 // Enabled reports whether commands run inside bubblewrap.
@@ -113,7 +134,7 @@ func find() (s Sandbox, reason string) {
 	if err != nil {
 		return s, "bwrap not found in PATH: install the bubblewrap package"
 	}
-	s = Sandbox{Kind: KindBwrap, Bwrap: bwrap, view: systemView()}
+	s = Sandbox{Kind: KindBwrap, Bwrap: bwrap, view: systemView(), ownDev: os.Geteuid() != 0}
 	if os.Geteuid() == 0 {
 		p, err := exec.LookPath("setpriv")
 		if err != nil {
@@ -185,8 +206,8 @@ func rootNoCaps(setpriv string) []string {
 // workspace's (the call's grant, gitMounts).
 func (s Sandbox) argv(ws, cwd string, network bool, id identity, mounts, inner []string) []string {
 	a := append([]string{s.Bwrap}, s.view...)
+	a = append(a, s.devArgs()...)
 	a = append(a,
-		"--dev", "/dev",
 		"--perms", "1777", "--tmpfs", "/dev/shm",
 		"--proc", "/proc",
 		"--perms", "1777", "--tmpfs", "/tmp",

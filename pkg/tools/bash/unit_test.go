@@ -432,3 +432,20 @@ func TestPathViewFollowsTheUser(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxOwnDev: a worker that is not root builds /dev itself (the
+// devices bound one by one), so that bwrap does not nest a second user
+// namespace whose capabilities could not remount the writable places
+// noexec.
+func TestSandboxOwnDev(t *testing.T) {
+	inner := []string{"/bin/bash", "-c", "true"}
+	for _, own := range []bool{false, true} {
+		s := Sandbox{Kind: KindBwrap, Bwrap: "/usr/bin/bwrap", ownDev: own}
+		a := strings.Join(s.argv("/srv/ws", "/srv/ws", false, identity{}, nil, inner), "\x00")
+		hasDev := strings.Contains(a, "\x00--dev\x00/dev\x00")
+		hasNull := strings.Contains(a, "\x00--dev-bind\x00/dev/null\x00/dev/null\x00")
+		if hasDev == own || hasNull != own {
+			t.Errorf("ownDev %v: --dev %v, /dev/null bound %v: %q", own, hasDev, hasNull, strings.Split(a, "\x00"))
+		}
+	}
+}
