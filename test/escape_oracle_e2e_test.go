@@ -241,7 +241,23 @@ func escapeWorker(t *testing.T, pol escapePolicy) (*escapeSetting, *client.Clien
 	t.Helper()
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	testenv.LookPath(t, "bash", "bash")
-	ws := newWorkspace(t)
+	// The workspace and its parent live in /var/tmp, which the sandbox
+	// once showed, not in /tmp, which it replaced by its own: a path that
+	// leaves the workspace for its parent then reaches a real directory.
+	parent, err := os.MkdirTemp("/var/tmp", "toolgate-escape-ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	ws := filepath.Join(parent, "ws")
+	for _, d := range []string{parent, ws} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s := newEscapeSetting(t, ws)
 	s.pemDenied = pol.pemDenied
 	s.parentGranted = pol.tmpGranted && strings.HasPrefix(s.parent, "/tmp/")
