@@ -31,7 +31,9 @@ import (
 // executed must be one the gate judged (or the shell), and every file
 // opened one the gate allows (CheckPath), or part of the system's
 // runtime (libraries, locales, /proc, /dev). Any difference fails,
-// printing the command.
+// printing the command. The commands that run sh run a second time with
+// sh being bash (in POSIX mode, as bash named sh runs): the strings the
+// gate parsed as POSIX shell, under both shells that speak it.
 
 // oracleGenerated is how many generated allowed commands the oracle runs.
 var oracleGenerated = 2000
@@ -57,8 +59,9 @@ var oracleRuntime = []string{"/usr/lib/", "/lib/", "/lib64/", "/usr/lib64/", "/u
 	"/usr/share/locale-langpack/", "/etc/mime.types", "/etc/os-release", "/usr/lib/os-release", "/etc/lsb-release"}
 
 // oracleNames are the programs that read the user and group databases to
-// print names (the shells look their user up at start).
-var oracleNames = map[string]bool{"bash": true, "dash": true, "sh": true, "timeout": true, "tar": true, "curl": true, "ls": true, "id": true, "whoami": true, "groups": true, "stat": true, "find": true,
+// print names (the shells look their user up at start, and so do the
+// scripts of sh when sh is bash).
+var oracleNames = map[string]bool{"bash": true, "dash": true, "sh": true, "zcat": true, "gunzip": true, "zgrep": true, "timeout": true, "tar": true, "curl": true, "ls": true, "id": true, "whoami": true, "groups": true, "stat": true, "find": true,
 	"tree": true, "git": true, "du": true}
 
 // oracleHelpers are directories of programs a judged program runs itself.
@@ -133,16 +136,36 @@ func TestExecutionOracle(t *testing.T) {
 	}
 	t.Logf("oracle: %d allowed corpus commands, %d generated", corpus, gen)
 
+	// The commands that run sh (dash here) run again with sh being bash,
+	// which speaks the same POSIX dialect in its POSIX mode.
+	var posix []oracleCase
+	if dash, err := exec.LookPath("dash"); err == nil {
+		if r, err := filepath.EvalSymlinks(dash); err == nil {
+			dash = r
+		}
+		for _, c := range cases {
+			if slices.Contains(c.progs, dash) {
+				c.origin += "/sh-is-bash"
+				posix = append(posix, c)
+			}
+		}
+	}
+	t.Logf("oracle: %d commands run sh, run again with sh being bash in POSIX mode", len(posix))
 	var batches [][]oracleCase
+	var posixBatch []bool
 	byPolicy := map[string][]oracleCase{}
 	for _, c := range cases {
 		byPolicy[c.policy] = append(byPolicy[c.policy], c)
 	}
-	for _, pol := range []string{"builtin", "seed000", "full"} {
+	for _, c := range posix {
+		byPolicy[c.policy+"/sh-is-bash"] = append(byPolicy[c.policy+"/sh-is-bash"], c)
+	}
+	for _, pol := range []string{"builtin", "seed000", "full", "builtin/sh-is-bash", "seed000/sh-is-bash", "full/sh-is-bash"} {
 		cs := byPolicy[pol]
 		for len(cs) > 0 {
 			n := min(oracleBatch, len(cs))
 			batches = append(batches, cs[:n])
+			posixBatch = append(posixBatch, strings.HasSuffix(pol, "/sh-is-bash"))
 			cs = cs[n:]
 		}
 	}
@@ -150,7 +173,7 @@ func TestExecutionOracle(t *testing.T) {
 	// or the oracle proves nothing.
 	control := oracleCase{origin: "control", policy: "builtin", src: "ls", run: "ls; touch control-marker; cat /etc/hostname",
 		progs: judgedPrograms(t, "ls", wss["builtin"])}
-	if ds := runOracleBatch(t, -1, []oracleCase{control}, wss["builtin"], gates["builtin"], bashPath, timeoutPath); len(ds) < 2 {
+	if ds := runOracleBatch(t, -1, []oracleCase{control}, wss["builtin"], gates["builtin"], bashPath, timeoutPath, false); len(ds) < 2 {
 		t.Fatalf("the oracle did not see a command run more than was judged: %q", ds)
 	}
 	var mu sync.Mutex
@@ -163,7 +186,7 @@ func TestExecutionOracle(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			ds := runOracleBatch(t, i, b, wss[b[0].policy], gates[b[0].policy], bashPath, timeoutPath)
+			ds := runOracleBatch(t, i, b, wss[b[0].policy], gates[b[0].policy], bashPath, timeoutPath, posixBatch[i])
 			mu.Lock()
 			diffs = append(diffs, ds...)
 			mu.Unlock()
@@ -297,7 +320,7 @@ var (
 
 // runOracleBatch runs cases one after another in one sandbox under strace
 // and returns the differences.
-func runOracleBatch(t *testing.T, n int, cases []oracleCase, ws string, g *policy.Gate, bashPath, timeoutPath string) []string {
+func runOracleBatch(t *testing.T, n int, cases []oracleCase, ws string, g *policy.Gate, bashPath, timeoutPath string, shIsBash bool) []string {
 	out := t.TempDir()
 	var script strings.Builder
 	script.WriteString("mkdir -p")
@@ -317,11 +340,22 @@ func runOracleBatch(t *testing.T, n int, cases []oracleCase, ws string, g *polic
 		t.Error(err)
 		return nil
 	}
-	cmd := exec.Command("bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+	args := []string{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"}
+	if shIsBash {
+		// sh is bash, which runs in POSIX mode when named sh: the POSIX
+		// dialect the gate parsed the strings of sh in, in the other
+		// shell that speaks it.
+		for _, sh := range []string{"/bin/sh", "/usr/bin/sh"} {
+			if fi, err := os.Lstat(sh); err == nil && !fi.IsDir() {
+				args = append(args, "--ro-bind", bashPath, sh)
+			}
+		}
+	}
+	cmd := exec.Command("bwrap", append(args,
 		"--bind", ws, ws, "--bind", out, out, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
 		"--die-with-parent", "--new-session", "--chdir", ws, "--",
 		"strace", "-f", "-qq", "-y", "-s", "4096", "-e", "trace=execve,openat,clone,clone3,fork,vfork", "-e", "signal=none", "-o", trace,
-		bashPath, driver)
+		bashPath, driver)...)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0"}
 	start := time.Now()
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"path"
 	"regexp"
 	"strings"
 	"sync"
@@ -292,6 +293,11 @@ func (w *walker) knowledge(cmd *Command, base string) {
 		var target *Word
 		for i := 1; i < len(args); i++ {
 			if args[i].Literal && strings.HasPrefix(args[i].Value, "-") && args[i].Value != "-" {
+				if base == "cd" && args[i].Value != "--" && strings.Contains(args[i].Value, "L") {
+					// The gate resolves .. as the kernel does; cd -L
+					// removes it textually, past a symbolic link.
+					cmd.hazardAt(HazardUnsupported, "cd -L resolves .. in the text, not as the kernel does", args[i].Value)
+				}
 				continue
 			}
 			target = &args[i]
@@ -485,6 +491,19 @@ func (w *walker) knowledge(cmd *Command, base string) {
 	}
 	cmd.Paths = append(cmd.Paths, pathArgs(args[1:], writers[base])...)
 	cmd.Paths = append(cmd.Paths, archiverWrites(base, args[1:])...)
+	if base == "ln" {
+		if targets, relative := linkTargets(args[1:]); targets != nil {
+			// A relative target is judged where the link resolves it,
+			// not in the working directory.
+			kept := cmd.Paths[:0]
+			for _, p := range cmd.Paths {
+				if !relative[p.Path] {
+					kept = append(kept, p)
+				}
+			}
+			cmd.Paths = append(kept, targets...)
+		}
+	}
 	if base == "dd" {
 		for i := range cmd.Paths {
 			if strings.HasPrefix(cmd.Paths[i].Path, "of=") {
@@ -582,4 +601,88 @@ func pathArgs(args []Word, write bool) []PathArg {
 		}
 	}
 	return out
+}
+
+// linkTargets are the places the relative targets of ln -s name, and the
+// set of those targets as written. A symbolic link's target is resolved
+// against the link's own directory, not the working directory, so each
+// is judged there: against the link's parent, and against the link's
+// path itself in case it names a directory the link is made in, or
+// against -t's directory. nil when ln makes no symbolic link or its
+// arguments are not all known.
+func linkTargets(args []Word) ([]PathArg, map[string]bool) {
+	symbolic, dir, ends := false, "", false
+	var ops []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		v := a.Value
+		switch {
+		case !a.Literal || a.Tilde:
+			return nil, nil
+		case ends || v == "-" || !strings.HasPrefix(v, "-"):
+			ops = append(ops, v)
+		case v == "--":
+			ends = true
+		case strings.HasPrefix(v, "--"):
+			name, val, hasVal := strings.Cut(v[2:], "=")
+			switch {
+			case strings.HasPrefix("symbolic", name) && len(name) >= 2:
+				symbolic = true
+			case strings.HasPrefix("target-directory", name) && len(name) >= 2:
+				if !hasVal && i+1 < len(args) {
+					i++
+					val = args[i].Value
+				}
+				dir = val
+			case strings.HasPrefix("suffix", name) && len(name) >= 2 && !hasVal:
+				i++
+			}
+		default:
+			for j := 1; j < len(v); j++ {
+				switch v[j] {
+				case 's':
+					symbolic = true
+				case 't', 'S':
+					val := v[j+1:]
+					if val == "" && i+1 < len(args) {
+						i++
+						val = args[i].Value
+					}
+					if v[j] == 't' {
+						dir = val
+					}
+					j = len(v)
+				}
+			}
+		}
+	}
+	if !symbolic {
+		return nil, nil
+	}
+	out := []PathArg{}
+	relative := map[string]bool{}
+	add := func(base, target string) {
+		if !path.IsAbs(target) {
+			relative[target] = true
+			out = append(out, PathArg{Path: path.Join(base, target), Write: true})
+		}
+	}
+	switch {
+	case dir != "":
+		for _, t := range ops {
+			add(dir, t)
+			out = append(out, PathArg{Path: path.Join(dir, path.Base(t)), Write: true})
+		}
+	case len(ops) == 1:
+		add(".", ops[0])
+	default:
+		last := ops[len(ops)-1]
+		for _, t := range ops[:len(ops)-1] {
+			if len(ops) == 2 {
+				add(path.Dir(last), t)
+			}
+			add(last, t)
+		}
+	}
+	return out, relative
 }

@@ -199,8 +199,13 @@ func (w *walker) awkProgram(cmd *Command, p *parsedArgs) {
 			v.Raw = o.text
 			program = append(program, v)
 		case "W":
-			if v := strings.TrimLeft(o.value.Value, " "); !o.value.Literal || strings.HasPrefix(v, "e") || strings.HasPrefix(v, "d") {
-				cmd.hazardAt(HazardScript, "awk -W exec runs a program file", o.text)
+			// mawk reads -W's value as options separated by commas
+			// (-W i,e=file), each abbreviated to a prefix.
+			for _, v := range strings.Split(o.value.Value, ",") {
+				if v = strings.TrimLeft(v, " "); !o.value.Literal || strings.HasPrefix(v, "e") || strings.HasPrefix(v, "d") {
+					cmd.hazardAt(HazardScript, "awk -W exec runs a program file", o.text)
+					break
+				}
 			}
 		}
 	}

@@ -62,6 +62,12 @@ func Quote(v string, command bool) string {
 	if v == "" {
 		return "''"
 	}
+	if v == "{}" && !command {
+		// Literal in bash and POSIX shells; quoting it would put quotes
+		// around the name find or xargs fills in, which a name carrying
+		// a quote closes.
+		return v
+	}
 	bare := !(command && (strings.IndexByte(v, '=') >= 0 || reserved[v]))
 	for i := 0; bare && i < len(v); i++ {
 		c := v[i]

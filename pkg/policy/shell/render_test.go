@@ -20,7 +20,7 @@ func TestRender(t *testing.T) {
 		{`echo "it's"`, `echo 'it'\''s'`},
 		{`echo "\$HOME" $HOME`, `echo '$HOME' $HOME`},
 		{`ls >'out file' 2>&1`, `ls > 'out file' 2>&1`},
-		{`find . -exec sh -c 'cat "$1" # x' sh {} \;`, `find . -exec sh -c 'cat "$1"' sh '{}' ';'`},
+		{`find . -exec sh -c 'cat "$1" # x' sh {} \;`, `find . -exec sh -c 'cat "$1"' sh {} ';'`},
 		{`sh -c '[[ a > FILE ]]'`, `sh -c ''\''[['\'' a '\'']]'\'' > FILE'`},
 		{`bash -c '[[ a > b ]]'`, `bash -c '[[ a > b ]]'`},
 		{`watch 'ls  -la'`, `watch 'ls -la'`},

@@ -643,6 +643,19 @@ func (w *walker) part(p syntax.WordPart) {
 }
 
 func (w *walker) param(p *syntax.ParamExp) {
+	if p.Exp != nil && (p.Exp.Op == syntax.AssignUnset || p.Exp.Op == syntax.AssignUnsetOrNull) && p.Param != nil &&
+		!shellVarSafe(p.Param.Value) {
+		// ${name:=v} and ${name=v} assign name wherever bash expands
+		// them ([[ ]], case, here-strings, arithmetic, substitutions):
+		// judged like name=v.
+		w.hazard(HazardEnv, "assigns "+p.Param.Value+" inside an expansion, which changes what later programs run", p)
+	}
+	if w.dialect == POSIX && p.Exp != nil && strings.ContainsAny(w.text(p.Exp.Word), `'"`) {
+		// dash and bash in POSIX mode end "${x:-'}" at the first },
+		// where the parser reads a quoted word: what follows is code
+		// the analysis did not see.
+		w.hazard(HazardUnsupported, "a quote inside ${...} of a POSIX shell, which shells read differently", p)
+	}
 	if p.Exp != nil {
 		if p.Exp.Op == syntax.OtherParamOps {
 			// ${x@P} expands prompt escapes, which run command substitutions

@@ -340,7 +340,7 @@ func hasDash(v string) bool { return len(v) > 1 && v[0] == '-' }
 var optionSpecs = map[string]*optSpec{
 	"sed": sedSpec, "gsed": sedSpec, "sort": sortSpec, "grep": grepSpec, "egrep": grepSpec, "fgrep": grepSpec,
 	"zgrep": grepSpec, "rg": rgSpec, "fd": fdSpec, "fdfind": fdSpec, "tree": treeSpec, "less": lessSpec,
-	"date": dateSpec, "hostname": hostnameSpec, "man": manSpec, "awk": awkSpec, "gawk": awkSpec,
+	"date": dateSpec, "hostname": hostnameSpec, "man": manSpec, "awk": awkSpec, "gawk": awkSpec, "mawk": awkSpec, "nawk": awkSpec,
 	"uniq": uniqSpec, "tar": tarSpec, "bsdtar": tarSpec, "make": makeSpec, "gmake": makeSpec,
 	"unzip": unzipSpec, "cpio": cpioSpec, "patch": patchSpec,
 }

@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"path"
 	"strings"
 )
 
@@ -235,6 +236,11 @@ opts:
 					if base == "exec" && c == 'a' && (!val.Literal || strings.HasPrefix(val.Value, "-")) {
 						cmd.hazardAt(HazardScript, "exec -a -NAME runs the program as a login shell, which reads startup files", v)
 					}
+					if base == "exec" && c == 'a' && val.Literal && path.Base(val.Value) == "sh" {
+						// bash named sh runs in POSIX mode, whose parser
+						// reads its string otherwise than bash's.
+						cmd.hazardAt(HazardUnsupported, "exec -a sh runs a shell in another dialect than its name says", v)
+					}
 					if spec.dirOpt != "" && c == spec.dirOpt[0] {
 						w.dir(cmd, val, v)
 					}
@@ -282,7 +288,7 @@ opts:
 func (w *walker) shell(cmd *Command, chain []string) {
 	args := cmd.Args
 	base := chain[len(chain)-1]
-	cflag := false
+	cflag, posix := false, false
 	i := 1
 	harmless := func(j int) bool {
 		return j < len(args) && args[j].Literal && shellOptionHarmless(args[j].Value)
@@ -312,7 +318,9 @@ func (w *walker) shell(cmd *Command, chain []string) {
 				cmd.hazardAt(HazardScript, base+" --login runs a login shell, which reads startup files (~/.profile, ...)", v)
 			case "--debugger":
 				cmd.hazardAt(HazardScript, base+" --debugger runs the debugger's startup file", v)
-			case "--norc", "--noprofile", "--noediting", "--posix", "--restricted", "--verbose", "--version", "--help",
+			case "--posix":
+				posix = true
+			case "--norc", "--noprofile", "--noediting", "--restricted", "--verbose", "--version", "--help",
 				"--dump-strings", "--dump-po-strings", "--pretty-print":
 			default:
 				cmd.hazardAt(HazardUnsupported, base+": unknown option "+v+"; the analyser cannot tell what it does", v)
@@ -335,6 +343,9 @@ func (w *walker) shell(cmd *Command, chain []string) {
 				cmd.hazardAt(HazardScript, base+" "+v+" reads commands from stdin", v)
 			case 'o', 'O':
 				// The option name is the next word.
+				if v[0] == '-' && c == 'o' && i < len(args) && args[i].Literal && args[i].Value == "posix" {
+					posix = true
+				}
 				if !harmless(i) {
 					name := ""
 					if i < len(args) {
@@ -372,7 +383,13 @@ func (w *walker) shell(cmd *Command, chain []string) {
 		cmd.hazard(HazardExpansion, base+" -c string is not known statically")
 		return
 	}
-	w.nested(cmd, args[i], args[i].Value, dialectOf(base), chain)
+	d := dialectOf(base)
+	if posix {
+		// bash --posix and bash -o posix parse their string as a POSIX
+		// shell does.
+		d = POSIX
+	}
+	w.nested(cmd, args[i], args[i].Value, d, chain)
 }
 
 // nested analyses a shell string a command runs (in the dialect of the
@@ -443,6 +460,14 @@ func (w *walker) find(cmd *Command, chain []string) {
 				j++
 			}
 			if inner := args[i+1 : j]; len(inner) > 0 {
+				for _, a := range inner {
+					if a.Literal && a.Value != "{}" && strings.Contains(a.Value, "{}") {
+						// find fills each name into the text: in an sh -c
+						// string or an awk program, a name carrying
+						// quotes becomes code.
+						cmd.hazardAt(HazardExec, "find "+v+" fills file names into the text of "+a.Value+", where a name can be code", a.Value)
+					}
+				}
 				w.simple(inner, nil, cmd.Source, chain)
 			}
 			i = j + 1

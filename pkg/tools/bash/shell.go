@@ -763,7 +763,7 @@ func (b *bash) handle(ctx context.Context, c *tools.Call) (*tools.Output, error)
 	cause := fmt.Errorf("%w: the command ran past its timeout of %s", tools.ErrTimeout, a.timeout)
 	runCtx, cancel := context.WithTimeoutCause(ctx, a.timeout, cause)
 	defer cancel()
-	res, err := b.run(runCtx, c, judged(c, a.command), cwd, network)
+	res, err := b.run(runCtx, c, fixedState+judged(c, a.command), cwd, network)
 	if err != nil {
 		return nil, err
 	}
@@ -777,6 +777,26 @@ func (b *bash) handle(ctx context.Context, c *tools.Call) (*tools.Output, error)
 		"stdout_bytes", res.out.bytes, "stderr_bytes", res.err.bytes, "duration", res.duration)
 	return out, killed
 }
+
+// fixedState is what bash runs before the command, on the command's own
+// first line (so the command's line numbers and the lines bash parses
+// as one stay as they were): the shell state the gate judged the command
+// in, which the command cannot change. cd and pushd resolve .. the way
+// the kernel does (set -P), as the gate resolves them; bash stays in its
+// own dialect, never POSIX mode; and the variables that change where cd
+// goes (CDPATH), how bash parses and expands (POSIXLY_CORRECT,
+// BASH_COMPAT, GLOBIGNORE, EXECIGNORE), what a $"..." string translates
+// to (TEXTDOMAIN, TEXTDOMAINDIR), what a shell reads at start (BASH_ENV,
+// ENV) and what runs around commands (PS4, PROMPT_COMMAND,
+// BASH_XTRACEFD, BASH_LOADABLES_PATH) are read-only: assigning one, even
+// inside an expansion (${CDPATH:=dir}), fails and stops the list it is
+// in. PS4 keeps bash's default, so set -x prints as usual. IFS, PATH,
+// HOME and the locale stay assignable (IFS= read is common); the gate
+// asks about assigning them. SHELLOPTS and BASHOPTS are read-only in
+// bash already.
+const fixedState = "set -P +o posix; unset -v CDPATH POSIXLY_CORRECT BASH_COMPAT TEXTDOMAIN TEXTDOMAINDIR GLOBIGNORE EXECIGNORE " +
+	"BASH_ENV ENV PROMPT_COMMAND BASH_XTRACEFD BASH_LOADABLES_PATH; PS4='+ '; readonly CDPATH POSIXLY_CORRECT BASH_COMPAT " +
+	"TEXTDOMAIN TEXTDOMAINDIR GLOBIGNORE EXECIGNORE BASH_ENV ENV PS4 PROMPT_COMMAND BASH_XTRACEFD BASH_LOADABLES_PATH; "
 
 // judged is the command line that runs: the one the policy gate rendered
 // from the syntax tree it judged, when it judged one (a gate's decision
