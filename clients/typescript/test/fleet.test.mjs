@@ -294,3 +294,18 @@ test("the AI SDK adapter makes valid tool() definitions the real ai package runs
   assert.equal(r.status, "error", JSON.stringify(r));
   assert.match(r.output, /path/, r.output);
 });
+
+test("the example calls a tool and prints the verified result", async (t) => {
+  if (!ready(t)) return;
+  const { spawnSync } = await import("node:child_process");
+  const r = spawnSync(process.execPath, ["examples/call.mjs", "read", '{"path":"hello.txt"}'], {
+    cwd: new URL("..", import.meta.url),
+    env: { ...process.env, NATS_URL: fleet.url, TOOLGATE_CREDS: fleet.creds("example") },
+    encoding: "utf8",
+    timeout: 120_000,
+  });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /^status: ok$/m);
+  assert.match(r.stdout, /^decision: allow \(rule tools\.default\)/m);
+  assert.match(r.stdout, /hello from the workspace/);
+});
