@@ -14,10 +14,10 @@ import (
 func TestMain(m *testing.M) { Main(m) }
 
 // Every test binary that can reach the state directory (it links
-// internal/identity) runs its tests through Main, so no test reads or
-// writes the real user's keys and tokens.
+// pkg/trust, whose StatePath internal/identity uses too) runs its tests
+// through Main, so no test reads or writes the real user's keys and tokens.
 func TestEveryTestBinaryIsolatesState(t *testing.T) {
-	const ident = "github.com/toolgate/toolgate/internal/identity"
+	const ident = "github.com/toolgate/toolgate/pkg/trust"
 	out, err := exec.Command("go", "list", "-test", "-f",
 		`{{if .ForTest}}{{else}}{{if eq .Name "main"}}{{.ImportPath}}|{{range .Deps}}{{.}} {{end}}{{end}}{{end}}`, "../../...").Output()
 	if err != nil {

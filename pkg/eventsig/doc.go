@@ -73,10 +73,12 @@
 //     of type "user" and version 2; "iss" a valid account public key whose
 //     ed25519 key verifies the third part (the signature) over the first
 //     two parts joined by '.'; "sub" a valid user public key ("U...")
-//     (else "bad-jwt"). Public nkeys are base32 (RFC 4648, no padding) of
-//     a prefix byte, the 32-byte ed25519 key and a little-endian
-//     CRC-16/XMODEM of both; "A" keys have prefix byte 0 (8 bits), "U"
-//     keys 20<<3.
+//     (else "bad-jwt"). toolgate issues version 2 JWTs only (the Go
+//     decoder would also read a version 1 JWT, signed over its second
+//     part alone; a reader in another language may refuse one). Public
+//     nkeys are base32 (RFC 4648, no padding) of a prefix byte, the
+//     32-byte ed25519 key and a little-endian CRC-16/XMODEM of both; the
+//     prefix byte of "A" keys is 0, of "U" keys 20<<3 (160).
 //  4. "iss" is a trusted account, and "nats"."issuer_account", when
 //     present, is the same key (else "foreign-issuer").
 //  5. The JWT is in force: no "exp" or now < exp, no "nbf" or now >= nbf
@@ -94,6 +96,18 @@
 //     pkg/events.AgentKey(agent, call id) + ":" (else "wrong-call": a
 //     result replayed onto another call, or another agent's); the data's
 //     agent is the agent (else "wrong-agent").
+//
+// # The vectors
+//
+// testdata/vectors.json (rewritten from fixed keys by go test -run
+// TestVectorsGolden -update) holds "trusted_accounts", the account keys a
+// reader trusts, and "vectors", each a message as a reader receives it:
+// "subject", "headers" (name to value; in structured mode without
+// headers only Nats-Msg-Id, which carries no attribute), "data" (the
+// payload, standard base64), "mode"; whom it is read for: "agent" and "call_id"; and the verdict: "valid", and
+// "reason" (as above) when refused, or "signing_input" and the decoded
+// "result" when valid. Their JWTs never expire but the one that must be
+// refused as expired.
 //
 // A refused event is dropped and the reader goes on waiting for the real
 // one: inside the agents account another agent can make a message land on

@@ -178,6 +178,26 @@ func makeVectors(t testing.TB) Vectors {
 	alienWorker := vectorUser(t, alien, "w1", 0, trust.RoleTag(trust.RoleWorker))
 	expired := vectorUser(t, acct, "w-old", time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), trust.RoleTag(trust.RoleWorker))
 
+	twoRoles := vectorUser(t, acct, "w2", 0, trust.RoleTag(trust.RoleWorker), trust.RoleTag(trust.RoleAdmin))
+	nameless := vectorUser(t, acct, " ", 0, trust.RoleTag(trust.RoleWorker))
+	header := func(k, v string) func(*nats.Msg, []byte) (*nats.Msg, []byte) {
+		return func(m *nats.Msg, _ []byte) (*nats.Msg, []byte) {
+			if v == "" {
+				m.Header.Del(k)
+			} else {
+				m.Header.Set(k, v)
+			}
+			return m, nil
+		}
+	}
+	// A JWT whose signature is not its issuer's: one byte of it changed.
+	j := []byte(worker.JWT)
+	j[len(j)-20] ^= 'A' ^ 'B'
+	if j[len(j)-20] == worker.JWT[len(j)-20] {
+		t.Fatal("JWT unchanged")
+	}
+	badJWT := string(j)
+	otherSig, _ := vectorMsg(t, worker, "ann", "c9", events.Binary, nil)
 	tamper := func(m *nats.Msg, in []byte) (*nats.Msg, []byte) {
 		m.Data = bytes.Replace(m.Data, []byte("hello, world"), []byte("rm -rf ~ now"), 1)
 		return m, nil
@@ -222,6 +242,20 @@ func makeVectors(t testing.TB) Vectors {
 			change: func(_ *events.Attrs, r *events.ResultData) { r.Agent = "bob" }, reason: "wrong-agent"},
 		{name: "not a result", s: worker, mode: events.Binary,
 			change: func(a *events.Attrs, _ *events.ResultData) { a.Type = events.TypeCallRequested }, reason: "wrong-type"},
+		{name: "signer is not a JWT", s: worker, mode: events.Binary, after: header("ce-toolgatesigner", "not-a-jwt"), reason: "bad-jwt"},
+		{name: "signer JWT not signed by its issuer", s: worker, mode: events.Binary, after: header("ce-toolgatesigner", badJWT), reason: "bad-jwt"},
+		{name: "signer JWT names two roles", s: twoRoles, mode: events.Binary, reason: "wrong-role"},
+		{name: "signer JWT names no identity", s: nameless, mode: events.Binary, reason: "bad-jwt"},
+		{name: "signature not base64url", s: worker, mode: events.Binary, after: header("ce-toolgatesig", "!!not base64!!"), reason: "bad-signature"},
+		{name: "signature of another event", s: worker, mode: events.Binary,
+			after: header("ce-toolgatesig", otherSig.Header.Get("ce-toolgatesig")), reason: "bad-signature"},
+		{name: "signature without its signer", s: worker, mode: events.Binary, after: header("ce-toolgatesigner", ""), reason: "unsigned"},
+		{name: "result data of the wrong shape", s: worker, mode: events.Binary, after: func(m *nats.Msg, _ []byte) (*nats.Msg, []byte) {
+			m.Data = []byte(`{"call_id":"c1","agent":"ann","tool":"read","status":5,"output":"hello, world\n"}`)
+			return m, nil
+		}, reason: "malformed"},
+		{name: "no event id", s: worker, mode: events.Binary, after: header("ce-id", ""), reason: "malformed"},
+		{name: "another agent's result, structured mode without headers", s: worker, agent: "bob", mode: events.StructuredBare, reason: "wrong-call"},
 		{name: "not from a worker", s: worker, mode: events.Binary,
 			change: func(a *events.Attrs, _ *events.ResultData) { a.Source = "agent://ann" }, reason: "wrong-source"},
 	}

@@ -6,9 +6,14 @@
 // every signature.
 //
 // The contract with the credentials toolgate mints: user JWTs
-// (github.com/nats-io/jwt/v2) are issued directly by the toolgate account
-// key; their Name is the identity (for agents, the agent name); one tag
-// "toolgate-role:<role>" names the role: worker, approver, admin, agent or tool.
+// (github.com/nats-io/jwt/v2) are issued directly by an account key (the
+// toolgate account's for every role but the agent, the agents account's
+// for agents); their Name is the identity (for agents, the agent name);
+// one tag "toolgate-role:<role>" names the role (Role), and an agent's tag
+// "toolgate-services:<account>" names the toolgate account whose workers
+// answer it. The package reads the .creds files holding such a JWT and
+// its nkey (Creds) and finds the local install's account (LocalAccount),
+// so that a client needs nothing internal to know whom to trust.
 package trust
 
 import (
