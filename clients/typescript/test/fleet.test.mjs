@@ -309,3 +309,13 @@ test("the example calls a tool and prints the verified result", async (t) => {
   assert.match(r.stdout, /^decision: allow \(rule tools\.default\)/m);
   assert.match(r.stdout, /hello from the workspace/);
 });
+
+test("connect refuses credentials that are not an agent's, and files that are not credentials", async (t) => {
+  if (!ready(t)) return;
+  const file = join(fleet.root, "alice-approver.creds");
+  const r = fleet.toolctl("creds", "approver", "alice", "--out", file);
+  assert.equal(r.code, 0, r.stderr);
+  await assert.rejects(connect({ servers: fleet.url, creds: file }), /for approver "alice", an agent needs agent credentials/);
+  await assert.rejects(connect({ servers: fleet.url, creds: join(fleet.ws, "hello.txt") }), /invalid credentials: .*hello\.txt: no user JWT/);
+  await assert.rejects(connect({ servers: fleet.url, creds: join(fleet.root, "missing.creds") }), /invalid credentials: .*missing\.creds/);
+});
