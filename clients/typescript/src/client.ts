@@ -335,6 +335,25 @@ export class Client {
   }
 
   /**
+   * progress yields the progress of a call submitted earlier, from now on,
+   * in order, and ends when the call has its final result (live or
+   * stored: a call that has already ended yields nothing). Breaking out
+   * of the loop stops listening.
+   */
+  progress(id: string): AsyncIterableIterator<Progress> {
+    validToken("call id", id);
+    const q = new Queue<Progress>();
+    const w = this.listen(id, {}, q);
+    w.wait(false).catch(() => {}); // ends with the final result, closing q
+    this.result(id)
+      .then((r) => {
+        if (r && r.status !== "pending") w.stop();
+      })
+      .catch(() => {});
+    return iterate(q, w.stop);
+  }
+
+  /**
    * result fetches the latest stored result of a call (possibly pending)
    * from the workers (toolgate.api.result.<agent>.<id>): undefined when
    * none is stored, or when the stored one does not verify.
@@ -526,22 +545,24 @@ export class Client {
   }
 
   private handle(id: string, result: Promise<Result>, progress: Queue<Progress>): CallHandle {
-    return {
-      id,
-      result,
-      progress: () => {
-        const it: AsyncIterableIterator<Progress> = {
-          next: async () => {
-            const p = await progress.next();
-            return p === undefined ? { done: true, value: undefined } : { done: false, value: p };
-          },
-          [Symbol.asyncIterator]: () => it,
-        };
-        return it;
-      },
-      cancel: () => this.cancel(id),
-    };
+    return { id, result, progress: () => iterate(progress), cancel: () => this.cancel(id) };
   }
+}
+
+/** iterate is q as an async iterator; onReturn runs when the loop is left early. */
+function iterate(q: Queue<Progress>, onReturn?: () => void): AsyncIterableIterator<Progress> {
+  const it: AsyncIterableIterator<Progress> = {
+    next: async () => {
+      const p = await q.next();
+      return p === undefined ? { done: true, value: undefined } : { done: false, value: p };
+    },
+    return: async () => {
+      onReturn?.();
+      return { done: true, value: undefined };
+    },
+    [Symbol.asyncIterator]: () => it,
+  };
+  return it;
 }
 
 /** progressOf decodes a progress chunk of call id (best effort: anything else is dropped). */

@@ -319,3 +319,21 @@ test("connect refuses credentials that are not an agent's, and files that are no
   await assert.rejects(connect({ servers: fleet.url, creds: join(fleet.ws, "hello.txt") }), /invalid credentials: .*hello\.txt: no user JWT/);
   await assert.rejects(connect({ servers: fleet.url, creds: join(fleet.root, "missing.creds") }), /invalid credentials: .*missing\.creds/);
 });
+
+test("progress of a call submitted elsewhere, until its result", async (t) => {
+  if (!ready(t)) return;
+  const a = await agent("ann");
+  const h = await a.start("bash", { command: "echo ready; sleep 2; echo two; sleep 0.2; echo three" });
+  for await (const p of h.progress()) {
+    if (p.chunk.includes("ready")) break;
+  }
+  const b = await agent("ann");
+  let text = "";
+  for await (const p of b.progress(h.id)) text += p.chunk;
+  assert.equal(text, "two\nthree\n");
+  assert.equal((await h.result).status, "ok");
+  // A call that has ended yields nothing and the loop ends.
+  let after = 0;
+  for await (const _ of b.progress(h.id)) after++;
+  assert.equal(after, 0);
+});
