@@ -465,6 +465,8 @@ export class Client {
     if (progress || o.onProgress) {
       subs.push(this.nc.subscribe(progressSubject, { callback: onMsg }));
     }
+    // A closed connection ends the wait (a closed queue ignores the push).
+    this.nc.closed().then(() => heard.push({ stop: new Error(`waiting for result of ${id}: the connection closed`) }));
     const stop = () => {
       for (const s of subs) s.unsubscribe();
       heard.close();
@@ -592,7 +594,7 @@ function progressOf(m: Msg, id: string): Progress | undefined {
  */
 export async function connect(opts: ConnectOptions = {}): Promise<Client> {
   let creds: Creds;
-  if (opts.creds instanceof Uint8Array) {
+  if (opts.creds instanceof Uint8Array || (typeof opts.creds === "string" && opts.creds.includes("-----BEGIN"))) {
     creds = parseCreds(opts.creds);
   } else {
     creds = loadCreds(opts.creds);

@@ -35,6 +35,7 @@ before(async () => {
       "aborted.txt": "draft\n",
       "away.txt": "draft\n",
       "victim.txt": "draft\n",
+      "closed.txt": "draft\n",
     }, });
 });
 
@@ -336,4 +337,15 @@ test("progress of a call submitted elsewhere, until its result", async (t) => {
   let after = 0;
   for await (const _ of b.progress(h.id)) after++;
   assert.equal(after, 0);
+});
+
+test("a call waiting when the client closes ends with an error; credentials may be given as content", async (t) => {
+  if (!ready(t)) return;
+  const c = await connect({ servers: fleet.url, creds: readFileSync(fleet.creds("ann"), "utf8") });
+  assert.equal(c.agent, "ann");
+  const h = await c.start("edit", edit("closed.txt"));
+  await c.close();
+  await assert.rejects(h.result, /connection closed/);
+  const again = await agent("ann");
+  assert.match((await again.cancel(h.id)).state, /^(queued|parked)$/);
 });
