@@ -19,6 +19,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/buildinfo"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -37,6 +39,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/toolgate/toolgate/deploy/check/release"
 )
 
 // The non-root user every image runs as.
@@ -421,6 +425,10 @@ func Build(ctx context.Context, o Options) (map[string]v1.Image, error) {
 	if err := Binaries(ctx, o.Repo, bin, names...); err != nil {
 		return nil, err
 	}
+	revision, err := checkVersion(bin, names, o.Tag)
+	if err != nil {
+		return nil, err
+	}
 	bases := map[string]v1.Layer{}
 	full := "" // the root of the Debian base installed last
 	built := map[string]v1.Image{}
@@ -499,11 +507,15 @@ func Build(ctx context.Context, o Options) (map[string]v1.Image, error) {
 			"org.opencontainers.image.source":  "https://github.com/toolgate/toolgate",
 			"org.opencontainers.image.version": o.Tag,
 		}
+		if revision != "" {
+			cf.Config.Labels["org.opencontainers.image.revision"] = revision
+		}
 		if i, err = mutate.ConfigFile(i, cf); err != nil {
 			return nil, err
 		}
 		built[img.Name] = i
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: i, Descriptor: v1.Descriptor{
+			Platform:    &v1.Platform{OS: "linux", Architecture: runtime.GOARCH},
 			Annotations: map[string]string{"org.opencontainers.image.ref.name": "toolgate/" + img.Name + ":" + o.Tag}}})
 	}
 	if err := os.RemoveAll(o.Out); err != nil {
@@ -514,6 +526,33 @@ func Build(ctx context.Context, o Options) (map[string]v1.Image, error) {
 	}
 	logf("wrote %s", o.Out)
 	return built, nil
+}
+
+// ErrVersion reports images tagged with a release version their binaries
+// do not report.
+var ErrVersion = errors.New("image tag and binaries' version differ")
+
+// checkVersion refuses a release tag (v1.2.3) the binaries in bin do not
+// report as their version (the go command stamps the tag in a clean clone
+// at it), and returns the commit they were built from, if stamped.
+func checkVersion(bin string, names []string, tag string) (string, error) {
+	revision := ""
+	for _, n := range names {
+		bi, err := buildinfo.ReadFile(filepath.Join(bin, n))
+		if err != nil {
+			return "", fmt.Errorf("%s: build information: %w", n, err)
+		}
+		if release.Tagged(tag) && bi.Main.Version != tag {
+			return "", fmt.Errorf("%w: tag %s, but %s reports %s: build the images in a clean clone checked out at the tag",
+				ErrVersion, tag, n, bi.Main.Version)
+		}
+		for _, st := range bi.Settings {
+			if st.Key == "vcs.revision" {
+				revision = st.Value
+			}
+		}
+	}
+	return revision, nil
 }
 
 // certsOnly copies into dst the CA bundle, its package's copyright and

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -55,6 +56,9 @@ func TestImages(t *testing.T) {
 	}
 	images := map[string]v1.Image{}
 	for _, d := range im.Manifests {
+		if d.Platform == nil || d.Platform.OS != "linux" || d.Platform.Architecture != runtime.GOARCH {
+			t.Errorf("%s: platform %+v in the index, want linux/%s", d.Annotations["org.opencontainers.image.ref.name"], d.Platform, runtime.GOARCH)
+		}
 		ref := d.Annotations["org.opencontainers.image.ref.name"]
 		img, err := idx.Image(d.Digest)
 		if err != nil {
