@@ -31,7 +31,8 @@ const (
 
 // Command line (after the program's name):
 //
-//	[--user=UID:GID | --root] [--restrict-exec [--allow=PATH]...] -- COMMAND [ARG]...
+//	[--user=UID:GID | --root] [--restrict-exec [--allow=PATH]... [--allow-dir=DIR]...]
+//	[--noexec=DIR]... [--keep-exec=PATH]... [--seccomp=FD] -- COMMAND [ARG]...
 //
 // --user switches to UID:GID and --root stays root, each with no
 // capability left (bounding, ambient, inheritable, permitted and
@@ -41,13 +42,25 @@ const (
 // stands for its target) and fails if the kernel cannot enforce it; an
 // --allow that is missing or not a regular file, a directory among them,
 // is skipped, which only narrows what may run (it never allows what lies
-// beneath a directory). COMMAND is run with PATH of the environment when
-// it has no slash.
+// beneath a directory). --allow-dir allows executing everything beneath
+// the directory DIR (git's exec path, its helpers). --noexec remounts
+// every mount point at or under DIR noexec, keeping its other flags
+// (read-only, nosuid, nodev, ...), but those named by --keep-exec, before
+// it drops privileges, so that no file the command can write is mapped
+// executable, even by the dynamic loader; it needs CAP_SYS_ADMIN, and the
+// capabilities are dropped afterwards whatever the identity. --seccomp
+// loads the seccomp filter (a BPF program) read from the descriptor FD
+// after the remounts, as the last step before the exec. COMMAND is run
+// with PATH of the environment when it has no slash.
 const (
 	flagUser     = "--user="
 	flagRoot     = "--root"
 	flagRestrict = "--restrict-exec"
 	flagAllow    = "--allow="
+	flagAllowDir = "--allow-dir="
+	flagNoexec   = "--noexec="
+	flagKeepExec = "--keep-exec="
+	flagSeccomp  = "--seccomp="
 )
 
 // Spec is what the program does before it execs the command.
@@ -61,6 +74,15 @@ type Spec struct {
 	// are skipped).
 	Restrict bool
 	Allow    []string
+	// AllowDirs are directories beneath which everything may be
+	// executed (with Restrict).
+	AllowDirs []string
+	// Noexec are directories whose mount points are remounted noexec,
+	// but KeepExec.
+	Noexec, KeepExec []string
+	// Seccomp is the descriptor of the seccomp filter to load last; 0
+	// for none.
+	Seccomp int
 }
 
 // Args is the command line, shown at Path, that does s and runs argv.
@@ -77,6 +99,18 @@ func (s Spec) Args(argv []string) []string {
 		for _, p := range s.Allow {
 			out = append(out, flagAllow+p)
 		}
+		for _, p := range s.AllowDirs {
+			out = append(out, flagAllowDir+p)
+		}
+	}
+	for _, p := range s.Noexec {
+		out = append(out, flagNoexec+p)
+	}
+	for _, p := range s.KeepExec {
+		out = append(out, flagKeepExec+p)
+	}
+	if s.Seccomp > 0 {
+		out = append(out, flagSeccomp+strconv.Itoa(s.Seccomp))
 	}
 	return append(append(out, "--"), argv...)
 }

@@ -145,12 +145,16 @@ const (
 
 // command is a parsed command line.
 type command struct {
-	drop     bool
-	root     bool
-	uid, gid int
-	restrict bool
-	allow    []string
-	argv     []string
+	drop      bool
+	root      bool
+	uid, gid  int
+	restrict  bool
+	allow     []string
+	allowDirs []string
+	noexec    []string
+	keepExec  []string
+	seccomp   int
+	argv      []string
 }
 
 func parse(args []string) (command, error) {
@@ -180,11 +184,23 @@ func parse(args []string) (command, error) {
 			c.restrict = true
 		case hasPrefix(a, flagAllow):
 			c.allow = append(c.allow, trimPrefix(a, flagAllow))
+		case hasPrefix(a, flagAllowDir):
+			c.allowDirs = append(c.allowDirs, trimPrefix(a, flagAllowDir))
+		case hasPrefix(a, flagNoexec):
+			c.noexec = append(c.noexec, trimPrefix(a, flagNoexec))
+		case hasPrefix(a, flagKeepExec):
+			c.keepExec = append(c.keepExec, trimPrefix(a, flagKeepExec))
+		case hasPrefix(a, flagSeccomp):
+			fd, err := strconv.ParseUint(trimPrefix(a, flagSeccomp), 10, 31)
+			if err != nil || fd < 3 {
+				return c, newError("bad " + a + ": want --seccomp=FD, FD 3 or more")
+			}
+			c.seccomp = int(fd)
 		default:
 			return c, newError("unknown argument " + strconv.Quote(a))
 		}
 	}
-	return c, newError("usage: " + Name + " [--user=UID:GID | --root] [--restrict-exec [--allow=PATH]...] -- COMMAND [ARG ...]")
+	return c, newError("usage: " + Name + " [--user=UID:GID | --root] [--restrict-exec [--allow=PATH]... [--allow-dir=DIR]...] [--noexec=DIR]... [--keep-exec=PATH]... [--seccomp=FD] -- COMMAND [ARG ...]")
 }
 
 // run does what the command line says and execs the command; it returns
@@ -204,13 +220,23 @@ func run(args []string) error {
 	if err := prctl(prSetNoNewPrivs, 1); err != nil {
 		return wrap("no_new_privs", err)
 	}
-	if c.drop || c.root {
+	if len(c.noexec) > 0 {
+		if err := remountNoexec(c.noexec, c.keepExec); err != nil {
+			return err
+		}
+	}
+	if c.drop || c.root || len(c.noexec) > 0 {
 		if err := dropPrivileges(c); err != nil {
 			return err
 		}
 	}
 	if c.restrict {
-		if err := restrictExec(c.allow); err != nil {
+		if err := restrictExec(c.allow, c.allowDirs); err != nil {
+			return err
+		}
+	}
+	if c.seccomp > 0 {
+		if err := loadSeccomp(c.seccomp); err != nil {
 			return err
 		}
 	}
@@ -233,6 +259,12 @@ func dropPrivileges(c command) error {
 	}
 	if err := prctl(prCapAmbient, prCapAmbientClearAll); err != nil && !errors.Is(err, syscall.EINVAL) {
 		return wrap("clear the ambient capabilities", err)
+	}
+	if !c.drop && !c.root {
+		// An unprivileged worker's user: it has no groups to clear
+		// (its user namespace forbids setgroups), only the capabilities
+		// the remount needed.
+		return clearCaps()
 	}
 	if err := syscall.Setgroups(nil); err != nil {
 		return wrap("clear the supplementary groups", err)
@@ -263,35 +295,26 @@ func clearCaps() error {
 }
 
 // restrictExec lets this thread, and what it execs, execute only the
-// regular files at the paths allow. A path missing here or that is not a
-// regular file (a directory, whose rule would allow all beneath it) is
-// skipped: that only narrows what may run.
-func restrictExec(allow []string) error {
+// regular files at the paths allow and what lies beneath the directories
+// dirs. A path of allow missing here or that is not a regular file (a
+// directory, whose rule would allow all beneath it) is skipped, as is a
+// path of dirs that is not a directory: that only narrows what may run.
+func restrictExec(allow, dirs []string) error {
 	attr := struct{ handled uint64 }{landlockAccessExecute}
 	fd, _, errno := syscall.RawSyscall(sysLandlockCreateRuleset, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
 	if errno != 0 {
 		return wrap("landlock_create_ruleset", errno)
 	}
 	for _, p := range allow {
-		f, err := syscall.Open(p, oPath|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			continue // not on this machine: nothing to allow
-		}
 		// A rule on a directory would allow all beneath it: only the
 		// regular file opened (a symbolic link's target) is allowed.
-		var st syscall.Stat_t
-		if err := syscall.Fstat(f, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-			syscall.Close(f)
-			continue
+		if err := addRule(fd, p, syscall.S_IFREG); err != nil {
+			return err
 		}
-		rule := struct {
-			access uint64
-			fd     int32
-		}{landlockAccessExecute, int32(f)}
-		_, _, errno := syscall.RawSyscall6(sysLandlockAddRule, fd, landlockRulePathBeneath, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
-		syscall.Close(f)
-		if errno != 0 {
-			return wrap("landlock_add_rule "+p, errno)
+	}
+	for _, p := range dirs {
+		if err := addRule(fd, p, syscall.S_IFDIR); err != nil {
+			return err
 		}
 	}
 	if _, _, errno := syscall.RawSyscall(sysLandlockRestrictSelf, fd, 0, 0); errno != 0 {
@@ -299,6 +322,169 @@ func restrictExec(allow []string) error {
 	}
 	syscall.Close(int(fd))
 	return nil
+}
+
+// addRule allows executing beneath p, when it is of the file type typ.
+func addRule(ruleset uintptr, p string, typ uint32) error {
+	f, err := syscall.Open(p, oPath|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil // not on this machine: nothing to allow
+	}
+	defer syscall.Close(f)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(f, &st); err != nil || st.Mode&syscall.S_IFMT != typ {
+		return nil
+	}
+	rule := struct {
+		access uint64
+		fd     int32
+	}{landlockAccessExecute, int32(f)}
+	if _, _, errno := syscall.RawSyscall6(sysLandlockAddRule, ruleset, landlockRulePathBeneath, uintptr(unsafe.Pointer(&rule)), 0, 0, 0); errno != 0 {
+		return wrap("landlock_add_rule "+p, errno)
+	}
+	return nil
+}
+
+// remountNoexec remounts every mount point at or under one of dirs, but
+// those keep names, with noexec added to the flags it has (statfs), so
+// that the remount changes nothing else and keeps the flags a user
+// namespace locks. The mount table is read once from /proc/self/mountinfo;
+// a mount point it lists twice (one mount over another) is remounted once,
+// which reaches the one on top, the one paths resolve to.
+func remountNoexec(dirs, keep []string) error {
+	table, err := readFile("/proc/self/mountinfo", maxCmdline)
+	if err != nil {
+		return err
+	}
+	done := map[string]bool{}
+	for _, line := range split(table, "\n") {
+		f := split(line, " ")
+		if len(f) < 5 {
+			continue
+		}
+		mp := unescapeMount(f[4])
+		if done[mp] || contains(keep, mp) || !underAny(mp, dirs) {
+			continue
+		}
+		done[mp] = true
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(mp, &st); err != nil {
+			return wrap("statfs "+mp, err)
+		}
+		flags := uintptr(syscall.MS_REMOUNT|syscall.MS_BIND|syscall.MS_NOEXEC) | mountFlags(st.Flags)
+		if err := syscall.Mount("", mp, "", flags, ""); err != nil {
+			return wrap("remount "+mp+" noexec", err)
+		}
+	}
+	return nil
+}
+
+// mountFlags are the mount flags of statfs's f_flags (ST_*), as
+// MS_REMOUNT must repeat them.
+func mountFlags(st int64) uintptr {
+	const stRelatime = 4096
+	var ms uintptr
+	for _, f := range []uintptr{syscall.MS_RDONLY, syscall.MS_NOSUID, syscall.MS_NODEV, syscall.MS_NOEXEC,
+		syscall.MS_SYNCHRONOUS, syscall.MS_MANDLOCK, syscall.MS_NOATIME, syscall.MS_NODIRATIME} {
+		if uintptr(st)&f != 0 {
+			ms |= f // the same bit in both
+		}
+	}
+	if st&stRelatime != 0 {
+		ms |= syscall.MS_RELATIME
+	}
+	return ms
+}
+
+// loadSeccomp loads the seccomp filter read from fd (a BPF program of
+// 8-byte instructions) on this thread, and closes fd.
+func loadSeccomp(fd int) error {
+	prog, err := readFD(fd, 1<<16)
+	syscall.Close(fd)
+	if err != nil {
+		return wrap("read the seccomp filter", err)
+	}
+	if len(prog) == 0 || len(prog)%8 != 0 {
+		return newError("the seccomp filter is not a BPF program")
+	}
+	fprog := struct {
+		len    uint16
+		filter unsafe.Pointer
+	}{uint16(len(prog) / 8), unsafe.Pointer(unsafe.StringData(prog))}
+	const prSetSeccomp, seccompModeFilter = 22, 2
+	if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetSeccomp, seccompModeFilter, uintptr(unsafe.Pointer(&fprog)), 0, 0, 0); errno != 0 {
+		return wrap("load the seccomp filter", errno)
+	}
+	return nil
+}
+
+// readFile is the content of the file p, at most limit bytes.
+func readFile(p string, limit int) (string, error) {
+	fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return "", wrap("open "+p, err)
+	}
+	defer syscall.Close(fd)
+	s, err := readFD(fd, limit)
+	return s, wrap("read "+p, err)
+}
+
+// readFD reads fd to its end, at most limit bytes.
+func readFD(fd, limit int) (string, error) {
+	var data []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := syscall.Read(fd, buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if n == 0 {
+			return string(data), nil
+		}
+		data = append(data, buf[:n]...)
+		if len(data) > limit {
+			return "", newError("longer than " + strconv.Itoa(limit) + " bytes")
+		}
+	}
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if index(s, "\\") < 0 {
+		return s
+	}
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && s[i+1] >= '0' && s[i+1] <= '3' {
+			b = append(b, (s[i+1]-'0')<<6|(s[i+2]-'0')<<3|(s[i+3]-'0'))
+			i += 3
+			continue
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
+}
+
+// underAny reports whether p is one of dirs or lies under one.
+func underAny(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if p == d || hasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 func prctl(option, arg uintptr) error {

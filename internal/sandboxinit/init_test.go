@@ -28,6 +28,10 @@ func TestParse(t *testing.T) {
 		{args: []string{"--root", "--restrict-exec", "--allow=/usr/bin/ls", "--allow=/bin", "--", "ls", "--"},
 			want: command{root: true, restrict: true, allow: []string{"/usr/bin/ls", "/bin"}, argv: []string{"ls", "--"}}},
 		{args: []string{"--restrict-exec", "--", "ls"}, want: command{restrict: true, argv: []string{"ls"}}},
+		{args: []string{"--restrict-exec", "--allow-dir=/usr/lib/git-core", "--noexec=/tmp", "--noexec=/ws", "--keep-exec=/tmp/x", "--seccomp=5", "--", "ls"},
+			want: command{restrict: true, allowDirs: []string{"/usr/lib/git-core"}, noexec: []string{"/tmp", "/ws"}, keepExec: []string{"/tmp/x"}, seccomp: 5, argv: []string{"ls"}}},
+		{args: []string{"--seccomp=2", "--", "ls"}, wantErr: "want --seccomp=FD"},
+		{args: []string{"--seccomp=x", "--", "ls"}, wantErr: "want --seccomp=FD"},
 		{args: []string{"--user=1000", "--", "ls"}, wantErr: "want --user=UID:GID"},
 		{args: []string{"--user=-1:0", "--", "ls"}, wantErr: "want --user=UID:GID"},
 		{args: []string{"--user=4294967296:0", "--", "ls"}, wantErr: "want --user=UID:GID"},
@@ -286,4 +290,34 @@ func asInit(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return init
+}
+
+func TestUnescapeMount(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"/tmp", "/tmp"},
+		{`/ws/a\040b`, "/ws/a b"},
+		{`/ws/tab\011x\134y`, "/ws/tab\tx\\y"},
+		{`/ws/end\04`, `/ws/end\04`},
+	} {
+		if got := unescapeMount(tt.in); got != tt.want {
+			t.Errorf("unescapeMount(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestMountFlags(t *testing.T) {
+	const stRelatime = 4096
+	for _, tt := range []struct {
+		st   int64
+		want uintptr
+	}{
+		{0, 0},
+		{syscall.MS_RDONLY | syscall.MS_NOSUID | syscall.MS_NODEV, syscall.MS_RDONLY | syscall.MS_NOSUID | syscall.MS_NODEV},
+		{stRelatime | syscall.MS_NOSUID, syscall.MS_RELATIME | syscall.MS_NOSUID},
+		{syscall.MS_NOATIME | 1<<30, syscall.MS_NOATIME},
+	} {
+		if got := mountFlags(tt.st); got != tt.want {
+			t.Errorf("mountFlags(%#x) = %#x, want %#x", tt.st, got, tt.want)
+		}
+	}
 }

@@ -6,6 +6,7 @@ package policy
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -107,7 +108,19 @@ type Decision struct {
 	// sandbox that can enforce it lets the call execute, besides the
 	// shell, their interpreters and the helpers they are known to run.
 	Programs []string `json:"-"`
+	// Access, on a decision of a shell tool that is not a deny, is what
+	// the gate judged the command may read, write and execute: a sandbox
+	// that can enforce it grants the call exactly that.
+	Access *Access `json:"-"`
 }
+
+// amendmentRule prefixes the rule of a decision an amendment made.
+const amendmentRule = "amendments["
+
+// Amended reports whether an amendment (a person's standing approval)
+// turned the gate's ask into this allow: the gate did not allow the call
+// by itself, and resolved nothing of it (Paths, Programs).
+func (d Decision) Amended() bool { return strings.HasPrefix(d.Rule, amendmentRule) }
 
 // Evaluator judges requests. *Gate implements it; AllowAll is the permissive
 // default used where no policy is configured.

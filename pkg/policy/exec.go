@@ -307,6 +307,7 @@ func (e *evaluation) command(c *shell.Command, x *effExec, cwds []string, unknow
 	}
 	name := c.Name()
 	if name == "" {
+		e.writeAny = true
 		return
 	}
 	base := path.Base(name)
@@ -336,6 +337,7 @@ func (e *evaluation) command(c *shell.Command, x *effExec, cwds []string, unknow
 	if bad, why2 := shell.ForbiddenArgs(c); bad && sysName != "" {
 		cls, why = shell.Forbidden, why2
 	}
+	e.writesUnknown(cls)
 	if x.classification() {
 		switch cls {
 		case shell.Forbidden:
@@ -450,7 +452,7 @@ func (e *evaluation) shellPath(pa shell.PathArg, cwds []string, unknownCwd bool,
 	}
 	switch {
 	case filepath.IsAbs(p):
-		e.judgePath(pr, p, pa.Path, pa.Write, true)
+		e.judgedWrite(pa, e.judgePath(pr, p, pa.Path, pa.Write, true))
 		e.historyFile(pr, pa, []string{p}, src)
 		e.treeDenied(pr, pa, p)
 	case unknownCwd:
@@ -458,7 +460,7 @@ func (e *evaluation) shellPath(pa shell.PathArg, cwds []string, unknownCwd bool,
 	default:
 		abs := make([]string, 0, len(cwds))
 		for _, d := range cwds {
-			e.judgePath(pr, d+"/"+p, pa.Path, pa.Write, true)
+			e.judgedWrite(pa, e.judgePath(pr, d+"/"+p, pa.Path, pa.Write, true))
 			e.treeDenied(pr, pa, d+"/"+p)
 			abs = append(abs, d+"/"+p)
 		}

@@ -76,6 +76,12 @@ type evaluation struct {
 	hasRendered bool
 	// programs are the system programs the shell command runs.
 	programs []string
+	// writeAny: the shell command runs a program whose writes the gate
+	// cannot name; writes are the real paths it was judged to write;
+	// outside are the real paths outside every root it names (an ask).
+	writeAny bool
+	writes   []string
+	outside  []string
 }
 
 // Evaluate judges req. It never panics and fails closed: anything that
@@ -188,7 +194,7 @@ func (e *evaluation) decide() Decision {
 		}
 		if a != nil {
 			d.Action = Allow
-			d.Rule = "amendments[" + a.ID + "]"
+			d.Rule = amendmentRule + a.ID + "]"
 			d.Reason = "allowed by an amendment"
 			if a.CreatedBy != "" {
 				d.Reason += " granted by " + a.CreatedBy
@@ -199,6 +205,9 @@ func (e *evaluation) decide() Decision {
 		}
 	}
 	d.Command, d.Rendered = e.rendered, e.hasRendered
+	if e.hasRendered && d.Action != Deny {
+		d.Access = e.access()
+	}
 	e.limits(&d)
 	return d
 }

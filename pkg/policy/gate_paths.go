@@ -212,6 +212,7 @@ func (e *evaluation) judgePath(pr *pathRules, abs, shown string, write, outsideH
 			reason = fmt.Sprintf("%s cannot be judged: no workspace is known", shown)
 		}
 		if outsideHard {
+			e.outside = append(e.outside, real)
 			e.hardAsk(rule, reason, shown)
 		} else {
 			e.deny(rule, reason, shown)

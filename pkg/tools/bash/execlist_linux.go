@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -90,6 +91,8 @@ var execHelpers = map[string][]string{
 	"tar": {"gzip", "bzip2", "xz", "zstd", "lzip", "lzma", "lzop"}, "zcat": {"sh", "gzip"}, "zgrep": {"sh", "gzip", "grep"},
 	"zless": {"sh", "gzip", "less"}, "gunzip": {"sh", "gzip"}, "zdiff": {"sh", "gzip", "diff"}, "watch": {"sh"}, "xargs": {"echo"},
 	"rg": {"gzip", "bzip2", "xz", "lz4", "zstd", "brotli", "uncompress"},
+	// git's wrapper is a sh script (git.go); ssh is its transport.
+	"git": {"sh", "ssh"},
 }
 
 // interpreters caches each program's interpreter by path, while the
@@ -171,14 +174,16 @@ func interpreterOf(f *os.File) string {
 
 // runners are programs whose work is to run other programs the call
 // cannot name in advance (build tools, interpreters, package managers,
-// git with its transports and signers, man with its formatters): a call
-// running one is not restricted. Allowing them trusts the workspace
-// anyway (POLICY.md).
+// man with its formatters): a call running one is not restricted.
+// Allowing them trusts the workspace anyway (POLICY.md). git is not one:
+// a call naming it may run git's own helpers (gitExecDir, the wrapper's
+// sh, ssh), the program-running settings of its configuration being
+// neutralised (git.go).
 var runners = map[string]bool{}
 
 func init() {
 	for _, r := range strings.Fields(`go make gmake cmake ninja meson npm npx yarn pnpm pnpx bun deno cargo rustc rustup
-		python python2 python3 pip pip3 pipx node nodejs perl ruby php java javac mvn gradle man ssh scp sftp rsync git
+		python python2 python3 pip pip3 pipx node nodejs perl ruby php java javac mvn gradle man ssh scp sftp rsync
 		tclsh lua luajit Rscript dotnet gcc cc g++ c++ clang clang++ ld tox pytest`) {
 		runners[r] = true
 	}
@@ -217,11 +222,19 @@ func (b *bash) setupInit() {
 		return
 	}
 	allow := execList(catPath, nil)
-	probe := func(init string, argv []string, stdout io.Writer) int {
-		argv = b.initSpec(true, allow).Args(argv)
+	probe := func(init string, noexec bool, argv []string, stdout io.Writer) int {
+		spec := b.initSpec(true, allow)
+		if noexec {
+			spec.Noexec = noexecDirs("")
+		}
+		argv = spec.Args(argv)
 		id := b.id
-		id.init = true
-		argv = b.sb.argv("", "/", false, id, initMounts(init), argv)
+		id.init, id.noexec = true, noexec
+		mounts := initMounts(init)
+		if b.userNS {
+			mounts = append(mounts, "--unshare-user") // as the calls get it
+		}
+		argv = b.sb.argv("", "/", false, id, mounts, argv)
 		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -240,23 +253,33 @@ func (b *bash) setupInit() {
 	if small := sandboxInitBeside(exe, b.log); small != "" {
 		candidates = []string{small, exe}
 	}
+	// Each program is tried with the remount of the writable places
+	// noexec first, then without: the kernel refuses the remount where
+	// bwrap nests a second user namespace (an unprivileged worker's
+	// sandbox with its own /dev), whose capabilities do not reach the
+	// mounts.
 	for _, init := range candidates {
-		status := &boundedBuffer{max: 64 << 10}
-		if code := probe(init, []string{catPath, "/proc/self/status"}, status); code != 0 {
-			b.log.Warn("bash: the execute allowlist's probe failed", "program", init, "exit_code", code)
-			continue
+		for _, noexec := range []bool{true, false} {
+			status := &boundedBuffer{max: 64 << 10}
+			if code := probe(init, noexec, []string{catPath, "/proc/self/status"}, status); code != 0 {
+				b.log.Warn("bash: the execute allowlist's probe failed", "program", init, "noexec", noexec, "exit_code", code)
+				continue
+			}
+			if err := b.initIdentityOK(status.String()); err != nil {
+				b.log.Warn("bash: the sandbox's first program left the wrong identity in its probe", "program", init, "err", err)
+				continue
+			}
+			if code := probe(init, noexec, []string{falsePath}, nil); code != 126 {
+				b.log.Warn("bash: a program outside the execute allowlist ran in its probe", "program", init, "exit_code", code)
+				continue
+			}
+			b.init, b.noexec = init, noexec
+			if !noexec {
+				b.log.Warn("bash: the writable places of restricted calls are not noexec here: the dynamic loader can map a file a call wrote")
+			}
+			b.log.Info("bash: execute allowlist on", "landlock_abi", abi, "program", init, "noexec", noexec)
+			return
 		}
-		if err := b.initIdentityOK(status.String()); err != nil {
-			b.log.Warn("bash: the sandbox's first program left the wrong identity in its probe", "program", init, "err", err)
-			continue
-		}
-		if code := probe(init, []string{falsePath}, nil); code != 126 {
-			b.log.Warn("bash: a program outside the execute allowlist ran in its probe", "program", init, "exit_code", code)
-			continue
-		}
-		b.init = init
-		b.log.Info("bash: execute allowlist on", "landlock_abi", abi, "program", init)
-		return
 	}
 	b.log.Warn("bash: no execute allowlist: no program passed its probe")
 }
@@ -386,17 +409,63 @@ func safelyOwned(fi fs.FileInfo, dir bool) error {
 var sandboxInitPath string
 
 // allowlist says whether a call's execution is restricted, and to what:
-// only a shell command the gate allowed itself (not a person, not an
-// amendment), whose programs it resolved.
-func (b *bash) allowlist(c *tools.Call) (bool, []string) {
+// every shell command the gate allowed itself (not a person, not an
+// amendment) is, to the programs it resolved (none: the shell alone),
+// their interpreters and known helpers, and for git its exec path; a
+// command running a runner is not.
+func (b *bash) allowlist(c *tools.Call) execRule {
 	d := c.Decision
-	if b.init == "" || c.Approved || d == nil || !d.Rendered || d.Action != policy.Allow || len(d.Programs) == 0 {
-		return false, nil
+	switch {
+	case b.init == "":
+		return execRule{why: "unrestricted: this machine cannot restrict execution"}
+	case d == nil || !d.Rendered:
+		return execRule{why: "unrestricted: no gate judged the command"}
+	case c.Approved || d.Action != policy.Allow:
+		return execRule{why: "unrestricted: a person approved the command"}
+	case d.Amended():
+		return execRule{why: "unrestricted: allowed by an amendment"}
 	}
+	r := execRule{restrict: true, why: "restricted to the programs the gate resolved"}
 	for _, p := range d.Programs {
-		if base := filepath.Base(p); runners[base] || runners[strings.TrimRight(base, "0123456789.-")] {
-			return false, nil
+		base := filepath.Base(p)
+		if runners[base] || runners[strings.TrimRight(base, "0123456789.-")] {
+			return execRule{why: "unrestricted: " + base + " runs programs the gate cannot name"}
+		}
+		if base == "git" {
+			r.git = true
 		}
 	}
-	return true, execList(b.shell, d.Programs)
+	r.allow = execList(b.shell, d.Programs)
+	if r.git {
+		r.allow = append(r.allow, gitRealPath)
+		if dir := gitExecDir(); dir != "" {
+			r.dirs = append(r.dirs, dir)
+		}
+	}
+	if len(d.Programs) == 0 {
+		r.why = "restricted to the shell: the command names no program"
+	}
+	if !b.noexec {
+		r.why += "; the places it writes are not noexec here"
+	}
+	return r
 }
+
+// gitExecDir is git's exec path (its helpers, git-*), resolved, when it
+// is a directory of git's own (named git-core): a rule on a directory of
+// PATH would allow every program there.
+var gitExecDir = sync.OnceValue(func() string {
+	p, err := exec.LookPath("git")
+	if err != nil {
+		return ""
+	}
+	out, err := exec.Command(p, "--exec-path").Output()
+	if err != nil {
+		return ""
+	}
+	dir, err := filepath.EvalSymlinks(strings.TrimSpace(string(out)))
+	if err != nil || filepath.Base(dir) != "git-core" {
+		return ""
+	}
+	return dir
+})

@@ -6,4 +6,6 @@ import "github.com/toolgate/toolgate/pkg/tools"
 
 func (b *bash) setupInit() {}
 
-func (b *bash) allowlist(*tools.Call) (bool, []string) { return false, nil }
+func (b *bash) allowlist(*tools.Call) execRule {
+	return execRule{why: "unrestricted: this system cannot restrict execution"}
+}

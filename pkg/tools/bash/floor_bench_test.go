@@ -32,27 +32,32 @@ func cpuNow() time.Duration {
 
 // BenchmarkSandboxVsBwrap alternates, in one run, a sandboxed call of the
 // bash tool running "true" and its floors: bwrap with the same isolation
-// flags (namespaces, mounts, hidden directories, seccomp filter, the drop
-// of root) running "bash -c true" directly, and the same with what the
-// tool binds per call (its home, the git wrapper, sanitised configs) and
-// its environment (-full). It reports each one's wall and CPU time (the
-// calling thread's and its children's) per call and the ratios, in a
-// plain workspace and in a git repository.
+// flags (namespaces, the view of the host, seccomp filter, the drop of
+// root) running "bash -c true" directly, the same with what the tool
+// binds per call (its home, the git wrapper, sanitised configs) and its
+// environment (-full), and bare bwrap showing the whole root read-only
+// (-rootbind: the view before the sandbox showed only the policy's). It
+// reports each one's wall and CPU time (the calling thread's and its
+// children's) per call and the ratios, in a plain workspace, in a git
+// repository, for a call restricted to its program, and for a call the
+// real gate judged (gated: its grant, the scan of the workspace for
+// denied and protected files, the read-only workspace, noexec).
 func BenchmarkSandboxVsBwrap(b *testing.B) {
 	testenv.LookPath(b, "bwrap", "bubblewrap")
 	for _, bc := range []struct {
-		name             string
-		repo, restricted bool
-	}{{"plain", false, false}, {"git", true, false}, {"restricted", false, true}} {
-		b.Run(bc.name, func(b *testing.B) { benchSandboxVsBwrap(b, bc.repo, bc.restricted) })
+		name                    string
+		repo, restricted, gated bool
+	}{{"plain", false, false, false}, {"git", true, false, false}, {"restricted", false, true, false}, {"gated", true, true, true}} {
+		b.Run(bc.name, func(b *testing.B) { benchSandboxVsBwrap(b, bc.repo, bc.restricted, bc.gated) })
 	}
 }
 
 // benchSandboxVsBwrap: repo makes the workspace a git repository;
 // restricted gives the call a gate's decision that resolved its program
 // (true), so that its execution is restricted (the execute allowlist,
-// internal/sandboxinit in setpriv's place) where the machine can.
-func benchSandboxVsBwrap(b *testing.B, repo, restricted bool) {
+// internal/sandboxinit in setpriv's place) where the machine can; gated
+// has the real gate judge "cat f.txt" under a policy denying *.pem files.
+func benchSandboxVsBwrap(b *testing.B, repo, restricted, gated bool) {
 	ws := b.TempDir()
 	if err := os.Chmod(filepath.Dir(ws), 0o755); err != nil {
 		b.Fatal(err)
@@ -105,7 +110,7 @@ func benchSandboxVsBwrap(b *testing.B, repo, restricted bool) {
 	// directories, namespaces, seccomp filter, drop of root); full adds
 	// what the tool binds per call (the call's home, the git wrapper, the
 	// repository's sanitised configs) and the tool's environment.
-	bwrap := func(full bool) func() {
+	bwrap := func(full, rootBind bool) func() {
 		return func() {
 			var files sandboxFiles
 			defer files.close()
@@ -136,7 +141,11 @@ func benchSandboxVsBwrap(b *testing.B, repo, restricted bool) {
 				mounts = append(append(mounts, gw...), gm...)
 				env = callEnv(tb.env, sandboxHome(ws), "/tmp")
 			}
-			argv := tb.sb.argv(ws, ws, false, tb.id, mounts, []string{bash, "-c", "true"})
+			sb := tb.sb
+			if rootBind {
+				sb.view = []string{"--ro-bind", "/", "/"}
+			}
+			argv := sb.argv(ws, ws, false, tb.id, mounts, []string{bash, "-c", "true"})
 			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.ExtraFiles = files.files
 			cmd.Env = env
@@ -145,7 +154,7 @@ func benchSandboxVsBwrap(b *testing.B, repo, restricted bool) {
 			}
 		}
 	}
-	floor, full := bwrap(false), bwrap(true)
+	floor, full, rootFloor := bwrap(false, false), bwrap(true, false), bwrap(false, true)
 	args := json.RawMessage(`{"command":"true"}`)
 	var decision *policy.Decision
 	if restricted {
@@ -161,13 +170,34 @@ func benchSandboxVsBwrap(b *testing.B, repo, restricted bool) {
 		}
 		decision = &policy.Decision{Action: policy.Allow, Rule: "bench", Rendered: true, Command: "true", Programs: []string{truePath}}
 	}
+	if gated {
+		for _, f := range []string{"f.txt", "key.pem", "sub/g.txt", "sub/.gitattributes"} {
+			if err := os.MkdirAll(filepath.Join(ws, filepath.Dir(f)), 0o755); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ws, f), []byte("x\n"), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		pol, _, err := policy.Parse([]byte("version: 1\ndefault: ask\ntools:\n  read: { action: allow, constraints: { denied_paths: [\"**/*.pem\"] } }\n  bash: allow\n"), "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		args = json.RawMessage(`{"command":"cat f.txt"}`)
+		d := policy.NewGate(pol).Evaluate(context.Background(), policy.Request{Tool: "bash", Known: true, Kind: policy.KindExecute,
+			Arguments: map[string]any{"command": "cat f.txt"}, Workspace: ws})
+		if d.Action != policy.Allow || d.Access == nil {
+			b.Fatalf("the gate's decision: %+v", d)
+		}
+		decision = &d
+	}
 	call := func() {
 		out, err := tool.Handler.Handle(context.Background(), &tools.Call{Name: "bash", Arguments: args, Decision: decision})
 		if err != nil || out.IsError {
 			b.Fatalf("%+v %v", out, err)
 		}
 	}
-	var toolWall, toolCPU, floorWall, floorCPU, fullWall, fullCPU time.Duration
+	var toolWall, toolCPU, floorWall, floorCPU, fullWall, fullCPU, rootWall, rootCPU time.Duration
 	measure := func(fn func(), wall, cpu *time.Duration) {
 		c0, t0 := cpuNow(), time.Now()
 		fn()
@@ -180,6 +210,7 @@ func benchSandboxVsBwrap(b *testing.B, repo, restricted bool) {
 		measure(call, &toolWall, &toolCPU)
 		measure(floor, &floorWall, &floorCPU)
 		measure(full, &fullWall, &fullCPU)
+		measure(rootFloor, &rootWall, &rootCPU)
 	}
 	n := float64(b.N)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / n }
@@ -189,6 +220,9 @@ func benchSandboxVsBwrap(b *testing.B, repo, restricted bool) {
 	b.ReportMetric(ms(floorCPU), "bwrap-cpu-ms/call")
 	b.ReportMetric(ms(fullWall), "bwrap-full-ms/call")
 	b.ReportMetric(ms(fullCPU), "bwrap-full-cpu-ms/call")
+	b.ReportMetric(ms(rootWall), "bwrap-rootbind-ms/call")
+	b.ReportMetric(ms(rootCPU), "bwrap-rootbind-cpu-ms/call")
+	b.ReportMetric(float64(toolCPU)/float64(rootCPU), "cpu-ratio-rootbind")
 	b.ReportMetric(float64(toolWall)/float64(floorWall), "wall-ratio")
 	b.ReportMetric(float64(toolCPU)/float64(floorCPU), "cpu-ratio")
 	b.ReportMetric(float64(toolWall)/float64(fullWall), "wall-ratio-full")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +53,33 @@ type Sandbox struct {
 	// reveal are directories under a hidden one shown again, read-only
 	// (programs of the PATH installed under /root).
 	reveal []string
+	// view is what every call sees of the host (systemView), built once
+	// by Detect.
+	view []string
+	// reads are the roots outside the workspace one call may read, set
+	// on the call's copy (Access.Reads).
+	reads []string
+	// ownDev: /dev is made of the few devices commands use, bound one
+	// by one, instead of bwrap's --dev, for a worker that is not root:
+	// bwrap builds its --dev as root of a user namespace and runs the
+	// command in a second one nested in it, whose capabilities cannot
+	// remount the sandbox's mounts noexec.
+	ownDev bool
+}
+
+// devArgs are the bwrap arguments that make the sandbox's /dev.
+func (s Sandbox) devArgs() []string {
+	if !s.ownDev {
+		return []string{"--dev", "/dev"}
+	}
+	a := []string{"--perms", "0755", "--tmpfs", "/dev"}
+	for _, d := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		if _, err := os.Stat("/dev/" + d); err == nil {
+			a = append(a, "--dev-bind", "/dev/"+d, "/dev/"+d)
+		}
+	}
+	return append(a, "--symlink", "/proc/self/fd", "/dev/fd", "--symlink", "/proc/self/fd/0", "/dev/stdin",
+		"--symlink", "/proc/self/fd/1", "/dev/stdout", "--symlink", "/proc/self/fd/2", "/dev/stderr")
 }
 
 // Enabled reports whether commands run inside bubblewrap.
@@ -106,7 +134,7 @@ func find() (s Sandbox, reason string) {
 	if err != nil {
 		return s, "bwrap not found in PATH: install the bubblewrap package"
 	}
-	s = Sandbox{Kind: KindBwrap, Bwrap: bwrap}
+	s = Sandbox{Kind: KindBwrap, Bwrap: bwrap, view: systemView(), ownDev: os.Geteuid() != 0}
 	if os.Geteuid() == 0 {
 		p, err := exec.LookPath("setpriv")
 		if err != nil {
@@ -158,6 +186,9 @@ type identity struct {
 	// init: the command line starts with the sandbox's first program,
 	// which drops root itself (internal/sandboxinit), not with setpriv.
 	init bool
+	// noexec: that program remounts the writable places noexec, for
+	// which it gets CAP_SYS_ADMIN until it drops every capability.
+	noexec bool
 }
 
 // rootNoCaps is the setpriv command line that leaves root without any
@@ -169,21 +200,29 @@ func rootNoCaps(setpriv string) []string {
 
 // argv builds the bwrap command line that runs inner with the workspace
 // ws (empty: none) as the only writable directory besides private /tmp and
-// /dev/shm, starting in cwd. mounts are further bwrap mount arguments,
-// applied after the workspace's (gitMounts).
+// /dev/shm, starting in cwd. The host is shown as s.view (the system's
+// directories, read-only) and s.reads (read-only), and nothing else of
+// it. mounts are further bwrap mount arguments, applied after the
+// workspace's (the call's grant, gitMounts).
 func (s Sandbox) argv(ws, cwd string, network bool, id identity, mounts, inner []string) []string {
-	a := []string{s.Bwrap,
-		"--ro-bind", "/", "/",
-		"--dev", "/dev",
+	a := append([]string{s.Bwrap}, s.view...)
+	a = append(a, s.devArgs()...)
+	a = append(a,
 		"--perms", "1777", "--tmpfs", "/dev/shm",
 		"--proc", "/proc",
 		"--perms", "1777", "--tmpfs", "/tmp",
-	}
+	)
+	a = append(a, s.readBinds(s.reads)...)
+	shown := binds(a)
 	for _, h := range s.hide {
-		a = append(a, "--perms", "0755", "--tmpfs", h)
+		if covered(shown, h) {
+			a = append(a, "--perms", "0755", "--tmpfs", h)
+		}
 	}
 	for _, r := range s.reveal {
-		a = append(a, "--ro-bind", r, r)
+		if !slices.Contains(shown, r) && covered(shown, r) {
+			a = append(a, "--ro-bind", r, r)
+		}
 	}
 	if ws != "" {
 		// The workspace may lie under a directory the sandbox replaces
@@ -203,6 +242,14 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, mounts, inner [
 		a = append(a, "--unshare-net")
 	}
 	a = append(a, "--die-with-parent", "--new-session", "--cap-drop", "ALL")
+	if id.init && id.noexec {
+		// The first program remounts the writable places noexec
+		// (internal/sandboxinit), then drops every capability.
+		a = append(a, "--cap-add", "CAP_SYS_ADMIN")
+		if !id.drop && !id.root {
+			a = append(a, "--cap-add", "CAP_SETPCAP")
+		}
+	}
 	if id.drop {
 		// Just what setpriv needs to switch to the unprivileged user;
 		// setpriv then empties the bounding set, and the uid change
@@ -212,11 +259,6 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, mounts, inner [
 		// What setpriv needs to empty the bounding set and the groups;
 		// with no new privileges, the exec that follows grants nothing.
 		a = append(a, "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
-		for _, f := range []string{"/etc/shadow", "/etc/gshadow"} {
-			if _, err := os.Stat(f); err == nil {
-				a = append(a, "--ro-bind", "/dev/null", f)
-			}
-		}
 	}
 	a = append(a, "--chdir", cwd, "--")
 	if id.init {
@@ -235,6 +277,29 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, mounts, inner [
 		a = append(a, rootNoCaps(s.Setpriv)...)
 	}
 	return append(a, inner...)
+}
+
+// binds are the destinations of the bind mounts among the bwrap
+// arguments a.
+func binds(a []string) []string {
+	var out []string
+	for i := 0; i+2 < len(a); i++ {
+		if a[i] == "--ro-bind" || a[i] == "--bind" {
+			out = append(out, a[i+2])
+			i += 2
+		}
+	}
+	return out
+}
+
+// covered reports whether p lies in one of the directories dirs.
+func covered(dirs []string, p string) bool {
+	for _, d := range dirs {
+		if _, in := within(d, p); in {
+			return true
+		}
+	}
+	return false
 }
 
 // parentsUnder lists the directories strictly between each of roots and

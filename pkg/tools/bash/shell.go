@@ -12,8 +12,11 @@
 // to Call.Progress while the command runs.
 //
 // With bubblewrap (Config.Sandbox auto or require, see Detect) the
-// command also runs in a sandbox: the root filesystem read-only, the
-// workspace the only writable place besides a private /tmp and /dev/shm,
+// command also runs in a sandbox that shows the policy's view of the
+// host (view.go: the system's directories and /etc without its secrets,
+// read-only, the policy's read roots, the workspace) and grants the
+// writes the gate judged (grant.go), the workspace the only writable
+// place besides a private /tmp and /dev/shm,
 // fresh PID, IPC, UTS and cgroup namespaces, no network unless
 // Config.NetworkAllowed grants it, all capabilities dropped, no new
 // privileges, a new session, dying with the worker, and a seccomp filter
@@ -159,10 +162,11 @@ type Config struct {
 	// the like are refused; HOME is always a fresh directory of the call.
 	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
 	// Hide lists absolute directories the sandbox covers with an empty
-	// tmpfs, for what the run-as user could otherwise read or connect to
-	// (/home, /root, /run, ...). Ignored without a sandbox. The worker's
-	// temporary directory (per-call homes, egress proxy sockets) is
-	// hidden too whenever it lies outside /tmp.
+	// tmpfs where its view would show them (under the system's
+	// directories, a read root the policy allows, PATH's directories);
+	// the rest of the host is not shown anyway. Ignored without a
+	// sandbox. The worker's temporary directory (per-call homes, egress
+	// proxy sockets) is hidden too whenever it lies outside /tmp.
 	Hide []string `yaml:"hide,omitempty" json:"hide,omitempty"`
 	// UID and GID are who commands run as when the worker runs as root.
 	// Zero means the owner of the workspace; in a root-owned workspace,
@@ -239,6 +243,8 @@ type bash struct {
 	// execlist_linux.go): it drops root instead of setpriv and applies
 	// the execute allowlist; "" when the machine cannot.
 	init string
+	// noexec: that program remounts the places a call can write noexec.
+	noexec bool
 }
 
 // New returns the bash tool (aliases run_shell and exec) for cfg. It
@@ -309,6 +315,10 @@ func newBash(cfg Config) (*bash, error) {
 	}
 	if b.maxProg == 0 {
 		b.maxProg = DefaultMaxProgress
+	}
+	if sb.Enabled() {
+		// PATH's directories, as far as the commands' user reaches them.
+		b.sb.view = append(slices.Clone(sb.view), pathView(os.Getenv("PATH"), id)...)
 	}
 	for _, h := range cfg.Hide {
 		b.sb.hide = append(b.sb.hide, filepath.Clean(h))
@@ -805,6 +815,9 @@ type result struct {
 	proxied bool
 	// egressRefused are the connections the proxy refused, with why.
 	egressRefused []string
+	// exec says what the command could execute; write how much of the
+	// workspace it could write (empty without a sandbox).
+	exec, write string
 }
 
 // run starts the command, reads its output while it runs, and returns
@@ -822,13 +835,24 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	var files sandboxFiles // the worker's copies are closed once bwrap started
 	defer files.close()
 	var held *hold
+	var execWhy, writeScope string
 	if b.sb.Enabled() {
 		home := sandboxHome(b.ws)
 		filter, err := seccompFile()
 		if err != nil {
 			return nil, fmt.Errorf("bash: %w", err)
 		}
-		mounts := []string{"--seccomp", files.add(filter)}
+		// A call whose execution is restricted loads the filter in its
+		// first program, after that program's remounts (the filter
+		// forbids mounts); bwrap loads it for the others.
+		rule := b.allowlist(c)
+		restrict := rule.restrict
+		execWhy = rule.why
+		filterFD := files.add(filter)
+		var mounts []string
+		if !restrict {
+			mounts = []string{"--seccomp", filterFD}
+		}
 		// The limits are set while bwrap holds the command
 		// (hold_linux.go): the command is bash itself.
 		var infoW, blockR *os.File
@@ -839,25 +863,34 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		mounts = append(mounts, "--info-fd", files.add(infoW), "--block-fd", files.add(blockR))
 		argv = b.direct(command)
 		mounts = append(mounts, "--bind", pc.home, home)
+		gr, err := grantFor(c, b.ws, b.id)
+		if err != nil {
+			return nil, err
+		}
+		writeScope = gr.write.String()
+		mounts = append(mounts, gr.mounts...)
+		sb := b.sb
+		if c.Decision != nil && c.Decision.Access != nil {
+			sb.reads = c.Decision.Access.Reads
+		}
 		if b.userNS {
 			mounts = append(mounts, "--unshare-user")
 		}
 		// A call restricted to the programs the gate resolved cannot
-		// execve git (a runner: a call naming it is not restricted), so
-		// it gets neither git's wrapper nor the repository's sanitised
-		// configs: fewer mounts for bwrap to make. (git started through
-		// the dynamic loader, which Landlock cannot refuse, could read
-		// the agent's config; every program that config names still
-		// needs an execve the restriction judges.)
-		restrict, allow := b.allowlist(c)
-		if !restrict {
+		// execve git unless it names git, so only then does it get git's
+		// wrapper and the repository's sanitised configs: fewer mounts
+		// for bwrap to make. (git started through the dynamic loader,
+		// which Landlock cannot refuse, reads the read-only config; every
+		// program that config names still needs an execve the
+		// restriction judges.)
+		if !restrict || rule.git {
 			gw, err := gitWrapperMounts(b.gitWrapper, files.data)
 			if err != nil {
 				return nil, fmt.Errorf("bash: git wrapper: %w", err)
 			}
 			mounts = append(mounts, gw...)
 		}
-		if !c.Approved && !restrict {
+		if !c.Approved && (!restrict || rule.git) {
 			// Without a person, git's program-running configuration of
 			// the workspace's repository is replaced for the call.
 			gm, err := gitMounts(ctx, b.ws, b.gitConfigs, files.data)
@@ -873,7 +906,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 				// The relay (this binary) starts a first program that
 				// restricts the command; the relay itself runs only
 				// its own code, and is never on the allowlist.
-				inner = sandboxinit.Spec{Restrict: true, Allow: allow}.Args(argv)
+				inner = sandboxinit.Spec{Restrict: true, Allow: rule.allow, AllowDirs: rule.dirs}.Args(argv)
 			}
 			stop, pm, pargv, penv, err := b.proxy.attach(ctx, c, inner)
 			if err != nil {
@@ -892,9 +925,15 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		sid := b.id
 		if restrict {
 			mounts = append(mounts, initMounts(b.init)...)
-			argv, sid.init = b.initSpec(!proxied, allow).Args(argv), true
+			spec := b.initSpec(!proxied, rule.allow)
+			spec.AllowDirs = rule.dirs
+			if b.noexec {
+				spec.Noexec, spec.KeepExec = noexecDirs(b.ws), keepExec
+			}
+			spec.Seccomp, _ = strconv.Atoi(filterFD)
+			argv, sid.init, sid.noexec = spec.Args(argv), true, b.noexec
 		}
-		argv, dir, id = b.sb.argv(b.ws, cwd, network, sid, mounts, argv), "/", identity{}
+		argv, dir, id = sb.argv(b.ws, cwd, network, sid, mounts, argv), "/", identity{}
 	} else if b.id.root {
 		argv = append(rootNoCaps(b.setpriv), argv...)
 	}
@@ -978,7 +1017,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 	}
 	pid := cmd.Process.Pid
 
-	res := &result{out: newCapture(b.maxOut), err: newCapture(b.maxOut), proxied: proxied}
+	res := &result{out: newCapture(b.maxOut), err: newCapture(b.maxOut), proxied: proxied, exec: execWhy, write: writeScope}
 	var p *pump
 	if c.Progress != nil {
 		p = newPump(c.Progress, b.maxProg, b.log.With("call_id", c.ID))
@@ -1138,6 +1177,9 @@ func (b *bash) output(res *result, network bool, killed error) *tools.Output {
 		if len(res.egressRefused) > 0 {
 			md["egress_refused"] = res.egressRefused
 		}
+	}
+	if res.exec != "" {
+		md["exec"], md["write"] = res.exec, res.write
 	}
 	if res.peak > 0 {
 		md["processes_peak"] = res.peak

@@ -126,10 +126,11 @@ func TestSandboxArgv(t *testing.T) {
 		{
 			name: "root worker, no network",
 			ws:   "/tmp/a/b/ws", id: identity{drop: true, uid: 1000, gid: 1001},
-			want: [][]string{{"--ro-bind", "/", "/"}, {"--perms", "1777", "--tmpfs", "/tmp"}, {"--perms", "0755", "--dir", "/tmp/a"},
+			want: [][]string{{"--perms", "1777", "--tmpfs", "/tmp"}, {"--perms", "0755", "--dir", "/tmp/a"},
 				{"--perms", "0755", "--dir", "/tmp/a/b"}, {"--bind", "/tmp/a/b/ws", "/tmp/a/b/ws"}, {"--unshare-net"}, {"--unshare-pid"},
 				{"--die-with-parent"}, {"--new-session"}, {"--cap-drop", "ALL"}, {"--chdir", "/tmp/a/b/ws/sub"},
 				{"/usr/bin/setpriv", "--reuid=1000", "--regid=1001", "--clear-groups", "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--"}},
+			wantNot:  []string{"/"},
 			wantTail: inner,
 		},
 		{
@@ -367,8 +368,7 @@ func TestGitConfigCacheFollowsTheFile(t *testing.T) {
 }
 
 // TestHeldSandboxThatFailsToBuildSaysSo: when bwrap cannot build the
-// sandbox (here a directory to hide that cannot be made under the
-// read-only root), the held start lets bwrap's own exit code and message
+// sandbox (here a system directory to show that does not exist), the held start lets bwrap's own exit code and message
 // through, as SandboxFailed reads them, and runs nothing of the command.
 func TestHeldSandboxThatFailsToBuildSaysSo(t *testing.T) {
 	testenv.LookPath(t, "bwrap", "bubblewrap")
@@ -377,7 +377,7 @@ func TestHeldSandboxThatFailsToBuildSaysSo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.sb.hide = append(slices.Clone(b.sb.hide), "/nonexistent-toolgate-test/hidden")
+	b.sb.view = append(slices.Clone(b.sb.view), "--ro-bind", "/nonexistent-toolgate-test/hidden", "/hidden")
 	res, err := b.run(context.Background(), &tools.Call{ID: "fails"}, "touch ran", ws, false)
 	if err != nil {
 		t.Fatal(err)
@@ -389,5 +389,63 @@ func TestHeldSandboxThatFailsToBuildSaysSo(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
 		t.Fatal("the command ran")
+	}
+}
+
+// TestPathViewFollowsTheUser: a directory of PATH outside the system's is
+// shown to commands only when their user could reach it on the host (a
+// root worker's PATH naming /root/.cargo/bin shows it to root's commands,
+// not to those dropped to the workspace's owner).
+func TestPathViewFollowsTheUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a directory only root may enter")
+	}
+	top, err := os.MkdirTemp("/var/tmp", "toolgate-pathview-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(top) })
+	private := filepath.Join(top, "private", "tool")
+	open := filepath.Join(top, "open", "tool")
+	for _, d := range []string{filepath.Join(private, "bin"), filepath.Join(open, "bin")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(top, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(top, "private"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(private, "bin") + ":" + filepath.Join(open, "bin")
+	for _, tt := range []struct {
+		id   identity
+		want []string
+	}{
+		{identity{drop: true, uid: 4242, gid: 4242}, []string{filepath.Join(open, "bin")}},
+		{identity{root: true}, []string{filepath.Join(private, "bin"), filepath.Join(open, "bin")}},
+	} {
+		got := binds(pathView(path, tt.id))
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%+v: shown %q, want %q", tt.id, got, tt.want)
+		}
+	}
+}
+
+// TestSandboxOwnDev: a worker that is not root builds /dev itself (the
+// devices bound one by one), so that bwrap does not nest a second user
+// namespace whose capabilities could not remount the writable places
+// noexec.
+func TestSandboxOwnDev(t *testing.T) {
+	inner := []string{"/bin/bash", "-c", "true"}
+	for _, own := range []bool{false, true} {
+		s := Sandbox{Kind: KindBwrap, Bwrap: "/usr/bin/bwrap", ownDev: own}
+		a := strings.Join(s.argv("/srv/ws", "/srv/ws", false, identity{}, nil, inner), "\x00")
+		hasDev := strings.Contains(a, "\x00--dev\x00/dev\x00")
+		hasNull := strings.Contains(a, "\x00--dev-bind\x00/dev/null\x00/dev/null\x00")
+		if hasDev == own || hasNull != own {
+			t.Errorf("ownDev %v: --dev %v, /dev/null bound %v: %q", own, hasDev, hasNull, strings.Split(a, "\x00"))
+		}
 	}
 }
