@@ -19,13 +19,14 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/buildinfo"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -37,6 +38,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/toolgate/toolgate/deploy/check/release"
 )
 
 // The non-root user every image runs as.
@@ -103,7 +106,11 @@ type Options struct {
 	// Epoch is the time stamped on every file and the images: the
 	// commit's, so two builds of one commit are the same.
 	Epoch time.Time
-	Log   io.Writer
+	// Arches are the images' architectures (Debian's and Go's names:
+	// amd64, arm64), this machine's first; nil: this machine's only. The
+	// others' Debian packages come from apt (dpkg --add-architecture).
+	Arches []string
+	Log    io.Writer
 }
 
 func run(ctx context.Context, dir string, env []string, name string, args ...string) ([]byte, error) {
@@ -129,7 +136,9 @@ func Closure(ctx context.Context, pkgs []string) ([]string, error) {
 	}
 	seen := map[string]bool{}
 	for _, l := range strings.Split(string(out), "\n") {
-		if l == "" || l[0] == ' ' || l[0] == '<' || notInstalled[l] {
+		// name:arch lines are other architectures' packages (with
+		// dpkg --add-architecture): this base is the native one.
+		if l == "" || l[0] == ' ' || l[0] == '<' || notInstalled[l] || strings.Contains(l, ":") {
 			continue
 		}
 		seen[l] = true
@@ -270,14 +279,14 @@ func trim(root string) error {
 	return nil
 }
 
-// Binaries builds the commands static for linux/GOARCH into dir, stamped
+// Binaries builds the commands static for linux/arch into dir, stamped
 // with the checkout's commit.
-func Binaries(ctx context.Context, repo, dir string, names ...string) error {
+func Binaries(ctx context.Context, repo, dir, arch string, names ...string) error {
 	args := []string{"build", "-trimpath", "-buildvcs=auto", "-o", dir + "/"}
 	for _, n := range names {
 		args = append(args, "./cmd/"+n)
 	}
-	_, err := run(ctx, repo, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH}, "go", args...)
+	_, err := run(ctx, repo, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + arch}, "go", args...)
 	return err
 }
 
@@ -403,11 +412,8 @@ func Build(ctx context.Context, o Options) (map[string]v1.Image, error) {
 	if cache == "" {
 		cache = filepath.Join(work, "debs")
 	}
-	bin := filepath.Join(work, "bin")
-	for _, d := range []string{cache, bin} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return nil, err
 	}
 	var names []string
 	for _, img := range Images {
@@ -417,93 +423,93 @@ func Build(ctx context.Context, o Options) (map[string]v1.Image, error) {
 			}
 		}
 	}
-	logf("building %s (CGO_ENABLED=0, linux/%s)", strings.Join(names, ", "), runtime.GOARCH)
-	if err := Binaries(ctx, o.Repo, bin, names...); err != nil {
-		return nil, err
+	arches := o.Arches
+	if arches == nil {
+		arches = []string{hostArch}
 	}
-	bases := map[string]v1.Layer{}
-	full := "" // the root of the Debian base installed last
+	if arches[0] != hostArch {
+		return nil, fmt.Errorf("architectures %v: this machine's, %s, comes first (the others' bases copy its maintainer scripts' work)", arches, hostArch)
+	}
+	perName := map[string][]v1.Image{}
 	built := map[string]v1.Image{}
-	idx := v1.ImageIndex(empty.Index)
-	for _, img := range Images {
-		key := strings.Join(img.Debian, " ")
-		base, ok := bases[key]
-		if !ok {
-			root := filepath.Join(work, "base-"+img.Name)
-			if img.Debian != nil {
-				list, err := Rootfs(ctx, img.Debian, cache, root)
-				if err != nil {
-					return nil, fmt.Errorf("%s base: %w", img.Name, err)
+	native := "" // the host architecture's installed Debian base
+	for _, arch := range arches {
+		bin := filepath.Join(work, "bin-"+arch)
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			return nil, err
+		}
+		logf("building %s (CGO_ENABLED=0, linux/%s)", strings.Join(names, ", "), arch)
+		if err := Binaries(ctx, o.Repo, bin, arch, names...); err != nil {
+			return nil, err
+		}
+		revision, err := checkVersion(bin, names, o.Tag)
+		if err != nil {
+			return nil, err
+		}
+		bases := map[string]v1.Layer{}
+		full := "" // the root of the Debian base installed last
+		for _, img := range Images {
+			key := strings.Join(img.Debian, " ")
+			base, ok := bases[key]
+			if !ok {
+				root := filepath.Join(work, arch, "base-"+img.Name)
+				if err := os.MkdirAll(root, 0o755); err != nil {
+					return nil, err
 				}
-				logf("%s base: %d Debian packages", img.Name, len(list))
-				full = root
-			} else {
-				// The static binaries need the certificates only: those of
-				// a Debian base installed already, with their package's
-				// entry in the dpkg database.
-				if full == "" {
-					return nil, fmt.Errorf("%s base: no Debian base to take the certificates from (build one first)", img.Name)
+				if img.Debian != nil {
+					var list []string
+					var err error
+					if arch == hostArch {
+						list, err = Rootfs(ctx, img.Debian, cache, root)
+						native = root
+					} else {
+						list, err = ForeignRootfs(ctx, native, arch, cache, root)
+					}
+					if err != nil {
+						return nil, fmt.Errorf("%s base for %s: %w", img.Name, arch, err)
+					}
+					logf("%s base for %s: %d Debian packages", img.Name, arch, len(list))
+					full = root
+				} else {
+					// The static binaries need the certificates only: those of
+					// a Debian base installed already, with their package's
+					// entry in the dpkg database.
+					if full == "" {
+						return nil, fmt.Errorf("%s base: no Debian base to take the certificates from (build one first)", img.Name)
+					}
+					if err := certsOnly(full, root); err != nil {
+						return nil, fmt.Errorf("%s base: %w", img.Name, err)
+					}
 				}
-				if err := certsOnly(full, root); err != nil {
-					return nil, fmt.Errorf("%s base: %w", img.Name, err)
+				if base, err = layer(root, nil, o.Epoch); err != nil {
+					return nil, err
 				}
-				logf("%s base: the CA bundle of package ca-certificates", img.Name)
+				bases[key] = base
 			}
-			if base, err = layer(root, nil, o.Epoch); err != nil {
+			app := filepath.Join(work, arch, "app-"+img.Name)
+			if err := appFiles(app, bin, img); err != nil {
 				return nil, err
 			}
-			bases[key] = base
+			i, err := imageOf(img, arch, base, app, revision, o)
+			if err != nil {
+				return nil, err
+			}
+			if arch == hostArch {
+				built[img.Name] = i
+			}
+			perName[img.Name] = append(perName[img.Name], i)
 		}
-		app := filepath.Join(work, "app-"+img.Name)
-		if err := appFiles(app, bin, img); err != nil {
-			return nil, err
+	}
+	// One index per image, a manifest per platform in it: what registries
+	// serve for a multi-architecture tag (skopeo copy --all).
+	idx := v1.ImageIndex(empty.Index)
+	for _, img := range Images {
+		inner := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+		for n, i := range perName[img.Name] {
+			inner = mutate.AppendManifests(inner, mutate.IndexAddendum{Add: i, Descriptor: v1.Descriptor{
+				Platform: &v1.Platform{OS: "linux", Architecture: arches[n]}}})
 		}
-		top, err := layer(app, trimSlash(img.Volumes), o.Epoch)
-		if err != nil {
-			return nil, err
-		}
-		i, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), base, top)
-		if err != nil {
-			return nil, err
-		}
-		i = mutate.ConfigMediaType(i, types.OCIConfigJSON)
-		cf, err := i.ConfigFile()
-		if err != nil {
-			return nil, err
-		}
-		cf = cf.DeepCopy()
-		cf.OS, cf.Architecture, cf.Created = "linux", runtime.GOARCH, v1.Time{Time: o.Epoch}
-		cf.Config.User = fmt.Sprintf("%d:%d", UID, UID)
-		cf.Config.Entrypoint = []string{"/usr/local/bin/" + img.Name}
-		cf.Config.Cmd = img.Cmd
-		cf.Config.WorkingDir = StateDir
-		if img.Name == "worker" {
-			cf.Config.WorkingDir = Work
-		}
-		cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + StateDir, "TOOLGATE_STATE_DIR=" + StateDir,
-			"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}
-		cf.Config.Volumes = map[string]struct{}{}
-		for _, v := range img.Volumes {
-			cf.Config.Volumes[v] = struct{}{}
-		}
-		cf.Config.ExposedPorts = map[string]struct{}{}
-		for _, p := range img.Ports {
-			cf.Config.ExposedPorts[p] = struct{}{}
-		}
-		if img.Healthcheck != nil {
-			cf.Config.Healthcheck = &v1.HealthConfig{Test: img.Healthcheck, Interval: 30 * time.Second,
-				Timeout: 5 * time.Second, StartPeriod: 60 * time.Second, Retries: 3}
-		}
-		cf.Config.Labels = map[string]string{
-			"org.opencontainers.image.title":   "toolgate " + img.Name,
-			"org.opencontainers.image.source":  "https://github.com/toolgate/toolgate",
-			"org.opencontainers.image.version": o.Tag,
-		}
-		if i, err = mutate.ConfigFile(i, cf); err != nil {
-			return nil, err
-		}
-		built[img.Name] = i
-		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: i, Descriptor: v1.Descriptor{
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: inner, Descriptor: v1.Descriptor{
 			Annotations: map[string]string{"org.opencontainers.image.ref.name": "toolgate/" + img.Name + ":" + o.Tag}}})
 	}
 	if err := os.RemoveAll(o.Out); err != nil {
@@ -514,6 +520,86 @@ func Build(ctx context.Context, o Options) (map[string]v1.Image, error) {
 	}
 	logf("wrote %s", o.Out)
 	return built, nil
+}
+
+// imageOf is img for arch: base, then the app layer of directory app,
+// and its configuration.
+func imageOf(img Image, arch string, base v1.Layer, app, revision string, o Options) (v1.Image, error) {
+	top, err := layer(app, trimSlash(img.Volumes), o.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	i, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), base, top)
+	if err != nil {
+		return nil, err
+	}
+	i = mutate.ConfigMediaType(i, types.OCIConfigJSON)
+	cf, err := i.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Created = "linux", arch, v1.Time{Time: o.Epoch}
+	cf.Config.User = fmt.Sprintf("%d:%d", UID, UID)
+	cf.Config.Entrypoint = []string{"/usr/local/bin/" + img.Name}
+	cf.Config.Cmd = img.Cmd
+	cf.Config.WorkingDir = StateDir
+	if img.Name == "worker" {
+		cf.Config.WorkingDir = Work
+	}
+	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + StateDir, "TOOLGATE_STATE_DIR=" + StateDir,
+		"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}
+	cf.Config.Volumes = map[string]struct{}{}
+	for _, v := range img.Volumes {
+		cf.Config.Volumes[v] = struct{}{}
+	}
+	cf.Config.ExposedPorts = map[string]struct{}{}
+	for _, p := range img.Ports {
+		cf.Config.ExposedPorts[p] = struct{}{}
+	}
+	if img.Healthcheck != nil {
+		cf.Config.Healthcheck = &v1.HealthConfig{Test: img.Healthcheck, Interval: 30 * time.Second,
+			Timeout: 5 * time.Second, StartPeriod: 60 * time.Second, Retries: 3}
+	}
+	cf.Config.Labels = map[string]string{
+		"org.opencontainers.image.title":   "toolgate " + img.Name,
+		"org.opencontainers.image.source":  "https://github.com/toolgate/toolgate",
+		"org.opencontainers.image.version": o.Tag,
+	}
+	if revision != "" {
+		cf.Config.Labels["org.opencontainers.image.revision"] = revision
+	}
+	if i, err = mutate.ConfigFile(i, cf); err != nil {
+		return nil, err
+	}
+	return i, nil
+}
+
+// ErrVersion reports images tagged with a release version their binaries
+// do not report.
+var ErrVersion = errors.New("image tag and binaries' version differ")
+
+// checkVersion refuses a release tag (v1.2.3) the binaries in bin do not
+// report as their version (the go command stamps the tag in a clean clone
+// at it), and returns the commit they were built from, if stamped.
+func checkVersion(bin string, names []string, tag string) (string, error) {
+	revision := ""
+	for _, n := range names {
+		bi, err := buildinfo.ReadFile(filepath.Join(bin, n))
+		if err != nil {
+			return "", fmt.Errorf("%s: build information: %w", n, err)
+		}
+		if release.Tagged(tag) && bi.Main.Version != tag {
+			return "", fmt.Errorf("%w: tag %s, but %s reports %s: build the images in a clean clone checked out at the tag",
+				ErrVersion, tag, n, bi.Main.Version)
+		}
+		for _, st := range bi.Settings {
+			if st.Key == "vcs.revision" {
+				revision = st.Value
+			}
+		}
+	}
+	return revision, nil
 }
 
 // certsOnly copies into dst the CA bundle, its package's copyright and

@@ -3,6 +3,7 @@ package image
 import (
 	"archive/tar"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -42,7 +43,19 @@ func TestImages(t *testing.T) {
 	}
 	ctx := context.Background()
 	epoch := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	if _, err := Build(ctx, Options{Repo: "../../..", Out: out, Tag: "test", Epoch: epoch, Log: testWriter{t}}); err != nil {
+	arches := []string{hostArch}
+	if hostArch != "arm64" {
+		if why := foreignMissing(ctx, "arm64"); why != "" {
+			msg := "arm64 images skipped: " + why + " (dpkg --add-architecture arm64 && apt-get update; .ci/run does)"
+			if os.Getenv("CI") == "true" {
+				t.Fatal(msg)
+			}
+			t.Log(msg)
+		} else {
+			arches = append(arches, "arm64")
+		}
+	}
+	if _, err := Build(ctx, Options{Repo: "../../..", Out: out, Tag: "test", Epoch: epoch, Log: testWriter{t}, Arches: arches}); err != nil {
 		t.Fatal(err)
 	}
 	idx, err := layout.ImageIndexFromPath(out)
@@ -54,13 +67,44 @@ func TestImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	images := map[string]v1.Image{}
+	foreign := map[string]v1.Image{}
 	for _, d := range im.Manifests {
 		ref := d.Annotations["org.opencontainers.image.ref.name"]
-		img, err := idx.Image(d.Digest)
+		name := strings.TrimSuffix(strings.TrimPrefix(ref, "toolgate/"), ":test")
+		inner, err := idx.ImageIndex(d.Digest)
+		if err != nil {
+			t.Fatalf("%s: not an image index: %v", ref, err)
+		}
+		m, err := inner.IndexManifest()
 		if err != nil {
 			t.Fatal(err)
 		}
-		images[strings.TrimSuffix(strings.TrimPrefix(ref, "toolgate/"), ":test")] = img
+		var plats []string
+		for _, md := range m.Manifests {
+			if md.Platform == nil || md.Platform.OS != "linux" {
+				t.Fatalf("%s: a manifest without its platform: %+v", ref, md)
+			}
+			plats = append(plats, md.Platform.Architecture)
+			img, err := inner.Image(md.Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cf, err := img.ConfigFile()
+			if err != nil || cf.Architecture != md.Platform.Architecture {
+				t.Fatalf("%s: the %s manifest's config says %v (%v)", ref, md.Platform.Architecture, cf.Architecture, err)
+			}
+			if md.Platform.Architecture == hostArch {
+				images[name] = img
+			} else {
+				foreign[name] = img
+			}
+		}
+		if !slices.Equal(plats, arches) {
+			t.Errorf("%s: platforms %v, want %v", ref, plats, arches)
+		}
+	}
+	for name, img := range foreign {
+		t.Run(name+"/arm64", func(t *testing.T) { checkForeign(t, name, img) })
 	}
 	for _, spec := range Images {
 		t.Run(spec.Name, func(t *testing.T) {
@@ -428,4 +472,74 @@ func checkDpkgStatus(t *testing.T, spec Image, root string) {
 		}
 	}
 	t.Logf("dpkg status: %d packages (bash %s, git %s)", len(pkgs), pkgs["bash"], pkgs["git"])
+}
+
+// foreignMissing says why arch's Debian packages cannot be downloaded
+// here, or "" when they can.
+func foreignMissing(ctx context.Context, arch string) string {
+	out, err := exec.CommandContext(ctx, "apt-cache", "policy", "bash:"+arch).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Candidate:") || strings.Contains(string(out), "Candidate: (none)") {
+		return "apt has no " + arch + " packages"
+	}
+	return ""
+}
+
+// checkForeign checks an image of an architecture this machine cannot
+// run: its binaries are built for it, its dpkg database lists its
+// packages for it, and what the maintainer scripts made is there (/bin/sh,
+// the alternatives, the users, the CA bundle).
+func checkForeign(t *testing.T, name string, img v1.Image) {
+	root := unpack(t, img)
+	for _, spec := range Images {
+		if spec.Name != name {
+			continue
+		}
+		for _, bin := range append([]string{spec.Name}, spec.Also...) {
+			f, err := elf.Open(filepath.Join(root, "usr/local/bin", bin))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Machine != elf.EM_AARCH64 {
+				t.Errorf("%s: built for %v", bin, f.Machine)
+			}
+			f.Close()
+		}
+		pkgs, err := readStatus(filepath.Join(root, "var/lib/dpkg/status"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		arch := map[string]string{}
+		for _, p := range pkgs {
+			arch[p["Package"]] = p["Architecture"]
+			if p["Status"] != "install ok installed" || p["Version"] == "" {
+				t.Errorf("dpkg status entry %v", p)
+			}
+		}
+		if spec.Debian == nil {
+			if len(pkgs) != 1 || arch["ca-certificates"] != "all" {
+				t.Errorf("dpkg status %v, want ca-certificates only", arch)
+			}
+			continue
+		}
+		for _, p := range []string{"bash", "git", "libc6", "ripgrep", "bubblewrap"} {
+			if arch[p] != "arm64" {
+				t.Errorf("dpkg status: %s is %q, want arm64", p, arch[p])
+			}
+		}
+		for link, want := range map[string]string{"bin/sh": "dash", "usr/bin/awk": "/etc/alternatives/awk", "etc/alternatives/awk": "/usr/bin/mawk",
+			"usr/bin/which": "/etc/alternatives/which"} {
+			if got, err := os.Readlink(filepath.Join(root, link)); err != nil || got != want {
+				t.Errorf("/%s -> %q (%v), want %q", link, got, err, want)
+			}
+		}
+		for _, f := range []string{"usr/bin/mawk", "bin/dash", "usr/bin/git", "etc/ssl/certs/ca-certificates.crt", "etc/passwd"} {
+			if fi, err := os.Stat(filepath.Join(root, f)); err != nil || fi.Size() == 0 {
+				t.Errorf("/%s: %v", f, err)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(root, "etc/ld.so.cache")); err == nil {
+			t.Error("/etc/ld.so.cache of the other architecture copied")
+		}
+		t.Logf("arm64 %s: %d packages, bash %s", name, len(pkgs), arch["bash"])
+	}
 }

@@ -1,9 +1,17 @@
 // Package release builds a toolgate release the way a release pipeline
-// does, without goreleaser: the three commands cross-compiled for every
+// does, without goreleaser: the commands cross-compiled for every
 // platform in Platforms (static, -trimpath, stamped with the commit), one
-// .tar.gz per platform, a CycloneDX SBOM per platform read from the
-// binaries' own build information (the modules linked in, with versions
-// and checksums), and SHA256SUMS over everything.
+// .tar.gz per platform with LICENSE, a CycloneDX SBOM per platform read
+// from the binaries' own build information (the modules linked in, with
+// versions and checksums, their dependency graph, the binaries' own
+// SHA-256), an in-toto statement of SLSA provenance for the archives, and
+// SHA256SUMS over everything, signed with an ed25519 key as ssh-keygen -Y
+// sign signs (SHA256SUMS.sig; see Sign).
+//
+// A release of a tag (Version v1.2.3) is built only from a clean checkout
+// of that tag, and every binary must report it (the go command stamps the
+// tag since Go 1.24): anything else is refused, as is a tagged release
+// without a signing key.
 //
 // Why not goreleaser: its module graph (cloud SDKs, signing, publishers)
 // would be compiled from source in every CI run for a job that is a
@@ -19,11 +27,14 @@ import (
 	"debug/buildinfo"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,6 +76,41 @@ type Options struct {
 	Version string    // v1.2.3, or a snapshot name
 	Epoch   time.Time // time stamped on archive entries (the commit's)
 	Log     io.Writer
+	// Platforms are the targets; nil: Platforms.
+	Platforms []Platform
+	// SigningKey is the ed25519 private key (OpenSSH or PKCS#8 PEM) that
+	// signs SHA256SUMS; empty: unsigned, refused for a tagged release.
+	SigningKey []byte
+	// AllowedSigners, when set, is an ssh allowed_signers file the
+	// signing key must be listed in (deploy/release/allowed_signers).
+	AllowedSigners string
+}
+
+// Tagged reports whether version names a release of a tag (v1.2.3,
+// v1.2.3-rc.1) rather than a snapshot.
+func Tagged(version string) bool { return tagRE.MatchString(version) }
+
+var tagRE = regexp.MustCompile(`^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?$`)
+
+// ErrVersion reports a release whose version the checkout or the binaries
+// do not bear out.
+var ErrVersion = errors.New("release version mismatch")
+
+// checkTag refuses to release version unless repo's HEAD is that tag and
+// its work tree is clean (the binaries' stamp would say +dirty).
+func checkTag(ctx context.Context, repo, version string) error {
+	out, err := exec.CommandContext(ctx, "git", "-C", repo, "tag", "--points-at", "HEAD").Output()
+	if err != nil {
+		return fmt.Errorf("%w: %s: git tag --points-at HEAD: %v", ErrVersion, version, err)
+	}
+	if !slices.Contains(strings.Fields(string(out)), version) {
+		return fmt.Errorf("%w: the checkout's HEAD is not tagged %s (its tags: %q): check out the tag to release it",
+			ErrVersion, version, strings.Join(strings.Fields(string(out)), " "))
+	}
+	if st, err := exec.CommandContext(ctx, "git", "-C", repo, "status", "--porcelain", "--untracked-files=no").Output(); err != nil || len(st) > 0 {
+		return fmt.Errorf("%w: %s: the work tree has changes (%v): release a clean checkout of the tag\n%s", ErrVersion, version, err, st)
+	}
+	return nil
 }
 
 // Artefact is one file of a release.
@@ -76,14 +122,44 @@ type Artefact struct {
 // Build builds the release into o.Out and returns its files, SHA256SUMS
 // last.
 func Build(ctx context.Context, o Options) ([]Artefact, error) {
+	platforms := o.Platforms
+	if platforms == nil {
+		platforms = Platforms
+	}
+	tagged := Tagged(o.Version)
+	var signer *Signer
+	if len(o.SigningKey) > 0 {
+		var err error
+		if signer, err = NewSigner(o.SigningKey); err != nil {
+			return nil, err
+		}
+		if o.AllowedSigners != "" {
+			if err := signer.ListedIn(o.AllowedSigners); err != nil {
+				return nil, err
+			}
+		}
+	} else if tagged {
+		return nil, fmt.Errorf("release %s: no signing key: a tagged release's SHA256SUMS is signed (--signing-key, or TOOLGATE_RELEASE_SIGNING_KEY)", o.Version)
+	}
+	if tagged {
+		if err := checkTag(ctx, o.Repo, o.Version); err != nil {
+			return nil, err
+		}
+	}
+	license, err := os.ReadFile(filepath.Join(o.Repo, "LICENSE"))
+	if err != nil {
+		return nil, fmt.Errorf("release: the archives carry LICENSE: %w", err)
+	}
+	started := time.Now().UTC()
 	if err := os.RemoveAll(o.Out); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}
-	var files []string
-	for _, p := range Platforms {
+	var files, archives []string
+	var goVersion, commit string
+	for _, p := range platforms {
 		dir, err := os.MkdirTemp("", "toolgate-release-")
 		if err != nil {
 			return nil, err
@@ -102,17 +178,45 @@ func Build(ctx context.Context, o Options) ([]Artefact, error) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("go build for %s: %w\n%s", p, err, out)
 		}
+		for _, c := range Commands {
+			bi, err := buildinfo.ReadFile(filepath.Join(dir, c))
+			if err != nil {
+				return nil, fmt.Errorf("%s for %s: build information: %w", c, p, err)
+			}
+			if tagged && bi.Main.Version != o.Version {
+				return nil, fmt.Errorf("%w: %s for %s reports %s, not %s: build in a clone at the tag (the go command stamps the tag there; a linked checkout or -buildvcs=false gets no stamp)",
+					ErrVersion, c, p, bi.Main.Version, o.Version)
+			}
+			goVersion = bi.GoVersion
+			for _, st := range bi.Settings {
+				if st.Key == "vcs.revision" {
+					commit = st.Value
+				}
+			}
+		}
 		base := fmt.Sprintf("toolgate_%s_%s", strings.TrimPrefix(o.Version, "v"), p)
 		archive := base + ".tar.gz"
-		if err := tarball(filepath.Join(o.Out, archive), base, dir, o.Epoch); err != nil {
+		if err := tarball(filepath.Join(o.Out, archive), base, dir, license, o.Epoch); err != nil {
 			return nil, err
 		}
 		sbom := base + ".cdx.json"
-		if err := writeSBOM(filepath.Join(o.Out, sbom), dir, o.Version, p); err != nil {
+		if err := writeSBOM(filepath.Join(o.Out, sbom), dir, o.Version, p, o.Epoch); err != nil {
 			return nil, err
 		}
 		files = append(files, archive, sbom)
+		archives = append(archives, archive)
 	}
+	if commit == "" { // a linked checkout, where the go command stamps none
+		if b, err := exec.CommandContext(ctx, "git", "-C", o.Repo, "rev-parse", "HEAD").Output(); err == nil {
+			commit = strings.TrimSpace(string(b))
+		}
+	}
+	prov := fmt.Sprintf("toolgate_%s.intoto.json", strings.TrimPrefix(o.Version, "v"))
+	if err := writeProvenance(filepath.Join(o.Out, prov), o.Out, archives, provenanceRun{
+		version: o.Version, platforms: platforms, goVersion: goVersion, commit: commit, started: started}); err != nil {
+		return nil, err
+	}
+	files = append(files, prov)
 	sort.Strings(files)
 	var sums bytes.Buffer
 	var arts []Artefact
@@ -128,7 +232,15 @@ func Build(ctx context.Context, o Options) ([]Artefact, error) {
 		return nil, err
 	}
 	sum, _ := sha256File(filepath.Join(o.Out, "SHA256SUMS"))
-	return append(arts, Artefact{"SHA256SUMS", sum}), nil
+	arts = append(arts, Artefact{"SHA256SUMS", sum})
+	if signer != nil {
+		if err := os.WriteFile(filepath.Join(o.Out, "SHA256SUMS.sig"), signer.Sign(sums.Bytes()), 0o644); err != nil {
+			return nil, err
+		}
+		sum, _ := sha256File(filepath.Join(o.Out, "SHA256SUMS.sig"))
+		arts = append(arts, Artefact{"SHA256SUMS.sig", sum})
+	}
+	return arts, nil
 }
 
 func sha256File(p string) (string, error) {
@@ -146,7 +258,7 @@ func sha256File(p string) (string, error) {
 
 // tarball writes the commands under base/ in a gzip'd tar, owned by root,
 // every entry stamped with epoch: a commit builds the same archive.
-func tarball(path, base, dir string, epoch time.Time) error {
+func tarball(path, base, dir string, license []byte, epoch time.Time) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -155,6 +267,13 @@ func tarball(path, base, dir string, epoch time.Time) error {
 	gz := gzip.NewWriter(f)
 	tw := tar.NewWriter(gz)
 	if err := tw.WriteHeader(&tar.Header{Name: base + "/", Mode: 0o755, Typeflag: tar.TypeDir, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+		return err
+	}
+	h := &tar.Header{Name: base + "/LICENSE", Mode: 0o644, Size: int64(len(license)), Typeflag: tar.TypeReg, ModTime: epoch, Format: tar.FormatPAX}
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	if _, err := tw.Write(license); err != nil {
 		return err
 	}
 	for _, c := range Commands {
@@ -180,28 +299,41 @@ func tarball(path, base, dir string, epoch time.Time) error {
 }
 
 // writeSBOM describes the binaries of one platform: a component per
-// command (the main module at its version, its commit) and every module
-// linked into any of them, with its go.sum hash, from the build
-// information the toolchain embedded.
-func writeSBOM(path, dir, version string, p Platform) error {
+// command (the main module at its version, its commit, the SHA-256 of the
+// binary) and every module linked into any of them, with its go.sum
+// hash, from the build information the toolchain embedded; the
+// dependency graph (the release on its commands, each command on the
+// modules linked into it), the time (the commit's) and the tool that
+// wrote it.
+func writeSBOM(path, dir, version string, p Platform, epoch time.Time) error {
 	bom := cdx.NewBOM()
 	bom.SerialNumber = ""
 	mods := map[string]cdx.Component{}
 	var top []cdx.Component
+	var deps []cdx.Dependency
+	var goVersion string
 	for _, c := range Commands {
-		bi, err := buildinfo.ReadFile(filepath.Join(dir, c))
+		file := filepath.Join(dir, c)
+		bi, err := buildinfo.ReadFile(file)
 		if err != nil {
 			return fmt.Errorf("%s: build information: %w", c, err)
 		}
+		sum, err := sha256File(file)
+		if err != nil {
+			return err
+		}
+		goVersion = bi.GoVersion
 		props := []cdx.Property{{Name: "go:version", Value: bi.GoVersion}, {Name: "go:platform", Value: p.String()}}
 		for _, s := range bi.Settings {
 			if strings.HasPrefix(s.Key, "vcs.") {
 				props = append(props, cdx.Property{Name: "go:" + s.Key, Value: s.Value})
 			}
 		}
+		ref := "pkg:golang/" + bi.Main.Path + "/cmd/" + c + "@" + version
 		top = append(top, cdx.Component{Type: cdx.ComponentTypeApplication, Name: c, Version: version,
-			BOMRef: "pkg:golang/" + bi.Main.Path + "/cmd/" + c + "@" + version, PackageURL: "pkg:golang/" + bi.Main.Path + "@" + version,
-			Properties: &props})
+			BOMRef: ref, PackageURL: "pkg:golang/" + bi.Main.Path + "@" + version,
+			Hashes: &[]cdx.Hash{{Algorithm: cdx.HashAlgoSHA256, Value: sum}}, Properties: &props})
+		var on []string
 		for _, d := range bi.Deps {
 			if d.Replace != nil {
 				d = d.Replace
@@ -215,7 +347,10 @@ func writeSBOM(path, dir, version string, p Platform) error {
 				}
 			}
 			mods[purl] = comp
+			on = append(on, purl)
 		}
+		sort.Strings(on)
+		deps = append(deps, cdx.Dependency{Ref: ref, Dependencies: &on})
 	}
 	keys := make([]string, 0, len(mods))
 	for k := range mods {
@@ -225,10 +360,23 @@ func writeSBOM(path, dir, version string, p Platform) error {
 	comps := top
 	for _, k := range keys {
 		comps = append(comps, mods[k])
+		deps = append(deps, cdx.Dependency{Ref: k}) // what a module links is not recorded: no edges
 	}
-	bom.Metadata = &cdx.Metadata{Component: &cdx.Component{Type: cdx.ComponentTypeApplication, Name: "toolgate", Version: version,
-		BOMRef: "pkg:golang/github.com/toolgate/toolgate@" + version}}
+	root := "pkg:golang/github.com/toolgate/toolgate@" + version
+	var cmds []string
+	for _, c := range top {
+		cmds = append(cmds, c.BOMRef)
+	}
+	deps = append([]cdx.Dependency{{Ref: root, Dependencies: &cmds}}, deps...)
+	bom.Metadata = &cdx.Metadata{
+		Timestamp: epoch.UTC().Format(time.RFC3339),
+		Tools: &cdx.ToolsChoice{Components: &[]cdx.Component{{Type: cdx.ComponentTypeApplication,
+			Name: "toolgate-release", Group: "github.com/toolgate/toolgate/deploy/check", Version: goVersion,
+			Description: "deploy/check/cmd/release: reads the binaries' Go build information"}}},
+		Component: &cdx.Component{Type: cdx.ComponentTypeApplication, Name: "toolgate", Version: version, BOMRef: root},
+	}
 	bom.Components = &comps
+	bom.Dependencies = &deps
 	f, err := os.Create(path)
 	if err != nil {
 		return err

@@ -1,11 +1,15 @@
 // Command release builds a toolgate release into a directory: archives of
-// worker, approver and toolctl for linux/amd64, linux/arm64 and
-// darwin/arm64, a CycloneDX SBOM per platform and SHA256SUMS (see package
-// release). From deploy/check:
+// the commands (with LICENSE) for linux/amd64, linux/arm64 and
+// darwin/arm64, a CycloneDX SBOM per platform, SLSA provenance, and
+// SHA256SUMS signed with the release key (see package release). From
+// deploy/check:
 //
-//	go run ./cmd/release --version v1.2.3 --out ../../dist/release
+//	TOOLGATE_RELEASE_SIGNING_KEY=/secrets/release-key go run ./cmd/release --version v1.2.3 --out ../../dist/release
 //
-// With no --version it is a snapshot named after the commit.
+// A version v1.2.3 is a tag: the checkout must be that tag, clean, and
+// every binary must report it; the key must be one deploy/release/allowed_signers
+// lists. With no --version it is a snapshot named after the commit,
+// signed only when a key is given.
 package main
 
 import (
@@ -13,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/toolgate/toolgate/deploy/check/release"
 )
@@ -21,12 +26,27 @@ func main() {
 	out := flag.String("out", "../../dist/release", "directory to write the release to (emptied first)")
 	version := flag.String("version", "", "the release's version (a tag, v1.2.3); empty: a snapshot, 0.0.0-SNAPSHOT-<commit>")
 	repo := flag.String("repo", "../..", "the toolgate checkout to build")
+	keyFile := flag.String("signing-key", os.Getenv("TOOLGATE_RELEASE_SIGNING_KEY"), "ed25519 private key file (OpenSSH or PKCS#8 PEM) signing SHA256SUMS (env TOOLGATE_RELEASE_SIGNING_KEY); required for a tag")
+	allowed := flag.String("allowed-signers", "", "allowed_signers file the key must be listed in (default <repo>/deploy/release/allowed_signers)")
 	flag.Parse()
 	epoch, commit := release.Head(*repo)
 	if *version == "" {
 		*version = "0.0.0-SNAPSHOT-" + commit
 	}
-	arts, err := release.Build(context.Background(), release.Options{Repo: *repo, Out: *out, Version: *version, Epoch: epoch, Log: os.Stderr})
+	o := release.Options{Repo: *repo, Out: *out, Version: *version, Epoch: epoch, Log: os.Stderr}
+	if *keyFile != "" {
+		key, err := os.ReadFile(*keyFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "release: --signing-key:", err)
+			os.Exit(2)
+		}
+		o.SigningKey = key
+		o.AllowedSigners = *allowed
+		if o.AllowedSigners == "" {
+			o.AllowedSigners = filepath.Join(*repo, "deploy/release/allowed_signers")
+		}
+	}
+	arts, err := release.Build(context.Background(), o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		os.Exit(1)
