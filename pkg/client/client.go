@@ -32,6 +32,15 @@ var ErrListingRefused = errors.New("tool listing refused")
 // result, in case the live one was missed.
 const storedResultCheck = 5 * time.Second
 
+// A call published while no worker answers (the workers' intake stores
+// an agent's calls, and all workers may be restarting) is published
+// again, under the same id, every publishRetryWait for up to
+// publishRetries times (about 30 s), or until the call's context ends.
+const (
+	publishRetries   = 120
+	publishRetryWait = 250 * time.Millisecond
+)
+
 // Client calls tools as one agent.
 type Client struct {
 	nc      *nats.Conn
@@ -378,7 +387,7 @@ func (c *Client) publish(ctx context.Context, tool string, args any, o *callOpts
 	if err != nil {
 		return err
 	}
-	if _, err := c.js.PublishMsg(ctx, m); err != nil {
+	if _, err := c.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(publishRetries), jetstream.WithRetryWait(publishRetryWait)); err != nil {
 		return fmt.Errorf("publish call %s: %w", o.id, err)
 	}
 	return nil

@@ -37,7 +37,7 @@ func TestCallOutlivesAnUnansweredLookup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	t.Cleanup(srv.Close) // after the worker's stop (cleanups run last first)
 	release := make(chan struct{})
 	reg := tools.NewRegistry()
 	reg.MustRegister(&tools.Tool{
@@ -51,27 +51,7 @@ func TestCallOutlivesAnUnansweredLookup(t *testing.T) {
 			return &tools.Output{Content: "released"}, nil
 		}),
 	})
-	wcreds, err := in.MintCreds(identity.RoleWorker, "worker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wnc, err := nats.Connect(srv.ClientURL(), wcreds.NATSOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wnc.Close()
-	w, err := worker.New(wnc, tools.NewPipeline(reg), worker.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Signer: trust.Signer{Key: wcreds.Key, JWT: wcreds.JWT}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan struct{})
-	w.OnReady(func() { close(ready) })
-	wctx, wcancel := context.WithCancel(context.Background())
-	wdone := make(chan error, 1)
-	go func() { wdone <- w.Run(wctx) }()
-	defer func() { wcancel(); testenv.Recv(t, wdone, "the worker's end") }()
-	testenv.Recv(t, ready, "the worker taking calls")
+	runWorker(t, srv, in, reg)
 
 	// A second member of the workers' queue group for look-ups that
 	// takes requests and never answers: a worker that stopped.
@@ -95,27 +75,7 @@ func TestCallOutlivesAnUnansweredLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	agent, err := in.Mint(identity.RoleAgent, "agent-7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds := filepath.Join(dir, "agent-7.creds")
-	if err := identity.WriteFile(creds, agent, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	name, opts, err := client.Credentials(creds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(srv.ClientURL(), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	c, err := client.New(nc, name, client.WithCredsTrust(creds))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := agentClient(t, srv, in, dir, "agent-7")
 	type outcome struct {
 		res *events.ResultData
 		err error
@@ -134,5 +94,119 @@ func TestCallOutlivesAnUnansweredLookup(t *testing.T) {
 	o := testenv.Recv(t, done, "the call's result")
 	if o.err != nil || o.res.Status != events.StatusOK || o.res.Output != "released" {
 		t.Fatalf("call: %+v, %v", o.res, o.err)
+	}
+}
+
+// runWorker runs a worker of reg on srv until the test ends, and
+// returns once it takes calls.
+func runWorker(t *testing.T, srv *embedded.Server, in *identity.Install, reg *tools.Registry) {
+	t.Helper()
+	wcreds, err := in.MintCreds(identity.RoleWorker, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wnc, err := nats.Connect(srv.ClientURL(), wcreds.NATSOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wnc.Close)
+	w, err := worker.New(wnc, tools.NewPipeline(reg), worker.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Signer: trust.Signer{Key: wcreds.Key, JWT: wcreds.JWT}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	w.OnReady(func() { close(ready) })
+	wctx, wcancel := context.WithCancel(context.Background())
+	wdone := make(chan error, 1)
+	go func() { wdone <- w.Run(wctx) }()
+	t.Cleanup(func() { wcancel(); testenv.Recv(t, wdone, "the worker's end") })
+	testenv.Recv(t, ready, "the worker taking calls")
+}
+
+// agentClient connects agent to srv with credentials the install mints
+// (written under dir) and returns its client.
+func agentClient(t *testing.T, srv *embedded.Server, in *identity.Install, dir, agent string) *client.Client {
+	t.Helper()
+	jwt, err := in.Mint(identity.RoleAgent, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := filepath.Join(dir, agent+".creds")
+	if err := identity.WriteFile(creds, jwt, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	name, opts, err := client.Credentials(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.ClientURL(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c, err := client.New(nc, name, client.WithCredsTrust(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestCallWaitsForAWorker: the workers' intake stores an agent's calls;
+// a call made while no worker runs (all of them restarting) is published
+// again under its id until one does, and then runs once.
+func TestCallWaitsForAWorker(t *testing.T) {
+	dir := t.TempDir()
+	in, err := identity.LoadOrCreate(filepath.Join(dir, "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := embedded.Start(embedded.Config{Listen: "127.0.0.1:0", DataDir: dir, Install: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close) // after the worker's stop (cleanups run last first)
+	var n int
+	var mu sync.Mutex
+	reg := tools.NewRegistry()
+	reg.MustRegister(&tools.Tool{
+		Name: "count", Description: "Counts its runs.", Kind: policy.KindOther,
+		Parameters: json.RawMessage(`{"type":"object"}`),
+		Handler: tools.HandlerFunc(func(context.Context, *tools.Call) (*tools.Output, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			n++
+			return &tools.Output{Content: "ran"}, nil
+		}),
+	})
+	c := agentClient(t, srv, in, dir, "agent-8")
+	type outcome struct {
+		res *events.ResultData
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, err := c.Call(ctx, "count", map[string]any{})
+		done <- outcome{r, err}
+	}()
+	// Longer than the publish's default retries (2 × 250 ms): without its
+	// own, the call has failed by now.
+	time.Sleep(1500 * time.Millisecond)
+	select {
+	case o := <-done:
+		t.Fatalf("the call ended before any worker ran: %+v, %v", o.res, o.err)
+	default:
+	}
+	runWorker(t, srv, in, reg)
+	o := testenv.Recv(t, done, "the call's result")
+	if o.err != nil || o.res.Status != events.StatusOK || o.res.Output != "ran" {
+		t.Fatalf("call: %+v, %v", o.res, o.err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 1 {
+		t.Fatalf("the tool ran %d times, want 1", n)
 	}
 }
