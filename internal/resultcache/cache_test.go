@@ -117,7 +117,9 @@ func newFleet(t *testing.T) *fleet {
 	ws := t.TempDir()
 	write(t, filepath.Join(ws, "notes.txt"), "alpha\nbeta\n")
 	nc, _ := srv.Connect(t)
-	c, err := client.New(nc, "agent")
+	// The workers' account (the test install's, which run signs with).
+	_, _, account := testenv.WorkerSigning(t)
+	c, err := client.New(nc, "agent", client.WithTrustedAccounts(account))
 	if err != nil {
 		t.Fatal(err)
 	}
