@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/toolgate/toolgate/pkg/policy/shell"
@@ -187,14 +186,10 @@ type dirEntry struct {
 // list is the entries of the directory dir, from the cache while it is
 // unchanged.
 func (c *listingCache) list(dir string) ([]dirEntry, error) {
-	var st syscall.Stat_t
-	if err := syscall.Lstat(dir, &st); err != nil {
-		return nil, &fs.PathError{Op: "lstat", Path: dir, Err: err}
+	key, err := dirStamp(dir)
+	if err != nil {
+		return nil, err
 	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return nil, &fs.PathError{Op: "list", Path: dir, Err: syscall.ENOTDIR}
-	}
-	key := listing{dev: uint64(st.Dev), ino: st.Ino, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 	c.mu.Lock()
 	l, ok := c.m[dir]
 	c.mu.Unlock()

@@ -81,7 +81,7 @@ func reachable(dir string, uid, gid uint32) bool {
 		case st.Gid == gid:
 			bit = 0o010
 		}
-		if st.Mode&bit == 0 {
+		if uint32(st.Mode)&bit == 0 { // uint16 on some systems
 			return false
 		}
 		if d == "/" {
