@@ -32,11 +32,13 @@ func (e *Enforcer) Middleware() tools.Middleware {
 			if err != nil {
 				return nil, fmt.Errorf("budgets could not be checked, so the call does not run: %w", err)
 			}
-			defer func() {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				defer cancel()
-				ch.Release(rctx)
-			}()
+			if len(ch.keys) > 0 { // no budget applies: nothing to release
+				defer func() {
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+					defer cancel()
+					ch.Release(rctx)
+				}()
+			}
 			if ch.Remaining > 0 && (c.Timeout == 0 || ch.Remaining < c.Timeout) {
 				c.Timeout = max(ch.Remaining, time.Millisecond)
 			}

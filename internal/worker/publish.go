@@ -110,6 +110,9 @@ const defaultPublishTimeout = 5 * time.Second
 // refused (a *tools.PolicyError) or asked about (a *tools.Parked with no
 // question; a question is no violation). Other outcomes publish nothing.
 func (w *Worker) violation(in *events.Call, c *tools.Call, err error) {
+	if err == nil {
+		return // the common case: no errors.As (its targets escape)
+	}
 	var (
 		d  policy.Decision
 		pe *tools.PolicyError

@@ -319,11 +319,23 @@ func (c *Client) options(opts []CallOption) *callOpts {
 	return o
 }
 
+// The buffers of a call's subscription: its results alone (a pending
+// result and the final one, a duplicate), or its results and progress
+// messages. A buffer is allocated and zeroed for every call.
+const (
+	resultBuffer   = 64
+	progressBuffer = 4096
+)
+
 // subscribe listens for the result of call o.id and, with OnProgress, its
 // progress. Results and progress share one channel, so that every
 // progress chunk is handed over before the result that follows it.
 func (c *Client) subscribe(o *callOpts) (<-chan *nats.Msg, func(), error) {
-	ch := make(chan *nats.Msg, 4096)
+	size := resultBuffer
+	if o.onProgress != nil {
+		size = progressBuffer
+	}
+	ch := make(chan *nats.Msg, size)
 	sub, err := c.nc.ChanSubscribe(events.ResultSubject(c.agent, o.id), ch)
 	if err != nil {
 		return nil, nil, fmt.Errorf("subscribe to result: %w", err)

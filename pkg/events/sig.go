@@ -3,7 +3,7 @@ package events
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
+	"strconv"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 )
@@ -35,8 +35,12 @@ const sigDomain = "toolgate-event-signature-v1"
 func SigningInput(typ, source, id, subject string, data []byte) []byte {
 	sum := sha256.Sum256(data)
 	b := make([]byte, 0, len(sigDomain)+len(typ)+len(source)+len(id)+len(subject)+5*10+64)
-	for _, s := range []string{sigDomain, typ, source, id, subject} {
-		b = fmt.Appendf(b, "%d:%s\n", len(s), s) // length-prefixed: no field can run into the next
+	for _, s := range [...]string{sigDomain, typ, source, id, subject} {
+		// length-prefixed: no field can run into the next
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(b, ':')
+		b = append(b, s...)
+		b = append(b, '\n')
 	}
 	return hex.AppendEncode(b, sum[:])
 }
