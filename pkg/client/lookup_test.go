@@ -76,25 +76,34 @@ func TestCallOutlivesAnUnansweredLookup(t *testing.T) {
 	}
 
 	c := agentClient(t, srv, in, dir, "agent-7")
-	type outcome struct {
-		res *events.ResultData
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		// A deadline far beyond the test's patience: without its own
-		// bound, the swallowed look-up would hold the call until then.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-		defer cancel()
-		r, err := c.Call(ctx, "hold", map[string]any{})
-		done <- outcome{r, err}
-	}()
+	// A deadline far beyond the test's patience: without its own bound,
+	// the swallowed look-up would hold the call until then.
+	done := callAsync(c, "hold", time.Hour)
 	testenv.Recv(t, swallowed, "a look-up reaching the stopped worker")
 	close(release)
 	o := testenv.Recv(t, done, "the call's result")
 	if o.err != nil || o.res.Status != events.StatusOK || o.res.Output != "released" {
 		t.Fatalf("call: %+v, %v", o.res, o.err)
 	}
+}
+
+// outcome is what a call returned.
+type outcome struct {
+	res *events.ResultData
+	err error
+}
+
+// callAsync calls tool with no arguments, bounded by within, and sends
+// what it returned on the channel.
+func callAsync(c *client.Client, tool string, within time.Duration) <-chan outcome {
+	done := make(chan outcome, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
+		r, err := c.Call(ctx, tool, map[string]any{})
+		done <- outcome{r, err}
+	}()
+	return done
 }
 
 // runWorker runs a worker of reg on srv until the test ends, and
@@ -180,17 +189,7 @@ func TestCallWaitsForAWorker(t *testing.T) {
 		}),
 	})
 	c := agentClient(t, srv, in, dir, "agent-8")
-	type outcome struct {
-		res *events.ResultData
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		r, err := c.Call(ctx, "count", map[string]any{})
-		done <- outcome{r, err}
-	}()
+	done := callAsync(c, "count", time.Minute)
 	// Longer than the publish's default retries (2 × 250 ms): without its
 	// own, the call has failed by now.
 	time.Sleep(1500 * time.Millisecond)
