@@ -20,8 +20,10 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/parking"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/toolctl"
 	"github.com/toolgate/toolgate/internal/worker"
+	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/remote"
 	"github.com/toolgate/toolgate/pkg/trust/trusttest"
@@ -507,5 +509,100 @@ func TestAttackTasksToMadeUpAgentsCreateNoConsumers(t *testing.T) {
 	}
 	if len(made) > 0 {
 		t.Fatalf("tasks to made-up agents created %d consumers: %v", len(made), made)
+	}
+}
+
+// TestAttackHeldPoolFilledByOneAgent: mallory, at her share of a
+// worker's slots (3 of 4 running bash calls that wait for a release),
+// queues as many calls again as the worker holds for all agents (4 per
+// slot) and a few more; then alice reads a file. Alice's read runs while
+// every one of mallory's calls still waits for the release: none of them
+// has finished and no more than her share has started. Before, mallory's
+// calls filled the held pool and the worker asked the server for no call
+// of anyone until hers drained. Then every one of mallory's calls runs,
+// once, and none is dead-lettered: those sent back to the stream while
+// she held her bound (counted in bound="held_calls") come back.
+func TestAttackHeldPoolFilledByOneAgent(t *testing.T) {
+	testenv.LookPath(t, "bash", "bash")
+	const slots, share = 4, 3
+	const flood = share + 4*slots + 3
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, pol, "tools:\n  default: allow\nexec:\n  security: full\n  ask: off\n  confirm_dangerous: false\n")
+	metrics := freeAddr(t)
+	p := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile, o.Concurrency, o.MetricsListen = pol, slots, metrics })
+	mallory, alice := p.client(t, "mallory"), p.client(t, "alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	started, results := waitingFlood(ctx, t, ws, mallory, flood)
+	js, err := jetstream.New(dialAs(t, p.url, identity.RoleAdmin, "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "mallory's calls queued and her share running", func() (bool, string) {
+		st, err := js.Stream(ctx, bus.StreamCalls)
+		if err != nil {
+			return false, err.Error()
+		}
+		n := st.CachedInfo().State.Msgs
+		return n == flood && started() == share, fmt.Sprintf("%d queued, %d started", n, started())
+	})
+
+	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+	defer rcancel()
+	r, err := alice.Call(rctx, "read", map[string]any{"path": "README.md"})
+	if err != nil || r.Status != events.StatusOK {
+		t.Fatalf("alice's read behind mallory's calls: %+v, %v (%d of mallory's started)", r, err, started())
+	}
+	if n := started(); n != share || len(results) != 0 {
+		t.Fatalf("when alice's read finished: %d of mallory's calls started (want %d, her share), %d finished (want 0)", n, share, len(results))
+	}
+	if got := metricSum(t, metrics, "toolgate_agent_requests_refused_total", `bound="held_calls"`); got == 0 {
+		t.Error("no call of mallory's was sent back to the stream at her bound of held calls")
+	}
+
+	releaseFlood(ctx, t, ws, started, results, flood)
+}
+
+// waitingFlood sends n bash calls of c at once, each touching
+// started-<i> in ws and then waiting for a file named release; started
+// counts the calls that started, and each call's result (nil on error)
+// comes on results.
+func waitingFlood(ctx context.Context, t *testing.T, ws string, c *client.Client, n int) (started func() int, results chan *events.ResultData) {
+	results = make(chan *events.ResultData, n)
+	for i := range n {
+		go func() {
+			cmd := fmt.Sprintf("touch started-%d; until [ -e release ]; do sleep 0.2; done", i)
+			r, err := c.Call(ctx, "bash", map[string]any{"command": cmd}, client.WithID(fmt.Sprintf("flood-%d", i)))
+			if err != nil {
+				t.Errorf("flood call %d: %v", i, err)
+			}
+			results <- r
+		}()
+	}
+	return func() int {
+		m, _ := filepath.Glob(filepath.Join(ws, "started-*"))
+		return len(m)
+	}, results
+}
+
+// releaseFlood lets the n calls of waitingFlood end and checks that each
+// ran once and succeeded.
+func releaseFlood(ctx context.Context, t *testing.T, ws string, started func() int, results chan *events.ResultData, n int) {
+	t.Helper()
+	writeFile(t, filepath.Join(ws, "release"), "")
+	for range n {
+		select {
+		case r := <-results:
+			if r == nil || r.Status != events.StatusOK {
+				t.Errorf("flood result: %+v", r)
+			}
+		case <-ctx.Done():
+			t.Fatalf("flood calls unfinished; %d started", started())
+		}
+	}
+	if got := started(); got != n {
+		t.Errorf("%d flood calls ran, want each of %d once", got, n)
 	}
 }
