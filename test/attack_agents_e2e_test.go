@@ -606,3 +606,55 @@ func releaseFlood(ctx context.Context, t *testing.T, ws string, started func() i
 		t.Errorf("%d flood calls ran, want each of %d once", got, n)
 	}
 }
+
+// TestAttackMadeUpCancelRecordsBounded: mallory cancels 300 made-up ids,
+// each of which would leave a mark and a call record for 24 hours. The
+// worker records 256 of them (madeUpCancelsPerAgent) and refuses the
+// rest with an error naming the bound, recording nothing, counted in
+// bound="made_up_cancels"; alice's cancellation of an unknown id is still
+// recorded. Before, each of the 300 was recorded.
+func TestAttackMadeUpCancelRecordsBounded(t *testing.T) {
+	const flood, bound = 300, 256
+	metrics := freeAddr(t)
+	p := startProcess(t, newWorkspace(t), func(o *daemon.Options) { o.MetricsListen = metrics })
+	mallory, alice := p.client(t, "mallory"), p.client(t, "alice")
+	refused := 0
+	for i := range flood {
+		r, err := mallory.Cancel(ctxT(t), fmt.Sprintf("made-up-%d", i))
+		switch {
+		case err == nil && r.State == events.CancelUnknown:
+		case err != nil && r != nil && strings.Contains(r.Error, "per-agent bound of cancellations of unknown calls"):
+			refused++
+		default:
+			t.Fatalf("made-up cancellation %d: %+v %v", i, r, err)
+		}
+	}
+	if refused != flood-bound {
+		t.Errorf("%d of mallory's %d made-up cancellations refused, want %d (past %d)", refused, flood, flood-bound, bound)
+	}
+	if r, err := alice.Cancel(ctxT(t), "made-up"); err != nil || r.State != events.CancelUnknown {
+		t.Fatalf("alice's cancellation: %+v %v", r, err)
+	}
+	js, err := jetstream.New(dialAs(t, p.url, identity.RoleAdmin, "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctxT(t), bus.BucketCancels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lister, err := kv.ListKeysFiltered(ctxT(t), "mallory.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marks := 0
+	for range lister.Keys() {
+		marks++
+	}
+	if marks != bound {
+		t.Errorf("mallory's made-up cancellations left %d marks, want %d", marks, bound)
+	}
+	until(t, 10*time.Second, func() bool {
+		return metricSum(t, metrics, "toolgate_agent_requests_refused_total", `bound="made_up_cancels"`) == float64(refused)
+	})
+}
