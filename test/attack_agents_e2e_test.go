@@ -658,3 +658,60 @@ func TestAttackMadeUpCancelRecordsBounded(t *testing.T) {
 		return metricSum(t, metrics, "toolgate_agent_requests_refused_total", `bound="made_up_cancels"`) == float64(refused)
 	})
 }
+
+// TestAttackTaskAnswersFillTheStore: mallory stores task answers of her
+// own making, as fast as the intake takes them. The worker stores
+// TaskAnswersPerAgent of them (1024) and refuses the rest with a publish
+// error naming the quota, storing nothing, counted in
+// bound="task_answers"; alice's answer is still stored. Before, every
+// answer was stored, with no per-agent bound (the account's storage
+// filled in minutes).
+func TestAttackTaskAnswersFillTheStore(t *testing.T) {
+	const extra = 10
+	metrics := freeAddr(t)
+	p := startProcess(t, newWorkspace(t), func(o *daemon.Options) { o.MetricsListen = metrics })
+	answer := func(nc *nats.Conn, agent string, i int) (string, error) {
+		m, err := nc.Request(events.TaskResultSubject(agent, fmt.Sprintf("made-up-%d", i)), []byte(strings.Repeat("x", 1024)), time.Minute)
+		if err != nil {
+			return "", err
+		}
+		return string(m.Data), nil
+	}
+	mallory := dialAs(t, p.url, identity.RoleAgent, "mallory")
+	refused := 0
+	for i := range worker.TaskAnswersPerAgent + extra {
+		got, err := answer(mallory, "mallory", i)
+		switch {
+		case err != nil:
+			t.Fatalf("answer %d: %v", i, err)
+		case strings.Contains(got, "per-agent quota of stored task answers"):
+			refused++
+		case strings.Contains(got, `"error"`):
+			t.Fatalf("answer %d: %s", i, got)
+		}
+	}
+	if refused != extra {
+		t.Errorf("%d of mallory's answers refused, want %d (past %d)", refused, extra, worker.TaskAnswersPerAgent)
+	}
+	if got, err := answer(dialAs(t, p.url, identity.RoleAgent, "alice"), "alice", 0); err != nil || strings.Contains(got, `"error"`) {
+		t.Fatalf("alice's answer: %s %v", got, err)
+	}
+	js, err := jetstream.New(dialAs(t, p.url, identity.RoleAdmin, "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctxT(t), bus.StreamTaskResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctxT(t), jetstream.WithSubjectFilter(events.TaskResultSubject("mallory", ">")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(info.State.Subjects); n != worker.TaskAnswersPerAgent {
+		t.Errorf("mallory has %d task answers stored, want %d", n, worker.TaskAnswersPerAgent)
+	}
+	until(t, 10*time.Second, func() bool {
+		return metricSum(t, metrics, "toolgate_agent_requests_refused_total", `bound="task_answers"`) == float64(refused)
+	})
+}
