@@ -20,8 +20,10 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/parking"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/toolctl"
 	"github.com/toolgate/toolgate/internal/worker"
+	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 	"github.com/toolgate/toolgate/pkg/remote"
 	"github.com/toolgate/toolgate/pkg/trust/trusttest"
@@ -508,4 +510,208 @@ func TestAttackTasksToMadeUpAgentsCreateNoConsumers(t *testing.T) {
 	if len(made) > 0 {
 		t.Fatalf("tasks to made-up agents created %d consumers: %v", len(made), made)
 	}
+}
+
+// TestAttackHeldPoolFilledByOneAgent: mallory, at her share of a
+// worker's slots (3 of 4 running bash calls that wait for a release),
+// queues as many calls again as the worker holds for all agents (4 per
+// slot) and a few more; then alice reads a file. Alice's read runs while
+// every one of mallory's calls still waits for the release: none of them
+// has finished and no more than her share has started. Before, mallory's
+// calls filled the held pool and the worker asked the server for no call
+// of anyone until hers drained. Then every one of mallory's calls runs,
+// once, and none is dead-lettered: those sent back to the stream while
+// she held her bound (counted in bound="held_calls") come back.
+func TestAttackHeldPoolFilledByOneAgent(t *testing.T) {
+	testenv.LookPath(t, "bash", "bash")
+	const slots, share = 4, 3
+	const flood = share + 4*slots + 3
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, pol, "tools:\n  default: allow\nexec:\n  security: full\n  ask: off\n  confirm_dangerous: false\n")
+	metrics := freeAddr(t)
+	p := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile, o.Concurrency, o.MetricsListen = pol, slots, metrics })
+	mallory, alice := p.client(t, "mallory"), p.client(t, "alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	started, results := waitingFlood(ctx, t, ws, mallory, flood)
+	js, err := jetstream.New(dialAs(t, p.url, identity.RoleAdmin, "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "mallory's calls queued and her share running", func() (bool, string) {
+		st, err := js.Stream(ctx, bus.StreamCalls)
+		if err != nil {
+			return false, err.Error()
+		}
+		n := st.CachedInfo().State.Msgs
+		return n == flood && started() == share, fmt.Sprintf("%d queued, %d started", n, started())
+	})
+
+	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+	defer rcancel()
+	r, err := alice.Call(rctx, "read", map[string]any{"path": "README.md"})
+	if err != nil || r.Status != events.StatusOK {
+		t.Fatalf("alice's read behind mallory's calls: %+v, %v (%d of mallory's started)", r, err, started())
+	}
+	if n := started(); n != share || len(results) != 0 {
+		t.Fatalf("when alice's read finished: %d of mallory's calls started (want %d, her share), %d finished (want 0)", n, share, len(results))
+	}
+	if got := metricSum(t, metrics, "toolgate_agent_requests_refused_total", `bound="held_calls"`); got == 0 {
+		t.Error("no call of mallory's was sent back to the stream at her bound of held calls")
+	}
+
+	releaseFlood(ctx, t, ws, started, results, flood)
+}
+
+// waitingFlood sends n bash calls of c at once, each touching
+// started-<i> in ws and then waiting for a file named release; started
+// counts the calls that started, and each call's result (nil on error)
+// comes on results.
+func waitingFlood(ctx context.Context, t *testing.T, ws string, c *client.Client, n int) (started func() int, results chan *events.ResultData) {
+	results = make(chan *events.ResultData, n)
+	for i := range n {
+		go func() {
+			cmd := fmt.Sprintf("touch started-%d; until [ -e release ]; do sleep 0.2; done", i)
+			r, err := c.Call(ctx, "bash", map[string]any{"command": cmd}, client.WithID(fmt.Sprintf("flood-%d", i)))
+			if err != nil {
+				t.Errorf("flood call %d: %v", i, err)
+			}
+			results <- r
+		}()
+	}
+	return func() int {
+		m, _ := filepath.Glob(filepath.Join(ws, "started-*"))
+		return len(m)
+	}, results
+}
+
+// releaseFlood lets the n calls of waitingFlood end and checks that each
+// ran once and succeeded.
+func releaseFlood(ctx context.Context, t *testing.T, ws string, started func() int, results chan *events.ResultData, n int) {
+	t.Helper()
+	writeFile(t, filepath.Join(ws, "release"), "")
+	for range n {
+		select {
+		case r := <-results:
+			if r == nil || r.Status != events.StatusOK {
+				t.Errorf("flood result: %+v", r)
+			}
+		case <-ctx.Done():
+			t.Fatalf("flood calls unfinished; %d started", started())
+		}
+	}
+	if got := started(); got != n {
+		t.Errorf("%d flood calls ran, want each of %d once", got, n)
+	}
+}
+
+// TestAttackMadeUpCancelRecordsBounded: mallory cancels 300 made-up ids,
+// each of which would leave a mark and a call record for 24 hours. The
+// worker records 256 of them (madeUpCancelsPerAgent) and refuses the
+// rest with an error naming the bound, recording nothing, counted in
+// bound="made_up_cancels"; alice's cancellation of an unknown id is still
+// recorded. Before, each of the 300 was recorded.
+func TestAttackMadeUpCancelRecordsBounded(t *testing.T) {
+	const flood, bound = 300, 256
+	metrics := freeAddr(t)
+	p := startProcess(t, newWorkspace(t), func(o *daemon.Options) { o.MetricsListen = metrics })
+	mallory, alice := p.client(t, "mallory"), p.client(t, "alice")
+	refused := 0
+	for i := range flood {
+		r, err := mallory.Cancel(ctxT(t), fmt.Sprintf("made-up-%d", i))
+		switch {
+		case err == nil && r.State == events.CancelUnknown:
+		case err != nil && r != nil && strings.Contains(r.Error, "per-agent bound of cancellations of unknown calls"):
+			refused++
+		default:
+			t.Fatalf("made-up cancellation %d: %+v %v", i, r, err)
+		}
+	}
+	if refused != flood-bound {
+		t.Errorf("%d of mallory's %d made-up cancellations refused, want %d (past %d)", refused, flood, flood-bound, bound)
+	}
+	if r, err := alice.Cancel(ctxT(t), "made-up"); err != nil || r.State != events.CancelUnknown {
+		t.Fatalf("alice's cancellation: %+v %v", r, err)
+	}
+	js, err := jetstream.New(dialAs(t, p.url, identity.RoleAdmin, "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctxT(t), bus.BucketCancels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lister, err := kv.ListKeysFiltered(ctxT(t), "mallory.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marks := 0
+	for range lister.Keys() {
+		marks++
+	}
+	if marks != bound {
+		t.Errorf("mallory's made-up cancellations left %d marks, want %d", marks, bound)
+	}
+	until(t, 10*time.Second, func() bool {
+		return metricSum(t, metrics, "toolgate_agent_requests_refused_total", `bound="made_up_cancels"`) == float64(refused)
+	})
+}
+
+// TestAttackTaskAnswersFillTheStore: mallory stores task answers of her
+// own making, as fast as the intake takes them. The worker stores
+// TaskAnswersPerAgent of them (1024) and refuses the rest with a publish
+// error naming the quota, storing nothing, counted in
+// bound="task_answers"; alice's answer is still stored. Before, every
+// answer was stored, with no per-agent bound (the account's storage
+// filled in minutes).
+func TestAttackTaskAnswersFillTheStore(t *testing.T) {
+	const extra = 10
+	metrics := freeAddr(t)
+	p := startProcess(t, newWorkspace(t), func(o *daemon.Options) { o.MetricsListen = metrics })
+	answer := func(nc *nats.Conn, agent string, i int) (string, error) {
+		m, err := nc.Request(events.TaskResultSubject(agent, fmt.Sprintf("made-up-%d", i)), []byte(strings.Repeat("x", 1024)), time.Minute)
+		if err != nil {
+			return "", err
+		}
+		return string(m.Data), nil
+	}
+	mallory := dialAs(t, p.url, identity.RoleAgent, "mallory")
+	refused := 0
+	for i := range worker.TaskAnswersPerAgent + extra {
+		got, err := answer(mallory, "mallory", i)
+		switch {
+		case err != nil:
+			t.Fatalf("answer %d: %v", i, err)
+		case strings.Contains(got, "per-agent quota of stored task answers"):
+			refused++
+		case strings.Contains(got, `"error"`):
+			t.Fatalf("answer %d: %s", i, got)
+		}
+	}
+	if refused != extra {
+		t.Errorf("%d of mallory's answers refused, want %d (past %d)", refused, extra, worker.TaskAnswersPerAgent)
+	}
+	if got, err := answer(dialAs(t, p.url, identity.RoleAgent, "alice"), "alice", 0); err != nil || strings.Contains(got, `"error"`) {
+		t.Fatalf("alice's answer: %s %v", got, err)
+	}
+	js, err := jetstream.New(dialAs(t, p.url, identity.RoleAdmin, "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctxT(t), bus.StreamTaskResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctxT(t), jetstream.WithSubjectFilter(events.TaskResultSubject("mallory", ">")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(info.State.Subjects); n != worker.TaskAnswersPerAgent {
+		t.Errorf("mallory has %d task answers stored, want %d", n, worker.TaskAnswersPerAgent)
+	}
+	until(t, 10*time.Second, func() bool {
+		return metricSum(t, metrics, "toolgate_agent_requests_refused_total", `bound="task_answers"`) == float64(refused)
+	})
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/teststack"
-	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
@@ -28,24 +27,9 @@ func TestOneAgentsFloodLeavesSlotsForOthers(t *testing.T) {
 	w := startProcess(t, ws, func(o *daemon.Options) { o.PolicyFile, o.Concurrency = pol, slots })
 	flooder := teststack.Client(t, w.url, "flooder")
 	other := teststack.Client(t, w.url, "other")
-	started := func() int {
-		m, _ := filepath.Glob(filepath.Join(ws, "started-*"))
-		return len(m)
-	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	results := make(chan *events.ResultData, flood)
-	for i := range flood {
-		go func() {
-			cmd := fmt.Sprintf("touch started-%d; until [ -e release ]; do sleep 0.2; done", i)
-			r, err := flooder.Call(ctx, "bash", map[string]any{"command": cmd}, client.WithID(fmt.Sprintf("flood-%d", i)))
-			if err != nil {
-				t.Errorf("flood call %d: %v", i, err)
-			}
-			results <- r
-		}()
-	}
+	started, results := waitingFlood(ctx, t, ws, flooder, flood)
 	eventually(t, "the flood holding its share of the slots", func() (bool, string) {
 		n := started()
 		return n >= share, fmt.Sprintf("%d started", n)
@@ -61,18 +45,5 @@ func TestOneAgentsFloodLeavesSlotsForOthers(t *testing.T) {
 		t.Fatalf("when the read finished: %d flood calls started (want %d, its share), %d finished (want 0)", n, share, len(results))
 	}
 
-	writeFile(t, filepath.Join(ws, "release"), "")
-	for range flood {
-		select {
-		case r := <-results:
-			if r == nil || r.Status != events.StatusOK {
-				t.Errorf("flood result: %+v", r)
-			}
-		case <-ctx.Done():
-			t.Fatalf("flood calls unfinished; %d started", started())
-		}
-	}
-	if n := started(); n != flood {
-		t.Errorf("%d flood calls ran, want each of %d once", n, flood)
-	}
+	releaseFlood(ctx, t, ws, started, results, flood)
 }

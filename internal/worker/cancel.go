@@ -75,6 +75,11 @@ type canceller struct {
 	marks map[string]time.Time
 	// pool bounds the requests handled at once, in all and per agent.
 	pool *agentPool
+	// queue indexes each agent's queued calls (queued).
+	queue map[string]*queuedIndex
+	// madeUp are, per agent, when this worker recorded its cancellations
+	// of ids it had no call under, for markTTL (madeUpCancelsPerAgent).
+	madeUp map[string][]time.Time
 }
 
 type runningCall struct {
@@ -83,7 +88,8 @@ type runningCall struct {
 
 func newCanceller(w *Worker) *canceller {
 	return &canceller{w: w, running: map[string]map[*runningCall]bool{}, marks: map[string]time.Time{},
-		pool: newAgentPool("cancels", cancelConcurrency, cancelPerAgent)}
+		pool:  newAgentPool("cancels", cancelConcurrency, cancelPerAgent),
+		queue: map[string]*queuedIndex{}, madeUp: map[string][]time.Time{}}
 }
 
 // cancelledError is the error of a call its agent cancelled.
@@ -275,11 +281,57 @@ func (cx *canceller) afterPark(ctx context.Context, in *events.Call) {
 }
 
 // Bounds of the cancellation service: requests handled at once, in all
-// and per agent.
+// and per agent, and the cancellations of ids an agent has no call under
+// (each leaves a mark and a call record for 24 hours) one worker records
+// per agent within that time.
 const (
-	cancelConcurrency = 64
-	cancelPerAgent    = 8
+	cancelConcurrency     = 64
+	cancelPerAgent        = 8
+	madeUpCancelsPerAgent = 256
 )
+
+// ErrMadeUpCancels is the error of a cancellation refused because its
+// agent has recorded as many cancellations of unknown ids as it may.
+var ErrMadeUpCancels = errors.New("per-agent bound of cancellations of unknown calls reached")
+
+// madeUpQuota refuses, without recording anything, a cancellation of an
+// id agent has no call under (no record, not queued) once agent has
+// madeUpCancelsPerAgent such cancellations recorded here.
+func (cx *canceller) madeUpQuota(ctx context.Context, agent, id string) error {
+	cx.mu.Lock()
+	now, kept := time.Now(), cx.madeUp[agent][:0]
+	for _, t := range cx.madeUp[agent] {
+		if now.Sub(t) < markTTL {
+			kept = append(kept, t)
+		}
+	}
+	cx.madeUp[agent] = kept
+	n := len(kept)
+	cx.mu.Unlock()
+	if n < madeUpCancelsPerAgent {
+		return nil
+	}
+	if _, err := cx.w.calls.Get(ctx, CallKey(agent, id)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil // it has a record (claimed, parked, done), or the look-up failed: not made up
+	}
+	if known, err := cx.queued(ctx, agent, id); err != nil || known {
+		return nil
+	}
+	cx.w.agentRefused(boundMadeUpCancels)
+	return fmt.Errorf("agent %s has no call %s, and %d cancellations of unknown calls recorded in the last 24 hours: %w; the cancellation is not recorded",
+		agent, id, madeUpCancelsPerAgent, ErrMadeUpCancels)
+}
+
+// recordMadeUp counts a cancellation of an id agent had no call under.
+func (cx *canceller) recordMadeUp(agent string) {
+	cx.mu.Lock()
+	defer cx.mu.Unlock()
+	cx.madeUp[agent] = append(cx.madeUp[agent], time.Now())
+}
+
+// boundMadeUpCancels is the bound label of cancellations refused by
+// madeUpQuota.
+const boundMadeUpCancels = "made_up_cancels"
 
 // cancelAgent is the agent token of toolgate.cancel.<agent>.<call id>.
 func cancelAgent(subject string) string {
@@ -302,7 +354,9 @@ func (cx *canceller) serve(m *nats.Msg) {
 	defer cancel()
 	r, err := cx.cancel(ctx, agent, id)
 	if err != nil {
-		cx.w.log.Warn("cancel", "call_id", id, "agent", agent, "err", err)
+		if !errors.Is(err, ErrMadeUpCancels) { // counted, not logged: a flood would flood the log
+			cx.w.log.Warn("cancel", "call_id", id, "agent", agent, "err", err)
+		}
 		r.Error = err.Error()
 		if r.Message == "" {
 			r.Message = "could not cancel call " + id + ": " + err.Error()
@@ -321,6 +375,9 @@ func (cx *canceller) cancel(ctx context.Context, agent, id string) (events.Cance
 	if res, ok := w.storedResult(ctx, in); ok && res.Status.Final() {
 		return events.CancelReply{State: events.CancelFinished, Status: res.Status,
 			Message: fmt.Sprintf("call %s already finished with status %s; nothing to cancel", id, res.Status)}, nil
+	}
+	if err := cx.madeUpQuota(ctx, agent, id); err != nil {
+		return events.CancelReply{}, err
 	}
 	val, _ := json.Marshal(cancelMark{Agent: agent, CallID: id, Worker: w.cfg.Name, At: time.Now().UTC()})
 	if _, err := cx.kv.Put(ctx, key, val); err != nil {
@@ -341,6 +398,7 @@ func (cx *canceller) cancel(ctx context.Context, agent, id string) (events.Cance
 	rec, _ := json.Marshal(record{State: stateCancelled, Worker: w.cfg.Name, Started: now, Heartbeat: now})
 	if _, err := w.calls.Create(ctx, key, rec); err == nil {
 		if known, err := cx.queued(ctx, agent, id); err == nil && !known {
+			cx.recordMadeUp(agent)
 			return events.CancelReply{State: events.CancelUnknown,
 				Message: fmt.Sprintf("agent %s has no call %s queued, parked, running or finished: is the id right? (a call published later with this id is answered cancelled)", agent, id)}, nil
 		}
@@ -394,31 +452,59 @@ func (w *Worker) cancelledDuplicate(in *events.Call) events.ResultData {
 	return res
 }
 
-// queuedScanLimit bounds how many of an agent's queued calls queued reads;
-// past it a call is taken to be queued.
-const queuedScanLimit = 10000
+// queuedIndexLimit bounds how many of an agent's queued call ids the
+// index keeps; past it a call not in the index is taken to be queued.
+const queuedIndexLimit = 10000
 
-// queued reports whether agent's call id waits in the calls stream,
-// reading the agent's queued calls by subject without consuming them.
+// queuedIndex is what a worker knows of one agent's calls in the calls
+// stream: the scoped message ids read so far, by stream sequence, and the
+// sequence to read from next. A cancellation reads only the agent's calls
+// queued since the last one (none, for a flood of made-up ids), never the
+// whole queue again.
+type queuedIndex struct {
+	mu   sync.Mutex
+	next uint64            // the first sequence not read yet
+	ids  map[string]uint64 // scoped message id → sequence
+}
+
+// queued reports whether agent's call id waits in the calls stream, from
+// the agent's index, brought up to date by reading the agent's calls
+// queued since (by subject, without consuming them).
 func (cx *canceller) queued(ctx context.Context, agent, id string) (bool, error) {
+	cx.mu.Lock()
+	ix := cx.queue[agent]
+	if ix == nil {
+		ix = &queuedIndex{next: 1, ids: map[string]uint64{}}
+		cx.queue[agent] = ix
+	}
+	cx.mu.Unlock()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
 	st, err := cx.w.js.Stream(ctx, bus.StreamCalls)
 	if err != nil {
 		return false, err
 	}
+	first := st.CachedInfo().State.FirstSeq
+	for mid, seq := range ix.ids {
+		if seq < first { // acknowledged and gone
+			delete(ix.ids, mid)
+		}
+	}
 	subject := events.CallSubject(agent, ">")
-	seq := uint64(1)
-	for range queuedScanLimit {
-		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+	for len(ix.ids) < queuedIndexLimit {
+		m, err := st.GetMsg(ctx, max(ix.next, first), jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return false, nil
+			break
 		}
 		if err != nil {
 			return false, err
 		}
-		if mid := m.Header.Get(events.HeaderMsgID); mid == ScopedMsgID(agent, id) || mid == id {
-			return true, nil
-		}
-		seq = m.Sequence + 1
+		ix.ids[m.Header.Get(events.HeaderMsgID)] = m.Sequence
+		ix.next = m.Sequence + 1
 	}
-	return true, nil
+	if _, ok := ix.ids[ScopedMsgID(agent, id)]; ok {
+		return true, nil
+	}
+	_, ok := ix.ids[id]
+	return ok || len(ix.ids) >= queuedIndexLimit, nil
 }

@@ -18,21 +18,34 @@ import (
 //
 // What the delivery guarantees need: a held call is kept alive at the
 // server (InProgress, every third of the ack wait) and is not claimed, so
-// handing it back (a nak, when the worker stops) is always safe; at most
-// maxHeld calls are held (the puller stops asking beyond), so nothing
-// piles up unseen. The bound is also fairness's limit: while one agent
-// has more calls queued than its share plus maxHeld, calls of others
-// queued behind them wait until the flood's held calls drain.
+// handing it back (a nak, when the worker stops) is always safe.
+//
+// Per-agent bound: one agent holds at most perAgentHeld calls (the
+// concurrency, a quarter of maxHeld) counted toward maxHeld, at which the
+// puller stops asking; so one agent's flood never stops the puller, and
+// other agents' calls queued behind it are taken and reach the free
+// slots. A call of an agent already holding its bound goes back to the
+// stream (overflow): a nak delayed by overflowDelay times its delivery
+// count, for as long as it has deliveries to spare (all of MaxDeliver but
+// runDeliveries, which stay for its run, a retry and a hand-back), so no
+// call is dead-lettered for waiting its turn. A call with no delivery to
+// spare is held past its agent's bound, not counted toward maxHeld: how
+// many a worker holds so is bounded by the workers consumer's
+// MaxAckPending (4096), and each costs one InProgress per third of the
+// ack wait.
 type fairShare struct {
-	cap       int // calls one agent runs at once; <= 0: no cap
-	maxHeld   int
-	keepAlive time.Duration
+	cap          int // calls one agent runs at once; <= 0: no cap
+	maxHeld      int
+	perAgentHeld int
+	bounces      uint64 // deliveries of a call that may go to overflow
+	keepAlive    time.Duration
 
 	mu      sync.Mutex
 	running map[string]int // agent → calls running
 	held    map[string][]heldCall
 	ring    []string // agents with held calls, in turn order
 	nheld   int
+	bounded int // held calls within their agent's bound (toward maxHeld)
 }
 
 type heldCall struct {
@@ -47,8 +60,21 @@ func defaultAgentShare(concurrency int) int { return max(1, concurrency-concurre
 // heldPerSlot is how many calls a worker holds per slot at most.
 const heldPerSlot = 4
 
-func newFairShare(cap, concurrency int, ackWait time.Duration) *fairShare {
-	return &fairShare{cap: cap, maxHeld: heldPerSlot * concurrency, keepAlive: ackWait / 3,
+// overflowDelay is how long a call sent back to the stream at its
+// agent's bound waits there, per delivery it had.
+const overflowDelay = 2 * time.Second
+
+// runDeliveries are the deliveries of a call never spent on overflow:
+// its run, a retry (a claim that could not be made) and a stopping
+// worker's hand-back.
+const runDeliveries = 3
+
+func newFairShare(cap, concurrency, maxDeliver int, ackWait time.Duration) *fairShare {
+	if maxDeliver <= 0 {
+		maxDeliver = 5 // the workers consumer's default (bus.Config)
+	}
+	return &fairShare{cap: cap, maxHeld: heldPerSlot * concurrency, perAgentHeld: concurrency,
+		bounces: uint64(max(0, maxDeliver-runDeliveries)), keepAlive: ackWait / 3,
 		running: map[string]int{}, held: map[string][]heldCall{}}
 }
 
@@ -75,9 +101,30 @@ func (f *fairShare) admit(m deliveredMsg) bool {
 	if len(f.held[agent]) == 0 {
 		f.ring = append(f.ring, agent)
 	}
+	if len(f.held[agent]) < f.perAgentHeld {
+		f.bounded++
+	}
 	f.held[agent] = append(f.held[agent], heldCall{m: m, alive: time.Now()})
 	f.nheld++
 	return false
+}
+
+// overflow reports whether m goes back to the stream rather than being
+// held: its agent holds its bound of calls already and m has a delivery
+// to spare. delay is how long it waits there: overflowDelay per delivery
+// it had, so a lasting flood comes back ever more slowly.
+func (f *fairShare) overflow(m deliveredMsg) (delay time.Duration, ok bool) {
+	agent := callAgent(m)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if agent == "" || f.cap <= 0 || len(f.held[agent]) < f.perAgentHeld {
+		return 0, false
+	}
+	n := m.NumDelivered()
+	if n == 0 || n > f.bounces {
+		return 0, false
+	}
+	return overflowDelay * time.Duration(n), true
 }
 
 // release records the end of a call of agent.
@@ -101,6 +148,9 @@ func (f *fairShare) next() (deliveredMsg, bool) {
 		q := f.held[agent]
 		m := q[0].m
 		f.nheld--
+		if len(q) <= f.perAgentHeld {
+			f.bounded--
+		}
 		f.running[agent]++
 		f.ring = append(f.ring[:i:i], f.ring[i+1:]...)
 		if len(q) == 1 {
@@ -114,11 +164,12 @@ func (f *fairShare) next() (deliveredMsg, bool) {
 	return nil, false
 }
 
-// full reports whether as many calls are held as may be.
+// full reports whether as many calls are held within their agents'
+// bounds as may be.
 func (f *fairShare) full() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.nheld >= f.maxHeld
+	return f.bounded >= f.maxHeld
 }
 
 // refresh tells the server the held calls not told for keepAlive are in
@@ -149,6 +200,6 @@ func (f *fairShare) handBack(delay time.Duration, settle func(deliveredMsg, fate
 		}
 	}
 	clear(f.held)
-	f.ring, f.nheld = nil, 0
+	f.ring, f.nheld, f.bounded = nil, 0, 0
 	return n
 }

@@ -20,6 +20,7 @@ type heldMsg struct {
 	subject          string
 	progress, nakked int
 	delay            time.Duration // of the last nak
+	delivered        uint64        // 0: 1
 }
 
 func (m *heldMsg) Subject() string                    { return m.subject }
@@ -27,7 +28,7 @@ func (m *heldMsg) Headers() nats.Header               { return nil }
 func (m *heldMsg) Data() []byte                       { return nil }
 func (m *heldMsg) InProgress() error                  { m.progress++; return nil }
 func (m *heldMsg) StreamSeq() uint64                  { return 0 }
-func (m *heldMsg) NumDelivered() uint64               { return 1 }
+func (m *heldMsg) NumDelivered() uint64               { return max(m.delivered, 1) }
 func (m *heldMsg) Ack() error                         { return nil }
 func (m *heldMsg) NakWithDelay(d time.Duration) error { m.nakked++; m.delay = d; return nil }
 func (m *heldMsg) TermWithReason(string) error        { return nil }
@@ -35,7 +36,7 @@ func (m *heldMsg) TermWithReason(string) error        { return nil }
 func call(agent string) *heldMsg { return &heldMsg{subject: "toolgate.call." + agent + ".bash"} }
 
 func TestFairShareTakesTurns(t *testing.T) {
-	f := newFairShare(2, 4, 30*time.Second)
+	f := newFairShare(2, 4, 0, 30*time.Second)
 	a1, a2, a3, a4 := call("a"), call("a"), call("a"), call("a")
 	b1, c1 := call("b"), call("c")
 	for _, tt := range []struct {
@@ -72,7 +73,7 @@ func TestFairShareTakesTurns(t *testing.T) {
 }
 
 func TestFairShareRoundRobinAndBound(t *testing.T) {
-	f := newFairShare(1, 4, 30*time.Second)
+	f := newFairShare(1, 4, 0, 30*time.Second)
 	ms := map[string][]*heldMsg{}
 	for range 2 {
 		for _, a := range []string{"a", "b"} {
@@ -92,26 +93,72 @@ func TestFairShareRoundRobinAndBound(t *testing.T) {
 	if first != ms["a"][1] || second != ms["b"][1] {
 		t.Fatalf("turns: %v then %v, want a's then b's", first, second)
 	}
-	for range heldPerSlot * 4 {
-		f.admit(call("a"))
+	for _, a := range []string{"a", "b", "c", "d"} {
+		for range heldPerSlot + 1 { // a and b hold one past their bound
+			f.admit(call(a))
+		}
 	}
 	if !f.full() {
 		t.Fatal("16 held of 16: the puller must stop asking")
 	}
-	if n := f.handBack(0, func(m deliveredMsg, f fate.Fate) { _ = (&fate.Runner{}).Settle(m, f) }); n != heldPerSlot*4 {
+	if n := f.handBack(0, func(m deliveredMsg, f fate.Fate) { _ = (&fate.Runner{}).Settle(m, f) }); n != heldPerSlot*4+2 {
 		t.Fatalf("handed back %d", n)
 	}
 }
 
+// TestFairShareOverflowPerAgent: an agent holding its bound (the
+// concurrency) sends its further calls back to the stream while they have
+// deliveries to spare, each delayed by its delivery count; one with none
+// to spare is held past the bound, and never counts toward the pool's
+// bound: one agent alone never stops the puller.
+func TestFairShareOverflowPerAgent(t *testing.T) {
+	f := newFairShare(1, 4, 5, 30*time.Second)
+	for range 1 + 4 { // one runs, four are held
+		if _, over := f.overflow(call("a")); over {
+			t.Fatal("sent back before its agent held its bound")
+		}
+		f.admit(call("a"))
+	}
+	tests := []struct {
+		delivered uint64
+		over      bool
+		delay     time.Duration
+	}{{1, true, overflowDelay}, {2, true, 2 * overflowDelay}, {3, false, 0}, {5, false, 0}}
+	for _, tt := range tests {
+		delay, over := f.overflow(&heldMsg{subject: "toolgate.call.a.bash", delivered: tt.delivered})
+		if over != tt.over || delay != tt.delay {
+			t.Errorf("delivery %d: overflow %v after %s, want %v after %s", tt.delivered, over, delay, tt.over, tt.delay)
+		}
+	}
+	for range 100 {
+		f.admit(&heldMsg{subject: "toolgate.call.a.bash", delivered: 3})
+	}
+	if f.full() {
+		t.Fatal("one agent's held calls stopped the puller")
+	}
+	if _, over := f.overflow(call("b")); over {
+		t.Fatal("another agent's call was sent back")
+	}
+	for range 100 + 4 {
+		f.release("a")
+		if _, ok := f.next(); !ok {
+			t.Fatal("a held call did not get its turn")
+		}
+	}
+	if f.bounded != 0 || f.nheld != 0 {
+		t.Fatalf("after every held call ran: %d counted toward the bound, %d held", f.bounded, f.nheld)
+	}
+}
+
 func TestFairShareWithoutCapRunsAll(t *testing.T) {
-	f := newFairShare(-1, 4, time.Second)
+	f := newFairShare(-1, 4, 0, time.Second)
 	for range 10 {
 		if !f.admit(call("a")) {
 			t.Fatal("held a call with no cap")
 		}
 	}
 	// A subject naming no agent is never held.
-	g := newFairShare(1, 4, time.Second)
+	g := newFairShare(1, 4, 0, time.Second)
 	if !g.admit(&heldMsg{subject: "x"}) || !g.admit(&heldMsg{subject: "x"}) {
 		t.Fatal("held a call without an agent")
 	}

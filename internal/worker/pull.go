@@ -89,7 +89,7 @@ func newPuller(w *Worker) *puller {
 		msgs: make(chan *nats.Msg, 2*c+16),
 		wake: make(chan struct{}, 1), work: make(chan deliveredMsg), quit: make(chan struct{}),
 		reqs: map[string]*pullReq{},
-		fair: newFairShare(w.cfg.AgentConcurrency, c, w.ackWait()),
+		fair: newFairShare(w.cfg.AgentConcurrency, c, w.cfg.Bus.MaxDeliver, w.ackWait()),
 	}
 }
 
@@ -280,10 +280,25 @@ func (p *puller) receive(m *nats.Msg) {
 		}
 		break
 	}
-	if d := (delivery{m: m, nc: p.w.nc, wait: p.w.cfg.publishTimeout}); p.stopping || p.fair.admit(d) { // stopping: dispatch hands it back
-		p.dispatch(d)
+	d := delivery{m: m, nc: p.w.nc, wait: p.w.cfg.publishTimeout}
+	if !p.stopping { // stopping: dispatch hands it back
+		if delay, ok := p.fair.overflow(d); ok {
+			// Its agent holds its bound of calls: back to the stream, so
+			// that the puller keeps taking other agents' calls.
+			p.w.agentRefused(boundHeldCalls)
+			p.handBack(d, fate.Retry(delay, nil))
+			return
+		}
+		if !p.fair.admit(d) {
+			return
+		}
 	}
+	p.dispatch(d)
 }
+
+// boundHeldCalls is the bound label of calls sent back to the stream
+// because their agent held its bound of calls (fair.go).
+const boundHeldCalls = "held_calls"
 
 // pendingMsgsHeader is where the server's status ending a pull request
 // says how many of the calls asked for it never delivered.
@@ -325,9 +340,10 @@ func (p *puller) dispatch(m deliveredMsg) {
 	}
 }
 
-// handBack settles a call a stopping worker hands back without holding
-// up the stop's loop while the server confirms it (delivery.NakWithDelay);
-// the worker's run waits for it as for a slot.
+// handBack settles a call handed back (by a stopping worker, or over its
+// agent's bound of held calls) without holding up the puller's loop while
+// the server confirms it (delivery.NakWithDelay); the worker's run waits
+// for it as for a slot.
 func (p *puller) handBack(m deliveredMsg, f fate.Fate) {
 	p.slots.Add(1)
 	go func() {

@@ -131,24 +131,27 @@ func DefaultConcurrency() int { return min(max(16, 32*runtime.NumCPU()), 1024) }
 
 // Worker takes calls from the bus and runs them.
 type Worker struct {
-	cfg      Config
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	pipe     *tools.Pipeline
-	handler  tools.Handler // the pipeline's handler
-	settler  fate.Runner   // applies the fates handle returns
-	log      *slog.Logger
-	calls    jetstream.KeyValue
-	results  jetstream.Stream
-	inflight sync.WaitGroup
-	running  atomic.Int64 // calls the puller's slots are handling
-	beats    *beater
-	boxes    *replyBoxes // reply subjects for claim and result acknowledgements (replies.go)
-	source   string      // the CloudEvents source of what this worker publishes
-	stopping atomic.Bool
-	bound    atomic.Bool // the consumer is open: ready for calls
-	obs      *observer   // spans, metrics, audit publishing (telemetry.go, audit.go)
-	cx       *canceller  // cancellation of calls (cancel.go)
+	cfg Config
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	// answering holds, per agent, the lock one task answer of the agent
+	// takes through the intake (intake.go).
+	answering sync.Map
+	pipe      *tools.Pipeline
+	handler   tools.Handler // the pipeline's handler
+	settler   fate.Runner   // applies the fates handle returns
+	log       *slog.Logger
+	calls     jetstream.KeyValue
+	results   jetstream.Stream
+	inflight  sync.WaitGroup
+	running   atomic.Int64 // calls the puller's slots are handling
+	beats     *beater
+	boxes     *replyBoxes // reply subjects for claim and result acknowledgements (replies.go)
+	source    string      // the CloudEvents source of what this worker publishes
+	stopping  atomic.Bool
+	bound     atomic.Bool // the consumer is open: ready for calls
+	obs       *observer   // spans, metrics, audit publishing (telemetry.go, audit.go)
+	cx        *canceller  // cancellation of calls (cancel.go)
 
 	execCtx    context.Context
 	execCancel context.CancelFunc
