@@ -378,10 +378,42 @@ func (c *Client) publish(ctx context.Context, tool string, args any, o *callOpts
 	if err != nil {
 		return err
 	}
-	if _, err := c.js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("publish call %s: %w", o.id, err)
+	return publishOnce(ctx, o.id, func(ctx context.Context) error {
+		_, err := c.js.PublishMsg(ctx, m)
+		return err
+	})
+}
+
+// publishAttempt bounds how long one publish of a call waits for the
+// calls stream's acknowledgement, and publishRetryFor how long it is
+// published again after the first attempt. An acknowledgement can be lost
+// when the stream's leader stored the call and died before answering (or
+// the answer was lost with a route): waiting for it until the caller's
+// deadline left the agent without the result its call already had. A
+// publish again carries the same Nats-Msg-Id, so the stream stores the
+// call once and acknowledges the duplicate; publishRetryFor stays well
+// inside the stream's duplicate window (2 minutes).
+const (
+	publishAttempt  = 5 * time.Second
+	publishRetryFor = 90 * time.Second
+)
+
+// publishOnce runs publish, each attempt bounded by publishAttempt, until
+// one is acknowledged, ctx is done or publishRetryFor has passed.
+func publishOnce(ctx context.Context, id string, publish func(context.Context) error) error {
+	until := time.Now().Add(publishRetryFor)
+	for {
+		actx, cancel := context.WithTimeout(ctx, publishAttempt)
+		err := publish(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		lost := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse)
+		if ctx.Err() != nil || time.Now().After(until) || !lost {
+			return fmt.Errorf("publish call %s: %w", id, err)
+		}
 	}
-	return nil
 }
 
 func (c *Client) wait(ctx context.Context, ch <-chan *nats.Msg, o *callOpts) (*events.ResultData, error) {
