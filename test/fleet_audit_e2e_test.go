@@ -101,6 +101,26 @@ func (c *testCluster) leaderOf(t *testing.T, js jetstream.JetStream, stream stri
 	return nil
 }
 
+// consumerLeader is the node leading the workers consumer.
+func (c *testCluster) consumerLeader(t *testing.T, js jetstream.JetStream) *clusterNode {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cons, err := js.Consumer(ctx, bus.StreamCalls, bus.ConsumerWorkers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := cons.CachedInfo(); info.Cluster != nil {
+		for _, n := range c.nodes {
+			if n.name == info.Cluster.Leader {
+				return n
+			}
+		}
+	}
+	t.Fatalf("no leader of the workers consumer in %+v", cons.CachedInfo().Cluster)
+	return nil
+}
+
 // toolctl runs toolctl on the cluster with the admin's credentials.
 func (c *testCluster) toolctl(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
@@ -205,6 +225,8 @@ func TestFleetAuditLeaderKilled(t *testing.T) {
 	// being finished, and a worker is stopped during the election.
 	collect(40)
 	leader := c.leaderOf(t, ajs, bus.StreamAudit)
+	t.Logf("killing %s at %s; the calls stream led by %s, its consumer by %s", leader.name, time.Now().Format("15:04:05.000"),
+		c.leaderOf(t, ajs, bus.StreamCalls).name, c.consumerLeader(t, ajs).name)
 	leader.kill()
 	stopped := make(chan error, 1)
 	go func() { stopped <- workers[1].stop() }()
@@ -235,6 +257,13 @@ func TestFleetAuditLeaderKilled(t *testing.T) {
 						t.Logf("w%d: %s", i, line)
 					}
 				}
+			}
+		}
+	}
+	if stranded > 0 {
+		for _, line := range strings.Split(logs[1].String(), "\n") {
+			if strings.Contains(line, "stopping") || strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+				t.Logf("w1: %s", line)
 			}
 		}
 	}
