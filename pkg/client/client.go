@@ -392,16 +392,22 @@ func (c *Client) publish(ctx context.Context, tool string, args any, o *callOpts
 // deadline left the agent without the result its call already had. A
 // publish again carries the same Nats-Msg-Id, so the stream stores the
 // call once and acknowledges the duplicate; publishRetryFor stays well
-// inside the stream's duplicate window (2 minutes).
+// inside the stream's duplicate window (2 minutes). A publish nothing
+// answered (no stream leader, no intake: an election) is asked again,
+// publishPause apart, for noStreamRetryFor: long enough for an election,
+// short enough that an agent with no worker running hears so soon.
 const (
-	publishAttempt  = 5 * time.Second
-	publishRetryFor = 90 * time.Second
+	publishAttempt   = 5 * time.Second
+	publishRetryFor  = 90 * time.Second
+	noStreamRetryFor = 10 * time.Second
+	publishPause     = 250 * time.Millisecond
 )
 
 // publishOnce runs publish, each attempt bounded by publishAttempt, until
-// one is acknowledged, ctx is done or publishRetryFor has passed.
+// one is acknowledged, ctx is done, publishRetryFor has passed, or
+// noStreamRetryFor has and nothing answered the last attempt.
 func publishOnce(ctx context.Context, id string, publish func(context.Context) error) error {
-	until := time.Now().Add(publishRetryFor)
+	start := time.Now()
 	for {
 		actx, cancel := context.WithTimeout(ctx, publishAttempt)
 		err := publish(actx)
@@ -409,9 +415,13 @@ func publishOnce(ctx context.Context, id string, publish func(context.Context) e
 		if err == nil {
 			return nil
 		}
-		lost := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse)
-		if ctx.Err() != nil || time.Now().After(until) || !lost {
+		lost := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+		unanswered := errors.Is(err, jetstream.ErrNoStreamResponse) && time.Since(start) < noStreamRetryFor
+		if ctx.Err() != nil || time.Since(start) > publishRetryFor || !(lost || unanswered) {
 			return fmt.Errorf("publish call %s: %w", id, err)
+		}
+		if unanswered {
+			time.Sleep(publishPause)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestPublishOnceRetriesALostAcknowledgement: a publish whose
@@ -22,6 +24,7 @@ func TestPublishOnceRetriesALostAcknowledgement(t *testing.T) {
 		{"acknowledged", []error{nil}, 1, nil},
 		{"ack lost once", []error{context.DeadlineExceeded, nil}, 2, nil},
 		{"refused", []error{refused, nil}, 1, refused},
+		{"no stream leader for a while", []error{jetstream.ErrNoStreamResponse, jetstream.ErrNoStreamResponse, nil}, 3, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := 0
