@@ -163,12 +163,12 @@ type fleetCall struct {
 // consumer is led by one of them: a call in flight from the server to a
 // worker when that server dies is lost with it, and JetStream delivers
 // it again only after the ack wait (docs/ARCHITECTURE.md, "Calls a dying
-// server strands"), which no worker can shorten. Every call that got a final result has exactly one
-// execution event, `toolctl audit --verify` agrees, and no call waited a
-// whole ack wait in the queue: it counts the calls whose result came an
-// ack wait or more after their publish (each of these echo calls takes
-// milliseconds to run; only a call left in the queue until its ack wait
-// expired takes that long).
+// server strands"), which no worker can shorten. Every call that got a
+// final result has exactly one execution event, `toolctl audit --verify`
+// agrees, and no call waited a whole ack wait in the queue: it counts the
+// calls whose result came an ack wait or more after their publish (each
+// of these echo calls takes milliseconds to run; only a call left in the
+// queue until its ack wait expired takes that long).
 func TestFleetAuditLeaderKilled(t *testing.T) {
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	c := startTestCluster(t)
