@@ -223,13 +223,62 @@ func (e *Env) readTrail(ctx context.Context, js jetstream.JetStream, liveWithin 
 			apply()
 		}
 	}
-	if err := drain(ctx, cons, false, keep, keep, func() {}); err != nil && !errors.Is(err, context.Canceled) {
+	if err := drainAll(ctx, js, bus.StreamAudit, events.SubjectAudit, cons, keep); err != nil {
 		return nil, e.fail(ExitNoReach, "%v", err)
 	}
 	apply()
 	tr.chains = chains.Check()
 	return &tr, ExitOK
 }
+
+// drainAll hands every message of stream (whose one subject filter is)
+// to keep, in order: at
+// least as many as its leader says it holds when reading starts. A
+// consumer served by a replica still catching up (a node just restarted)
+// says it has caught up before it has; reading stopped there verified a
+// trail cut short, and reported calls without their execution event that
+// have one. So while fewer were read, it reads on from the last one read,
+// for up to trailCatchUp, and else says how many it could read.
+func drainAll(ctx context.Context, js jetstream.JetStream, stream, filter string, cons jetstream.Consumer, keep func(jetstream.Msg)) error {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", stream, err)
+	}
+	want := s.CachedInfo().State.Msgs
+	var read, last uint64
+	count := func(m jetstream.Msg) {
+		read++
+		if md, err := m.Metadata(); err == nil {
+			last = md.Sequence.Stream
+		}
+		keep(m)
+	}
+	end := time.Now().Add(trailCatchUp)
+	for {
+		if err := drain(ctx, cons, false, count, count, func() {}); err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+		if read >= want || ctx.Err() != nil {
+			return nil
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("read %d of the %d messages of %s: the server answering is behind", read, want, stream)
+		}
+		time.Sleep(trailCatchUpPause)
+		cons, err = js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter},
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: last + 1})
+		if err != nil {
+			return fmt.Errorf("read %s: %w", stream, err)
+		}
+	}
+}
+
+// trailCatchUp bounds how long drainAll waits for a replica behind, asking
+// again every trailCatchUpPause.
+const (
+	trailCatchUp      = 30 * time.Second
+	trailCatchUpPause = 500 * time.Millisecond
+)
 
 // trailBatch is how many audit events readTrail verifies at a time.
 const trailBatch = 512
@@ -327,7 +376,7 @@ func (e *Env) resultsWithoutAudit(ctx context.Context, js jetstream.JetStream, e
 			missing = append(missing, fmt.Sprintf("call %s of agent %s: final result %s without an execution audit event", callID, agent, r.Status))
 		}
 	}
-	if err := drain(ctx, cons, false, check, check, func() {}); err != nil && !errors.Is(err, context.Canceled) {
+	if err := drainAll(ctx, js, bus.StreamResults, events.SubjectResults, cons, check); err != nil {
 		return 0, err
 	}
 	for _, line := range missing {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
+	"github.com/toolgate/toolgate/internal/fate"
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
@@ -26,9 +27,9 @@ import (
 // /readyz says not ready once one has waited longer than the publish
 // timeout). A stopping worker waits for them up to the end of its
 // shutdown grace; then it keeps the events it could not store in each
-// call's record, logs each call id, and leaves the call unacked: its
-// redelivery publishes those very events (same chain link, same dedup
-// id) before it acks. A worker that dies leaves the call to its
+// call's record, logs each call id, and hands the call back once the
+// records are complete (handBackUnaudited): its redelivery publishes
+// those very events (same chain link, same dedup id) before it acks. A worker that dies leaves the call to its
 // redelivery, which finds the stored result without its execution event
 // and publishes that event before it acks (duplicate).
 
@@ -74,6 +75,38 @@ func (w *Worker) awaitAudit(in *events.Call, key string, res *events.ResultData)
 	}
 	w.keepUnaudited(in, key, rec)
 	return errAuditUnstored
+}
+
+// leftUnaudited notes the message of a call the worker leaves unacked for
+// want of its audit events (errAuditUnstored), for handBackUnaudited.
+func (w *Worker) leftUnaudited(msg callMsg) {
+	s, ok := msg.(deliveredMsg)
+	if !ok {
+		return
+	}
+	w.unauditedMu.Lock()
+	w.unauditedMsgs = append(w.unauditedMsgs, s)
+	w.unauditedMu.Unlock()
+}
+
+// handBackUnaudited hands back the calls the stopping worker leaves
+// unaudited, once their records hold everything their redelivery stores
+// (their events and the chain's closing checkpoint, keepCheckpoint), with
+// a hand-back the server confirms (delivery.NakWithDelay): another worker
+// stores their events at once instead of after a whole ack wait. Its pull
+// requests have all ended, so none comes back here. A hand-back that is
+// not confirmed leaves the call to its ack wait.
+func (w *Worker) handBackUnaudited() {
+	w.unauditedMu.Lock()
+	msgs := w.unauditedMsgs
+	w.unauditedMsgs = nil
+	w.unauditedMu.Unlock()
+	for _, m := range msgs {
+		w.settle(m, fate.Retry(0, nil))
+	}
+	if len(msgs) > 0 {
+		w.log.Info("stopping: calls left unaudited handed back", "calls", len(msgs))
+	}
 }
 
 // keepUnaudited writes the record of a call whose audit events could not

@@ -70,18 +70,7 @@ func TestCallsBackUpWhileUnaudited(t *testing.T) {
 	r := startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Bus: fastBus, Concurrency: 2, AgentConcurrency: -1, publishTimeout: 300 * time.Millisecond})
 	c, nc := newClient(t, s, "backed")
 	js, _ := jetstream.New(nc)
-	// The stream stays, but takes no audit subject: every publish finds
-	// no stream, as while it has no leader.
-	st, err := js.Stream(ctxT(t), bus.StreamAudit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := st.CachedInfo().Config
-	off := cfg
-	off.Subjects = []string{"unavailable.audit.>"}
-	if _, err := js.UpdateStream(ctxT(t), off); err != nil {
-		t.Fatal(err)
-	}
+	restore := auditOff(t, js)
 	results := make(chan *events.ResultData, 3)
 	for _, id := range []string{"b-1", "b-2", "b-3"} {
 		go func() {
@@ -112,9 +101,7 @@ func TestCallsBackUpWhileUnaudited(t *testing.T) {
 	if err := r.w.Ready(); err == nil || !strings.Contains(err.Error(), "audit stream not storing") {
 		t.Fatalf("ready = %v, want the audit stream named", err)
 	}
-	if _, err := js.UpdateStream(ctxT(t), cfg); err != nil {
-		t.Fatal(err)
-	}
+	restore()
 	if res := testenv.Recv(t, results, "result"); res.Status != events.StatusOK {
 		t.Fatalf("result %+v", res)
 	}
@@ -150,4 +137,64 @@ func consumerInfo(t *testing.T, js jetstream.JetStream) *jetstream.ConsumerInfo 
 		t.Fatal(err)
 	}
 	return info
+}
+
+// TestStoppedWorkerHandsBackUnauditedCall: a worker that stops while the
+// audit stream cannot store keeps the call's events in its record and
+// hands the call back (confirmed), so that the next worker stores them
+// at once: with a five-minute ack wait, a call merely left unacked would
+// wait all of it in the queue.
+func TestStoppedWorkerHandsBackUnauditedCall(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	reg := testRegistry(t, &ctr, nil)
+	slow := bus.Config{AckWait: 5 * time.Minute, MaxDeliver: 5}
+	first := startWorker(t, s.ClientURL(), reg, Config{Name: "first", Bus: slow, ShutdownGrace: 500 * time.Millisecond, publishTimeout: 300 * time.Millisecond})
+	c, nc := newClient(t, s, "handback")
+	js, _ := jetstream.New(nc)
+	restore := auditOff(t, js)
+	if res, err := c.Call(ctxT(t), "echo", map[string]any{"text": "x"}, client.WithID("hb-1")); err != nil || res.Status != events.StatusOK {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	restore()
+	startWorker(t, s.ClientURL(), reg, Config{Name: "second", Bus: slow})
+	for end := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if info := consumerInfo(t, js); info.NumAckPending == 0 && info.NumPending == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the call left unaudited still waits in the queue: it was not handed back")
+		}
+	}
+	if exec, _ := auditOf(t, js, "handback", 1); exec["hb-1"].CallID != "hb-1" {
+		t.Fatalf("no execution event for hb-1: %v", exec)
+	}
+	if calls, runs := ctr.total(); calls != 1 || runs != 1 {
+		t.Fatalf("%d calls ran %d times, want 1 and 1", calls, runs)
+	}
+}
+
+// auditOff makes the audit stream take no audit subject, so that every
+// publish finds no stream, as while it has no leader; the stream and what
+// it stored stay. restore gives it its subjects back.
+func auditOff(t *testing.T, js jetstream.JetStream) (restore func()) {
+	t.Helper()
+	st, err := js.Stream(ctxT(t), bus.StreamAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	off := cfg
+	off.Subjects = []string{"unavailable.audit.>"}
+	if _, err := js.UpdateStream(ctxT(t), off); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if _, err := js.UpdateStream(ctxT(t), cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -326,6 +326,7 @@ func (p *puller) end(id, pending string) {
 // again once the pull requests it left open have ended (handBackDelay).
 func (p *puller) dispatch(m deliveredMsg) {
 	if p.stopping {
+		p.w.log.Debug("stopping: call handed back", "subject", m.Subject(), "stream_seq", m.StreamSeq(), "delivered", m.NumDelivered())
 		p.w.handedBack.Add(1)
 		p.handBack(m, fate.Retry(p.handBackDelay(), nil))
 		return

@@ -58,6 +58,7 @@ func (w *Worker) duplicate(msg callMsg, in *events.Call, key string) fate.Fate {
 			}
 			w.auditAfterResult(in, *res, true, nil)
 			if err := w.awaitAudit(in, key, res); err != nil {
+				w.leftUnaudited(msg)
 				return fate.Leave("audit event kept for the next redelivery")
 			}
 		}

@@ -55,6 +55,7 @@ func (w *Worker) handle(msg callMsg) fate.Fate {
 			} else if !audited {
 				w.auditAfterResult(in, *res, true, nil)
 				if err := w.awaitAudit(in, key, res); err != nil {
+					w.leftUnaudited(msg)
 					return fate.Leave("audit event kept for the next redelivery")
 				}
 			}
@@ -87,6 +88,9 @@ func (w *Worker) handle(msg callMsg) fate.Fate {
 	// The heartbeat goes on while the result is published (with retries),
 	// so the message is not redelivered meanwhile.
 	if err := w.finish(in, key, res, nil, stop); err != nil {
+		if errors.Is(err, errAuditUnstored) {
+			w.leftUnaudited(msg)
+		}
 		return fate.Leave("result kept in the call's record; the redelivery publishes it")
 	}
 	return fate.Ack()

@@ -169,12 +169,15 @@ type Worker struct {
 	chain auditChain
 	// auditGiveUp is closed when the worker stops retrying audit
 	// publishes (the end of its shutdown grace); unaudited are the
-	// records of the calls it left unacked for want of them (auditwait.go).
+	// records of the calls it left unacked for want of them, and
+	// unauditedMsgs their messages, handed back once the records are
+	// complete (auditwait.go).
 	auditGiveUp     chan struct{}
 	graceOver       chan struct{} // the shutdown grace is over: finishes stop waiting for their audit
 	auditGiveUpOnce sync.Once
 	unauditedMu     sync.Mutex
 	unaudited       map[string]record
+	unauditedMsgs   []deliveredMsg
 	auditRecreated  atomic.Int64 // when the audit stream was last looked for, unix ns (recreateAudit)
 	// forged counts stored results refused by the verifier.
 	forged atomic.Int64
@@ -292,7 +295,8 @@ func (w *Worker) Run(ctx context.Context) error {
 // within the shutdown grace. A call still running at its end is
 // interrupted; a call whose audit events are still not stored is left
 // unacked with them kept in its record (awaitAudit), and so is the
-// chain's closing checkpoint when it cannot be stored either.
+// chain's closing checkpoint when it cannot be stored either; then those
+// calls are handed back (handBackUnaudited).
 func (w *Worker) shutdown() {
 	w.log.Info("stopping: finishing running calls", "grace", w.cfg.ShutdownGrace)
 	deadline := time.Now().Add(w.cfg.ShutdownGrace)
@@ -315,6 +319,7 @@ func (w *Worker) shutdown() {
 			w.log.Error("closing audit checkpoint not stored: the chain ends without it", "chain", w.chain.id)
 		}
 	}
+	w.handBackUnaudited()
 	w.drainAudit(time.Now())
 	w.stopAuditAcks()
 	w.beats.stop()

@@ -32,15 +32,6 @@ var ErrListingRefused = errors.New("tool listing refused")
 // result, in case the live one was missed.
 const storedResultCheck = 5 * time.Second
 
-// A call published while no worker answers (the workers' intake stores
-// an agent's calls, and all workers may be restarting) is published
-// again, under the same id, every publishRetryWait for up to
-// publishRetries times (about 30 s), or until the call's context ends.
-const (
-	publishRetries   = 120
-	publishRetryWait = 250 * time.Millisecond
-)
-
 // Client calls tools as one agent.
 type Client struct {
 	nc      *nats.Conn
@@ -399,10 +390,54 @@ func (c *Client) publish(ctx context.Context, tool string, args any, o *callOpts
 	if err != nil {
 		return err
 	}
-	if _, err := c.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(publishRetries), jetstream.WithRetryWait(publishRetryWait)); err != nil {
-		return fmt.Errorf("publish call %s: %w", o.id, err)
+	return publishOnce(ctx, o.id, func(ctx context.Context) error {
+		_, err := c.js.PublishMsg(ctx, m)
+		return err
+	})
+}
+
+// publishAttempt bounds how long one publish of a call waits for the
+// calls stream's acknowledgement, and publishRetryFor how long it is
+// published again after the first attempt. An acknowledgement can be lost
+// when the stream's leader stored the call and died before answering (or
+// the answer was lost with a route): waiting for it until the caller's
+// deadline left the agent without the result its call already had. A
+// publish again carries the same Nats-Msg-Id, so the stream stores the
+// call once and acknowledges the duplicate; publishRetryFor stays well
+// inside the stream's duplicate window (2 minutes). A publish nothing
+// answered (no stream leader in an election, or no worker running the
+// intake that stores an agent's calls: every worker restarting) is asked
+// again, publishPause apart, for noStreamRetryFor: long enough for an
+// election or a rolling restart, short enough that an agent with no
+// worker at all hears so soon.
+const (
+	publishAttempt   = 5 * time.Second
+	publishRetryFor  = 90 * time.Second
+	noStreamRetryFor = 30 * time.Second
+	publishPause     = 250 * time.Millisecond
+)
+
+// publishOnce runs publish, each attempt bounded by publishAttempt, until
+// one is acknowledged, ctx is done, publishRetryFor has passed, or
+// noStreamRetryFor has and nothing answered the last attempt.
+func publishOnce(ctx context.Context, id string, publish func(context.Context) error) error {
+	start := time.Now()
+	for {
+		actx, cancel := context.WithTimeout(ctx, publishAttempt)
+		err := publish(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		lost := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+		unanswered := errors.Is(err, jetstream.ErrNoStreamResponse) && time.Since(start) < noStreamRetryFor
+		if ctx.Err() != nil || time.Since(start) > publishRetryFor || !(lost || unanswered) {
+			return fmt.Errorf("publish call %s: %w", id, err)
+		}
+		if unanswered {
+			time.Sleep(publishPause)
+		}
 	}
-	return nil
 }
 
 func (c *Client) wait(ctx context.Context, ch <-chan *nats.Msg, o *callOpts) (*events.ResultData, error) {
