@@ -89,7 +89,7 @@ func newEscapeSetting(t *testing.T, ws string) *escapeSetting {
 		"fq/q';sh x31;'":                   "",
 		"fq/q;sh x31;#":                    "",
 		"fq/k\"; system(\"sh x31\"); x=\"": "",
-		"t.po":                             "msgid \"hello\"\nmsgstr \"$(sh x31)\"\n",
+		"t.po":                             "msgid \"\"\nmsgstr \"Content-Type: text/plain; charset=UTF-8\\n\"\n\nmsgid \"hello\"\nmsgstr \"$(sh x31)\"\n",
 	}
 	for name, content := range files {
 		writeFile(t, filepath.Join(ws, name), content)
@@ -111,7 +111,7 @@ func newEscapeSetting(t *testing.T, ws string) *escapeSetting {
 			t.Fatal(err)
 		}
 	}
-	if msgfmt, err := exec.LookPath("msgfmt"); err == nil {
+	if msgfmt := testenv.LookPath(t, "msgfmt", "gettext"); msgfmt != "" {
 		mo := filepath.Join(ws, "loc", "fr", "LC_MESSAGES", "t.mo")
 		if err := os.MkdirAll(filepath.Dir(mo), 0o755); err != nil {
 			t.Fatal(err)
@@ -311,7 +311,7 @@ func escapeCorpus() []string {
 		{"CDPATH", "{O}", "pushd rtdir >/dev/null && cat secret"},
 		{"CDPATH", "{W}/keys", "cd rtdir && cat server.pem"},
 		{"CDPATH", "{W}/.git", "cd hooks/.. && printf '[core]\\n\\tfsmonitor = \"touch m31f\"\\n' >> config"},
-		{"TEXTDOMAINDIR", "$PWD/loc", "x=${TEXTDOMAIN:=t}${LANGUAGE:=fr}; echo $\"hello\""},
+		{"TEXTDOMAINDIR", "$PWD/loc", "x=${TEXTDOMAIN:=t}${LANGUAGE:=fr}${LC_ALL:=fr_FR.UTF-8}\necho $\"hello\""}, // $"..." is translated as its line is read
 		{"GLOBIGNORE", "*", "cat notes.txt"},
 		{"BASH_COMPAT", "31", "cat notes.txt"},
 	}
