@@ -2,6 +2,7 @@ package bash_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -229,5 +230,52 @@ func TestBoundaryAmendmentIsAnApproval(t *testing.T) {
 	}
 	if md[string](t, out, "exec") != "unrestricted: allowed by an amendment" {
 		t.Errorf("exec metadata %q", out.Metadata["exec"])
+	}
+}
+
+// TestBoundaryCallsAppendToOneNewFile: calls judged to write one named
+// file that does not exist yet each have it made before the sandbox binds
+// it writable; calls that run at once (a fleet's agents appending to one
+// log) must all write it, whichever of them made it.
+func TestBoundaryCallsAppendToOneNewFile(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	pol, _, err := policy.Parse([]byte(boundaryPolicy), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := newWorkspace(t, testUID)
+	tool, err := bash.New(bash.Config{Workspace: ws, Sandbox: bash.ModeRequire})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	if err := reg.Register(tool); err != nil {
+		t.Fatal(err)
+	}
+	p := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithGate(policy.NewGate(pol)))
+	const calls = 32
+	errs := make(chan string, calls)
+	for i := range calls {
+		go func() {
+			out, err := run(context.Background(), t, p, map[string]any{"command": fmt.Sprintf("echo %d >> runs.log", i)})
+			switch {
+			case err != nil:
+				errs <- err.Error()
+			case out.IsError:
+				errs <- md[string](t, out, "stderr")
+			case md[string](t, out, "write") != "named":
+				errs <- "judged to write " + md[string](t, out, "write") + ", not the named file"
+			default:
+				errs <- ""
+			}
+		}()
+	}
+	for range calls {
+		if e := testenv.Recv(t, errs, "a call's end"); e != "" {
+			t.Errorf("a call failed: %s", e)
+		}
+	}
+	if got := strings.Count(readTestFile(t, filepath.Join(ws, "runs.log")), "\n"); got != calls {
+		t.Errorf("runs.log has %d lines, want %d", got, calls)
 	}
 }

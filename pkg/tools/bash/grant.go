@@ -144,8 +144,14 @@ func writable(f, ws string, id identity) (bool, error) {
 		return false, nil
 	}
 	fd, err := syscall.Open(f, syscall.O_CREAT|syscall.O_EXCL|syscall.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
+	if errors.Is(err, syscall.EEXIST) {
+		// Another call made it meanwhile (two calls appending to one
+		// new file): bound as it is, when a regular file.
+		fi, err := os.Lstat(f)
+		return err == nil && fi.Mode().IsRegular(), nil
+	}
 	if err != nil {
-		return false, nil // raced or not ours to create: left read-only
+		return false, nil // not ours to create: left read-only
 	}
 	defer syscall.Close(fd)
 	if id.drop {
