@@ -284,7 +284,17 @@ func TestApprovalPageInChromium(t *testing.T) {
 	if err := chromedp.Do(tctx, chromedp.WaitVisible(row), chromedp.WaitNotPresent(card)); err != nil {
 		t.Fatalf("history row: %v", err)
 	}
-	status, err := chromedp.Run(tctx, chromedp.Text(row+` .status`))
+	// The history is drawn again as it refreshes: a row read while it is
+	// replaced is gone ("No node with given id"); read the new one.
+	var status string
+	for range 20 {
+		if err = chromedp.Do(tctx, chromedp.WaitVisible(row)); err != nil {
+			continue
+		}
+		if status, err = chromedp.Run(tctx, chromedp.Text(row+` .status`)); err == nil {
+			break
+		}
+	}
 	if err != nil || status != "approved" {
 		t.Fatalf("history shows %q: %v", status, err)
 	}
