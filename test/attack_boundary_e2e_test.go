@@ -1,13 +1,16 @@
 package test
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/toolctl"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -140,5 +143,47 @@ func TestAttackBoundaryDynamicLoader(t *testing.T) {
 	} {
 		heldOrRan(t, c, command)
 		noMarker(t, ws, "m31l", command)
+	}
+}
+
+// TestBoundaryIsAudited: each bash call's execution audit event says what
+// the kernel granted it: a call naming no program ran the shell alone,
+// with the workspace read-only; a call running a program that runs
+// programs (the documented exception) ran unrestricted, and its audit
+// says so and why.
+func TestBoundaryIsAudited(t *testing.T) {
+	testenv.LookPath(t, "make", "make")
+	p, c := attackWorker(t, boundaryPolicy)
+	writeFile(t, filepath.Join(p.ws, "notes.txt"), "notes\n")
+	for _, tt := range []struct {
+		command, exec, write string
+	}{
+		{command: "cd . && echo in", exec: "restricted to the programs the gate resolved", write: "none"},
+		{command: "make --version", exec: "unrestricted: make runs programs", write: "workspace"},
+	} {
+		r := send(t, c, tt.command)
+		if r.Status != events.StatusOK {
+			t.Fatalf("%s: %s %s", tt.command, r.Status, r.Output)
+		}
+		var got *events.Confinement
+		for range 50 { // the audit event is stored right after the result
+			out, errOut, code := p.toolctl(t, "audit", "--agent", "attacker", "--json")
+			if code != 0 {
+				t.Fatalf("toolctl audit: %d %s", code, errOut)
+			}
+			for _, line := range strings.Split(out, "\n") {
+				var l toolctl.AuditLine
+				if json.Unmarshal([]byte(line), &l) == nil && l.Data.CallID == r.CallID && l.Data.Kind == events.AuditExecution {
+					got = l.Data.Confinement
+				}
+			}
+			if got != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if got == nil || !strings.HasPrefix(got.Exec, tt.exec) || got.Write != tt.write {
+			t.Errorf("%s: audited confinement %+v, want exec %q…, write %q", tt.command, got, tt.exec, tt.write)
+		}
 	}
 }

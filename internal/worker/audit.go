@@ -46,6 +46,7 @@ func (w *Worker) auditExecution(in *events.Call, res events.ResultData, appr *ev
 	a.Kind, a.Status, a.IsError, a.Decision = events.AuditExecution, res.Status, res.IsError, res.Decision
 	a.DurationMS, a.OutputBytes, a.Error, a.Approval = res.DurationMS, len(res.Output), res.Error, appr
 	a.ResultSHA256 = stringSHA256Hex(res.Output)
+	a.Confinement = events.ConfinementOf(res.Metadata)
 	a.Hooks = res.Hooks
 	a.Resumed, a.Cached, a.ParentCallID = appr != nil, res.Cached, res.ParentCallID
 	if gate != nil {

@@ -185,6 +185,12 @@ type AuditData struct {
 	// (toolctl policy replay). Absent from events written before it
 	// existed and when the view could not be kept whole.
 	Judged *Judged `json:"judged,omitempty"`
+	// Confinement is what the kernel granted a bash call (executions):
+	// which programs it could execute and how much of the workspace it
+	// could write, as the sandbox applied them. An unrestricted
+	// execution (a program that runs programs, a call people approved)
+	// says so here.
+	Confinement *Confinement `json:"confinement,omitempty"`
 	// TraceID and SpanID name the span that recorded the event, when the
 	// call carried trace context.
 	TraceID string `json:"trace_id,omitempty"`
@@ -297,4 +303,24 @@ type PolicyChangeData struct {
 	Errors   []string `json:"errors,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
 	Worker   string   `json:"worker"`
+}
+
+// Confinement is what the sandbox granted a call: Exec says which
+// programs it could execute ("restricted to the programs the gate
+// resolved", or unrestricted and why), Write how much of the workspace it
+// could write ("none", "named", "workspace").
+type Confinement struct {
+	Exec  string `json:"exec,omitempty"`
+	Write string `json:"write,omitempty"`
+}
+
+// ConfinementOf is the confinement a tool's result metadata reports
+// (the bash tool's "exec" and "write"); nil when it reports none.
+func ConfinementOf(md map[string]any) *Confinement {
+	exec, _ := md["exec"].(string)
+	write, _ := md["write"].(string)
+	if exec == "" && write == "" {
+		return nil
+	}
+	return &Confinement{Exec: exec, Write: write}
 }
