@@ -105,8 +105,10 @@ func makeTrail(b *testing.B) {
 			futures = futures[:0]
 		}
 	}
-	checkpoint := func(seq uint64) {
-		d := events.AuditCheckpointData{Chain: chain, Seq: seq, Head: head, Worker: "benchw", Time: time.Now().UTC()}
+	// The run's chain opens with a checkpoint (seq 0) and closes with a
+	// final one, as a worker's does.
+	checkpoint := func(seq uint64, opening, final bool) {
+		d := events.AuditCheckpointData{Chain: chain, Seq: seq, Head: head, Worker: "benchw", Time: time.Now().UTC(), Opening: opening, Final: final}
 		m, err := events.EncodeData(events.AuditCheckpointSubject("benchw"), events.Attrs{ID: chain + ":checkpoint:" + strconv.FormatUint(seq, 10),
 			Source: source, Type: events.TypeAuditCheckpoint, Sign: sign}, d, events.Binary)
 		if err != nil {
@@ -115,6 +117,7 @@ func makeTrail(b *testing.B) {
 		publish(m)
 	}
 	b.Logf("publishing %d audit events", benchTrailCalls)
+	checkpoint(0, true, false)
 	for i := range benchTrailCalls {
 		c, v := trailCalls[i%len(trailCalls)], views[i%len(trailCalls)]
 		id := "t" + strconv.Itoa(i)
@@ -134,10 +137,10 @@ func makeTrail(b *testing.B) {
 		}
 		publish(m)
 		if (i+1)%1000 == 0 {
-			checkpoint(uint64(i + 1))
+			checkpoint(uint64(i+1), false, false)
 		}
 	}
-	checkpoint(uint64(benchTrailCalls))
+	checkpoint(uint64(benchTrailCalls), false, true)
 	for _, f := range futures {
 		select {
 		case <-f.Ok():
