@@ -235,9 +235,9 @@ func escapePolicies(t *testing.T) []escapePolicy {
 	}
 }
 
-// escapeWorker starts a worker requiring bubblewrap under pol on a
-// workspace planted with the setting.
-func escapeWorker(t *testing.T, pol escapePolicy) (*escapeSetting, *client.Client) {
+// escapeWorkspace plants the setting in a new workspace owned as pol
+// says, after checking bubblewrap and bash are here.
+func escapeWorkspace(t *testing.T, pol escapePolicy) *escapeSetting {
 	t.Helper()
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	testenv.LookPath(t, "bash", "bash")
@@ -272,7 +272,15 @@ func escapeWorker(t *testing.T, pol escapePolicy) (*escapeSetting, *client.Clien
 			t.Fatal(err)
 		}
 	}
-	p := startProcess(t, ws, func(o *daemon.Options) {
+	return s
+}
+
+// escapeWorker starts a worker requiring bubblewrap under pol on a
+// workspace planted with the setting.
+func escapeWorker(t *testing.T, pol escapePolicy) (*escapeSetting, *client.Client) {
+	t.Helper()
+	s := escapeWorkspace(t, pol)
+	p := startProcess(t, s.ws, func(o *daemon.Options) {
 		o.Sandbox = bash.ModeRequire
 		if pol.doc != "" {
 			// Outside every root the policy may open (seed 000's opens
