@@ -440,7 +440,11 @@ export class Client {
     h.set("ce-time", new Date().toISOString());
     h.set("content-type", "application/json");
     try {
-      await this.js.publish(`toolgate.call.${this.agent}.${tool}`, te.encode(JSON.stringify(data)), { msgID: id, headers: h });
+      // The workers' intake stores an agent's calls: while none answers
+      // (an election, every worker restarting) or an acknowledgement is
+      // lost, the call is published again under its id (stored once),
+      // backing off, for about 30 s as the Go client does.
+      await this.js.publish(`toolgate.call.${this.agent}.${tool}`, te.encode(JSON.stringify(data)), { msgID: id, headers: h, retries: 12 });
     } catch (e) {
       throw new Error(`publish call ${id}: ${(e as Error).message}`, { cause: e });
     }

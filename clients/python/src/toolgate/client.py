@@ -23,6 +23,10 @@ log = logging.getLogger("toolgate")
 ENV_CREDS = "TOOLGATE_CREDS"
 DEFAULT_URL = "nats://127.0.0.1:4222"
 _PREFIX = "toolgate"
+
+# How long a call is published again while no worker's intake answers
+# (the Go client waits as long).
+_NO_WORKER_WAIT = 30.0
 _STORED_RESULT_CHECK = 5.0
 _API_STATUS_HEADER = "Toolgate-Status"
 _SERVICE_ERROR_HEADER = "Nats-Service-Error"
@@ -634,14 +638,19 @@ class Client:
             data["judge_only"] = True
         subject = f"{_PREFIX}.call.{self.agent}.{tool}"
         body, headers = _encode_call(call_id, self.agent, data, self._mode)
-        for attempt in range(4):
+        # The workers' intake stores an agent's calls: while none answers
+        # (an election, every worker restarting) the call is published
+        # again under its id (stored once) for up to _NO_WORKER_WAIT.
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + _NO_WORKER_WAIT
+        while True:
             try:
                 m = await self._nc.request(subject, body, headers=headers, timeout=5.0)
                 break
             except _nats.NoResponders:
-                if attempt == 3:
+                if loop.time() >= give_up:
                     raise ToolgateError(f"publish call {call_id}: no stream takes calls (is a worker running?)") from None
-                await asyncio.sleep(0.25 * (attempt + 1))
+                await asyncio.sleep(0.25)
         try:
             ack = json.loads(m.data)
         except ValueError:
