@@ -2,12 +2,14 @@ package test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -449,6 +451,16 @@ func TestAuditVerifyDetectsTampering(t *testing.T) {
 			if len(msgs) != 3 { // one per read: its execution, carrying the gate's decision
 				t.Fatalf("%d audit events of ann, want 3", len(msgs))
 			}
+			// In the chain's order, which the stream's may not be: a
+			// call's audit events are published beside other calls'.
+			chainSeq := func(m *jetstream.RawStreamMsg) uint64 {
+				var a events.AuditData
+				if _, err := events.DecodeData(m.Header, m.Data, &a); err != nil {
+					t.Fatal(err)
+				}
+				return a.Seq
+			}
+			slices.SortFunc(msgs, func(a, b *jetstream.RawStreamMsg) int { return cmp.Compare(chainSeq(a), chainSeq(b)) })
 			tt.tamper(t, s, js, msgs)
 			out, errOut, code = p.toolctl(t, "audit", "--verify")
 			if code != toolctl.ExitFailed || !strings.Contains(out, tt.want) {
