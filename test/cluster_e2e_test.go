@@ -129,14 +129,7 @@ func TestClusterFromDeployFiles(t *testing.T) {
 		}
 	})
 	url := strings.Join(urls, ",")
-	ws := newWorkspace(t)
-	if os.Getuid() == 0 { // bash runs as the workspace's owner, never root
-		if err := os.Chown(ws, 1000, 1000); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	writeFile(t, pol, "tools:\n  default: allow\n")
+	ws, pol := clusterWorkspace(t)
 	workerOpts := func(i int, log *slog.Logger) func(o *daemon.Options) {
 		return func(o *daemon.Options) {
 			o.NATSURL, o.Creds, o.Replicas, o.PolicyFile = url, filepath.Join(cfg, "worker.creds"), 3, pol
@@ -306,4 +299,20 @@ func (w *signalWriter) Write(p []byte) (int, error) {
 		w.once.Do(func() { close(w.ch) })
 	}
 	return len(p), nil
+}
+
+// clusterWorkspace makes the workspace a cluster's workers share, owned
+// by an ordinary user when the tests run as root (bash runs as the
+// workspace's owner, never root), and a policy file allowing every tool.
+func clusterWorkspace(t *testing.T) (ws, policy string) {
+	t.Helper()
+	ws = newWorkspace(t)
+	if os.Getuid() == 0 {
+		if err := os.Chown(ws, 1000, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	policy = filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, policy, "tools:\n  default: allow\n")
+	return ws, policy
 }

@@ -172,14 +172,7 @@ type fleetCall struct {
 func TestFleetAuditLeaderKilled(t *testing.T) {
 	testenv.LookPath(t, "bwrap", "bubblewrap")
 	c := startTestCluster(t)
-	ws := newWorkspace(t)
-	if os.Getuid() == 0 { // bash runs as the workspace's owner, never root
-		if err := os.Chown(ws, 1000, 1000); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	writeFile(t, pol, "tools:\n  default: allow\n")
+	ws, pol := clusterWorkspace(t)
 	var workers []*process
 	var logs [3]*syncBuffer
 	for i := range 3 {

@@ -28,16 +28,7 @@ import (
 // answers it (it stopped), the call still returns its result when it
 // comes, not at the call's own deadline.
 func TestCallOutlivesAnUnansweredLookup(t *testing.T) {
-	dir := t.TempDir()
-	in, err := identity.LoadOrCreate(filepath.Join(dir, "keys"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := embedded.Start(embedded.Config{Listen: "127.0.0.1:0", DataDir: dir, Install: in})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close) // after the worker's stop (cleanups run last first)
+	dir, in, srv := installServer(t)
 	release := make(chan struct{})
 	reg := tools.NewRegistry()
 	reg.MustRegister(&tools.Tool{
@@ -85,6 +76,24 @@ func TestCallOutlivesAnUnansweredLookup(t *testing.T) {
 	if o.err != nil || o.res.Status != events.StatusOK || o.res.Output != "released" {
 		t.Fatalf("call: %+v, %v", o.res, o.err)
 	}
+}
+
+// installServer makes an install in a temporary directory and starts its
+// embedded server, closed when the test ends (after the workers the test
+// starts later stop: cleanups run last first).
+func installServer(t *testing.T) (dir string, in *identity.Install, srv *embedded.Server) {
+	t.Helper()
+	dir = t.TempDir()
+	in, err := identity.LoadOrCreate(filepath.Join(dir, "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err = embedded.Start(embedded.Config{Listen: "127.0.0.1:0", DataDir: dir, Install: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return dir, in, srv
 }
 
 // outcome is what a call returned.
@@ -165,16 +174,7 @@ func agentClient(t *testing.T, srv *embedded.Server, in *identity.Install, dir, 
 // a call made while no worker runs (all of them restarting) is published
 // again under its id until one does, and then runs once.
 func TestCallWaitsForAWorker(t *testing.T) {
-	dir := t.TempDir()
-	in, err := identity.LoadOrCreate(filepath.Join(dir, "keys"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := embedded.Start(embedded.Config{Listen: "127.0.0.1:0", DataDir: dir, Install: in})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close) // after the worker's stop (cleanups run last first)
+	dir, in, srv := installServer(t)
 	var n int
 	var mu sync.Mutex
 	reg := tools.NewRegistry()
