@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
@@ -373,5 +374,61 @@ func TestCorruptCounterIsRebuiltFromTheCharges(t *testing.T) {
 				t.Fatalf("the fourth call: %v", err)
 			}
 		})
+	}
+}
+
+// TestRebuiltCounterCountsResultsAheadOfTheirAudit: a worker stores a
+// call's signed result first and its execution audit event right after,
+// so a counter corrupted in between would be rebuilt without that call.
+// The rebuild counts a signed result whose audit event is not stored yet,
+// once (not again when both are), and never an unsigned one.
+func TestRebuiltCounterCountsResultsAheadOfTheirAudit(t *testing.T) {
+	e := newEnv(t)
+	b := policy.Budget{Name: "b", Scope: policy.ScopeAgent, MaxCalls: 4, Per: time.Hour}
+	en := e.enforcer("w1", time.Minute, b)
+	signer, verifier, _ := testenv.WorkerSigning(t)
+	en.cfg.Audit = verifier
+	ctx := context.Background()
+	publish := func(m *nats.Msg, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := en.js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	result := func(call string, sign events.SignFunc) {
+		publish(events.EncodeData(events.ResultSubject("ann", call), events.Attrs{ID: events.AgentKey("ann", call) + ":result",
+			Source: "toolgate://worker/w1", Type: events.TypeCallCompleted, Subject: call, Sign: sign},
+			events.ResultData{CallID: call, Agent: "ann", Tool: "read", Status: events.StatusOK, DurationMS: 5}, events.Binary))
+	}
+	for i, call := range []string{"both", "result-only", "forged"} {
+		ch, err := en.Charge(ctx, Use{CallID: call, Agent: "ann", Tool: "read"})
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		ch.Release(ctx)
+	}
+	result("both", eventsig.Sign(signer))
+	publish(events.EncodeData(events.AuditSubject("ann", "read"), events.Attrs{ID: events.AgentKey("ann", "both") + ":audit",
+		Source: "toolgate://worker/w1", Type: events.TypeCallAudited, Sign: eventsig.Sign(signer)},
+		events.AuditData{Kind: events.AuditExecution, CallID: "both", Agent: "ann", Tool: "read", Status: events.StatusOK,
+			DurationMS: 5, Time: time.Now()}, events.Binary))
+	result("result-only", eventsig.Sign(signer))
+	result("forged", nil)
+	if _, err := en.kv.Put(ctx, "b.ann", []byte(`garbage`)); err != nil {
+		t.Fatal(err)
+	}
+	// Rebuilt, the counter says 2 ("both" once, "result-only"): two more
+	// calls run, the fifth is refused.
+	for _, call := range []string{"c3", "c4"} {
+		if _, err := en.Charge(ctx, Use{CallID: call, Agent: "ann", Tool: "read"}); err != nil {
+			t.Fatalf("charge %s over a corrupt counter: %v", call, err)
+		}
+	}
+	var ex *ExceededError
+	if _, err := en.Charge(ctx, Use{CallID: "c5", Agent: "ann", Tool: "read"}); !errors.As(err, &ex) || ex.Used != 4 {
+		t.Fatalf("the fifth call: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -53,58 +54,99 @@ func parseUsage(b []byte) (Usage, error) {
 const repairScan = 10 * time.Second
 
 // repair rebuilds the counter of budget b for use u from the charges the
-// audit trail holds: every execution audit event a trusted worker signed of u's agent (and
-// session, and tool, as the budget counts them) in the counter's current
-// window whose call ran is one call and its duration. Running leases are
-// not known and start empty.
+// trail holds: every call of u's agent (and session, and tool, as the
+// budget counts them) in the counter's current window that a trusted
+// worker's execution audit event, or its signed result, says ran is one
+// call and its duration. The results count the calls whose audit event is
+// still on its way: a worker publishes the result first and the audit
+// right after, so a call the agent already has the answer of may not be
+// in the audit yet. Running leases are not known and start empty.
 func (e *Enforcer) repair(ctx context.Context, b policy.Budget, u Use, now time.Time) (Usage, error) {
 	var rec Usage
 	fill(&rec, b, u)
 	rec.roll(b, now)
+	if e.cfg.Audit == nil {
+		return rec, nil // nothing to check a charge's signature with
+	}
 	tool := "*"
 	if b.PerTool && events.ValidToken(u.Tool) == nil {
 		tool = u.Tool
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.AuditSubject(u.Agent, tool)}}
-	if !rec.WindowStart.IsZero() {
-		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &rec.WindowStart
-	}
 	ctx, cancel := context.WithTimeout(ctx, repairScan)
 	defer cancel()
-	cons, err := e.js.OrderedConsumer(ctx, bus.StreamAudit, cfg)
+	counted := map[string]bool{} // call ids an execution audit event covers
+	count := func(a events.AuditData) {
+		if charged(a, b, u) {
+			rec.Calls++
+			rec.TimeMS += max(a.DurationMS, 0)
+		}
+	}
+	err := e.scan(ctx, bus.StreamAudit, events.AuditSubject(u.Agent, tool), rec.WindowStart, func(m jetstream.Msg) {
+		ev, a, err := e.cfg.Audit.Audit(m.Subject(), m.Headers(), m.Data())
+		if err != nil || ev.Type() != events.TypeCallAudited {
+			return // only what a trusted worker signed counts
+		}
+		if a.Kind == events.AuditExecution {
+			counted[a.CallID] = true
+		}
+		count(*a)
+	})
 	if err != nil {
 		return Usage{}, fmt.Errorf("read the audit trail: %w", err)
+	}
+	err = e.scan(ctx, bus.StreamResults, events.ResultsOf(u.Agent), rec.WindowStart, func(m jetstream.Msg) {
+		callID, ok := strings.CutPrefix(m.Subject(), events.ResultSubject(u.Agent, ""))
+		if !ok || counted[callID] {
+			return
+		}
+		r, err := e.cfg.Audit.Result(m.Headers(), m.Data(), u.Agent, callID, "")
+		if err != nil {
+			return // only what a trusted worker signed counts
+		}
+		counted[callID] = true
+		count(events.AuditData{Kind: events.AuditExecution, CallID: r.CallID, Agent: r.Agent, Tool: r.Tool,
+			SessionID: r.SessionID, Status: r.Status, Error: r.Error, DurationMS: r.DurationMS, ParentCallID: r.ParentCallID})
+	})
+	if err != nil {
+		return Usage{}, fmt.Errorf("read the results: %w", err)
+	}
+	return rec, nil
+}
+
+// scan hands each message of stream on subject stored since start (all
+// of them when start is zero) to each, in order, until none is left.
+func (e *Enforcer) scan(ctx context.Context, stream, subject string, start time.Time, each func(jetstream.Msg)) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}}
+	if !start.IsZero() {
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &start
+	}
+	cons, err := e.js.OrderedConsumer(ctx, stream, cfg)
+	if err != nil {
+		return err
 	}
 	info, err := cons.Info(ctx)
 	if err != nil {
-		return Usage{}, fmt.Errorf("read the audit trail: %w", err)
+		return err
 	}
 	for left := info.NumPending; left > 0; {
 		batch, err := cons.Fetch(int(min(left, 256)), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
-			return Usage{}, fmt.Errorf("read the audit trail: %w", err)
+			return err
 		}
 		n := 0
 		for m := range batch.Messages() {
 			n++
 			left--
-			ev, a, err := e.cfg.Audit.Audit(m.Subject(), m.Headers(), m.Data())
-			if err != nil || ev.Type() != events.TypeCallAudited {
-				continue // only what a trusted worker signed counts
-			}
-			if charged(*a, b, u) {
-				rec.Calls++
-				rec.TimeMS += max(a.DurationMS, 0)
-			}
+			each(m)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return Usage{}, fmt.Errorf("read the audit trail: %w", err)
+			return err
 		}
 		if n == 0 {
 			break
 		}
 	}
-	return rec, nil
+	return nil
 }
 
 // charged reports whether the execution audited by a was charged to the
