@@ -207,7 +207,8 @@ const handBackMargin = 100 * time.Millisecond
 
 // ask first gives free slots to held calls whose agent's turn it is
 // (fair.go), then sends a pull request for the free slots not yet asked
-// for, unless as many calls are held as may be. While earlier requests
+// for, however many calls are held (a call that cannot be held goes back
+// to the stream: fairShare.overflow). While earlier requests
 // still wait at the server it waits until a batch's worth of slots is
 // free, so that a busy worker does not send a request per call.
 func (p *puller) ask() {
@@ -220,7 +221,7 @@ func (p *puller) ask() {
 		p.dispatch(m)
 	}
 	free := c - int(p.w.running.Load()) - p.asked
-	if free <= 0 || (p.asked > 0 && free < max(1, c/8)) || time.Now().Before(p.hold) || p.fair.full() {
+	if free <= 0 || (p.asked > 0 && free < max(1, c/8)) || time.Now().Before(p.hold) {
 		return
 	}
 	p.seq++
@@ -282,10 +283,11 @@ func (p *puller) receive(m *nats.Msg) {
 	}
 	d := delivery{m: m, nc: p.w.nc, wait: p.w.cfg.publishTimeout}
 	if !p.stopping { // stopping: dispatch hands it back
-		if delay, ok := p.fair.overflow(d); ok {
-			// Its agent holds its bound of calls: back to the stream, so
-			// that the puller keeps taking other agents' calls.
-			p.w.agentRefused(boundHeldCalls)
+		if delay, bound, ok := p.fair.overflow(d); ok {
+			// Its agent holds its bound of calls, or the pool is full:
+			// back to the stream, and the puller keeps taking other
+			// agents' calls.
+			p.w.agentRefused(bound)
 			p.handBack(d, fate.Retry(delay, nil))
 			return
 		}
@@ -295,10 +297,6 @@ func (p *puller) receive(m *nats.Msg) {
 	}
 	p.dispatch(d)
 }
-
-// boundHeldCalls is the bound label of calls sent back to the stream
-// because their agent held its bound of calls (fair.go).
-const boundHeldCalls = "held_calls"
 
 // pendingMsgsHeader is where the server's status ending a pull request
 // says how many of the calls asked for it never delivered.
