@@ -36,18 +36,8 @@ func TestFairPoolFilledByManyAgentsAtTheirBound(t *testing.T) {
 	const slots, agents = 8, 6
 	const perAgent = 1 + slots // one running, its bound of held calls
 	const total = agents * perAgent
-	ws := newWorkspace(t)
-	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	writeFile(t, pol, "tools:\n  default: allow\nexec:\n  security: full\n  ask: off\n  confirm_dangerous: false\n")
-	metrics := freeAddr(t)
-	p := startProcess(t, ws, func(o *daemon.Options) {
-		o.PolicyFile, o.Concurrency, o.AgentConcurrency, o.MetricsListen = pol, slots, 1, metrics
-	})
-	js, err := jetstream.New(dialAs(t, p.url, identity.RoleAdmin, "admin"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, metrics, js := startFairWorker(t, slots, 1)
+	ws := p.ws
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	queued := func() (uint64, error) {
@@ -61,18 +51,7 @@ func TestFairPoolFilledByManyAgentsAtTheirBound(t *testing.T) {
 	results := make(chan floodResult, total)
 	for a := range agents {
 		agent := fmt.Sprintf("flood%d", a)
-		c := p.client(t, agent)
-		for i := range perAgent {
-			go func() {
-				name := fmt.Sprintf("%s-%d", agent, i)
-				cmd := fmt.Sprintf("echo ran >> ran-%s; until [ -e release ]; do sleep 0.2; done", name)
-				r, err := c.Call(ctx, "bash", map[string]any{"command": cmd}, client.WithID(name))
-				if err != nil {
-					t.Errorf("flood call %s: %v", name, err)
-				}
-				results <- floodResult{name, r}
-			}()
-		}
+		flood(ctx, t, p.client(t, agent), agent, perAgent, results)
 		// One agent after the other: the stream holds each agent's calls
 		// together, so the first four fill the pool.
 		eventually(t, agent+"'s calls queued", func() (bool, string) {
@@ -83,17 +62,13 @@ func TestFairPoolFilledByManyAgentsAtTheirBound(t *testing.T) {
 			return n >= uint64((a+1)*perAgent), fmt.Sprintf("%d queued", n)
 		})
 	}
-	cons, err := js.Consumer(ctx, bus.StreamCalls, bus.ConsumerWorkers)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const fullPool = 4*slots + 4 // four agents' held calls and their running ones
 	eventually(t, "the worker's held pool full", func() (bool, string) {
-		info, err := cons.Info(ctx)
+		unacked, undelivered, err := workersConsumer(ctx, js)
 		if err != nil {
 			return false, err.Error()
 		}
-		return info.NumAckPending >= fullPool, fmt.Sprintf("%d delivered unacked, %d undelivered", info.NumAckPending, info.NumPending)
+		return unacked >= fullPool, fmt.Sprintf("%d delivered unacked, %d undelivered", unacked, undelivered)
 	})
 
 	alice := p.client(t, "alice")
@@ -111,6 +86,141 @@ func TestFairPoolFilledByManyAgentsAtTheirBound(t *testing.T) {
 		t.Error("no flood call went back to the stream at the full held pool")
 	}
 
+	releaseFloods(ctx, t, ws, results, total)
+}
+
+// TestFairSlotTurnsBetweenHeldAndQueued: on a worker of 3 slots running
+// one call per agent, three agents each run one call that waits for a
+// release, and two of them have 3 more calls held; alice's read waits at
+// the server behind them. One flood call ends: its slot goes to alice's
+// read, not to the held call of the agent now below its cap, so the read
+// runs while every other flood call still waits. Before, a freed slot
+// went to held calls first, and the read waited until they drained.
+// Then every flood call runs exactly once.
+func TestFairSlotTurnsBetweenHeldAndQueued(t *testing.T) {
+	testenv.LookPath(t, "bash", "bash")
+	const slots, held = 3, 3
+	p, _, js := startFairWorker(t, slots, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	results := make(chan floodResult, 2*(1+held)+1)
+	total, running := 0, 0
+	for _, a := range []struct {
+		agent string
+		calls int
+	}{{"first", 1 + held}, {"second", 1 + held}, {"third", 1}} {
+		flood(ctx, t, p.client(t, a.agent), a.agent, a.calls, results)
+		total, running = total+a.calls, running+1
+		eventually(t, a.agent+"'s calls delivered", func() (bool, string) {
+			unacked, undelivered, err := workersConsumer(ctx, js)
+			if err != nil {
+				return false, err.Error()
+			}
+			started := len(floodRuns(t, p.ws))
+			return unacked == total && undelivered == 0 && started == running, fmt.Sprintf("%d delivered unacked, %d undelivered, %d started", unacked, undelivered, started)
+		})
+	}
+
+	read := make(chan error, 1)
+	go func() {
+		r, err := p.client(t, "alice").Call(ctx, "read", map[string]any{"path": "README.md"})
+		if err == nil && r.Status != events.StatusOK {
+			err = fmt.Errorf("status %s: %s", r.Status, r.Error)
+		}
+		read <- err
+	}()
+	eventually(t, "alice's read queued", func() (bool, string) {
+		_, undelivered, err := workersConsumer(ctx, js)
+		if err != nil {
+			return false, err.Error()
+		}
+		return undelivered == 1, fmt.Sprintf("%d undelivered", undelivered)
+	})
+	var runningFirst string // whichever of first's calls came first
+	for name := range floodRuns(t, p.ws) {
+		if strings.HasPrefix(name, "first-") {
+			runningFirst = name
+		}
+	}
+	writeFile(t, filepath.Join(p.ws, "release-"+runningFirst), "")
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatalf("alice's read: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("alice's read never ran after a flood call ended (%d flood calls started)", len(floodRuns(t, p.ws)))
+	}
+	if n := len(results); n != 1 {
+		t.Fatalf("when alice's read finished: %d flood calls finished, want 1 (the one released)", n)
+	}
+	releaseFloods(ctx, t, p.ws, results, total)
+}
+
+// startFairWorker starts a worker of slots slots running agentSlots
+// calls per agent (0: the default) whose policy allows every bash call
+// without asking, with a README.md in its workspace; it returns the
+// worker, its metrics address and an admin's JetStream.
+func startFairWorker(t *testing.T, slots, agentSlots int) (*process, string, jetstream.JetStream) {
+	t.Helper()
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, pol, "tools:\n  default: allow\nexec:\n  security: full\n  ask: off\n  confirm_dangerous: false\n")
+	metrics := freeAddr(t)
+	p := startProcess(t, ws, func(o *daemon.Options) {
+		o.PolicyFile, o.Concurrency, o.AgentConcurrency, o.MetricsListen = pol, slots, agentSlots, metrics
+	})
+	js, err := jetstream.New(dialAs(t, p.url, identity.RoleAdmin, "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, metrics, js
+}
+
+// workersConsumer reports the workers consumer's calls delivered and not
+// acknowledged, and those not delivered yet.
+func workersConsumer(ctx context.Context, js jetstream.JetStream) (unacked int, undelivered uint64, err error) {
+	cons, err := js.Consumer(ctx, bus.StreamCalls, bus.ConsumerWorkers)
+	if err != nil {
+		return 0, 0, err
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return info.NumAckPending, info.NumPending, nil
+}
+
+// floodResult is the result of one flood call, named.
+type floodResult struct {
+	name string
+	r    *events.ResultData
+}
+
+// flood sends n bash calls of agent through c at once, named <agent>-<i>
+// (their call ids too). Each appends a line to ran-<name> in the
+// workspace, then waits until a file release or release-<name> exists
+// there. Each call's result (nil on error) comes on results.
+func flood(ctx context.Context, t *testing.T, c *client.Client, agent string, n int, results chan<- floodResult) {
+	for i := range n {
+		go func() {
+			name := fmt.Sprintf("%s-%d", agent, i)
+			cmd := fmt.Sprintf("echo ran >> ran-%s; until [ -e release ] || [ -e release-%[1]s ]; do sleep 0.2; done", name)
+			r, err := c.Call(ctx, "bash", map[string]any{"command": cmd}, client.WithID(name))
+			if err != nil {
+				t.Errorf("flood call %s: %v", name, err)
+			}
+			results <- floodResult{name, r}
+		}()
+	}
+}
+
+// releaseFloods lets every flood call end, takes the total results still
+// to come on results, and checks that every call whose run started in ws
+// got exactly one result, succeeded and ran exactly once.
+func releaseFloods(ctx context.Context, t *testing.T, ws string, results <-chan floodResult, total int) {
+	t.Helper()
 	writeFile(t, filepath.Join(ws, "release"), "")
 	got := map[string]int{}
 	for range total {
@@ -124,21 +234,20 @@ func TestFairPoolFilledByManyAgentsAtTheirBound(t *testing.T) {
 			t.Fatalf("flood calls unfinished: %d of %d results, %d started", len(got), total, len(floodRuns(t, ws)))
 		}
 	}
-	ran = floodRuns(t, ws)
+	ran := floodRuns(t, ws)
 	if len(got) != total || len(ran) != total {
 		t.Errorf("%d flood calls answered, %d ran; want each of %d", len(got), len(ran), total)
+	}
+	for name, n := range got {
+		if n != 1 {
+			t.Errorf("flood call %s answered %d times", name, n)
+		}
 	}
 	for name, n := range ran {
 		if n != 1 {
 			t.Errorf("flood call %s ran %d times", name, n)
 		}
 	}
-}
-
-// floodResult is the result of one flood call, named.
-type floodResult struct {
-	name string
-	r    *events.ResultData
 }
 
 // floodRuns counts the runs of each flood call that started in ws: the
