@@ -161,6 +161,19 @@ func (f *fairShare) release(agent string) {
 	}
 }
 
+// waiting reports whether a held call could run now: its agent is below
+// its cap.
+func (f *fairShare) waiting() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, agent := range f.ring {
+		if f.running[agent] < f.cap {
+			return true
+		}
+	}
+	return false
+}
+
 // next takes the held call whose turn it is: the first agent in turn
 // order below its cap, which then goes to the end of the order.
 func (f *fairShare) next() (deliveredMsg, bool) {

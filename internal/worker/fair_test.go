@@ -47,10 +47,13 @@ func TestFairShareTakesTurns(t *testing.T) {
 			t.Fatalf("admit %s = %v, want %v", tt.m.subject, got, tt.runs)
 		}
 	}
-	if _, ok := f.next(); ok {
+	if _, ok := f.next(); ok || f.waiting() {
 		t.Fatal("a held call ran while its agent is at its cap")
 	}
 	f.release("a")
+	if !f.waiting() {
+		t.Fatal("a held call cannot run while its agent is below its cap")
+	}
 	if m, ok := f.next(); !ok || m != a3 {
 		t.Fatalf("after a call of a ended: %v %v, want a's first held call", m, ok)
 	}
