@@ -12,9 +12,10 @@ import (
 // most cap calls at once; a call of an agent at its cap is held, not run,
 // and runs when a call of that agent ends, agents with held calls taking
 // turns (round robin). While calls are held the puller keeps asking the
-// server for free slots, so the calls of other agents queued behind one
-// agent's flood reach the free slots: one agent's long calls delay
-// another's by at most one slot's turn.
+// server for free slots, and a freed slot a held call could take goes to
+// the stream's next call first if it runs (puller.ask), so the calls of
+// other agents queued behind one agent's flood reach the free slots: one
+// agent's long calls delay another's by at most one call's run.
 //
 // What the delivery guarantees need: a held call is kept alive at the
 // server (InProgress, every third of the ack wait) and is not claimed, so
