@@ -12,27 +12,34 @@ import (
 // most cap calls at once; a call of an agent at its cap is held, not run,
 // and runs when a call of that agent ends, agents with held calls taking
 // turns (round robin). While calls are held the puller keeps asking the
-// server for free slots, so the calls of other agents queued behind one
-// agent's flood reach the free slots: one agent's long calls delay
-// another's by at most one slot's turn.
+// server for free slots, and a freed slot a held call could take goes to
+// the stream's next call first if it runs (puller.ask), so the calls of
+// other agents queued behind one agent's flood reach the free slots: one
+// agent's long calls delay another's by at most one call's run.
 //
 // What the delivery guarantees need: a held call is kept alive at the
 // server (InProgress, every third of the ack wait) and is not claimed, so
 // handing it back (a nak, when the worker stops) is always safe.
 //
-// Per-agent bound: one agent holds at most perAgentHeld calls (the
-// concurrency, a quarter of maxHeld) counted toward maxHeld, at which the
-// puller stops asking; so one agent's flood never stops the puller, and
-// other agents' calls queued behind it are taken and reach the free
-// slots. A call of an agent already holding its bound goes back to the
-// stream (overflow): a nak delayed by overflowDelay times its delivery
-// count, for as long as it has deliveries to spare (all of MaxDeliver but
-// runDeliveries, which stay for its run, a retry and a hand-back), so no
-// call is dead-lettered for waiting its turn. A call with no delivery to
-// spare is held past its agent's bound, not counted toward maxHeld: how
-// many a worker holds so is bounded by the workers consumer's
-// MaxAckPending (4096), and each costs one InProgress per third of the
-// ack wait.
+// Bounds of the held calls: at most perAgentHeld calls of one agent (the
+// concurrency) and maxHeld calls of all agents (4 × the concurrency) are
+// held with deliveries to spare. A call that would be held past either
+// bound goes back to the stream instead (overflow): a nak delayed by
+// overflowDelay times its delivery count, for as long as it has
+// deliveries to spare (all of MaxDeliver but runDeliveries, which stay
+// for its run, a retry and a hand-back), so no call is dead-lettered for
+// waiting its turn. Neither bound ever stops the puller: it keeps asking
+// the server for its free slots, and a call of an agent that holds no
+// call and runs below its cap takes a free slot, however many agents (or
+// identities of one operator) fill the pool; so an agent at or above its
+// bound delays another's call by at most one call's run. What keeps the
+// pulling from spinning: a call sent back waits at the server at least
+// overflowDelay, longer each time, and spends a delivery each time, so
+// while only held agents' calls are queued each comes back at most
+// bounces times. A call with no delivery to spare is held past the
+// bounds: how many a worker holds so is bounded by the workers
+// consumer's MaxAckPending (4096), and each costs one InProgress per
+// third of the ack wait.
 type fairShare struct {
 	cap          int // calls one agent runs at once; <= 0: no cap
 	maxHeld      int
@@ -110,22 +117,41 @@ func (f *fairShare) admit(m deliveredMsg) bool {
 }
 
 // overflow reports whether m goes back to the stream rather than being
-// held: its agent holds its bound of calls already and m has a delivery
-// to spare. delay is how long it waits there: overflowDelay per delivery
-// it had, so a lasting flood comes back ever more slowly.
-func (f *fairShare) overflow(m deliveredMsg) (delay time.Duration, ok bool) {
+// held, and at which bound: its agent holds its bound of calls already
+// (boundHeldCalls), or m would be held and the pool holds its bound of
+// calls of all agents (boundHeldPool); either way only while m has a
+// delivery to spare. A call that would run (its agent below its cap,
+// none of its calls held) never goes back. delay is how long it waits
+// there: overflowDelay per delivery it had, so a lasting flood comes back
+// ever more slowly.
+func (f *fairShare) overflow(m deliveredMsg) (delay time.Duration, bound string, ok bool) {
 	agent := callAgent(m)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if agent == "" || f.cap <= 0 || len(f.held[agent]) < f.perAgentHeld {
-		return 0, false
+	switch {
+	case agent == "" || f.cap <= 0 || f.running[agent] < f.cap && len(f.held[agent]) == 0:
+		return 0, "", false // it runs
+	case len(f.held[agent]) >= f.perAgentHeld:
+		bound = boundHeldCalls
+	case f.bounded >= f.maxHeld:
+		bound = boundHeldPool
+	default:
+		return 0, "", false // held within the bounds
 	}
 	n := m.NumDelivered()
 	if n == 0 || n > f.bounces {
-		return 0, false
+		return 0, "", false
 	}
-	return overflowDelay * time.Duration(n), true
+	return overflowDelay * time.Duration(n), bound, true
 }
+
+// The bound labels of calls sent back to the stream (overflow): their
+// agent held its bound of calls, or the pool held its bound of all
+// agents' calls.
+const (
+	boundHeldCalls = "held_calls"
+	boundHeldPool  = "held_pool"
+)
 
 // release records the end of a call of agent.
 func (f *fairShare) release(agent string) {
@@ -134,6 +160,19 @@ func (f *fairShare) release(agent string) {
 	if f.running[agent]--; f.running[agent] <= 0 {
 		delete(f.running, agent)
 	}
+}
+
+// waiting reports whether a held call could run now: its agent is below
+// its cap.
+func (f *fairShare) waiting() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, agent := range f.ring {
+		if f.running[agent] < f.cap {
+			return true
+		}
+	}
+	return false
 }
 
 // next takes the held call whose turn it is: the first agent in turn
@@ -162,14 +201,6 @@ func (f *fairShare) next() (deliveredMsg, bool) {
 		return m, true
 	}
 	return nil, false
-}
-
-// full reports whether as many calls are held within their agents'
-// bounds as may be.
-func (f *fairShare) full() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.bounded >= f.maxHeld
 }
 
 // refresh tells the server the held calls not told for keepAlive are in

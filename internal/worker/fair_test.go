@@ -47,10 +47,13 @@ func TestFairShareTakesTurns(t *testing.T) {
 			t.Fatalf("admit %s = %v, want %v", tt.m.subject, got, tt.runs)
 		}
 	}
-	if _, ok := f.next(); ok {
+	if _, ok := f.next(); ok || f.waiting() {
 		t.Fatal("a held call ran while its agent is at its cap")
 	}
 	f.release("a")
+	if !f.waiting() {
+		t.Fatal("a held call cannot run while its agent is below its cap")
+	}
 	if m, ok := f.next(); !ok || m != a3 {
 		t.Fatalf("after a call of a ended: %v %v, want a's first held call", m, ok)
 	}
@@ -64,7 +67,7 @@ func TestFairShareTakesTurns(t *testing.T) {
 	}
 	var settled []fate.Fate
 	settle := func(m deliveredMsg, f fate.Fate) { settled = append(settled, f); _ = (&fate.Runner{}).Settle(m, f) }
-	if n := f.handBack(2*time.Second, settle); n != 1 || a4.nakked != 1 || a4.delay != 2*time.Second || f.full() {
+	if n := f.handBack(2*time.Second, settle); n != 1 || a4.nakked != 1 || a4.delay != 2*time.Second || f.bounded != 0 {
 		t.Errorf("handed back %d, nak %d with delay %s; want 1, 1, 2s", n, a4.nakked, a4.delay)
 	}
 	if len(settled) != 1 || settled[0].Kind != fate.KindRetry {
@@ -83,8 +86,8 @@ func TestFairShareRoundRobinAndBound(t *testing.T) {
 		}
 	}
 	// a and b run one each; one each is held.
-	if f.full() {
-		t.Fatal("2 held of 16 is not full")
+	if f.bounded != 2 {
+		t.Fatalf("%d held toward the pool's bound, want 2", f.bounded)
 	}
 	f.release("b")
 	f.release("a")
@@ -98,8 +101,8 @@ func TestFairShareRoundRobinAndBound(t *testing.T) {
 			f.admit(call(a))
 		}
 	}
-	if !f.full() {
-		t.Fatal("16 held of 16: the puller must stop asking")
+	if f.bounded != f.maxHeld {
+		t.Fatalf("%d held within their bounds, want %d (the pool's bound)", f.bounded, f.maxHeld)
 	}
 	if n := f.handBack(0, func(m deliveredMsg, f fate.Fate) { _ = (&fate.Runner{}).Settle(m, f) }); n != heldPerSlot*4+2 {
 		t.Fatalf("handed back %d", n)
@@ -114,7 +117,7 @@ func TestFairShareRoundRobinAndBound(t *testing.T) {
 func TestFairShareOverflowPerAgent(t *testing.T) {
 	f := newFairShare(1, 4, 5, 30*time.Second)
 	for range 1 + 4 { // one runs, four are held
-		if _, over := f.overflow(call("a")); over {
+		if _, _, over := f.overflow(call("a")); over {
 			t.Fatal("sent back before its agent held its bound")
 		}
 		f.admit(call("a"))
@@ -125,18 +128,18 @@ func TestFairShareOverflowPerAgent(t *testing.T) {
 		delay     time.Duration
 	}{{1, true, overflowDelay}, {2, true, 2 * overflowDelay}, {3, false, 0}, {5, false, 0}}
 	for _, tt := range tests {
-		delay, over := f.overflow(&heldMsg{subject: "toolgate.call.a.bash", delivered: tt.delivered})
-		if over != tt.over || delay != tt.delay {
+		delay, bound, over := f.overflow(&heldMsg{subject: "toolgate.call.a.bash", delivered: tt.delivered})
+		if over != tt.over || delay != tt.delay || over && bound != boundHeldCalls {
 			t.Errorf("delivery %d: overflow %v after %s, want %v after %s", tt.delivered, over, delay, tt.over, tt.delay)
 		}
 	}
 	for range 100 {
 		f.admit(&heldMsg{subject: "toolgate.call.a.bash", delivered: 3})
 	}
-	if f.full() {
-		t.Fatal("one agent's held calls stopped the puller")
+	if f.bounded != f.perAgentHeld {
+		t.Fatalf("one agent's held calls count %d toward the pool's bound, want %d", f.bounded, f.perAgentHeld)
 	}
-	if _, over := f.overflow(call("b")); over {
+	if _, _, over := f.overflow(call("b")); over {
 		t.Fatal("another agent's call was sent back")
 	}
 	for range 100 + 4 {
@@ -147,6 +150,71 @@ func TestFairShareOverflowPerAgent(t *testing.T) {
 	}
 	if f.bounded != 0 || f.nheld != 0 {
 		t.Fatalf("after every held call ran: %d counted toward the bound, %d held", f.bounded, f.nheld)
+	}
+}
+
+// TestFairShareFullPoolNeverStopsOthers: four agents each at their bound
+// of held calls fill the pool (sybils of one operator, say). The pool's
+// bound never stops another agent's call: one that would run (its agent
+// below its cap, none of its calls held) runs; one that would be held
+// goes back to the stream at bound="held_pool" while it has deliveries
+// to spare, waiting longer each time, and is then held past the bound;
+// a call of an agent at its own bound goes back at bound="held_calls".
+// Once a held call has run, the pool holds again.
+func TestFairShareFullPoolNeverStopsOthers(t *testing.T) {
+	const concurrency = 8
+	f := newFairShare(1, concurrency, 5, 30*time.Second)
+	for _, a := range []string{"a", "b", "c", "d"} {
+		for range 1 + concurrency { // one runs, its bound is held
+			f.admit(call(a))
+		}
+	}
+	if !f.admit(call("e")) { // e runs one, and holds none
+		t.Fatal("e's first call was held")
+	}
+	f.admit(call("g"))
+	f.admit(&heldMsg{subject: "toolgate.call.g.bash", delivered: 3}) // no delivery to spare: held past the bound
+	if f.bounded != 4*concurrency+1 || f.bounded < f.maxHeld {
+		t.Fatalf("%d held toward the pool's bound of %d, want it full", f.bounded, f.maxHeld)
+	}
+	tests := []struct {
+		name      string
+		agent     string
+		delivered uint64
+		bound     string
+		delay     time.Duration
+	}{
+		{"an agent below its cap holding none runs", "f", 1, "", 0},
+		{"even at its last delivery", "f", 5, "", 0},
+		{"a call naming no agent runs", "", 1, "", 0},
+		{"an agent at its cap goes back", "e", 1, boundHeldPool, overflowDelay},
+		{"longer on its second delivery", "e", 2, boundHeldPool, 2 * overflowDelay},
+		{"held past the pool with no delivery to spare", "e", 3, "", 0},
+		{"an agent below its cap holding calls goes back", "g", 1, boundHeldPool, overflowDelay},
+		{"an agent at its own bound goes back at that bound", "a", 2, boundHeldCalls, 2 * overflowDelay},
+		{"held past its bound with no delivery to spare", "a", 4, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &heldMsg{subject: "toolgate.call." + tt.agent + ".bash", delivered: tt.delivered}
+			if tt.agent == "" {
+				m.subject = "x"
+			}
+			delay, bound, over := f.overflow(m)
+			if over != (tt.bound != "") || bound != tt.bound || delay != tt.delay {
+				t.Errorf("overflow: %v at %q after %s, want %v at %q after %s", over, bound, delay, tt.bound != "", tt.bound, tt.delay)
+			}
+		})
+	}
+	// g's call ends: its held call runs; then a's: the pool holds again.
+	for _, a := range []string{"g", "a"} {
+		f.release(a)
+		if m, ok := f.next(); !ok || callAgent(m) != a {
+			t.Fatalf("after %s's call ended: %v %v, want its held call", a, m, ok)
+		}
+	}
+	if _, _, over := f.overflow(call("e")); over {
+		t.Fatalf("a call was sent back while the pool had room (%d of %d held)", f.bounded, f.maxHeld)
 	}
 }
 

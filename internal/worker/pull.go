@@ -71,6 +71,9 @@ type puller struct {
 	order []string // request ids, oldest first
 	seq   uint64
 	hold  time.Time // no request before this (the server refused one)
+	// heldTurn: the stream had no call to run for a freed slot; a held
+	// call takes it (ask).
+	heldTurn bool
 	// stopping: the worker stops; calls delivered now are handed back.
 	stopping bool
 }
@@ -78,6 +81,7 @@ type puller struct {
 type pullReq struct {
 	n        int // calls still to come
 	deadline time.Time
+	probe    bool // the stream asked first for a slot: a request that does not wait (ask)
 }
 
 func newPuller(w *Worker) *puller {
@@ -205,33 +209,63 @@ func (p *puller) lastDeadline() time.Time {
 // comes after the server has ended the requests.
 const handBackMargin = 100 * time.Millisecond
 
-// ask first gives free slots to held calls whose agent's turn it is
-// (fair.go), then sends a pull request for the free slots not yet asked
-// for, unless as many calls are held as may be. While earlier requests
-// still wait at the server it waits until a batch's worth of slots is
-// free, so that a busy worker does not send a request per call.
+// ask gives free slots to held calls whose agent's turn it is (fair.go),
+// the stream first (below), then sends a pull request for the free slots
+// not yet asked for, however many calls are held (a call that cannot be held goes back
+// to the stream: fairShare.overflow). While earlier requests still wait
+// at the server it waits until a batch's worth of slots is free, so that
+// a busy worker does not send a request per call.
+//
+// A freed slot that a held call could take goes to the stream first:
+// the puller asks it for one call with a request that does not wait at
+// the server. A call that runs takes the slot; a call held or sent back
+// does not, and the stream is asked again; when the server answers that
+// it has nothing (heldTurn), the held call takes the slot. So a call of
+// an agent that holds none, queued behind held calls, waits for one
+// call's run, not for the held calls to drain; a held call waits at most
+// until every agent below its cap queued behind it has had a slot. No
+// such request is sent while one of ours waits at the server: that one
+// gets the stream's next call.
 func (p *puller) ask() {
 	c := p.w.cfg.Concurrency
 	for c-int(p.w.running.Load())-p.asked > 0 {
+		if !p.heldTurn && p.asked == 0 && !time.Now().Before(p.hold) && p.fair.waiting() {
+			if p.request(1, true) {
+				return
+			}
+			p.heldTurn = true // disconnected: the held call takes the slot
+		}
 		m, ok := p.fair.next()
 		if !ok {
 			break
 		}
 		p.dispatch(m)
+		p.heldTurn = false
 	}
 	free := c - int(p.w.running.Load()) - p.asked
-	if free <= 0 || (p.asked > 0 && free < max(1, c/8)) || time.Now().Before(p.hold) || p.fair.full() {
+	if free <= 0 || (p.asked > 0 && free < max(1, c/8)) || time.Now().Before(p.hold) {
 		return
 	}
+	p.request(free, false)
+}
+
+// request asks the server for n calls, waiting there up to pullExpiry for
+// them, or (probe) not waiting: the server then answers at once that it
+// has none. It reports whether the request was sent.
+func (p *puller) request(n int, probe bool) bool {
 	p.seq++
 	id := strconv.FormatUint(p.seq, 36)
-	req := `{"batch":` + strconv.Itoa(free) + `,"expires":` + strconv.FormatInt(pullExpiry.Nanoseconds(), 10) + `}`
-	if err := p.w.nc.PublishRequest(nextSubject, p.inbox+"."+id, []byte(req)); err != nil {
-		return // disconnected: asked again on the next tick or reconnect
+	req := `{"batch":` + strconv.Itoa(n) + `,"expires":` + strconv.FormatInt(pullExpiry.Nanoseconds(), 10) + `}`
+	if probe {
+		req = `{"batch":` + strconv.Itoa(n) + `,"no_wait":true}`
 	}
-	p.reqs[id] = &pullReq{n: free, deadline: time.Now().Add(pullExpiry)}
+	if err := p.w.nc.PublishRequest(nextSubject, p.inbox+"."+id, []byte(req)); err != nil {
+		return false // disconnected: asked again on the next tick or reconnect
+	}
+	p.reqs[id] = &pullReq{n: n, deadline: time.Now().Add(pullExpiry), probe: probe}
 	p.order = append(p.order, id)
-	p.asked += free
+	p.asked += n
+	return true
 }
 
 // forgetAll forgets every request: the server holding them is gone.
@@ -239,6 +273,7 @@ func (p *puller) forgetAll() {
 	clear(p.reqs)
 	p.order = p.order[:0]
 	p.asked = 0
+	p.heldTurn = true
 }
 
 // receive accounts for a message on the inbox: a call goes to a slot, a
@@ -282,23 +317,21 @@ func (p *puller) receive(m *nats.Msg) {
 	}
 	d := delivery{m: m, nc: p.w.nc, wait: p.w.cfg.publishTimeout}
 	if !p.stopping { // stopping: dispatch hands it back
-		if delay, ok := p.fair.overflow(d); ok {
-			// Its agent holds its bound of calls: back to the stream, so
-			// that the puller keeps taking other agents' calls.
-			p.w.agentRefused(boundHeldCalls)
+		if delay, bound, ok := p.fair.overflow(d); ok {
+			// Its agent holds its bound of calls, or the pool is full:
+			// back to the stream, and the puller keeps taking other
+			// agents' calls.
+			p.w.agentRefused(bound)
 			p.handBack(d, fate.Retry(delay, nil))
 			return
 		}
 		if !p.fair.admit(d) {
 			return
 		}
+		p.heldTurn = false // the stream has calls to run again
 	}
 	p.dispatch(d)
 }
-
-// boundHeldCalls is the bound label of calls sent back to the stream
-// because their agent held its bound of calls (fair.go).
-const boundHeldCalls = "held_calls"
 
 // pendingMsgsHeader is where the server's status ending a pull request
 // says how many of the calls asked for it never delivered.
@@ -315,6 +348,9 @@ func (p *puller) end(id, pending string) {
 		n = r.n
 	}
 	p.asked = max(p.asked-n, 0)
+	if r != nil && r.probe {
+		p.heldTurn = true // the stream had no call to run
+	}
 	delete(p.reqs, id)
 	for len(p.order) > 0 && p.reqs[p.order[0]] == nil {
 		p.order = p.order[1:]
