@@ -67,7 +67,8 @@ func (w *Worker) serveIntake() (func(), error) {
 	}
 	return func() {
 		_ = sub.Drain()
-		for sub.IsValid() { // the callbacks already running finish
+		// The calls already taken are forwarded.
+		for end := time.Now().Add(intakeWait); sub.IsValid() && time.Now().Before(end); {
 			time.Sleep(time.Millisecond)
 		}
 		wg.Wait()
@@ -156,9 +157,6 @@ func newIntakeRelay(w *Worker) (*intakeRelay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("subscribe the intake's acknowledgements: %w", err)
 	}
-	// The acknowledgements of every call in flight at once, and the
-	// relay's answers, never counted as a slow consumer's.
-	_ = sub.SetPendingLimits(-1, -1)
 	r.sub = sub
 	go r.sweep()
 	return r, nil
