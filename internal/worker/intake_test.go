@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -140,5 +141,52 @@ func TestIntakeGivesUpAnUnansweredCall(t *testing.T) {
 	}
 	if m, err := answers.NextMsg(100 * time.Millisecond); err == nil {
 		t.Fatalf("the agent was answered %q", m.Data)
+	}
+}
+
+// TestIntakeHoldsNoGoroutinePerCall: calls waiting for the store's answer
+// hold no goroutine each (the intake forwards them from its own
+// subscription and relays the answers from one reply subscription).
+func TestIntakeHoldsNoGoroutinePerCall(t *testing.T) {
+	s := testenv.StartNATS(t, t.TempDir())
+	agent, _ := s.Connect(t)
+	store, _ := s.Connect(t)
+	silent, err := store.SubscribeSync(events.Prefix + ".call.>") // takes calls, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := intakeWorker(t, s).serveIntake()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	before := runtime.NumGoroutine()
+	const calls = 200
+	for i := range calls {
+		m := nats.NewMsg(identity.IntakePrefix + events.CallSubject("alice", "read"))
+		m.Reply = agent.NewInbox()
+		m.Header.Set(events.HeaderMsgID, fmt.Sprint("id", i))
+		if err := agent.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	taken := make([]*nats.Msg, 0, calls)
+	for i := range calls {
+		m, err := silent.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("call %d not forwarded: %v", i, err)
+		}
+		taken = append(taken, m)
+	}
+	if grown := runtime.NumGoroutine() - before; grown > calls/10 {
+		t.Errorf("%d calls waiting for the store hold %d more goroutines", calls, grown)
+	}
+	for _, m := range taken { // answered now: the intake stops at once
+		if err := m.Respond([]byte(`{"stream":"CALLS","seq":1}`)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
