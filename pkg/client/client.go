@@ -52,7 +52,10 @@ type Option func(*Client)
 // default binary. Results come back in the same mode.
 func WithMode(m events.Mode) Option { return func(c *Client) { c.mode = m } }
 
-// New returns a client publishing as agent over nc.
+// New returns a client publishing as agent over nc. A client is safe for
+// concurrent calls; make one per connection and agent, not one per call:
+// each keeps its own subscription to the agent's results while its calls
+// wait.
 func New(nc *nats.Conn, agent string, opts ...Option) (*Client, error) {
 	if err := events.ValidToken(agent); err != nil {
 		return nil, fmt.Errorf("agent id: %w", err)
