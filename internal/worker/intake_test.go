@@ -24,6 +24,18 @@ func intakeWorker(t *testing.T, s *testenv.Server) *Worker {
 	return &Worker{nc: nc, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
+// serveIntake starts w's intake, subscribed at the server once it returns.
+func serveIntake(t *testing.T, w *Worker) func() {
+	stop, err := w.serveIntake()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return stop
+}
+
 // TestIntakeRelaysEachAcknowledgement: calls of two agents, many in
 // flight at once with the same ids, each get the stream's own
 // acknowledgement through the intake; each agent's ids are deduplicated
@@ -36,10 +48,7 @@ func TestIntakeRelaysEachAcknowledgement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop, err := intakeWorker(t, s).serveIntake()
-	if err != nil {
-		t.Fatal(err)
-	}
+	stop := serveIntake(t, intakeWorker(t, s))
 	defer stop()
 
 	const perAgent = 150
@@ -158,10 +167,7 @@ func TestIntakeHoldsNoGoroutinePerCall(t *testing.T) {
 	if err := store.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	stop, err := intakeWorker(t, s).serveIntake()
-	if err != nil {
-		t.Fatal(err)
-	}
+	stop := serveIntake(t, intakeWorker(t, s))
 	defer stop()
 	before := runtime.NumGoroutine()
 	const calls = 200
