@@ -4,6 +4,9 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,8 +19,10 @@ import (
 // (encoding, publishing through the worker's intake, verifying the signed
 // result), the embedded server, and the worker at its defaults (decode,
 // schema, the built-in policy, the read tool, the signed result, the
-// audit event stored before the ack). allocs/op counts every part
-// (BENCHMARKS.md, "The read call path in one process"):
+// audit event stored before the ack). allocs/op counts every part, and
+// cpu-µs/op the CPU time of the whole process (server, worker and
+// client) per call (BENCHMARKS.md, "The read call path in one process");
+// the /inflight=64 case keeps 64 calls in flight, one client:
 //
 //	go test -run '^$' -bench BenchmarkReadCallPath -benchmem -benchtime 2000x ./test/
 func BenchmarkReadCallPath(b *testing.B) {
@@ -28,18 +33,49 @@ func BenchmarkReadCallPath(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	args := map[string]any{"path": "data.txt"}
-	call := func() {
+	call := func(b *testing.B) {
 		r, err := c.Call(ctx, "read", args)
 		if err != nil || r.Status != events.StatusOK {
-			b.Fatalf("read: %+v %v", r, err)
+			b.Errorf("read: %+v %v", r, err)
 		}
 	}
 	for range 50 { // connections, caches, the first chain checkpoint
-		call()
+		call(b)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		call()
+	b.Run("inflight=1", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu := processCPU()
+		b.ResetTimer()
+		for range b.N {
+			call(b)
+		}
+		b.ReportMetric(float64((processCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+	})
+	b.Run("inflight=64", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu := processCPU()
+		b.ResetTimer()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for next.Add(1) <= int64(b.N) {
+					call(b)
+				}
+			}()
+		}
+		wg.Wait()
+		b.ReportMetric(float64((processCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+	})
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
 	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

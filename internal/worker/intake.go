@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,54 +32,78 @@ const (
 // serveIntake forwards the agents' calls and task answers, which cross
 // into the toolgate account under identity.IntakePrefix, into their
 // streams until the returned function is called.
+//
+// A call is forwarded from the subscription's own goroutine with a reply
+// subject of the worker's (intakeRelay), and the stream's acknowledgement
+// is passed on from that reply subscription's: no goroutine, timer or
+// channel per call. A task answer, whose quota is counted before it is
+// stored, takes a goroutine of its own and waits for its acknowledgement.
 func (w *Worker) serveIntake() (func(), error) {
-	slots := make(chan struct{}, intakeInFlight)
+	r, err := newIntakeRelay(w)
+	if err != nil {
+		return nil, err
+	}
 	var wg sync.WaitGroup
 	sub, err := w.nc.QueueSubscribe(identity.IntakePrefix+">", intakeQueue, func(m *nats.Msg) {
-		slots <- struct{}{}
+		subject := strings.TrimPrefix(m.Subject, identity.IntakePrefix)
+		agent, ok := intakeAgent(subject)
+		if !ok {
+			return // no stream takes it
+		}
+		if !strings.HasPrefix(subject, taskResultPrefix) {
+			r.forward(m, subject, agent)
+			return
+		}
+		r.slots <- struct{}{}
 		wg.Add(1)
 		go func() {
-			defer func() { <-slots; wg.Done() }()
-			w.intake(m)
+			defer func() { <-r.slots; wg.Done() }()
+			w.intakeAnswer(m, subject, agent)
 		}()
 	})
 	if err != nil {
+		r.close()
 		return nil, fmt.Errorf("subscribe %s: %w", identity.IntakePrefix+">", err)
 	}
-	return func() { _ = sub.Unsubscribe(); wg.Wait() }, nil
+	return func() {
+		_ = sub.Drain()
+		// The calls already taken are forwarded.
+		for end := time.Now().Add(intakeWait); sub.IsValid() && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+		wg.Wait()
+		r.drain(intakeWait)
+		r.close()
+	}, nil
 }
 
-// intake forwards one message from toolgate.intake.<subject> to
-// <subject> (toolgate.call.<agent>.<tool>, toolgate.task_result.<agent>.<task>)
-// and answers the agent with the stream's own answer (its acknowledgement
-// or error), byte for byte. Its Nats-Msg-Id is scoped by the agent the
-// subject names, which the agent's credentials enforce: a stream
-// deduplicates each agent's messages among its own, and an id one agent
-// sends can never drop another's message as a duplicate.
-func (w *Worker) intake(m *nats.Msg) {
-	subject := strings.TrimPrefix(m.Subject, identity.IntakePrefix)
-	agent, ok := intakeAgent(subject)
-	if !ok {
-		return // no stream takes it
+// scopeMsgID scopes the Nats-Msg-Id of a message agent sent (ScopedMsgID),
+// in place.
+func scopeMsgID(h nats.Header, agent string) {
+	if v := h[events.HeaderMsgID]; len(v) > 0 && v[0] != "" {
+		v[0] = ScopedMsgID(agent, v[0])
+		h[events.HeaderMsgID] = v[:1]
 	}
-	if strings.HasPrefix(subject, taskResultPrefix) {
-		// One answer of an agent at a time, so that its count and the
-		// answer's store are one step.
-		mu, _ := w.answering.LoadOrStore(agent, &sync.Mutex{})
-		mu.(*sync.Mutex).Lock()
-		defer mu.(*sync.Mutex).Unlock()
-		if err := w.taskAnswerQuota(agent); err != nil {
-			w.refuseIntake(m, agent, err)
-			return
-		}
+}
+
+// intakeAnswer forwards one task answer of agent from
+// toolgate.intake.<subject> to <subject> once the agent's quota of stored
+// answers allows it, and answers the agent with the stream's own answer.
+// One answer of an agent at a time, so that its count and the answer's
+// store are one step.
+func (w *Worker) intakeAnswer(m *nats.Msg, subject, agent string) {
+	mu, _ := w.answering.LoadOrStore(agent, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	if err := w.taskAnswerQuota(agent); err != nil {
+		w.refuseIntake(m, agent, err)
+		return
 	}
-	if id := m.Header.Get(events.HeaderMsgID); id != "" {
-		m.Header.Set(events.HeaderMsgID, ScopedMsgID(agent, id))
-	}
+	scopeMsgID(m.Header, agent)
 	out := &nats.Msg{Subject: subject, Header: m.Header, Data: m.Data}
 	if m.Reply == "" {
 		if err := w.nc.PublishMsg(out); err != nil {
-			w.log.Warn("call intake: not forwarded", "agent", agent, "subject", m.Subject, "err", err)
+			w.log.Warn("intake: not forwarded", "agent", agent, "subject", m.Subject, "err", err)
 		}
 		return
 	}
@@ -86,12 +111,164 @@ func (w *Worker) intake(m *nats.Msg) {
 	if err != nil {
 		// The agent's own wait runs out: it publishes again, under the
 		// same id.
-		w.log.Warn("call intake: not stored", "agent", agent, "subject", m.Subject, "err", err)
+		w.log.Warn("intake: not stored", "agent", agent, "subject", m.Subject, "err", err)
 		return
 	}
 	if err := m.Respond(ack.Data); err != nil {
-		w.log.Warn("call intake: acknowledgement not passed on", "agent", agent, "err", err)
+		w.log.Warn("intake: acknowledgement not passed on", "agent", agent, "err", err)
 	}
+}
+
+// intakeRelay forwards the agents' calls into the calls stream, each with
+// a reply subject of its own under one inbox of the worker (inbox.<n>),
+// and answers each agent with the stream's own answer to its call (its
+// acknowledgement or error), byte for byte, from that inbox's
+// subscription. A call the stream has not answered within intakeWait is
+// given up (the sweeper): the agent's own wait runs out and it publishes
+// again, under the same id.
+//
+// Each call's Nats-Msg-Id is scoped by the agent its subject names,
+// which the agent's credentials enforce: the stream deduplicates each
+// agent's calls among its own, and an id one agent sends can never drop
+// another's call as a duplicate.
+type intakeRelay struct {
+	w     *Worker
+	inbox string
+	sub   *nats.Subscription
+	slots chan struct{} // one per message being forwarded (intakeInFlight)
+	quit  chan struct{} // ends the sweeper
+	mu    sync.Mutex
+	seq   uint64
+	// pending are the calls forwarded and not yet answered, by the
+	// token their reply subject ends with.
+	pending map[string]intakePending
+}
+
+// intakePending is a forwarded call the stream has not answered yet.
+type intakePending struct {
+	reply, agent, subject string
+	sent                  time.Time
+}
+
+func newIntakeRelay(w *Worker) (*intakeRelay, error) {
+	r := &intakeRelay{w: w, inbox: w.nc.NewInbox(), slots: make(chan struct{}, intakeInFlight),
+		quit: make(chan struct{}), pending: map[string]intakePending{}}
+	sub, err := w.nc.Subscribe(r.inbox+".*", r.answer)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe the intake's acknowledgements: %w", err)
+	}
+	r.sub = sub
+	go r.sweep()
+	return r, nil
+}
+
+// forward forwards m, a call of agent sent to toolgate.intake.<subject>,
+// to subject, waiting for a slot while intakeInFlight calls are being
+// forwarded.
+func (r *intakeRelay) forward(m *nats.Msg, subject, agent string) {
+	if m.Header != nil {
+		scopeMsgID(m.Header, agent)
+	}
+	out := &nats.Msg{Subject: subject, Header: m.Header, Data: m.Data}
+	if m.Reply == "" {
+		if err := r.w.nc.PublishMsg(out); err != nil {
+			r.w.log.Warn("call intake: not forwarded", "agent", agent, "subject", m.Subject, "err", err)
+		}
+		return
+	}
+	r.slots <- struct{}{}
+	r.mu.Lock()
+	r.seq++
+	tok := strconv.FormatUint(r.seq, 36)
+	r.pending[tok] = intakePending{reply: m.Reply, agent: agent, subject: m.Subject, sent: time.Now()}
+	r.mu.Unlock()
+	out.Reply = r.inbox + "." + tok
+	if err := r.w.nc.PublishMsg(out); err != nil {
+		r.take(tok)
+		r.w.log.Warn("call intake: not stored", "agent", agent, "subject", m.Subject, "err", err)
+	}
+}
+
+// take removes the pending call of tok and frees its slot; false when
+// there is none (answered already, or given up).
+func (r *intakeRelay) take(tok string) (intakePending, bool) {
+	r.mu.Lock()
+	p, ok := r.pending[tok]
+	delete(r.pending, tok)
+	r.mu.Unlock()
+	if ok {
+		<-r.slots
+	}
+	return p, ok
+}
+
+// answer passes the stream's answer ack to the agent whose call it
+// answers.
+func (r *intakeRelay) answer(ack *nats.Msg) {
+	p, ok := r.take(strings.TrimPrefix(ack.Subject, r.inbox+"."))
+	if !ok {
+		return // given up: the agent publishes again
+	}
+	if len(ack.Data) == 0 {
+		// A status (no responders: no stream), not an answer of the
+		// stream's: the agent's own wait runs out and it publishes again.
+		r.w.log.Warn("call intake: not stored", "agent", p.agent, "subject", p.subject, "status", ack.Header.Get("Status"))
+		return
+	}
+	if err := r.w.nc.Publish(p.reply, ack.Data); err != nil {
+		r.w.log.Warn("call intake: acknowledgement not passed on", "agent", p.agent, "err", err)
+	}
+}
+
+// sweep gives up, every quarter of intakeWait, the calls the stream has
+// not answered within intakeWait.
+func (r *intakeRelay) sweep() {
+	t := time.NewTicker(intakeWait / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.quit:
+			return
+		case now := <-t.C:
+			r.giveUp(now.Add(-intakeWait))
+		}
+	}
+}
+
+// giveUp gives up the calls forwarded before cutoff.
+func (r *intakeRelay) giveUp(cutoff time.Time) {
+	r.mu.Lock()
+	var late []intakePending
+	for tok, p := range r.pending {
+		if p.sent.Before(cutoff) {
+			delete(r.pending, tok)
+			late = append(late, p)
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range late {
+		<-r.slots
+		r.w.log.Warn("call intake: not stored", "agent", p.agent, "subject", p.subject, "err", nats.ErrTimeout)
+	}
+}
+
+// drain waits, within grace, for the stream's answers to the calls
+// forwarded.
+func (r *intakeRelay) drain(grace time.Duration) {
+	for end := time.Now().Add(grace); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		r.mu.Lock()
+		n := len(r.pending)
+		r.mu.Unlock()
+		if n == 0 {
+			return
+		}
+	}
+}
+
+// close stops the relay: answers still to come are not passed on.
+func (r *intakeRelay) close() {
+	close(r.quit)
+	_ = r.sub.Unsubscribe()
 }
 
 // taskResultPrefix is the subject prefix of task answers.

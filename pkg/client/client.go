@@ -42,6 +42,7 @@ type Client struct {
 	optErr  error
 	verify  *eventsig.Verifier
 	refused atomic.Int64
+	results *results
 }
 
 // Option configures a Client.
@@ -51,7 +52,10 @@ type Option func(*Client)
 // default binary. Results come back in the same mode.
 func WithMode(m events.Mode) Option { return func(c *Client) { c.mode = m } }
 
-// New returns a client publishing as agent over nc.
+// New returns a client publishing as agent over nc. A client is safe for
+// concurrent calls; make one per connection and agent, not one per call:
+// each keeps its own subscription to the agent's results while its calls
+// wait.
 func New(nc *nats.Conn, agent string, opts ...Option) (*Client, error) {
 	if err := events.ValidToken(agent); err != nil {
 		return nil, fmt.Errorf("agent id: %w", err)
@@ -60,7 +64,7 @@ func New(nc *nats.Conn, agent string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	c := &Client{nc: nc, js: js, agent: agent}
+	c := &Client{nc: nc, js: js, agent: agent, results: newResults(nc, agent)}
 	for _, o := range opts {
 		o(c)
 	}
@@ -169,8 +173,10 @@ func OnProgress(fn func(events.ProgressData)) CallOption {
 }
 
 // Call runs tool with args and waits for the final result or ctx. It
-// subscribes to the result subject before publishing, so a fast result is
-// never missed. args may be a Go value, json.RawMessage or []byte.
+// listens for the result before publishing, so a fast result is never
+// missed: on one subscription to the agent's results the client keeps
+// while calls wait (and for 30 s after the last), or, with OnProgress, on
+// the call's own result and progress subjects. args may be a Go value, json.RawMessage or []byte.
 // Cancelling ctx cancels the call: the cancellation is published, the
 // call is stopped wherever it is (queued, parked, running), and Call
 // returns ctx's error. A ctx whose deadline passes only stops the waiting.
@@ -320,19 +326,19 @@ const (
 
 // subscribe listens for the result of call o.id and, with OnProgress, its
 // progress. Results and progress share one channel, so that every
-// progress chunk is handed over before the result that follows it.
+// progress chunk is handed over before the result that follows it: a
+// call with OnProgress subscribes to both subjects of its own; one
+// without waits on the client's results subscription.
 func (c *Client) subscribe(o *callOpts) (<-chan *nats.Msg, func(), error) {
-	size := resultBuffer
-	if o.onProgress != nil {
-		size = progressBuffer
+	if o.onProgress == nil {
+		ch := make(chan *nats.Msg, resultBuffer)
+		done, err := c.results.wait(o.id, ch)
+		return ch, done, err
 	}
-	ch := make(chan *nats.Msg, size)
+	ch := make(chan *nats.Msg, progressBuffer)
 	sub, err := c.nc.ChanSubscribe(events.ResultSubject(c.agent, o.id), ch)
 	if err != nil {
 		return nil, nil, fmt.Errorf("subscribe to result: %w", err)
-	}
-	if o.onProgress == nil {
-		return ch, func() { _ = sub.Unsubscribe() }, nil
 	}
 	ps, err := c.nc.ChanSubscribe(events.ProgressSubject(c.agent, o.id), ch)
 	if err != nil {

@@ -1,0 +1,198 @@
+package worker
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// intakeWorker is a worker with only what its intake uses, on its own
+// connection to s.
+func intakeWorker(t *testing.T, s *testenv.Server) *Worker {
+	nc, _ := s.Connect(t)
+	return &Worker{nc: nc, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// serveIntake starts w's intake, subscribed at the server once it returns.
+func serveIntake(t *testing.T, w *Worker) func() {
+	stop, err := w.serveIntake()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return stop
+}
+
+// TestIntakeRelaysEachAcknowledgement: calls of two agents, many in
+// flight at once with the same ids, each get the stream's own
+// acknowledgement through the intake; each agent's ids are deduplicated
+// among its own calls only, and the stored id is the scoped one.
+func TestIntakeRelaysEachAcknowledgement(t *testing.T) {
+	s := testenv.StartNATS(t, t.TempDir())
+	_, js := s.Connect(t)
+	ctx := ctxT(t)
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "CALLS", Subjects: []string{events.Prefix + ".call.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := serveIntake(t, intakeWorker(t, s))
+	defer stop()
+
+	const perAgent = 150
+	publish := func(agent, id string) (*jetstream.PubAck, error) {
+		m := nats.NewMsg(identity.IntakePrefix + events.CallSubject(agent, "read"))
+		m.Header.Set(events.HeaderMsgID, id)
+		m.Data = []byte(`{}`)
+		return js.PublishMsg(ctx, m)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*perAgent)
+	for _, agent := range []string{"alice", "bob"} {
+		for i := range perAgent {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ack, err := publish(agent, fmt.Sprint("id", i))
+				if err == nil && (ack.Stream != "CALLS" || ack.Duplicate) {
+					t.Errorf("%s's call %d: acknowledged %+v", agent, i, ack)
+				}
+				errs <- err
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ack, err := publish("alice", "id0")
+	if err != nil || !ack.Duplicate {
+		t.Fatalf("alice's id again: %+v, %v; want a duplicate", ack, err)
+	}
+	if _, err := publish("bob", "last"); err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2*perAgent+1 {
+		t.Fatalf("stored %d calls, want %d", info.State.Msgs, 2*perAgent+1)
+	}
+	got, err := st.GetLastMsgForSubject(ctx, events.CallSubject("bob", "read"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := got.Header.Get(events.HeaderMsgID); id != ScopedMsgID("bob", "last") {
+		t.Fatalf("stored Nats-Msg-Id %q", id)
+	}
+}
+
+// TestIntakeGivesUpAnUnansweredCall: a call nothing stores (no stream:
+// the server's no-responders status) and one whose store never answers
+// are given up, their slots freed, and the agent is answered nothing (it
+// publishes again).
+func TestIntakeGivesUpAnUnansweredCall(t *testing.T) {
+	s := testenv.StartNATS(t, t.TempDir())
+	agent, _ := s.Connect(t)
+	r, err := newIntakeRelay(intakeWorker(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	answers, err := agent.SubscribeSync("agent.reply")
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent, err := agent.SubscribeSync(events.CallSubject("alice", "silent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []string{"nostream", "silent"} {
+		m := nats.NewMsg(identity.IntakePrefix + events.CallSubject("alice", tool))
+		m.Reply = "agent.reply"
+		r.forward(m, events.CallSubject("alice", tool), "alice")
+	}
+	if _, err := silent.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("the silent store got nothing: %v", err)
+	}
+	pending := func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.pending)
+	}
+	for end := time.Now().Add(10 * time.Second); pending() != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%d calls pending, want the silent one's only", pending())
+		}
+	}
+	r.giveUp(time.Now().Add(time.Second))
+	if n, s := pending(), len(r.slots); n != 0 || s != 0 {
+		t.Fatalf("after giving up: %d pending, %d slots taken", n, s)
+	}
+	if m, err := answers.NextMsg(100 * time.Millisecond); err == nil {
+		t.Fatalf("the agent was answered %q", m.Data)
+	}
+}
+
+// TestIntakeHoldsNoGoroutinePerCall: calls waiting for the store's answer
+// hold no goroutine each (the intake forwards them from its own
+// subscription and relays the answers from one reply subscription).
+func TestIntakeHoldsNoGoroutinePerCall(t *testing.T) {
+	s := testenv.StartNATS(t, t.TempDir())
+	agent, _ := s.Connect(t)
+	store, _ := s.Connect(t)
+	silent, err := store.SubscribeSync(events.Prefix + ".call.>") // takes calls, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stop := serveIntake(t, intakeWorker(t, s))
+	defer stop()
+	before := runtime.NumGoroutine()
+	const calls = 200
+	for i := range calls {
+		m := nats.NewMsg(identity.IntakePrefix + events.CallSubject("alice", "read"))
+		m.Reply = agent.NewInbox()
+		m.Header.Set(events.HeaderMsgID, fmt.Sprint("id", i))
+		if err := agent.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	taken := make([]*nats.Msg, 0, calls)
+	for i := range calls {
+		m, err := silent.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("call %d not forwarded: %v", i, err)
+		}
+		taken = append(taken, m)
+	}
+	if grown := runtime.NumGoroutine() - before; grown > calls/10 {
+		t.Errorf("%d calls waiting for the store hold %d more goroutines", calls, grown)
+	}
+	for _, m := range taken { // answered now: the intake stops at once
+		if err := m.Respond([]byte(`{"stream":"CALLS","seq":1}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
