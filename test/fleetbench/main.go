@@ -27,8 +27,12 @@
 // all their descendants (bwrap and everything in the sandbox) and of the
 // nats-servers, from a cpuacct cgroup each (see cpuGroups); the
 // whole machine's; the load average; and the executions counted in the
-// files: every id appended exactly once. The summary adds the rate the
-// fleet's CPU per call allows on this machine's CPUs.
+// files: every id appended exactly once; and what the cluster did per
+// call, from the nodes' monitoring endpoints (counts.go): the messages
+// each stream stored, the calls delivered, the JetStream API requests,
+// and the messages the workers, the agents and the nodes sent. The
+// summary adds the rate the fleet's CPU per call allows on this
+// machine's CPUs.
 package main
 
 import (
@@ -169,7 +173,7 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	nodes, urls, err := startCluster(c.natsServer, dir, string(shipped), string(auth))
+	nodes, urls, mons, err := startCluster(c.natsServer, dir, string(shipped), string(auth))
 	if err != nil {
 		return err
 	}
@@ -192,7 +196,7 @@ func run(c config) error {
 	if err := os.WriteFile(pol, []byte(policyYAML), 0o644); err != nil {
 		return err
 	}
-	fl := &fleet{cfg: c, dir: dir, ws: ws, policy: pol, creds: filepath.Join(cfgDir, "worker.creds"), urls: urls, env: env, nodes: nodes}
+	fl := &fleet{cfg: c, dir: dir, ws: ws, policy: pol, creds: filepath.Join(cfgDir, "worker.creds"), urls: urls, mons: mons, env: env, nodes: nodes}
 
 	agents, err := connectAgents(agentDir, names, urls)
 	if err != nil {
@@ -317,7 +321,7 @@ func connectAgents(dir string, names, urls []string) ([]*agent, error) {
 type fleet struct {
 	cfg                    config
 	dir, ws, policy, creds string
-	urls, env              []string
+	urls, mons, env        []string // the nodes' client and monitoring URLs
 	nodes                  []*proc
 }
 
@@ -387,6 +391,10 @@ func (f *fleet) round(r, bin int, agents []*agent, inflight int) (roundResult, e
 		id := fmt.Sprintf("%s-r%d-%05d", agents[a].name, r, i)
 		calls[a] = append(calls[a], &call{id: id, file: fmt.Sprintf("r%d-%s.log", r, agents[a].name)})
 	}
+	c0, err := readCounts(f.mons)
+	if err != nil {
+		return rr, fmt.Errorf("read the nodes' counts: %w", err)
+	}
 	w0, n0, s0, m0 := cpuOf(workers), cpuOf(f.nodes), cpuSelf(), cpuMachine()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -423,6 +431,11 @@ func (f *fleet) round(r, bin int, agents []*agent, inflight int) (roundResult, e
 	rr.cpuWorkers, rr.cpuNodes, rr.cpuSelf = sub(cpuOf(workers), w0), sub(cpuOf(f.nodes), n0), cpuSelf()-s0
 	rr.cpuMachine = cpuMachine() - m0
 	rr.load = loadavg()
+	c1, err := readCounts(f.mons)
+	if err != nil {
+		return rr, fmt.Errorf("read the nodes' counts: %w", err)
+	}
+	rr.cluster = c1.since(c0)
 	for _, w := range workers {
 		w.stop(time.Minute)
 	}

@@ -23,6 +23,7 @@ type roundResult struct {
 	cpuWorkers, cpuNodes []time.Duration
 	cpuSelf, cpuMachine  time.Duration
 	load                 string
+	cluster              nodeCounts // what the cluster did (counts.go)
 }
 
 func (rr roundResult) rate() float64 { return float64(len(rr.calls)) / rr.elapsed.Seconds() }
@@ -125,6 +126,7 @@ func (rr roundResult) print() {
 		perCall(rr.cpuMachine, n), rr.load)
 	fmt.Printf("%s: results: %d answered, %d ok, %d errors; executions: %d once, %d lost, %d twice, %d unexpected; stored-result look-ups while waiting: %d\n", tag,
 		c.answered, c.ok, c.errors, c.once, c.lost, c.twice, c.unexpected, rr.lookups())
+	rr.cluster.print(tag, n)
 	for _, cl := range rr.calls {
 		if !cl.answered || cl.status != events.StatusOK {
 			fmt.Printf("%s: first failed call %s: status %q, err %v, output %q\n", tag, cl.id, cl.status, cl.err, cl.output)
@@ -140,7 +142,7 @@ func (rr roundResult) print() {
 func summary(rs []roundResult, bins int) {
 	fmt.Println()
 	for b := range bins {
-		var rate, wcpu, ncpu, e50, bound []string
+		var rate, wcpu, ncpu, e50, bound, stored, routed []string
 		for _, rr := range rs {
 			if rr.bin != b {
 				continue
@@ -150,11 +152,14 @@ func summary(rs []roundResult, bins int) {
 			wcpu = append(wcpu, perCall(total(rr.cpuWorkers), n))
 			ncpu = append(ncpu, perCall(total(rr.cpuNodes), n))
 			e50 = append(e50, fmtDur(rr.pct(exe, 0.5)))
+			stored = append(stored, ratio(rr.cluster.storedTotal(), n))
+			routed = append(routed, ratio(rr.cluster.routed, n))
 			fleet := total(rr.cpuWorkers) + total(rr.cpuNodes) + rr.cpuSelf
 			bound = append(bound, fmt.Sprintf("%.0f", float64(runtime.NumCPU())*float64(n)/fleet.Seconds()))
 		}
-		fmt.Printf("worker %c: calls/s %s; execution p50 %s; CPU per call: workers+children %s, nats-servers %s; the fleet's CPU bounds it to %s calls/s on %d CPUs\n", 'A'+b,
-			strings.Join(rate, " "), strings.Join(e50, " "), strings.Join(wcpu, " "), strings.Join(ncpu, " "), strings.Join(bound, " "), runtime.NumCPU())
+		fmt.Printf("worker %c: calls/s %s; execution p50 %s; CPU per call: workers+children %s, nats-servers %s; the fleet's CPU bounds it to %s calls/s on %d CPUs; per call: stored %s, messages between nodes %s\n", 'A'+b,
+			strings.Join(rate, " "), strings.Join(e50, " "), strings.Join(wcpu, " "), strings.Join(ncpu, " "), strings.Join(bound, " "), runtime.NumCPU(),
+			strings.Join(stored, " "), strings.Join(routed, " "))
 	}
 }
 
