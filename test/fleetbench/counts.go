@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -39,6 +40,7 @@ type nodeCounts struct {
 	workerIn, workerOut        int64             // messages the workers sent, and got
 	agentIn, agentOut          int64             // messages the agents sent, and got
 	workerConnIn, workerConnOf map[string]int64  // per worker connection (node/cid): in, out, to subtract the start
+	routedBy                   map[string]int64  // messages received from other nodes, by account name
 }
 
 // workerConnName is the connection name a worker connects with
@@ -62,7 +64,7 @@ func getJSON(url string, v any) error {
 // readCounts reads the counters of the nodes' monitoring endpoints
 // (base URLs mons).
 func readCounts(mons []string) (nodeCounts, error) {
-	c := nodeCounts{stored: map[string]uint64{}, workerConnIn: map[string]int64{}, workerConnOf: map[string]int64{}}
+	c := nodeCounts{stored: map[string]uint64{}, workerConnIn: map[string]int64{}, workerConnOf: map[string]int64{}, routedBy: map[string]int64{}}
 	for _, m := range mons {
 		var js server.JSInfo
 		if err := getJSON(m+"/jsz?accounts=true&streams=true&consumers=true", &js); err != nil {
@@ -94,6 +96,15 @@ func readCounts(mons []string) (nodeCounts, error) {
 		for _, ri := range r.Routes {
 			c.routed += ri.OutMsgs
 		}
+		var as server.AccountStatz
+		if err := getJSON(m+"/accstatz?unused=true", &as); err != nil {
+			return c, err
+		}
+		for _, a := range as.Accounts {
+			if a.Received.Routes != nil {
+				c.routedBy[cmp.Or(a.Name, a.Account)] += a.Received.Routes.Msgs
+			}
+		}
 		var cz server.Connz
 		if err := getJSON(m+"/connz?limit=100000", &cz); err != nil {
 			return c, err
@@ -116,7 +127,12 @@ func readCounts(mons []string) (nodeCounts, error) {
 // connections are matched by node and id (a worker that reconnected
 // counts from zero).
 func (c nodeCounts) since(b nodeCounts) nodeCounts {
-	d := nodeCounts{stored: map[string]uint64{}}
+	d := nodeCounts{stored: map[string]uint64{}, routedBy: map[string]int64{}}
+	for a, v := range c.routedBy {
+		if v > b.routedBy[a] {
+			d.routedBy[a] = v - b.routedBy[a]
+		}
+	}
 	for s, v := range c.stored {
 		if v > b.stored[s] {
 			d.stored[s] = v - b.stored[s]
@@ -174,4 +190,9 @@ func (d nodeCounts) print(tag string, n int) {
 		ratio(d.delivered, n), ratio(d.redelivered, n), ratio(d.api, n), ratio(d.apiErrors, n),
 		ratio(d.workerIn, n), ratio(d.workerOut, n), ratio(d.agentIn, n), ratio(d.agentOut, n),
 		ratio(d.in, n), ratio(d.out, n), ratio(d.routed, n))
+	var by []string
+	for _, a := range slices.Sorted(maps.Keys(d.routedBy)) {
+		by = append(by, fmt.Sprintf("%s %s", a, ratio(d.routedBy[a], n)))
+	}
+	fmt.Printf("%s: messages between nodes per call, by account: %s\n", tag, strings.Join(by, ", "))
 }

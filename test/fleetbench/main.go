@@ -75,6 +75,7 @@ type config struct {
 	n, agents, inflight, rounds int
 	workers                     []string
 	natsServer, toolctl         string
+	nodeConf                    string
 	concurrency, agentConc      int
 	callTimeout                 time.Duration
 	keep                        bool
@@ -88,6 +89,7 @@ func main() {
 	flag.IntVar(&c.rounds, "rounds", 2, "rounds; with two worker binaries they alternate")
 	workers := flag.String("worker", "", "worker binary, or two comma-separated (before,after) measured in alternate rounds (default: go build ./cmd/worker)")
 	flag.StringVar(&c.natsServer, "nats-server", "", "nats-server binary (default: go build the module version in go.mod)")
+	flag.StringVar(&c.nodeConf, "node-conf", "", "a node's configuration, each node's made from it as from the shipped one (default: deploy/nats/cluster-node.conf)")
 	flag.StringVar(&c.toolctl, "toolctl", "", "toolctl binary minting the cluster's auth and the credentials (default: go build ./cmd/toolctl)")
 	flag.IntVar(&c.concurrency, "concurrency", 0, "workers' --concurrency (0: their default)")
 	flag.IntVar(&c.agentConc, "agent-concurrency", 0, "workers' --agent-concurrency (0: their default)")
@@ -165,7 +167,10 @@ func run(c config) error {
 	if err := toolctl(c.toolctl, env, append(append([]string{"creds", "agent"}, names...), "--out-dir", agentDir)...); err != nil {
 		return err
 	}
-	shipped, err := os.ReadFile(filepath.Join(root, "deploy", "nats", "cluster-node.conf"))
+	if c.nodeConf == "" {
+		c.nodeConf = filepath.Join(root, "deploy", "nats", "cluster-node.conf")
+	}
+	shipped, err := os.ReadFile(c.nodeConf)
 	if err != nil {
 		return err
 	}

@@ -10,10 +10,6 @@ import (
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
-// resultLookup is how often pkg/client's Call, while it waits, asks a
-// worker for the call's stored result (client.go's storedResultCheck).
-const resultLookup = 5 * time.Second
-
 // roundResult is one round's measurements.
 type roundResult struct {
 	round, bin           int
@@ -86,16 +82,6 @@ func (rr roundResult) pct(d func(*call) time.Duration, p float64) time.Duration 
 func wait(c *call) time.Duration { return max(c.total-c.exec, 0) }
 func exe(c *call) time.Duration  { return c.exec }
 
-// lookups is how many stored-result look-ups the waiting clients sent
-// (one per resultLookup of each call's wait).
-func (rr roundResult) lookups() int {
-	n := 0
-	for _, c := range rr.calls {
-		n += int(c.total / resultLookup)
-	}
-	return n
-}
-
 func perCall(d time.Duration, n int) string {
 	return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000/float64(n))
 }
@@ -124,8 +110,8 @@ func (rr roundResult) print() {
 	fmt.Printf("%s: CPU per call: workers+children %s (%s), nats-servers %s (%s), agents %s; whole machine %s; load average %s\n", tag,
 		perCall(total(rr.cpuWorkers), n), strings.Join(ws, " "), perCall(total(rr.cpuNodes), n), strings.Join(ns, " "), perCall(rr.cpuSelf, n),
 		perCall(rr.cpuMachine, n), rr.load)
-	fmt.Printf("%s: results: %d answered, %d ok, %d errors; executions: %d once, %d lost, %d twice, %d unexpected; stored-result look-ups while waiting: %d\n", tag,
-		c.answered, c.ok, c.errors, c.once, c.lost, c.twice, c.unexpected, rr.lookups())
+	fmt.Printf("%s: results: %d answered, %d ok, %d errors; executions: %d once, %d lost, %d twice, %d unexpected; agents' messages beyond one per call (stored-result look-ups while waiting, publishes again): %d\n", tag,
+		c.answered, c.ok, c.errors, c.once, c.lost, c.twice, c.unexpected, rr.cluster.agentIn-int64(n))
 	rr.cluster.print(tag, n)
 	for _, cl := range rr.calls {
 		if !cl.answered || cl.status != events.StatusOK {
