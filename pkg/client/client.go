@@ -28,8 +28,9 @@ var ErrNoResult = errors.New("no result stored for this call")
 // of another agent are listed only to that agent or an admin.
 var ErrListingRefused = errors.New("tool listing refused")
 
-// storedResultCheck is how often a waiting call also looks for its stored
-// result, in case the live one was missed.
+// storedResultCheck is how often a waiting call checks whether it may
+// have missed its live result, and when it first looks for its stored
+// result (lookupSchedule).
 const storedResultCheck = 5 * time.Second
 
 // Client calls tools as one agent.
@@ -179,16 +180,16 @@ func (c *Client) Call(ctx context.Context, tool string, args any, opts ...CallOp
 	if t := c.fromTask(ctx, o); t != nil {
 		defer func() { t.called(res) }()
 	}
-	ch, unsubscribe, err := c.subscribe(o)
+	rs, err := c.subscribe(o)
 	if err != nil {
 		return nil, err
 	}
-	defer unsubscribe()
+	defer rs.unsubscribe()
 	if err := c.publish(ctx, tool, args, o); err != nil {
 		return nil, err
 	}
 	o.cancelOnDone = true
-	return c.wait(ctx, ch, o)
+	return c.wait(ctx, rs, o)
 }
 
 // Cancel cancels the call id of this agent wherever it is and returns
@@ -234,15 +235,15 @@ func (c *Client) Submit(ctx context.Context, tool string, args any, opts ...Call
 // over the progress published from then on.
 func (c *Client) Wait(ctx context.Context, id string, opts ...CallOption) (*events.ResultData, error) {
 	o := c.options(append(opts, WithID(id)))
-	ch, unsubscribe, err := c.subscribe(o)
+	rs, err := c.subscribe(o)
 	if err != nil {
 		return nil, err
 	}
-	defer unsubscribe()
+	defer rs.unsubscribe()
 	if r, err := c.Result(ctx, id); err == nil && r.Status.Final() {
 		return r, nil
 	}
-	return c.wait(ctx, ch, o)
+	return c.wait(ctx, rs, o)
 }
 
 // Result fetches the latest stored result of a call (possibly pending), or
@@ -321,25 +322,51 @@ const (
 // subscribe listens for the result of call o.id and, with OnProgress, its
 // progress. Results and progress share one channel, so that every
 // progress chunk is handed over before the result that follows it.
-func (c *Client) subscribe(o *callOpts) (<-chan *nats.Msg, func(), error) {
+func (c *Client) subscribe(o *callOpts) (*resultSub, error) {
 	size := resultBuffer
 	if o.onProgress != nil {
 		size = progressBuffer
 	}
-	ch := make(chan *nats.Msg, size)
-	sub, err := c.nc.ChanSubscribe(events.ResultSubject(c.agent, o.id), ch)
+	rs := &resultSub{ch: make(chan *nats.Msg, size)}
+	sub, err := c.nc.ChanSubscribe(events.ResultSubject(c.agent, o.id), rs.ch)
 	if err != nil {
-		return nil, nil, fmt.Errorf("subscribe to result: %w", err)
+		return nil, fmt.Errorf("subscribe to result: %w", err)
 	}
+	rs.subs = append(rs.subs, sub)
 	if o.onProgress == nil {
-		return ch, func() { _ = sub.Unsubscribe() }, nil
+		return rs, nil
 	}
-	ps, err := c.nc.ChanSubscribe(events.ProgressSubject(c.agent, o.id), ch)
+	ps, err := c.nc.ChanSubscribe(events.ProgressSubject(c.agent, o.id), rs.ch)
 	if err != nil {
-		_ = sub.Unsubscribe()
-		return nil, nil, fmt.Errorf("subscribe to progress: %w", err)
+		rs.unsubscribe()
+		return nil, fmt.Errorf("subscribe to progress: %w", err)
 	}
-	return ch, func() { _ = ps.Unsubscribe(); _ = sub.Unsubscribe() }, nil
+	rs.subs = append(rs.subs, ps)
+	return rs, nil
+}
+
+// resultSub is a call's subscriptions to its result (and progress), all
+// delivering into ch.
+type resultSub struct {
+	ch   chan *nats.Msg
+	subs []*nats.Subscription
+}
+
+func (rs *resultSub) unsubscribe() {
+	for _, s := range rs.subs {
+		_ = s.Unsubscribe()
+	}
+}
+
+// dropped is how many messages the subscriptions dropped, ch being full.
+func (rs *resultSub) dropped() int {
+	n := 0
+	for _, s := range rs.subs {
+		if d, err := s.Dropped(); err == nil {
+			n += d
+		}
+	}
+	return n
 }
 
 // fromTask gives a call made under a task handler's context the task's
@@ -440,12 +467,14 @@ func publishOnce(ctx context.Context, id string, publish func(context.Context) e
 	}
 }
 
-func (c *Client) wait(ctx context.Context, ch <-chan *nats.Msg, o *callOpts) (*events.ResultData, error) {
+func (c *Client) wait(ctx context.Context, rs *resultSub, o *callOpts) (*events.ResultData, error) {
 	progress := events.ProgressSubject(c.agent, o.id)
 	// A live message can be missed (a reconnect during a long call, a
-	// slow consumer); the stored result cannot, so look now and then.
+	// slow consumer); the stored result cannot, so look now and then
+	// (lookupSchedule says when).
 	t := time.NewTicker(storedResultCheck)
 	defer t.Stop()
+	sched := newLookupSchedule(time.Now(), c.nc.Stats().Reconnects)
 	// A look-up runs beside the wait, one at a time, each bounded on its
 	// own: a worker that took the request and stopped (crashed, frozen,
 	// cut off) holds neither the live result nor the call's deadline.
@@ -455,9 +484,9 @@ func (c *Client) wait(ctx context.Context, ch <-chan *nats.Msg, o *callOpts) (*e
 	for {
 		var m *nats.Msg
 		select {
-		case m = <-ch:
-		case <-t.C:
-			if lookup == nil {
+		case m = <-rs.ch:
+		case now := <-t.C:
+			if lookup == nil && sched.due(now, c.nc.Stats().Reconnects, rs.dropped()) {
 				lookup = make(chan *events.ResultData, 1)
 				go func(found chan<- *events.ResultData) {
 					ctx, cancel := context.WithTimeout(lctx, storedResultCheck)

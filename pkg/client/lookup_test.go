@@ -146,6 +146,14 @@ func runWorker(t *testing.T, srv *embedded.Server, in *identity.Install, reg *to
 // (written under dir) and returns its client.
 func agentClient(t *testing.T, srv *embedded.Server, in *identity.Install, dir, agent string) *client.Client {
 	t.Helper()
+	c, _ := agentConn(t, srv, in, dir, agent)
+	return c
+}
+
+// agentConn is agentClient with the connection's extra options, and the
+// connection.
+func agentConn(t *testing.T, srv *embedded.Server, in *identity.Install, dir, agent string, extra ...nats.Option) (*client.Client, *nats.Conn) {
+	t.Helper()
 	jwt, err := in.Mint(identity.RoleAgent, agent)
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +166,7 @@ func agentClient(t *testing.T, srv *embedded.Server, in *identity.Install, dir, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(srv.ClientURL(), opts...)
+	nc, err := nats.Connect(srv.ClientURL(), append(opts, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +175,7 @@ func agentClient(t *testing.T, srv *embedded.Server, in *identity.Install, dir, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, nc
 }
 
 // TestCallWaitsForAWorker: the workers' intake stores an agent's calls;
