@@ -30,19 +30,7 @@ import (
 func TestCallOutlivesAnUnansweredLookup(t *testing.T) {
 	dir, in, srv := installServer(t)
 	release := make(chan struct{})
-	reg := tools.NewRegistry()
-	reg.MustRegister(&tools.Tool{
-		Name: "hold", Description: "Returns when released.", Kind: policy.KindOther,
-		Parameters: json.RawMessage(`{"type":"object"}`),
-		Handler: tools.HandlerFunc(func(ctx context.Context, _ *tools.Call) (*tools.Output, error) {
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			return &tools.Output{Content: "released"}, nil
-		}),
-	})
-	runWorker(t, srv, in, reg)
+	runWorker(t, srv, in, holdRegistry(nil, release))
 
 	// A second member of the workers' queue group for look-ups that
 	// takes requests and never answers: a worker that stopped.
@@ -76,6 +64,27 @@ func TestCallOutlivesAnUnansweredLookup(t *testing.T) {
 	if o.err != nil || o.res.Status != events.StatusOK || o.res.Output != "released" {
 		t.Fatalf("call: %+v, %v", o.res, o.err)
 	}
+}
+
+// holdRegistry registers the tool hold, which closes started (when not
+// nil) as it starts and returns "released" once release is closed.
+func holdRegistry(started, release chan struct{}) *tools.Registry {
+	reg := tools.NewRegistry()
+	reg.MustRegister(&tools.Tool{
+		Name: "hold", Description: "Returns when released.", Kind: policy.KindOther,
+		Parameters: json.RawMessage(`{"type":"object"}`),
+		Handler: tools.HandlerFunc(func(ctx context.Context, _ *tools.Call) (*tools.Output, error) {
+			if started != nil {
+				close(started)
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return &tools.Output{Content: "released"}, nil
+		}),
+	})
+	return reg
 }
 
 // installServer makes an install in a temporary directory and starts its

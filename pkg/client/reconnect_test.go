@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -13,8 +12,6 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pkg/client"
 	"github.com/toolgate/toolgate/pkg/events"
-	"github.com/toolgate/toolgate/pkg/policy"
-	"github.com/toolgate/toolgate/pkg/tools"
 )
 
 // TestCallFindsAResultMissedInAReconnect: a result published while the
@@ -23,20 +20,7 @@ import (
 func TestCallFindsAResultMissedInAReconnect(t *testing.T) {
 	dir, in, srv := installServer(t)
 	started, release := make(chan struct{}), make(chan struct{})
-	reg := tools.NewRegistry()
-	reg.MustRegister(&tools.Tool{
-		Name: "hold", Description: "Returns when released.", Kind: policy.KindOther,
-		Parameters: json.RawMessage(`{"type":"object"}`),
-		Handler: tools.HandlerFunc(func(ctx context.Context, _ *tools.Call) (*tools.Output, error) {
-			close(started)
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			return &tools.Output{Content: "released"}, nil
-		}),
-	})
-	runWorker(t, srv, in, reg)
+	runWorker(t, srv, in, holdRegistry(started, release))
 
 	// The agent reconnects only once the result is stored.
 	stored, down := make(chan struct{}), make(chan struct{}, 1)
