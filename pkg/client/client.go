@@ -43,6 +43,7 @@ type Client struct {
 	optErr  error
 	verify  *eventsig.Verifier
 	refused atomic.Int64
+	results resultMux // the waiting calls' subscription to their results
 }
 
 // Option configures a Client.
@@ -327,12 +328,12 @@ func (c *Client) subscribe(o *callOpts) (*resultSub, error) {
 	if o.onProgress != nil {
 		size = progressBuffer
 	}
-	rs := &resultSub{ch: make(chan *nats.Msg, size)}
-	sub, err := c.nc.ChanSubscribe(events.ResultSubject(c.agent, o.id), rs.ch)
+	rs := &resultSub{ch: make(chan *nats.Msg, size), mux: &c.results}
+	stop, err := c.results.wait(c.nc, c.agent, o.id, rs.ch)
 	if err != nil {
-		return nil, fmt.Errorf("subscribe to result: %w", err)
+		return nil, err
 	}
-	rs.subs = append(rs.subs, sub)
+	rs.stop = stop
 	if o.onProgress == nil {
 		return rs, nil
 	}
@@ -341,28 +342,32 @@ func (c *Client) subscribe(o *callOpts) (*resultSub, error) {
 		rs.unsubscribe()
 		return nil, fmt.Errorf("subscribe to progress: %w", err)
 	}
-	rs.subs = append(rs.subs, ps)
+	rs.progress = ps
 	return rs, nil
 }
 
-// resultSub is a call's subscriptions to its result (and progress), all
-// delivering into ch.
+// resultSub is what a waiting call receives into ch: its result (from
+// the client's resultMux) and, when asked for, its progress.
 type resultSub struct {
-	ch   chan *nats.Msg
-	subs []*nats.Subscription
+	ch       chan *nats.Msg
+	mux      *resultMux
+	stop     func()             // stops receiving the result
+	progress *nats.Subscription // nil when no progress is asked for
 }
 
 func (rs *resultSub) unsubscribe() {
-	for _, s := range rs.subs {
-		_ = s.Unsubscribe()
+	rs.stop()
+	if rs.progress != nil {
+		_ = rs.progress.Unsubscribe()
 	}
 }
 
-// dropped is how many messages the subscriptions dropped, ch being full.
+// dropped is how many messages the call may have missed: results the
+// client's subscription lost, progress the call's dropped (ch full).
 func (rs *resultSub) dropped() int {
-	n := 0
-	for _, s := range rs.subs {
-		if d, err := s.Dropped(); err == nil {
+	n := rs.mux.dropped()
+	if rs.progress != nil {
+		if d, err := rs.progress.Dropped(); err == nil {
 			n += d
 		}
 	}

@@ -66,8 +66,9 @@ func TestCallOutlivesAnUnansweredLookup(t *testing.T) {
 	}
 }
 
-// holdRegistry registers the tool hold, which closes started (when not
-// nil) as it starts and returns "released" once release is closed.
+// holdRegistry registers the tool hold, which sends on started (when not
+// nil; buffered for every call) as it starts and returns "released" once
+// release is closed.
 func holdRegistry(started, release chan struct{}) *tools.Registry {
 	reg := tools.NewRegistry()
 	reg.MustRegister(&tools.Tool{
@@ -75,7 +76,7 @@ func holdRegistry(started, release chan struct{}) *tools.Registry {
 		Parameters: json.RawMessage(`{"type":"object"}`),
 		Handler: tools.HandlerFunc(func(ctx context.Context, _ *tools.Call) (*tools.Output, error) {
 			if started != nil {
-				close(started)
+				started <- struct{}{}
 			}
 			select {
 			case <-release:

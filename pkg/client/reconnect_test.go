@@ -19,7 +19,7 @@ import (
 // call, seeing the reconnect, looks up the stored result and returns it.
 func TestCallFindsAResultMissedInAReconnect(t *testing.T) {
 	dir, in, srv := installServer(t)
-	started, release := make(chan struct{}), make(chan struct{})
+	started, release := make(chan struct{}, 1), make(chan struct{})
 	runWorker(t, srv, in, holdRegistry(started, release))
 
 	// The agent reconnects only once the result is stored.

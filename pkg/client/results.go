@@ -1,0 +1,105 @@
+package client
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/pkg/events"
+)
+
+// resultMux is a client's one subscription to its agent's results,
+// toolgate.result.<agent>.*, held while calls wait for theirs: each
+// result goes to the calls waiting on its id. One subscription per call
+// cost the cluster an interest change per call and its undoing, each
+// sent to every other node in two accounts (the agents' and the
+// toolgate account's import of it); with one subscription, calls
+// waiting together share it. It is made when the first call starts to
+// wait and removed when the last one stops, so that an idle client
+// receives nothing, and it is made before the call is published, as a
+// call's own was.
+type resultMux struct {
+	mu      sync.Mutex
+	sub     *nats.Subscription
+	prefix  string                      // toolgate.result.<agent>.
+	waiting map[string][]chan *nats.Msg // by call id
+	lost    int                         // results a waiting call's full buffer could not take
+}
+
+// wait registers ch for the results of call id, subscribing first when
+// no call waits, and returns the function that unregisters it.
+func (m *resultMux) wait(nc *nats.Conn, agent, id string, ch chan *nats.Msg) (func(), error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sub == nil {
+		m.prefix = events.ResultSubject(agent, "")
+		sub, err := nc.Subscribe(m.prefix+"*", m.deliver)
+		if err != nil {
+			return nil, fmt.Errorf("subscribe to results: %w", err)
+		}
+		// Results are few and small; none may be dropped for a limit.
+		_ = sub.SetPendingLimits(-1, -1)
+		m.sub = sub
+		m.waiting = map[string][]chan *nats.Msg{}
+	}
+	m.waiting[id] = append(m.waiting[id], ch)
+	return func() { m.stop(id, ch) }, nil
+}
+
+// stop unregisters ch from id's results, and unsubscribes once no call
+// waits.
+func (m *resultMux) stop(id string, ch chan *nats.Msg) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	chs := m.waiting[id]
+	for i, c := range chs {
+		if c == ch {
+			chs = append(chs[:i], chs[i+1:]...)
+			break
+		}
+	}
+	if len(chs) == 0 {
+		delete(m.waiting, id)
+	} else {
+		m.waiting[id] = chs
+	}
+	if len(m.waiting) == 0 && m.sub != nil {
+		_ = m.sub.Unsubscribe()
+		m.sub = nil
+	}
+}
+
+// deliver hands a result to the calls waiting on its id; a result no
+// call waits for (another process's of the same agent, a late copy) is
+// dropped.
+func (m *resultMux) deliver(msg *nats.Msg) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, ok := strings.CutPrefix(msg.Subject, m.prefix)
+	if !ok {
+		return
+	}
+	for _, ch := range m.waiting[id] {
+		select {
+		case ch <- msg:
+		default:
+			m.lost++
+		}
+	}
+}
+
+// dropped is how many results were lost so far: by the subscription
+// (the connection's slow-consumer limit) or for a full buffer.
+func (m *resultMux) dropped() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.lost
+	if m.sub != nil {
+		if d, err := m.sub.Dropped(); err == nil {
+			n += d
+		}
+	}
+	return n
+}
