@@ -39,8 +39,9 @@ func (m *resultMux) wait(nc *nats.Conn, agent, id string, ch chan *nats.Msg) (fu
 		if err != nil {
 			return nil, fmt.Errorf("subscribe to results: %w", err)
 		}
-		// Results are few and small; none may be dropped for a limit.
-		_ = sub.SetPendingLimits(-1, -1)
+		// The connection's default pending limits bound what a flood on
+		// these subjects can hold; what they drop, dropped counts, and
+		// the waiting calls look up their stored results.
 		m.sub = sub
 		m.waiting = map[string][]chan *nats.Msg{}
 	}
