@@ -28,8 +28,9 @@ var ErrNoResult = errors.New("no result stored for this call")
 // of another agent are listed only to that agent or an admin.
 var ErrListingRefused = errors.New("tool listing refused")
 
-// storedResultCheck is how often a waiting call also looks for its stored
-// result, in case the live one was missed.
+// storedResultCheck is how often a waiting call checks whether it may
+// have missed its live result, and when it first looks for its stored
+// result (lookupSchedule).
 const storedResultCheck = 5 * time.Second
 
 // Client calls tools as one agent.
@@ -42,7 +43,7 @@ type Client struct {
 	optErr  error
 	verify  *eventsig.Verifier
 	refused atomic.Int64
-	results *results
+	results resultMux // the waiting calls' subscription to their results
 }
 
 // Option configures a Client.
@@ -55,7 +56,7 @@ func WithMode(m events.Mode) Option { return func(c *Client) { c.mode = m } }
 // New returns a client publishing as agent over nc. A client is safe for
 // concurrent calls; make one per connection and agent, not one per call:
 // each keeps its own subscription to the agent's results while its calls
-// wait.
+// wait, and for a while after.
 func New(nc *nats.Conn, agent string, opts ...Option) (*Client, error) {
 	if err := events.ValidToken(agent); err != nil {
 		return nil, fmt.Errorf("agent id: %w", err)
@@ -64,7 +65,7 @@ func New(nc *nats.Conn, agent string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	c := &Client{nc: nc, js: js, agent: agent, results: newResults(nc, agent)}
+	c := &Client{nc: nc, js: js, agent: agent}
 	for _, o := range opts {
 		o(c)
 	}
@@ -173,10 +174,8 @@ func OnProgress(fn func(events.ProgressData)) CallOption {
 }
 
 // Call runs tool with args and waits for the final result or ctx. It
-// listens for the result before publishing, so a fast result is never
-// missed: on one subscription to the agent's results the client keeps
-// while calls wait (and for 30 s after the last), or, with OnProgress, on
-// the call's own result and progress subjects. args may be a Go value, json.RawMessage or []byte.
+// subscribes to the result subject before publishing, so a fast result is
+// never missed. args may be a Go value, json.RawMessage or []byte.
 // Cancelling ctx cancels the call: the cancellation is published, the
 // call is stopped wherever it is (queued, parked, running), and Call
 // returns ctx's error. A ctx whose deadline passes only stops the waiting.
@@ -185,16 +184,16 @@ func (c *Client) Call(ctx context.Context, tool string, args any, opts ...CallOp
 	if t := c.fromTask(ctx, o); t != nil {
 		defer func() { t.called(res) }()
 	}
-	ch, unsubscribe, err := c.subscribe(o)
+	rs, err := c.subscribe(o)
 	if err != nil {
 		return nil, err
 	}
-	defer unsubscribe()
+	defer rs.unsubscribe()
 	if err := c.publish(ctx, tool, args, o); err != nil {
 		return nil, err
 	}
 	o.cancelOnDone = true
-	return c.wait(ctx, ch, o)
+	return c.wait(ctx, rs, o)
 }
 
 // Cancel cancels the call id of this agent wherever it is and returns
@@ -240,15 +239,15 @@ func (c *Client) Submit(ctx context.Context, tool string, args any, opts ...Call
 // over the progress published from then on.
 func (c *Client) Wait(ctx context.Context, id string, opts ...CallOption) (*events.ResultData, error) {
 	o := c.options(append(opts, WithID(id)))
-	ch, unsubscribe, err := c.subscribe(o)
+	rs, err := c.subscribe(o)
 	if err != nil {
 		return nil, err
 	}
-	defer unsubscribe()
+	defer rs.unsubscribe()
 	if r, err := c.Result(ctx, id); err == nil && r.Status.Final() {
 		return r, nil
 	}
-	return c.wait(ctx, ch, o)
+	return c.wait(ctx, rs, o)
 }
 
 // Result fetches the latest stored result of a call (possibly pending), or
@@ -326,26 +325,56 @@ const (
 
 // subscribe listens for the result of call o.id and, with OnProgress, its
 // progress. Results and progress share one channel, so that every
-// progress chunk is handed over before the result that follows it: a
-// call with OnProgress subscribes to both subjects of its own; one
-// without waits on the client's results subscription.
-func (c *Client) subscribe(o *callOpts) (<-chan *nats.Msg, func(), error) {
+// progress chunk is handed over before the result that follows it.
+func (c *Client) subscribe(o *callOpts) (*resultSub, error) {
+	size := resultBuffer
+	if o.onProgress != nil {
+		size = progressBuffer
+	}
+	rs := &resultSub{ch: make(chan *nats.Msg, size), mux: &c.results}
+	stop, err := c.results.wait(c.nc, c.agent, o.id, rs.ch)
+	if err != nil {
+		return nil, err
+	}
+	rs.stop = stop
 	if o.onProgress == nil {
-		ch := make(chan *nats.Msg, resultBuffer)
-		done, err := c.results.wait(o.id, ch)
-		return ch, done, err
+		return rs, nil
 	}
-	ch := make(chan *nats.Msg, progressBuffer)
-	sub, err := c.nc.ChanSubscribe(events.ResultSubject(c.agent, o.id), ch)
+	ps, err := c.nc.ChanSubscribe(events.ProgressSubject(c.agent, o.id), rs.ch)
 	if err != nil {
-		return nil, nil, fmt.Errorf("subscribe to result: %w", err)
+		rs.unsubscribe()
+		return nil, fmt.Errorf("subscribe to progress: %w", err)
 	}
-	ps, err := c.nc.ChanSubscribe(events.ProgressSubject(c.agent, o.id), ch)
-	if err != nil {
-		_ = sub.Unsubscribe()
-		return nil, nil, fmt.Errorf("subscribe to progress: %w", err)
+	rs.progress = ps
+	return rs, nil
+}
+
+// resultSub is what a waiting call receives into ch: its result (from
+// the client's resultMux) and, when asked for, its progress.
+type resultSub struct {
+	ch       chan *nats.Msg
+	mux      *resultMux
+	stop     func()             // stops receiving the result
+	progress *nats.Subscription // nil when no progress is asked for
+}
+
+func (rs *resultSub) unsubscribe() {
+	rs.stop()
+	if rs.progress != nil {
+		_ = rs.progress.Unsubscribe()
 	}
-	return ch, func() { _ = ps.Unsubscribe(); _ = sub.Unsubscribe() }, nil
+}
+
+// dropped is how many messages the call may have missed: results the
+// client's subscription lost, progress the call's dropped (ch full).
+func (rs *resultSub) dropped() int {
+	n := rs.mux.dropped()
+	if rs.progress != nil {
+		if d, err := rs.progress.Dropped(); err == nil {
+			n += d
+		}
+	}
+	return n
 }
 
 // fromTask gives a call made under a task handler's context the task's
@@ -446,12 +475,14 @@ func publishOnce(ctx context.Context, id string, publish func(context.Context) e
 	}
 }
 
-func (c *Client) wait(ctx context.Context, ch <-chan *nats.Msg, o *callOpts) (*events.ResultData, error) {
+func (c *Client) wait(ctx context.Context, rs *resultSub, o *callOpts) (*events.ResultData, error) {
 	progress := events.ProgressSubject(c.agent, o.id)
 	// A live message can be missed (a reconnect during a long call, a
-	// slow consumer); the stored result cannot, so look now and then.
+	// slow consumer); the stored result cannot, so look now and then
+	// (lookupSchedule says when).
 	t := time.NewTicker(storedResultCheck)
 	defer t.Stop()
+	sched := newLookupSchedule(time.Now(), c.nc.Stats().Reconnects)
 	// A look-up runs beside the wait, one at a time, each bounded on its
 	// own: a worker that took the request and stopped (crashed, frozen,
 	// cut off) holds neither the live result nor the call's deadline.
@@ -461,9 +492,9 @@ func (c *Client) wait(ctx context.Context, ch <-chan *nats.Msg, o *callOpts) (*e
 	for {
 		var m *nats.Msg
 		select {
-		case m = <-ch:
-		case <-t.C:
-			if lookup == nil {
+		case m = <-rs.ch:
+		case now := <-t.C:
+			if lookup == nil && sched.due(now, c.nc.Stats().Reconnects, rs.dropped()) {
 				lookup = make(chan *events.ResultData, 1)
 				go func(found chan<- *events.ResultData) {
 					ctx, cancel := context.WithTimeout(lctx, storedResultCheck)

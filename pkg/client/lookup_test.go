@@ -30,19 +30,7 @@ import (
 func TestCallOutlivesAnUnansweredLookup(t *testing.T) {
 	dir, in, srv := installServer(t)
 	release := make(chan struct{})
-	reg := tools.NewRegistry()
-	reg.MustRegister(&tools.Tool{
-		Name: "hold", Description: "Returns when released.", Kind: policy.KindOther,
-		Parameters: json.RawMessage(`{"type":"object"}`),
-		Handler: tools.HandlerFunc(func(ctx context.Context, _ *tools.Call) (*tools.Output, error) {
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			return &tools.Output{Content: "released"}, nil
-		}),
-	})
-	runWorker(t, srv, in, reg)
+	runWorker(t, srv, in, holdRegistry(nil, release))
 
 	// A second member of the workers' queue group for look-ups that
 	// takes requests and never answers: a worker that stopped.
@@ -76,6 +64,28 @@ func TestCallOutlivesAnUnansweredLookup(t *testing.T) {
 	if o.err != nil || o.res.Status != events.StatusOK || o.res.Output != "released" {
 		t.Fatalf("call: %+v, %v", o.res, o.err)
 	}
+}
+
+// holdRegistry registers the tool hold, which sends on started (when not
+// nil; buffered for every call) as it starts and returns "released" once
+// release is closed.
+func holdRegistry(started, release chan struct{}) *tools.Registry {
+	reg := tools.NewRegistry()
+	reg.MustRegister(&tools.Tool{
+		Name: "hold", Description: "Returns when released.", Kind: policy.KindOther,
+		Parameters: json.RawMessage(`{"type":"object"}`),
+		Handler: tools.HandlerFunc(func(ctx context.Context, _ *tools.Call) (*tools.Output, error) {
+			if started != nil {
+				started <- struct{}{}
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return &tools.Output{Content: "released"}, nil
+		}),
+	})
+	return reg
 }
 
 // installServer makes an install in a temporary directory and starts its
@@ -146,6 +156,14 @@ func runWorker(t *testing.T, srv *embedded.Server, in *identity.Install, reg *to
 // (written under dir) and returns its client.
 func agentClient(t *testing.T, srv *embedded.Server, in *identity.Install, dir, agent string) *client.Client {
 	t.Helper()
+	c, _ := agentConn(t, srv, in, dir, agent)
+	return c
+}
+
+// agentConn is agentClient with the connection's extra options, and the
+// connection.
+func agentConn(t *testing.T, srv *embedded.Server, in *identity.Install, dir, agent string, extra ...nats.Option) (*client.Client, *nats.Conn) {
+	t.Helper()
 	jwt, err := in.Mint(identity.RoleAgent, agent)
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +176,7 @@ func agentClient(t *testing.T, srv *embedded.Server, in *identity.Install, dir, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(srv.ClientURL(), opts...)
+	nc, err := nats.Connect(srv.ClientURL(), append(opts, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +185,7 @@ func agentClient(t *testing.T, srv *embedded.Server, in *identity.Install, dir, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, nc
 }
 
 // TestCallWaitsForAWorker: the workers' intake stores an agent's calls;

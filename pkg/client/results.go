@@ -11,57 +11,61 @@ import (
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
-// resultsLinger is how long the client keeps its results subscription
-// once no call waits: an agent's calls follow one another, and each
-// subscribing and unsubscribing anew costs the client and the server
-// work per call (the subscription, its shadow across the accounts).
-const resultsLinger = 30 * time.Second
-
-// results hands the results of the agent's calls to the calls waiting
-// for them, from one subscription to the agent's results
-// (toolgate.result.<agent>.*), made when a call first waits and removed
-// resultsLinger after the last one stopped waiting. A result no call of
-// this client waits for is dropped, as it was when nothing subscribed.
-type results struct {
-	nc     *nats.Conn
-	prefix string // toolgate.result.<agent>.
-	mu     sync.Mutex
-	sub    *nats.Subscription
-	idle   *time.Timer // removes sub when no call has waited for linger
-	linger time.Duration
-	// waiting are the channels of the calls waiting, by call id: more
-	// than one when calls of one id wait at once.
-	waiting map[string][]chan *nats.Msg
+// resultMux is a client's one subscription to its agent's results,
+// toolgate.result.<agent>.*, held while calls wait for theirs: each
+// result goes to the calls waiting on its id. One subscription per call
+// cost the cluster an interest change per call and its undoing, each
+// sent to every other node in two accounts (the agents' and the
+// toolgate account's import of it); with one subscription, calls
+// waiting together share it. It is made when the first call starts to
+// wait, before the call is published, as a call's own was, and removed
+// resultsLinger after the last one stopped waiting: an agent's calls
+// follow one another, and subscribing anew for each would cost the
+// client and the servers that work per call again.
+type resultMux struct {
+	mu      sync.Mutex
+	sub     *nats.Subscription
+	idle    *time.Timer                 // removes sub once no call waited for linger
+	linger  time.Duration               // 0: resultsLinger
+	prefix  string                      // toolgate.result.<agent>.
+	waiting map[string][]chan *nats.Msg // by call id
+	lost    int                         // results a waiting call's full buffer could not take
 }
 
-func newResults(nc *nats.Conn, agent string) *results {
-	return &results{nc: nc, prefix: events.ResultSubject(agent, ""), linger: resultsLinger, waiting: map[string][]chan *nats.Msg{}}
-}
-
-// wait hands the results of call id to ch until the returned function is
-// called.
-func (r *results) wait(id string, ch chan *nats.Msg) (func(), error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.sub == nil {
-		sub, err := r.nc.Subscribe(r.prefix+"*", r.deliver)
+// wait registers ch for the results of call id, subscribing first when
+// no call waits, and returns the function that unregisters it.
+func (m *resultMux) wait(nc *nats.Conn, agent, id string, ch chan *nats.Msg) (func(), error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sub == nil {
+		m.prefix = events.ResultSubject(agent, "")
+		sub, err := nc.Subscribe(m.prefix+"*", m.deliver)
 		if err != nil {
 			return nil, fmt.Errorf("subscribe to results: %w", err)
 		}
-		r.sub = sub
+		// The connection's default pending limits bound what a flood on
+		// these subjects can hold; what they drop, dropped counts, and
+		// the waiting calls look up their stored results.
+		m.sub = sub
+		m.waiting = map[string][]chan *nats.Msg{}
 	}
-	if r.idle != nil {
-		r.idle.Stop()
+	if m.idle != nil {
+		m.idle.Stop()
 	}
-	r.waiting[id] = append(r.waiting[id], ch)
-	return func() { r.done(id, ch) }, nil
+	m.waiting[id] = append(m.waiting[id], ch)
+	return func() { m.stop(id, ch) }, nil
 }
 
-// done stops handing the results of call id to ch.
-func (r *results) done(id string, ch chan *nats.Msg) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	chs := r.waiting[id]
+// resultsLinger is how long a client keeps its results subscription once
+// no call waits.
+const resultsLinger = 30 * time.Second
+
+// stop unregisters ch from id's results, and unsubscribes once no call
+// has waited for the linger.
+func (m *resultMux) stop(id string, ch chan *nats.Msg) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	chs := m.waiting[id]
 	for i, c := range chs {
 		if c == ch {
 			chs = append(chs[:i], chs[i+1:]...)
@@ -69,45 +73,64 @@ func (r *results) done(id string, ch chan *nats.Msg) {
 		}
 	}
 	if len(chs) == 0 {
-		delete(r.waiting, id)
+		delete(m.waiting, id)
 	} else {
-		r.waiting[id] = chs
+		m.waiting[id] = chs
 	}
-	if len(r.waiting) > 0 {
+	if len(m.waiting) > 0 || m.sub == nil {
 		return
 	}
-	if r.idle == nil {
-		r.idle = time.AfterFunc(r.linger, r.unsubscribeIdle)
+	linger := m.linger
+	if linger <= 0 {
+		linger = resultsLinger
+	}
+	if m.idle == nil {
+		m.idle = time.AfterFunc(linger, m.unsubscribeIdle)
 	} else {
-		r.idle.Reset(r.linger)
+		m.idle.Reset(linger)
 	}
 }
 
 // unsubscribeIdle removes the subscription when no call waits.
-func (r *results) unsubscribeIdle() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.waiting) > 0 || r.sub == nil {
+func (m *resultMux) unsubscribeIdle() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.waiting) > 0 || m.sub == nil {
 		return
 	}
-	_ = r.sub.Unsubscribe()
-	r.sub = nil
+	_ = m.sub.Unsubscribe()
+	m.sub = nil
 }
 
-// deliver hands a result to the calls waiting for it. A call's channel
-// that is full drops it, as a subscription's full channel would: the
-// call finds its stored result instead (storedResultCheck).
-func (r *results) deliver(m *nats.Msg) {
-	id, ok := strings.CutPrefix(m.Subject, r.prefix)
+// deliver hands a result to the calls waiting on its id; a result no
+// call waits for (another process's of the same agent, a late copy) is
+// dropped.
+func (m *resultMux) deliver(msg *nats.Msg) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, ok := strings.CutPrefix(msg.Subject, m.prefix)
 	if !ok {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, ch := range r.waiting[id] {
+	for _, ch := range m.waiting[id] {
 		select {
-		case ch <- m:
+		case ch <- msg:
 		default:
+			m.lost++
 		}
 	}
+}
+
+// dropped is how many results were lost so far: by the subscription
+// (the connection's slow-consumer limit) or for a full buffer.
+func (m *resultMux) dropped() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.lost
+	if m.sub != nil {
+		if d, err := m.sub.Dropped(); err == nil {
+			n += d
+		}
+	}
+	return n
 }

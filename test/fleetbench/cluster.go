@@ -100,36 +100,38 @@ func freePort() (int, error) {
 }
 
 // startCluster starts the three nodes of deploy/nats/cluster-node.conf
-// under dir, each with auth, and returns them and their client URLs.
-func startCluster(bin, dir, shipped, auth string) ([]*proc, []string, error) {
+// under dir, each with auth and its monitoring port on the loopback
+// interface, and returns them, their client URLs and their monitoring
+// URLs.
+func startCluster(bin, dir, shipped, auth string) (nodes []*proc, urls, mons []string, err error) {
 	names := []string{"node-a", "node-b", "node-c"}
-	ports, cports := map[string]int{}, map[string]int{}
+	ports, cports, hports := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, n := range names {
-		var err error
-		if ports[n], err = freePort(); err != nil {
-			return nil, nil, err
-		}
-		if cports[n], err = freePort(); err != nil {
-			return nil, nil, err
+		for _, p := range []map[string]int{ports, cports, hports} {
+			if p[n], err = freePort(); err != nil {
+				return nil, nil, nil, err
+			}
 		}
 	}
-	nodes := make([]*proc, len(names))
-	var urls []string
+	nodes = make([]*proc, len(names))
 	var wg sync.WaitGroup
 	errs := make(chan error, len(names))
 	for i, n := range names {
 		nd := filepath.Join(dir, n)
 		if err := os.MkdirAll(nd, 0o700); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if err := os.WriteFile(filepath.Join(nd, "auth.conf"), []byte(auth), 0o644); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		conf := filepath.Join(nd, "node.conf")
-		if err := os.WriteFile(conf, []byte(testenv.ClusterNodeConf(shipped, n, ports[n], cports[n], filepath.Join(nd, "js"), cports)), 0o644); err != nil {
-			return nil, nil, err
+		text := testenv.ClusterNodeConf(shipped, n, ports[n], cports[n], filepath.Join(nd, "js"), cports) +
+			fmt.Sprintf("http: 127.0.0.1:%d\n", hports[n])
+		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+			return nil, nil, nil, err
 		}
 		urls = append(urls, "nats://127.0.0.1:"+strconv.Itoa(ports[n]))
+		mons = append(mons, "http://127.0.0.1:"+strconv.Itoa(hports[n]))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -149,7 +151,7 @@ func startCluster(bin, dir, shipped, auth string) ([]*proc, []string, error) {
 				p.kill()
 			}
 		}
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return nodes, urls, nil
+	return nodes, urls, mons, nil
 }

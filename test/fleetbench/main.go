@@ -27,8 +27,12 @@
 // all their descendants (bwrap and everything in the sandbox) and of the
 // nats-servers, from a cpuacct cgroup each (see cpuGroups); the
 // whole machine's; the load average; and the executions counted in the
-// files: every id appended exactly once. The summary adds the rate the
-// fleet's CPU per call allows on this machine's CPUs.
+// files: every id appended exactly once; and what the cluster did per
+// call, from the nodes' monitoring endpoints (counts.go): the messages
+// each stream stored, the calls delivered, the JetStream API requests,
+// and the messages the workers, the agents and the nodes sent. The
+// summary adds the rate the fleet's CPU per call allows on this
+// machine's CPUs.
 package main
 
 import (
@@ -71,6 +75,7 @@ type config struct {
 	n, agents, inflight, rounds int
 	workers                     []string
 	natsServer, toolctl         string
+	nodeConf                    string
 	concurrency, agentConc      int
 	callTimeout                 time.Duration
 	keep                        bool
@@ -84,6 +89,7 @@ func main() {
 	flag.IntVar(&c.rounds, "rounds", 2, "rounds; with two worker binaries they alternate")
 	workers := flag.String("worker", "", "worker binary, or two comma-separated (before,after) measured in alternate rounds (default: go build ./cmd/worker)")
 	flag.StringVar(&c.natsServer, "nats-server", "", "nats-server binary (default: go build the module version in go.mod)")
+	flag.StringVar(&c.nodeConf, "node-conf", "", "a node's configuration, each node's made from it as from the shipped one (default: deploy/nats/cluster-node.conf)")
 	flag.StringVar(&c.toolctl, "toolctl", "", "toolctl binary minting the cluster's auth and the credentials (default: go build ./cmd/toolctl)")
 	flag.IntVar(&c.concurrency, "concurrency", 0, "workers' --concurrency (0: their default)")
 	flag.IntVar(&c.agentConc, "agent-concurrency", 0, "workers' --agent-concurrency (0: their default)")
@@ -161,7 +167,10 @@ func run(c config) error {
 	if err := toolctl(c.toolctl, env, append(append([]string{"creds", "agent"}, names...), "--out-dir", agentDir)...); err != nil {
 		return err
 	}
-	shipped, err := os.ReadFile(filepath.Join(root, "deploy", "nats", "cluster-node.conf"))
+	if c.nodeConf == "" {
+		c.nodeConf = filepath.Join(root, "deploy", "nats", "cluster-node.conf")
+	}
+	shipped, err := os.ReadFile(c.nodeConf)
 	if err != nil {
 		return err
 	}
@@ -169,7 +178,7 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	nodes, urls, err := startCluster(c.natsServer, dir, string(shipped), string(auth))
+	nodes, urls, mons, err := startCluster(c.natsServer, dir, string(shipped), string(auth))
 	if err != nil {
 		return err
 	}
@@ -192,7 +201,7 @@ func run(c config) error {
 	if err := os.WriteFile(pol, []byte(policyYAML), 0o644); err != nil {
 		return err
 	}
-	fl := &fleet{cfg: c, dir: dir, ws: ws, policy: pol, creds: filepath.Join(cfgDir, "worker.creds"), urls: urls, env: env, nodes: nodes}
+	fl := &fleet{cfg: c, dir: dir, ws: ws, policy: pol, creds: filepath.Join(cfgDir, "worker.creds"), urls: urls, mons: mons, env: env, nodes: nodes}
 
 	agents, err := connectAgents(agentDir, names, urls)
 	if err != nil {
@@ -317,7 +326,7 @@ func connectAgents(dir string, names, urls []string) ([]*agent, error) {
 type fleet struct {
 	cfg                    config
 	dir, ws, policy, creds string
-	urls, env              []string
+	urls, mons, env        []string // the nodes' client and monitoring URLs
 	nodes                  []*proc
 }
 
@@ -387,6 +396,10 @@ func (f *fleet) round(r, bin int, agents []*agent, inflight int) (roundResult, e
 		id := fmt.Sprintf("%s-r%d-%05d", agents[a].name, r, i)
 		calls[a] = append(calls[a], &call{id: id, file: fmt.Sprintf("r%d-%s.log", r, agents[a].name)})
 	}
+	c0, err := readCounts(f.mons)
+	if err != nil {
+		return rr, fmt.Errorf("read the nodes' counts: %w", err)
+	}
 	w0, n0, s0, m0 := cpuOf(workers), cpuOf(f.nodes), cpuSelf(), cpuMachine()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -423,6 +436,11 @@ func (f *fleet) round(r, bin int, agents []*agent, inflight int) (roundResult, e
 	rr.cpuWorkers, rr.cpuNodes, rr.cpuSelf = sub(cpuOf(workers), w0), sub(cpuOf(f.nodes), n0), cpuSelf()-s0
 	rr.cpuMachine = cpuMachine() - m0
 	rr.load = loadavg()
+	c1, err := readCounts(f.mons)
+	if err != nil {
+		return rr, fmt.Errorf("read the nodes' counts: %w", err)
+	}
+	rr.cluster = c1.since(c0)
 	for _, w := range workers {
 		w.stop(time.Minute)
 	}

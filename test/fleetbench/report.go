@@ -10,10 +10,6 @@ import (
 	"github.com/toolgate/toolgate/pkg/events"
 )
 
-// resultLookup is how often pkg/client's Call, while it waits, asks a
-// worker for the call's stored result (client.go's storedResultCheck).
-const resultLookup = 5 * time.Second
-
 // roundResult is one round's measurements.
 type roundResult struct {
 	round, bin           int
@@ -23,6 +19,7 @@ type roundResult struct {
 	cpuWorkers, cpuNodes []time.Duration
 	cpuSelf, cpuMachine  time.Duration
 	load                 string
+	cluster              nodeCounts // what the cluster did (counts.go)
 }
 
 func (rr roundResult) rate() float64 { return float64(len(rr.calls)) / rr.elapsed.Seconds() }
@@ -85,16 +82,6 @@ func (rr roundResult) pct(d func(*call) time.Duration, p float64) time.Duration 
 func wait(c *call) time.Duration { return max(c.total-c.exec, 0) }
 func exe(c *call) time.Duration  { return c.exec }
 
-// lookups is how many stored-result look-ups the waiting clients sent
-// (one per resultLookup of each call's wait).
-func (rr roundResult) lookups() int {
-	n := 0
-	for _, c := range rr.calls {
-		n += int(c.total / resultLookup)
-	}
-	return n
-}
-
 func perCall(d time.Duration, n int) string {
 	return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000/float64(n))
 }
@@ -123,8 +110,9 @@ func (rr roundResult) print() {
 	fmt.Printf("%s: CPU per call: workers+children %s (%s), nats-servers %s (%s), agents %s; whole machine %s; load average %s\n", tag,
 		perCall(total(rr.cpuWorkers), n), strings.Join(ws, " "), perCall(total(rr.cpuNodes), n), strings.Join(ns, " "), perCall(rr.cpuSelf, n),
 		perCall(rr.cpuMachine, n), rr.load)
-	fmt.Printf("%s: results: %d answered, %d ok, %d errors; executions: %d once, %d lost, %d twice, %d unexpected; stored-result look-ups while waiting: %d\n", tag,
-		c.answered, c.ok, c.errors, c.once, c.lost, c.twice, c.unexpected, rr.lookups())
+	fmt.Printf("%s: results: %d answered, %d ok, %d errors; executions: %d once, %d lost, %d twice, %d unexpected; agents' messages beyond one per call (stored-result look-ups while waiting, publishes again): %d\n", tag,
+		c.answered, c.ok, c.errors, c.once, c.lost, c.twice, c.unexpected, rr.cluster.agentIn-int64(n))
+	rr.cluster.print(tag, n)
 	for _, cl := range rr.calls {
 		if !cl.answered || cl.status != events.StatusOK {
 			fmt.Printf("%s: first failed call %s: status %q, err %v, output %q\n", tag, cl.id, cl.status, cl.err, cl.output)
@@ -140,7 +128,7 @@ func (rr roundResult) print() {
 func summary(rs []roundResult, bins int) {
 	fmt.Println()
 	for b := range bins {
-		var rate, wcpu, ncpu, e50, bound []string
+		var rate, wcpu, ncpu, e50, bound, stored, routed []string
 		for _, rr := range rs {
 			if rr.bin != b {
 				continue
@@ -150,11 +138,14 @@ func summary(rs []roundResult, bins int) {
 			wcpu = append(wcpu, perCall(total(rr.cpuWorkers), n))
 			ncpu = append(ncpu, perCall(total(rr.cpuNodes), n))
 			e50 = append(e50, fmtDur(rr.pct(exe, 0.5)))
+			stored = append(stored, ratio(rr.cluster.storedTotal(), n))
+			routed = append(routed, ratio(rr.cluster.routed, n))
 			fleet := total(rr.cpuWorkers) + total(rr.cpuNodes) + rr.cpuSelf
 			bound = append(bound, fmt.Sprintf("%.0f", float64(runtime.NumCPU())*float64(n)/fleet.Seconds()))
 		}
-		fmt.Printf("worker %c: calls/s %s; execution p50 %s; CPU per call: workers+children %s, nats-servers %s; the fleet's CPU bounds it to %s calls/s on %d CPUs\n", 'A'+b,
-			strings.Join(rate, " "), strings.Join(e50, " "), strings.Join(wcpu, " "), strings.Join(ncpu, " "), strings.Join(bound, " "), runtime.NumCPU())
+		fmt.Printf("worker %c: calls/s %s; execution p50 %s; CPU per call: workers+children %s, nats-servers %s; the fleet's CPU bounds it to %s calls/s on %d CPUs; per call: stored %s, messages between nodes %s\n", 'A'+b,
+			strings.Join(rate, " "), strings.Join(e50, " "), strings.Join(wcpu, " "), strings.Join(ncpu, " "), strings.Join(bound, " "), runtime.NumCPU(),
+			strings.Join(stored, " "), strings.Join(routed, " "))
 	}
 }
 
