@@ -1,0 +1,138 @@
+//go:build linux
+
+package bash_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/tools"
+	"github.com/toolgate/toolgate/pkg/tools/bash"
+)
+
+// preparedBash is a pipeline with the bash tool whose sandboxes are
+// prepared ahead, in a fresh workspace of testUID.
+func preparedBash(t *testing.T) (ws string, p *tools.Pipeline, used func() int, settle func()) {
+	t.Helper()
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	buildSandboxInit(t)
+	old := bash.SetSandboxInit(buildSandboxInit(t))
+	t.Cleanup(func() { bash.SetSandboxInit(old) })
+	ws = newWorkspace(t, testUID)
+	tool, used, settle := bash.NewPrepared(t, bash.Config{Workspace: ws, Sandbox: bash.ModeRequire})
+	reg := tools.NewRegistry()
+	if err := reg.Register(tool); err != nil {
+		t.Fatal(err)
+	}
+	return ws, tools.NewPipeline(reg, tools.WithWorkspace(ws)), used, settle
+}
+
+// shellOut runs command and returns its stdout and stderr.
+func shellOut(t *testing.T, p *tools.Pipeline, command string, edit ...func(*tools.Call)) string {
+	t.Helper()
+	out, err := run(context.Background(), t, p, map[string]any{"command": command}, edit...)
+	if err != nil {
+		t.Fatalf("%s: %v", command, err)
+	}
+	return md[string](t, out, "stdout") + md[string](t, out, "stderr")
+}
+
+// TestPreparedSandboxLeavesNothingToTheNext: a call in a prepared sandbox
+// finds nothing of the call before it: not the files it left in /tmp,
+// /dev/shm or its home, not the processes it left running (gone from the
+// host too, before the next call starts), and it still writes the
+// workspace and gets a home of its own.
+func TestPreparedSandboxLeavesNothingToTheNext(t *testing.T) {
+	ws, p, used, settle := preparedBash(t)
+	tag := sleepArg()
+	leave := "echo x > /tmp/left-tmp; echo x > /dev/shm/left-shm; echo x > $HOME/left-home; " +
+		"(sleep " + tag + " &); setsid sleep " + tag + " & nohup sleep " + tag + " >/dev/null 2>&1 & echo left > in-ws"
+	look := "ls -a /tmp /dev/shm $HOME; for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done; " +
+		"touch $HOME/mine && echo home-writable; id -u; pwd"
+	for i := range 3 {
+		shellOut(t, p, leave)
+		if got := readTestFile(t, filepath.Join(ws, "in-ws")); got != "left\n" {
+			t.Fatalf("call %d wrote %q to the workspace", i, got)
+		}
+		if n := hostProcs(t, tag); n != 0 {
+			t.Errorf("call %d: %d of its processes still run on the host after it ended", i, n)
+		}
+		settle()
+		before := used()
+		out := shellOut(t, p, look)
+		t.Logf("call %d:\n%s", i, out)
+		if used() == before {
+			t.Errorf("call %d did not run in a prepared sandbox", i)
+		}
+		for _, leak := range []string{"left-tmp", "left-shm", "left-home", "sleep " + tag} {
+			if strings.Contains(out, leak) {
+				t.Errorf("call %d after one that left %s sees it:\n%s", i, leak, out)
+			}
+		}
+		for _, want := range []string{"home-writable", ws} {
+			if !strings.Contains(out, want) {
+				t.Errorf("call %d: output lacks %q:\n%s", i, want, out)
+			}
+		}
+		if os.Geteuid() == 0 && !strings.Contains(out, "\n4242\n") {
+			t.Errorf("call %d did not run as the workspace's owner:\n%s", i, out)
+		}
+		settle()
+	}
+}
+
+// hostProcs counts the processes on the host whose command line holds tag.
+func hostProcs(t *testing.T, tag string) int {
+	t.Helper()
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	n := 0
+	for _, f := range cmdlines {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.Contains(string(b), tag) && strings.HasPrefix(string(b), "sleep") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPreparedSandboxesOfConcurrentCalls: two agents' calls running at
+// once, each in its own sandbox (prepared or not), never see each other's
+// files in /tmp or /dev/shm nor each other's processes.
+func TestPreparedSandboxesOfConcurrentCalls(t *testing.T) {
+	_, p, used, settle := preparedBash(t)
+	shellOut(t, p, "true") // prepares one
+	settle()
+	before := used()
+	tags := []string{sleepArg(), sleepArg()}
+	outs := make([]string, 2)
+	var wg sync.WaitGroup
+	for i, agent := range []string{"agent-a", "agent-b"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			me := tags[i]
+			// Each leaves a file and a process, waits until the other
+			// has had time to do the same, and looks.
+			cmd := "echo x > /tmp/mine-" + me + "; echo x > /dev/shm/mine-" + me + "; (sleep " + me + " &); sleep 1; " +
+				"ls /tmp /dev/shm; for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done"
+			outs[i] = shellOut(t, p, cmd, func(c *tools.Call) { c.Agent, c.ID = agent, "call-"+agent })
+		}()
+	}
+	wg.Wait()
+	if used() == before {
+		t.Errorf("neither call ran in a prepared sandbox")
+	}
+	for i, out := range outs {
+		if !strings.Contains(out, "mine-"+tags[i]) || !strings.Contains(out, "sleep "+tags[i]) {
+			t.Errorf("call %d does not see its own file and process:\n%s", i, out)
+		}
+		if other := tags[1-i]; strings.Contains(out, other) {
+			t.Errorf("call %d sees the other call's file or process (%s):\n%s", i, other, out)
+		}
+	}
+}
