@@ -219,28 +219,29 @@ func (b *bash) runPrepared(ctx context.Context, c *tools.Call, command, cwd stri
 }
 
 // take removes and returns a prepared sandbox of key whose mount table is
-// unchanged, or nil.
+// unchanged, or nil; those whose table changed are discarded.
 func (p *pool) take(key string) *prepared {
-	p.mu.Lock()
-	list := p.ready[key]
-	if len(list) == 0 {
+	for {
+		p.mu.Lock()
+		list := p.ready[key]
+		if len(list) == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		sb := list[0]
+		p.ready[key] = list[1:]
+		if len(p.ready[key]) == 0 {
+			delete(p.ready, key)
+			p.order = deleteKey(p.order, key)
+		}
 		p.mu.Unlock()
-		return nil
-	}
-	sb := list[0]
-	p.ready[key] = list[1:]
-	if len(p.ready[key]) == 0 {
-		delete(p.ready, key)
-		p.order = deleteKey(p.order, key)
-	}
-	p.mu.Unlock()
-	now, err := os.ReadFile("/proc/" + strconv.Itoa(sb.child) + "/mountinfo")
-	if err != nil || !bytes.Equal(now, sb.mounts) {
+		now, err := os.ReadFile("/proc/" + strconv.Itoa(sb.child) + "/mountinfo")
+		if err == nil && bytes.Equal(now, sb.mounts) {
+			return sb
+		}
 		p.b.log.Debug("bash: a prepared sandbox's mounts changed; discarded", "err", err)
 		p.discard(sb)
-		return nil
 	}
-	return sb
 }
 
 // fill prepares a sandbox for the view of call c, whose key is key, in the

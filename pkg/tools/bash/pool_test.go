@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
 	"github.com/toolgate/toolgate/pkg/tools/bash"
 )
@@ -134,5 +135,76 @@ func TestPreparedSandboxesOfConcurrentCalls(t *testing.T) {
 		if other := tags[1-i]; strings.Contains(out, other) {
 			t.Errorf("call %d sees the other call's file or process (%s):\n%s", i, other, out)
 		}
+	}
+}
+
+// TestPreparedSandboxWithAMaskUndoneIsNotUsed: a prepared sandbox masks
+// the denied files and binds the protected ones read-only as the gate's
+// grant said when it was made. When the host removes such a file and
+// writes it again, the kernel detaches that mount in the prepared
+// sandbox; the grant computed for the next call is the same (same
+// names), so the sandbox would match its key. It is not used: the call
+// prints no secret and changes no protected file.
+func TestPreparedSandboxWithAMaskUndoneIsNotUsed(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "bubblewrap")
+	pol, _, err := policy.Parse([]byte(boundaryPolicy), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := policy.NewGate(pol)
+	for _, tt := range []struct {
+		name, file, judged, ran string
+	}{
+		{"a denied file", "key.pem", "cat notes.txt", "cat key.pem"},
+		// Judged to write the workspace: all of it but the protected files.
+		{"a protected file", ".gitattributes", "cp notes.txt copy.txt; mv copy.txt c2.txt; mkdir d", "echo '* filter=x' > .gitattributes"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := newWorkspace(t, testUID)
+			writeTestFile(t, filepath.Join(ws, "notes.txt"), "notes\n")
+			writeTestFile(t, filepath.Join(ws, tt.file), boundarySecret+"\n")
+			chownTree(t, ws, testUID)
+			tool, used, settle := bash.NewPrepared(t, bash.Config{Workspace: ws, Sandbox: bash.ModeRequire})
+			reg := tools.NewRegistry()
+			if err := reg.Register(tool); err != nil {
+				t.Fatal(err)
+			}
+			p := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithGate(mispredicted(gate, tt.judged, tt.ran)))
+			call := func() string {
+				out, err := run(context.Background(), t, p, map[string]any{"command": tt.judged})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return md[string](t, out, "stdout") + md[string](t, out, "stderr")
+			}
+			check := func(out string) {
+				t.Helper()
+				if strings.Contains(out, boundarySecret) {
+					t.Errorf("%s printed the secret:\n%s", tt.ran, out)
+				}
+				if got := readTestFile(t, filepath.Join(ws, tt.file)); got != boundarySecret+"\n" {
+					t.Errorf("%s changed %s: %q", tt.ran, tt.file, got)
+				}
+			}
+			check(call()) // prepares sandboxes for the view
+			settle()
+			// Removed and written again by someone outside the call.
+			if err := os.Remove(filepath.Join(ws, tt.file)); err != nil {
+				t.Fatal(err)
+			}
+			writeTestFile(t, filepath.Join(ws, tt.file), boundarySecret+"\n")
+			chownTree(t, ws, testUID)
+			before := used()
+			check(call())
+			if used() != before {
+				t.Errorf("the call ran in a sandbox prepared before %s was replaced", tt.file)
+			}
+			// The sandboxes prepared since are used, and hold.
+			settle()
+			check(call())
+			if used() == before {
+				t.Errorf("no call ran in a sandbox prepared after %s was replaced", tt.file)
+			}
+		})
 	}
 }
