@@ -177,10 +177,14 @@ func (b *bash) runPrepared(ctx context.Context, c *tools.Call, command, cwd stri
 	if err != nil {
 		return nil, false, nil // built as without the pool, which says what failed
 	}
+	// The sandboxes for the next calls of this view are prepared once
+	// this one ended (or is built), not beside it.
+	defer func() {
+		for range preparedPerKey {
+			b.pool.fill(c, network, p.key)
+		}
+	}()
 	sb := b.pool.take(p.key)
-	for range preparedPerKey {
-		b.pool.fill(c, network, p.key) // for the next calls of this view
-	}
 	if sb == nil {
 		return nil, false, nil
 	}
