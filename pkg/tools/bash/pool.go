@@ -125,15 +125,17 @@ type plan struct {
 
 // planFor builds the bwrap command line of a prepared sandbox for the
 // call c, passing its files through f (whose order of adds is the same
-// dry or not: the key names descriptors by number).
-func (b *bash) planFor(ctx context.Context, c *tools.Call, network bool, f *keyFiles, filter, infoW, blockR, reqR, readyW *os.File) (*plan, error) {
+// dry or not: the key names descriptors by number). create: the files
+// the call may write are created when missing, as for the call itself;
+// a sandbox prepared ahead creates nothing (grantFor).
+func (b *bash) planFor(ctx context.Context, c *tools.Call, network, create bool, f *keyFiles, filter, infoW, blockR, reqR, readyW *os.File) (*plan, error) {
 	p := &plan{rule: b.allowlist(c)}
 	restrict := p.rule.restrict
 	p.filterFD, _ = strconv.Atoi(f.add(filter))
 	p.infoFD, p.blockFD = f.add(infoW), f.add(blockR)
 	p.reqFD, p.readyFD = f.add(reqR), f.add(readyW)
 	mounts := []string{"--info-fd", p.infoFD, "--block-fd", p.blockFD}
-	sb, gm, write, err := b.grantView(c)
+	sb, gm, write, err := b.grantView(c, create)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +175,7 @@ func (b *bash) pooled(network bool) bool {
 // ready (ok); when none is, it prepares one for the next call of the key
 // and returns ok false: the caller builds the sandbox itself.
 func (b *bash) runPrepared(ctx context.Context, c *tools.Call, command, cwd string, network bool) (res *result, ok bool, err error) {
-	p, err := b.planFor(ctx, c, network, newKeyFiles(true), nil, nil, nil, nil, nil)
+	p, err := b.planFor(ctx, c, network, true, newKeyFiles(true), nil, nil, nil, nil, nil)
 	if err != nil {
 		return nil, false, nil // built as without the pool, which says what failed
 	}
@@ -380,7 +382,7 @@ func (b *bash) prepare(ctx context.Context, c *tools.Call, network bool) (_ *pre
 		return nil, err
 	}
 	defer held.close()
-	p, err := b.planFor(ctx, c, network, f, filter, infoW, blockR, reqR, readyW)
+	p, err := b.planFor(ctx, c, network, false, f, filter, infoW, blockR, reqR, readyW)
 	if err != nil {
 		return nil, err
 	}

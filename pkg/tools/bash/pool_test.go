@@ -208,3 +208,4 @@ func TestPreparedSandboxWithAMaskUndoneIsNotUsed(t *testing.T) {
 		})
 	}
 }
+

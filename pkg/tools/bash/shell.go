@@ -902,7 +902,7 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		mounts = append(mounts, "--info-fd", files.add(infoW), "--block-fd", files.add(blockR))
 		argv = b.direct(command)
 		mounts = append(mounts, "--bind", pc.home, home)
-		sb, gm, scope, err := b.grantView(c)
+		sb, gm, scope, err := b.grantView(c, true)
 		if err != nil {
 			return nil, err
 		}
@@ -1090,9 +1090,10 @@ func (b *bash) await(ctx context.Context, c *tools.Call, cmd *exec.Cmd, g *group
 }
 
 // grantView is the sandbox showing the policy's read roots for call c,
-// the mounts of its grant (grantFor) and its write scope.
-func (b *bash) grantView(c *tools.Call) (sb Sandbox, mounts []string, write string, err error) {
-	gr, err := grantFor(c, b.ws, b.id)
+// the mounts of its grant (grantFor, which creates the files it may
+// write when create) and its write scope.
+func (b *bash) grantView(c *tools.Call, create bool) (sb Sandbox, mounts []string, write string, err error) {
+	gr, err := grantFor(c, b.ws, b.id, create)
 	if err != nil {
 		return sb, nil, "", err
 	}
