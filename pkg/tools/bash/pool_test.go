@@ -208,4 +208,3 @@ func TestPreparedSandboxWithAMaskUndoneIsNotUsed(t *testing.T) {
 		})
 	}
 }
-
