@@ -125,7 +125,7 @@ type boundaryTest struct {
 }
 
 // boundaryCase is one case of TestBoundaryGrantsWhatWasJudged; prepared:
-// its call runs in a sandbox prepared ahead, after one call of the same
+// its call runs in a sandbox prepared ahead, after two calls of the same
 // judgement prepared it.
 func boundaryCase(t *testing.T, gate policy.Evaluator, outside, touch string, prepared bool, tt boundaryTest) {
 	ws := newWorkspace(t, testUID)
@@ -162,13 +162,15 @@ func boundaryCase(t *testing.T, gate policy.Evaluator, outside, touch string, pr
 	p := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithGate(mispredicted(gate, tt.judged, tt.ran)))
 	var prior string
 	if prepared {
-		// The first call prepares sandboxes for the view; the
-		// second runs in one. Both are held.
-		out, err := run(context.Background(), t, p, map[string]any{"command": tt.judged})
-		if err != nil {
-			t.Fatalf("%s: %v", tt.ran, err)
+		// The second call of a view prepares sandboxes for it; the
+		// third runs in one. All are held.
+		for range 2 {
+			out, err := run(context.Background(), t, p, map[string]any{"command": tt.judged})
+			if err != nil {
+				t.Fatalf("%s: %v", tt.ran, err)
+			}
+			prior += md[string](t, out, "stdout") + md[string](t, out, "stderr")
 		}
-		prior = md[string](t, out, "stdout") + md[string](t, out, "stderr")
 		settle()
 	}
 	before := used()

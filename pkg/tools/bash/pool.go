@@ -63,8 +63,11 @@ type pool struct {
 	order   []string       // keys in ready, the oldest first
 	filling map[string]int // sandboxes being prepared, by key
 	closed  bool
-	wg      sync.WaitGroup
-	used    atomic.Int64 // calls that ran in a prepared sandbox
+	// seen are the keys of the calls that found no sandbox ready; a
+	// second such call prepares some.
+	seen map[string]bool
+	wg   sync.WaitGroup
+	used atomic.Int64 // calls that ran in a prepared sandbox
 }
 
 // prepared is a sandbox started ahead of its call.
@@ -180,13 +183,18 @@ func (b *bash) runPrepared(ctx context.Context, c *tools.Call, command, cwd stri
 		return nil, false, nil // built as without the pool, which says what failed
 	}
 	// The sandboxes for the next calls of this view are prepared once
-	// this one ended (or is built), not beside it.
-	defer func() {
-		for range preparedPerKey {
-			b.pool.fill(c, network, p.key)
-		}
-	}()
+	// this one ended (or is built), not beside it; for a view seen for
+	// the first time, none: a view that changes with every call (a new
+	// file to write each time) would have its sandboxes prepared in
+	// vain.
 	sb := b.pool.take(p.key)
+	if sb != nil || b.pool.seenBefore(p.key) {
+		defer func() {
+			for range preparedPerKey {
+				b.pool.fill(c, network, p.key)
+			}
+		}()
+	}
 	if sb == nil {
 		return nil, false, nil
 	}
@@ -248,6 +256,24 @@ func (p *pool) take(key string) *prepared {
 		p.b.log.Debug("bash: a prepared sandbox's mounts changed; discarded", "err", err)
 		p.discard(sb)
 	}
+}
+
+// maxSeenKeys bounds the keys of views seen once that the pool keeps.
+const maxSeenKeys = 256
+
+// seenBefore reports whether a call of key found no sandbox ready before,
+// and remembers that one did now.
+func (p *pool) seenBefore(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.seen[key] {
+		return true
+	}
+	if len(p.seen) >= maxSeenKeys {
+		clear(p.seen)
+	}
+	p.seen[key] = true
+	return false
 }
 
 // fill prepares a sandbox for the view of call c, whose key is key, in the

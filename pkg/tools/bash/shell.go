@@ -176,7 +176,8 @@ type Config struct {
 	GID int `yaml:"gid,omitempty" json:"gid,omitempty"`
 	// Prepared says whether sandboxes are started ahead of their calls,
 	// off the calls' path: two per view (the workspace's grant, the
-	// network, whether execution is restricted), for at most four views,
+	// network, whether execution is restricted) a call found none ready
+	// for twice, for at most four views,
 	// each used by one call only and discarded when its mounts changed
 	// (see pool.go). A call finding none ready gets its sandbox built as
 	// without. Ignored without a sandbox or without the sandbox's first
@@ -368,7 +369,7 @@ func newBash(cfg Config) (*bash, error) {
 		return nil, err
 	}
 	if cfg.Prepared && b.sb.Enabled() && b.init != "" {
-		b.pool = &pool{b: b, ready: map[string][]*prepared{}, filling: map[string]int{}}
+		b.pool = &pool{b: b, ready: map[string][]*prepared{}, filling: map[string]int{}, seen: map[string]bool{}}
 	}
 	return b, nil
 }
