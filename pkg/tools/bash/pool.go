@@ -81,8 +81,6 @@ type prepared struct {
 	child      int    // the process bwrap runs the first program in
 	mounts     []byte // its mount table once it waited
 	filterFD   int
-	restrict   bool
-	write      string // the grant's write scope, for the result
 }
 
 // keyFiles passes files to bwrap as sandboxFiles does and hashes the data
@@ -156,7 +154,8 @@ func (b *bash) planFor(ctx context.Context, c *tools.Call, network, create bool,
 	p.argv = sb.argv(b.ws, "/", network, sid, mounts, sandboxinit.WaitArgs(reqFD, readyFD))
 	p.env = callEnv(b.env, sandboxHome(b.ws), "/tmp")
 	k := sha256.New()
-	for _, part := range [][]string{p.argv, {"env"}, p.env} {
+	rule := fmt.Sprintf("restrict=%t git=%t", p.rule.restrict, p.rule.git)
+	for _, part := range [][]string{p.argv, {"env"}, p.env, {rule}} {
 		for _, a := range part {
 			k.Write([]byte(a))
 			k.Write([]byte{0})
@@ -198,10 +197,14 @@ func (b *bash) runPrepared(ctx context.Context, c *tools.Call, command, cwd stri
 	if sb == nil {
 		return nil, false, nil
 	}
-	defer sb.cc.remove()
-	spec := b.initSpec(sb.restrict, p.rule.allow)
+	if sb.cc != nil {
+		defer sb.cc.remove()
+	}
+	// What the call may execute is its own rule's, whatever the sandbox
+	// was prepared for (the key holds whether it is restricted).
+	spec := b.initSpec(p.rule.restrict, p.rule.allow)
 	spec.AllowDirs = p.rule.dirs
-	if sb.restrict && b.noexec {
+	if p.rule.restrict && b.noexec {
 		spec.Noexec, spec.KeepExec = noexecDirs(b.ws), keepExec
 	}
 	spec.Seccomp, spec.Chdir, spec.Home = sb.filterFD, cwd, sandboxHome(b.ws)
@@ -227,7 +230,7 @@ func (b *bash) runPrepared(ctx context.Context, c *tools.Call, command, cwd stri
 		// output, as a sandbox that fails to start.
 		b.log.Warn("bash: a prepared sandbox is gone", "call_id", c.ID, "err", err)
 	}
-	res = &result{out: newCapture(b.maxOut), err: newCapture(b.maxOut), exec: p.rule.why, write: sb.write}
+	res = &result{out: newCapture(b.maxOut), err: newCapture(b.maxOut), exec: p.rule.why, write: p.write}
 	res, err = b.await(ctx, c, sb.cmd, sb.g, sb.outR, sb.errR, sb.cc, start, res, nil)
 	return res, true, err
 }
@@ -254,7 +257,7 @@ func (p *pool) take(key string) *prepared {
 			return sb
 		}
 		p.b.log.Debug("bash: a prepared sandbox's mounts changed; discarded", "err", err)
-		p.discard(sb)
+		go p.discard(sb) // not on the call's path
 	}
 }
 
@@ -412,7 +415,7 @@ func (b *bash) prepare(ctx context.Context, c *tools.Call, network bool) (_ *pre
 	if err != nil {
 		return nil, err
 	}
-	sb := &prepared{key: p.key, req: reqW, outR: outR, errR: errR, g: &group{}, filterFD: p.filterFD, restrict: p.rule.restrict, write: p.write}
+	sb := &prepared{key: p.key, req: reqW, outR: outR, errR: errR, g: &group{}, filterFD: p.filterFD}
 	var cgFD *os.File
 	if b.cg != nil {
 		if sb.cc, err = b.cg.newCall(b.limits.Processes, b.limits.Memory); err != nil {
