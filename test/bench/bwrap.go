@@ -20,6 +20,9 @@ const bwrapSide = "bwrap"
 var bwrapArgv = []string{"bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
 	"--unshare-all", "--die-with-parent", "--new-session", "bash", "-c", "true"}
 
+// think is the pause of each in-flight caller between its calls (-think).
+var think time.Duration
+
 // runBwrap runs bwrapArgv once.
 func runBwrap() error {
 	return exec.Command(bwrapArgv[0], bwrapArgv[1:]...).Run()

@@ -105,6 +105,7 @@ func main() {
 	gate := flag.Bool("gate", true, "measure the policy decision cost")
 	pprofAddr := flag.String("pprof", "", "serve net/http/pprof of this process (the server and the load) on this address")
 	flag.StringVar(&benchTool, "tool", "read", "the calls' tool: read (a 1 KiB file: a pure tool, run without a claim record), write (1 KiB to one of 64 files: claimed) or bash (`true` in the sandbox, beside bare bwrap: side bwrap, its CPU that of the bwrap processes)")
+	flag.DurationVar(&think, "think", 0, "pause of each in-flight caller between its calls (an agent's thinking), not counted in the latency: what a call finds when the work left by the one before it is done")
 	useAuth := flag.Bool("auth", true, "run the server in operator mode (JWT users) as the worker's embedded server does; false: no authentication")
 	flag.Parse()
 	if *pprofAddr != "" {
@@ -482,6 +483,9 @@ func (g *generator) run(side, mode string, n, inflight int) stats {
 				i := int(next.Add(1)) - 1
 				if i >= n {
 					return
+				}
+				if think > 0 && i > 0 {
+					time.Sleep(think) // not part of the call's latency
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				t0 := time.Now()
