@@ -39,6 +39,7 @@ func main() {
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 0, "how long running calls may finish on SIGTERM (default 30s)")
 	fs.IntVar(&o.Replicas, "replicas", 1, "stream replicas when provisioning a JetStream cluster")
 	fs.Var(&o.Sandbox, "sandbox", "bash isolation: auto (bubblewrap when installed), require (refuse to start without it), off")
+	fs.BoolVar(&o.NoPreparedSandboxes, "no-prepared-sandboxes", false, "build every bash call's sandbox on its call's path, instead of taking one started ahead for the same view")
 	fs.IntVar(&o.Progress.PerSecond, "progress-rate", 0, "progress messages one call may publish a second (default 10)")
 	fs.Var(bytesize.Var(&o.Progress.MaxBytes), "progress-max-bytes", "output in one progress message (a `size`; default 16KiB)")
 	fs.IntVar(&o.BashLimits.Processes, "bash-processes", 0, "processes one bash call may hold at once (default 512 where the worker can bound a call; negative: no limit)")

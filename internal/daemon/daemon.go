@@ -80,6 +80,9 @@ type Options struct {
 	Replicas int
 	// Sandbox is the bash tool's isolation: auto (default), require, off.
 	Sandbox bash.Mode
+	// NoPreparedSandboxes turns off the bash tool's sandboxes started
+	// ahead of their calls (bash.Config.Prepared).
+	NoPreparedSandboxes bool
 	// Progress bounds the progress every call streams (messages a second,
 	// bytes a message); the zero value is tools' defaults.
 	Progress tools.ProgressLimit
@@ -264,7 +267,7 @@ func Run(ctx context.Context, o Options) error {
 		network = nil
 	}
 	bash, err := bash.New(bash.Config{Workspace: ws, Sandbox: o.Sandbox, Logger: o.Logger, Limits: o.BashLimits,
-		Hide: hiddenState(o, sb.Enabled()), NetworkAllowed: network, Proxy: proxy})
+		Hide: hiddenState(o, sb.Enabled()), NetworkAllowed: network, Proxy: proxy, Prepared: !o.NoPreparedSandboxes})
 	if err != nil {
 		return fmt.Errorf("bash tool: %w", err)
 	}

@@ -61,6 +61,9 @@ const (
 	flagNoexec   = "--noexec="
 	flagKeepExec = "--keep-exec="
 	flagSeccomp  = "--seccomp="
+	flagWait     = "--wait="
+	flagChdir    = "--chdir="
+	flagHome     = "--home="
 )
 
 // Spec is what the program does before it execs the command.
@@ -83,6 +86,24 @@ type Spec struct {
 	// Seccomp is the descriptor of the seccomp filter to load last; 0
 	// for none.
 	Seccomp int
+	// Chdir is the directory the command starts in, entered first;
+	// empty: where the program started.
+	Chdir string
+	// Home is a directory made (mode 0700) after privileges are dropped,
+	// owned by the command's user: its home in the sandbox's own /tmp.
+	// Empty: none.
+	Home string
+}
+
+// WaitArgs is the command line of a first program started ahead of its
+// call (a prepared sandbox): it writes one byte to the descriptor ready
+// and closes it (it waits: the sandbox is built), then reads the rest of
+// its command line, as [Spec.Args] would give it without the program's
+// path, NUL-terminated arguments, from the descriptor fd until end of
+// file, and does what it says. Nothing runs before that: end of file
+// with nothing read exits.
+func WaitArgs(fd, ready int) []string {
+	return []string{Path, flagWait + strconv.Itoa(fd) + ":" + strconv.Itoa(ready)}
 }
 
 // Args is the command line, shown at Path, that does s and runs argv.
@@ -111,6 +132,12 @@ func (s Spec) Args(argv []string) []string {
 	}
 	if s.Seccomp > 0 {
 		out = append(out, flagSeccomp+strconv.Itoa(s.Seccomp))
+	}
+	if s.Chdir != "" {
+		out = append(out, flagChdir+s.Chdir)
+	}
+	if s.Home != "" {
+		out = append(out, flagHome+s.Home)
 	}
 	return append(append(out, "--"), argv...)
 }

@@ -154,6 +154,8 @@ type command struct {
 	noexec    []string
 	keepExec  []string
 	seccomp   int
+	chdir     string
+	home      string
 	argv      []string
 }
 
@@ -190,6 +192,13 @@ func parse(args []string) (command, error) {
 			c.noexec = append(c.noexec, trimPrefix(a, flagNoexec))
 		case hasPrefix(a, flagKeepExec):
 			c.keepExec = append(c.keepExec, trimPrefix(a, flagKeepExec))
+		case hasPrefix(a, flagChdir):
+			c.chdir = trimPrefix(a, flagChdir)
+		case hasPrefix(a, flagHome):
+			c.home = trimPrefix(a, flagHome)
+			if !hasPrefix(c.home, "/") {
+				return c, newError("bad " + a + ": want an absolute directory")
+			}
 		case hasPrefix(a, flagSeccomp):
 			fd, err := strconv.ParseUint(trimPrefix(a, flagSeccomp), 10, 31)
 			if err != nil || fd < 3 {
@@ -200,15 +209,26 @@ func parse(args []string) (command, error) {
 			return c, newError("unknown argument " + strconv.Quote(a))
 		}
 	}
-	return c, newError("usage: " + Name + " [--user=UID:GID | --root] [--restrict-exec [--allow=PATH]... [--allow-dir=DIR]...] [--noexec=DIR]... [--keep-exec=PATH]... [--seccomp=FD] -- COMMAND [ARG ...]")
+	return c, newError("usage: " + Name + " [--user=UID:GID | --root] [--restrict-exec [--allow=PATH]... [--allow-dir=DIR]...] [--noexec=DIR]... [--keep-exec=PATH]... [--seccomp=FD] [--chdir=DIR] [--home=DIR] -- COMMAND [ARG ...] | --wait=FD")
 }
 
 // run does what the command line says and execs the command; it returns
 // only on failure, and the command never runs then.
 func run(args []string) error {
+	if len(args) == 1 && hasPrefix(args[0], flagWait) {
+		var err error
+		if args, err = waitArgs(trimPrefix(args[0], flagWait)); err != nil || args == nil {
+			return err
+		}
+	}
 	c, err := parse(args)
 	if err != nil {
 		return err
+	}
+	if c.chdir != "" {
+		if err := syscall.Chdir(c.chdir); err != nil {
+			return wrap("chdir "+c.chdir, err)
+		}
 	}
 	prog, err := lookPath(c.argv[0])
 	if err != nil {
@@ -230,6 +250,11 @@ func run(args []string) error {
 			return err
 		}
 	}
+	if c.home != "" {
+		if err := syscall.Mkdir(c.home, 0o700); err != nil {
+			return wrap("make the home "+c.home, err)
+		}
+	}
 	if c.restrict {
 		if err := restrictExec(c.allow, c.allowDirs); err != nil {
 			return err
@@ -241,6 +266,41 @@ func run(args []string) error {
 		}
 	}
 	return wrap("exec "+prog, syscall.Exec(prog, c.argv, syscall.Environ()))
+}
+
+// waitArgs reads a prepared sandbox's command line (WaitArgs; fds is
+// "FD:READY") after it says it waits: NUL-terminated arguments to end of
+// file. Nothing read (the sandbox was discarded) exits without running
+// anything.
+func waitArgs(fds string) ([]string, error) {
+	a, r, _ := cut(fds, ":")
+	fd, err1 := strconv.ParseUint(a, 10, 31)
+	ready, err2 := strconv.ParseUint(r, 10, 31)
+	if err1 != nil || err2 != nil || fd < 3 || ready < 3 {
+		return nil, newError("bad " + flagWait + fds + ": want FD:READY, both 3 or more")
+	}
+	for {
+		_, err := syscall.Write(int(ready), []byte{1})
+		if err != syscall.EINTR {
+			if err != nil {
+				return nil, wrap("say the sandbox waits", err)
+			}
+			break
+		}
+	}
+	syscall.Close(int(ready))
+	data, err := readFD(int(fd), maxCmdline)
+	syscall.Close(int(fd))
+	if err != nil {
+		return nil, wrap("read the command line", err)
+	}
+	if data == "" {
+		syscall.Exit(0)
+	}
+	if data[len(data)-1] != 0 {
+		return nil, newError("the command line read is cut short")
+	}
+	return split(data[:len(data)-1], "\x00"), nil
 }
 
 // dropPrivileges leaves c's user (or root) without capabilities or

@@ -111,16 +111,20 @@ func gateCost() {
 	}
 }
 
-// cpuOf is the CPU time (user and system, all threads) process pid has
+// cpuOf is the CPU time (user and system, all threads, and its reaped
+// children's: a bash call's sandbox) process pid has
 // used, in clock ticks' resolution.
 func cpuOf(pid int) time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	must(err)
 	// Fields after the command name (which may hold spaces), from field 3.
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / clockTicks
+	var t int64
+	for _, i := range []int{11, 12, 13, 14} { // utime, stime, and its reaped children's
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		t += v
+	}
+	return time.Duration(t) * time.Second / clockTicks
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times (100 on

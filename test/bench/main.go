@@ -104,7 +104,8 @@ func main() {
 	mem := flag.Bool("mem", true, "measure the worker's memory: 1,000 parked calls, a bash call printing 1 GB")
 	gate := flag.Bool("gate", true, "measure the policy decision cost")
 	pprofAddr := flag.String("pprof", "", "serve net/http/pprof of this process (the server and the load) on this address")
-	flag.StringVar(&benchTool, "tool", "read", "the calls' tool: read (a 1 KiB file: a pure tool, run without a claim record) or write (1 KiB to one of 64 files: claimed)")
+	flag.StringVar(&benchTool, "tool", "read", "the calls' tool: read (a 1 KiB file: a pure tool, run without a claim record), write (1 KiB to one of 64 files: claimed) or bash (`true` in the sandbox, beside bare bwrap: side bwrap, its CPU that of the bwrap processes)")
+	flag.DurationVar(&think, "think", 0, "pause of each in-flight caller between its calls (an agent's thinking), not counted in the latency: what a call finds when the work left by the one before it is done")
 	useAuth := flag.Bool("auth", true, "run the server in operator mode (JWT users) as the worker's embedded server does; false: no authentication")
 	flag.Parse()
 	if *pprofAddr != "" {
@@ -152,8 +153,11 @@ func main() {
 		authName = "on (operator mode, a user JWT per connection)"
 	}
 	what := "read of a 1 KiB file"
-	if benchTool == "write" {
+	switch benchTool {
+	case "write":
 		what = "write of 1 KiB to one of 64 files"
+	case "bash":
+		what = "bash `true` in the worker's sandbox, beside bare bwrap run here (" + strings.Join(bwrapArgv, " ") + ")"
 	}
 	fmt.Printf("call: %s, binary CloudEvents, results on one wildcard subscription; worker concurrency: %s; authentication %s\n\n", what, concName(*conc), authName)
 
@@ -171,6 +175,9 @@ func main() {
 		// toolgate's calls sent by an agent from the agents account, as
 		// agents send them: across the accounts and the worker's intake.
 		all = append(all, "agents")
+	}
+	if benchTool == "bash" {
+		all = append(all, bwrapSide)
 	}
 	w1 := startWorker(bin, url, ws, dir, "w1", *conc)
 	defer w1.stop()
@@ -192,9 +199,13 @@ func main() {
 					if p, ok := procs[side]; ok {
 						wk = p
 					}
-					w0, s0 := cpuOf(wk.cmd.Process.Pid), cpuSelf()
+					w0, s0, c0 := cpuOf(wk.cmd.Process.Pid), cpuSelf(), cpuChildren()
 					st := gen.run(side, mode, *n, f)
 					st.cpuWorker, st.cpuServer = cpuOf(wk.cmd.Process.Pid)-w0, cpuSelf()-s0
+					if side == bwrapSide {
+						// bwrap and all it started, reaped by this process.
+						st.cpuWorker = cpuChildren() - c0
+					}
 					res[key{side, mode, f}] = append(res[key{side, mode, f}], st)
 				}
 			}
@@ -449,8 +460,11 @@ var benchTool = "read"
 // benchArgs returns the arguments of the i-th call of tool: read always
 // reads the 1 KiB file; write writes it to one of 64 files.
 func benchArgs(tool string, i int) string {
-	if tool == "write" {
+	switch tool {
+	case "write":
 		return `{"path":"out/` + strconv.Itoa(i%64) + `.txt","content":` + data1KiBJSON + `}`
+	case "bash":
+		return bashArgs
 	}
 	return readArgs
 }
@@ -470,9 +484,18 @@ func (g *generator) run(side, mode string, n, inflight int) stats {
 				if i >= n {
 					return
 				}
+				if think > 0 && i > 0 {
+					time.Sleep(think) // not part of the call's latency
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				t0 := time.Now()
-				data, err := g.call(ctx, side, mode, benchTool, benchArgs(benchTool, i))
+				var data []byte
+				var err error
+				if side == bwrapSide {
+					err = runBwrap()
+				} else {
+					data, err = g.call(ctx, side, mode, benchTool, benchArgs(benchTool, i))
+				}
 				lat[i] = time.Since(t0)
 				cancel()
 				if err != nil {

@@ -82,13 +82,7 @@ func TestBoundaryGrantsWhatWasJudged(t *testing.T) {
 	if _, err := exec.LookPath(loader); err != nil {
 		loader = "/lib64/ld-linux-x86-64.so.2"
 	}
-	for _, tt := range []struct {
-		name, judged, ran string
-		// leak must not be printed; marker must not exist after; the
-		// repository's config must not change; want must be printed.
-		// (Every case also checks the protected files after.)
-		leak, marker, want string
-	}{
+	for _, tt := range []boundaryTest{
 		{name: "a file outside the view", judged: "cat notes.txt", ran: "cat " + outside + "/secret", leak: boundarySecret},
 		{name: "a file outside the view by cd", judged: "cat notes.txt", ran: "cd " + outside + " && cat secret", leak: boundarySecret},
 		{name: "a denied file in the workspace", judged: "cat notes.txt", ran: "cat key.pem", leak: boundarySecret},
@@ -111,69 +105,112 @@ func TestBoundaryGrantsWhatWasJudged(t *testing.T) {
 		{name: "the loader maps a program written in /tmp", judged: "cp evil copy; " + loader + " ./evil marker", ran: "cp evil /tmp/evil; " + loader + " /tmp/evil marker", marker: "marker"},
 		{name: "the loader maps a program written in /dev/shm", judged: "cp evil copy; " + loader + " ./evil marker", ran: "cp evil /dev/shm/evil; " + loader + " /dev/shm/evil marker", marker: "marker"},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			ws := newWorkspace(t, testUID)
-			writeTestFile(t, filepath.Join(ws, "notes.txt"), "notes\n")
-			writeTestFile(t, filepath.Join(ws, "key.pem"), boundarySecret)
-			writeTestFile(t, filepath.Join(ws, "sub", "deep.pem"), boundarySecret)
-			writeTestFile(t, filepath.Join(ws, "sub", ".gitattributes"), "*.txt text\n")
-			writeTestFile(t, filepath.Join(ws, ".gitattributes"), "*.go text\n")
-			elf, err := os.ReadFile(touch)
-			if err != nil {
-				t.Fatal(err)
+		for _, prepared := range []bool{false, true} {
+			name := tt.name
+			if prepared {
+				name += " (prepared sandbox)"
 			}
-			writeTestFile(t, filepath.Join(ws, "evil"), string(elf))
-			if err := os.Symlink("key.pem", filepath.Join(ws, "link-to-key")); err != nil {
-				t.Fatal(err)
-			}
-			if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
-				t.Fatalf("git init: %v: %s", err, out)
-			}
-			chownTree(t, ws, testUID)
-			config := readTestFile(t, filepath.Join(ws, ".git", "config"))
-			attrs := readTestFile(t, filepath.Join(ws, "sub", ".gitattributes"))
-			tool, err := bash.New(bash.Config{Workspace: ws, Sandbox: bash.ModeRequire})
-			if err != nil {
-				t.Fatal(err)
-			}
-			reg := tools.NewRegistry()
-			if err := reg.Register(tool); err != nil {
-				t.Fatal(err)
-			}
-			p := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithGate(mispredicted(gate, tt.judged, tt.ran)))
+			t.Run(name, func(t *testing.T) { boundaryCase(t, gate, outside, touch, prepared, tt) })
+		}
+	}
+}
+
+// boundaryTest is a case of TestBoundaryGrantsWhatWasJudged.
+type boundaryTest struct {
+	name, judged, ran string
+	// leak must not be printed; marker must not exist after; the
+	// repository's config must not change; want must be printed.
+	// (Every case also checks the protected files after.)
+	leak, marker, want string
+}
+
+// boundaryCase is one case of TestBoundaryGrantsWhatWasJudged; prepared:
+// its call runs in a sandbox prepared ahead, after two calls of the same
+// judgement prepared it.
+func boundaryCase(t *testing.T, gate policy.Evaluator, outside, touch string, prepared bool, tt boundaryTest) {
+	ws := newWorkspace(t, testUID)
+	writeTestFile(t, filepath.Join(ws, "notes.txt"), "notes\n")
+	writeTestFile(t, filepath.Join(ws, "key.pem"), boundarySecret)
+	writeTestFile(t, filepath.Join(ws, "sub", "deep.pem"), boundarySecret)
+	writeTestFile(t, filepath.Join(ws, "sub", ".gitattributes"), "*.txt text\n")
+	writeTestFile(t, filepath.Join(ws, ".gitattributes"), "*.go text\n")
+	elf, err := os.ReadFile(touch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTestFile(t, filepath.Join(ws, "evil"), string(elf))
+	if err := os.Symlink("key.pem", filepath.Join(ws, "link-to-key")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	chownTree(t, ws, testUID)
+	config := readTestFile(t, filepath.Join(ws, ".git", "config"))
+	attrs := readTestFile(t, filepath.Join(ws, "sub", ".gitattributes"))
+	var tool *tools.Tool
+	used, settle := func() int { return 0 }, func() {}
+	if prepared {
+		tool, used, settle = bash.NewPrepared(t, bash.Config{Workspace: ws, Sandbox: bash.ModeRequire})
+	} else if tool, err = bash.New(bash.Config{Workspace: ws, Sandbox: bash.ModeRequire}); err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	if err := reg.Register(tool); err != nil {
+		t.Fatal(err)
+	}
+	p := tools.NewPipeline(reg, tools.WithWorkspace(ws), tools.WithGate(mispredicted(gate, tt.judged, tt.ran)))
+	var prior string
+	if prepared {
+		// The second call of a view prepares sandboxes for it; the
+		// third runs in one. All are held.
+		for range 2 {
 			out, err := run(context.Background(), t, p, map[string]any{"command": tt.judged})
 			if err != nil {
 				t.Fatalf("%s: %v", tt.ran, err)
 			}
-			stdout, stderr := md[string](t, out, "stdout"), md[string](t, out, "stderr")
-			if exec, _ := out.Metadata["exec"].(string); strings.Contains(tt.name, "loader") && strings.Contains(exec, "not noexec") {
-				t.Skipf("this machine refuses the remount: %s", exec)
-			}
-			t.Logf("%s: %q %q", tt.ran, stdout, stderr)
-			if tt.leak != "" && strings.Contains(stdout+stderr, tt.leak) {
-				t.Errorf("%s printed %q:\n%s%s", tt.ran, tt.leak, stdout, stderr)
-			}
-			if tt.want != "" && !strings.Contains(stdout, tt.want) {
-				t.Errorf("%s: stdout %q lacks %q (stderr %q): what was judged must still work", tt.ran, stdout, tt.want, stderr)
-			}
-			if tt.marker != "" {
-				if _, err := os.Lstat(filepath.Join(ws, tt.marker)); err == nil {
-					t.Errorf("%s wrote %s", tt.ran, tt.marker)
-				}
-			}
-			if got := readTestFile(t, filepath.Join(ws, ".git", "config")); got != config {
-				t.Errorf("%s changed .git/config:\n%s", tt.ran, got)
-			}
-			if _, err := os.Lstat(filepath.Join(ws, ".git", "hooks", "pre-commit")); err == nil {
-				t.Errorf("%s wrote a hook", tt.ran)
-			}
-			if got := readTestFile(t, filepath.Join(ws, "sub", ".gitattributes")); got != attrs {
-				t.Errorf("%s changed sub/.gitattributes: %q", tt.ran, got)
-			}
-			if got := readTestFile(t, filepath.Join(ws, ".gitattributes")); got != "*.go text\n" {
-				t.Errorf("%s changed .gitattributes: %q", tt.ran, got)
-			}
-		})
+			prior += md[string](t, out, "stdout") + md[string](t, out, "stderr")
+		}
+		settle()
+	}
+	before := used()
+	out, err := run(context.Background(), t, p, map[string]any{"command": tt.judged})
+	if err != nil {
+		t.Fatalf("%s: %v", tt.ran, err)
+	}
+	if prepared && used() == before {
+		t.Logf("the second call did not run in a prepared sandbox: the first changed its view")
+	}
+	stdout, stderr := md[string](t, out, "stdout"), md[string](t, out, "stderr")
+	if tt.leak != "" && strings.Contains(prior, tt.leak) {
+		t.Errorf("%s printed %q:\n%s", tt.ran, tt.leak, prior)
+	}
+	if exec, _ := out.Metadata["exec"].(string); strings.Contains(tt.name, "loader") && strings.Contains(exec, "not noexec") {
+		t.Skipf("this machine refuses the remount: %s", exec)
+	}
+	t.Logf("%s: %q %q", tt.ran, stdout, stderr)
+	if tt.leak != "" && strings.Contains(stdout+stderr, tt.leak) {
+		t.Errorf("%s printed %q:\n%s%s", tt.ran, tt.leak, stdout, stderr)
+	}
+	if tt.want != "" && !strings.Contains(stdout, tt.want) {
+		t.Errorf("%s: stdout %q lacks %q (stderr %q): what was judged must still work", tt.ran, stdout, tt.want, stderr)
+	}
+	if tt.marker != "" {
+		if _, err := os.Lstat(filepath.Join(ws, tt.marker)); err == nil {
+			t.Errorf("%s wrote %s", tt.ran, tt.marker)
+		}
+	}
+	if got := readTestFile(t, filepath.Join(ws, ".git", "config")); got != config {
+		t.Errorf("%s changed .git/config:\n%s", tt.ran, got)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".git", "hooks", "pre-commit")); err == nil {
+		t.Errorf("%s wrote a hook", tt.ran)
+	}
+	if got := readTestFile(t, filepath.Join(ws, "sub", ".gitattributes")); got != attrs {
+		t.Errorf("%s changed sub/.gitattributes: %q", tt.ran, got)
+	}
+	if got := readTestFile(t, filepath.Join(ws, ".gitattributes")); got != "*.go text\n" {
+		t.Errorf("%s changed .gitattributes: %q", tt.ran, got)
 	}
 }
 

@@ -2,7 +2,11 @@
 
 package bash
 
-import "github.com/toolgate/toolgate/pkg/tools"
+import (
+	"testing"
+
+	"github.com/toolgate/toolgate/pkg/tools"
+)
 
 // SetSandboxInit makes tools made from now on look for
 // toolgate-sandbox-init at p instead of beside the test binary ("" goes
@@ -21,4 +25,21 @@ func NewWithInit(cfg Config) (*tools.Tool, string, error) {
 		return nil, "", err
 	}
 	return b.tool(), b.init, nil
+}
+
+// NewPrepared is New with Config.Prepared, a function that says how many
+// calls ran in a prepared sandbox so far, and one that waits until the
+// sandboxes being prepared are ready; the prepared sandboxes left are
+// discarded when t ends.
+func NewPrepared(t testing.TB, cfg Config) (tool *tools.Tool, used func() int, settle func()) {
+	cfg.Prepared = true
+	b, err := newBash(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.pool == nil {
+		t.Fatalf("no sandboxes are prepared here (sandbox %s, first program %q)", b.sb, b.init)
+	}
+	t.Cleanup(b.pool.close)
+	return b.tool(), func() int { return int(b.pool.used.Load()) }, b.pool.wg.Wait
 }

@@ -22,9 +22,14 @@ import (
 // thread and of its reaped children so far. The thread is locked by the
 // benchmark, so the runtime's other threads (the garbage collector, the
 // pipes' readers) are not counted: the children are what a call costs.
-func cpuNow() time.Duration {
+func cpuNow() time.Duration { return cpuOf(unix.RUSAGE_THREAD) }
+
+// cpuOf is the CPU time (user and system) of who (RUSAGE_THREAD: the
+// calling thread; RUSAGE_SELF: this process) and of this process's
+// reaped children so far.
+func cpuOf(who int) time.Duration {
 	var self, kids syscall.Rusage
-	_ = syscall.Getrusage(unix.RUSAGE_THREAD, &self)
+	_ = syscall.Getrusage(who, &self)
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
 	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
 	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
@@ -84,18 +89,7 @@ func benchSandboxVsBwrap(b *testing.B, repo, restricted, gated bool) {
 		time.Sleep(gitRecent)
 	}
 	if restricted {
-		// The small first program, as an installed worker finds it.
-		gotool := testenv.LookPath(b, "go", "golang-go")
-		small := filepath.Join(b.TempDir(), "toolgate-sandbox-init")
-		if out, err := exec.Command(gotool, "build", "-o", small, "github.com/toolgate/toolgate/cmd/toolgate-sandbox-init").CombinedOutput(); err != nil {
-			b.Fatalf("go build toolgate-sandbox-init: %v\n%s", err, out)
-		}
-		if err := os.Chmod(filepath.Dir(small), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		old := sandboxInitPath
-		sandboxInitPath = small
-		defer func() { sandboxInitPath = old }()
+		defer useSmallInit(b)()
 	}
 	tb, err := newBash(Config{Workspace: ws, Sandbox: ModeRequire})
 	if err != nil {
@@ -227,6 +221,23 @@ func benchSandboxVsBwrap(b *testing.B, repo, restricted, gated bool) {
 	b.ReportMetric(float64(toolCPU)/float64(floorCPU), "cpu-ratio")
 	b.ReportMetric(float64(toolWall)/float64(fullWall), "wall-ratio-full")
 	b.ReportMetric(float64(toolCPU)/float64(fullCPU), "cpu-ratio-full")
+}
+
+// useSmallInit builds the small first program and has the tools made
+// until the returned function runs use it, as an installed worker finds
+// it beside itself.
+func useSmallInit(b *testing.B) (restore func()) {
+	gotool := testenv.LookPath(b, "go", "golang-go")
+	small := filepath.Join(b.TempDir(), "toolgate-sandbox-init")
+	if out, err := exec.Command(gotool, "build", "-o", small, "github.com/toolgate/toolgate/cmd/toolgate-sandbox-init").CombinedOutput(); err != nil {
+		b.Fatalf("go build toolgate-sandbox-init: %v\n%s", err, out)
+	}
+	if err := os.Chmod(filepath.Dir(small), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	old := sandboxInitPath
+	sandboxInitPath = small
+	return func() { sandboxInitPath = old }
 }
 
 // BenchmarkSandboxThroughput is the rate of trivial sandboxed calls

@@ -45,9 +45,15 @@ type grant struct {
 	write  policy.WriteScope
 }
 
+// errWouldCreate says a grant would create a file the call was judged to
+// write, for a sandbox prepared ahead of its call, which creates none.
+var errWouldCreate = errors.New("a file the call may write is missing")
+
 // grantFor builds c's grant over the workspace ws, for commands running
 // as id. A workspace too large to scan fails the call (fail closed).
-func grantFor(c *tools.Call, ws string, id identity) (*grant, error) {
+// create: a missing file the call was judged to write is created (for
+// the call itself); else its absence is errWouldCreate.
+func grantFor(c *tools.Call, ws string, id identity, create bool) (*grant, error) {
 	var a *policy.Access
 	if c.Decision != nil {
 		a = c.Decision.Access
@@ -74,7 +80,7 @@ func grantFor(c *tools.Call, ws string, id identity) (*grant, error) {
 	}
 	if g.write == policy.WriteNamed {
 		for _, f := range a.WriteFiles {
-			ok, err := writable(f, ws, id)
+			ok, err := writable(f, ws, id, create)
 			if err != nil {
 				return nil, err
 			}
@@ -127,9 +133,10 @@ func grantFor(c *tools.Call, ws string, id identity) (*grant, error) {
 // writable prepares f, a file the call was judged to write, to be bound
 // writable: an existing regular file as it is; a missing one, whose
 // directory exists in the workspace, created empty and owned by the
-// user commands run as. Anything else is left read-only (false): the
-// write fails as it would on a read-only file system.
-func writable(f, ws string, id identity) (bool, error) {
+// user commands run as, unless !create (errWouldCreate). Anything else
+// is left read-only (false): the write fails as it would on a read-only
+// file system.
+func writable(f, ws string, id identity, create bool) (bool, error) {
 	if _, in := within(ws, f); !in || f == ws {
 		return false, nil
 	}
@@ -142,6 +149,9 @@ func writable(f, ws string, id identity) (bool, error) {
 	}
 	if di, err := os.Lstat(filepath.Dir(f)); err != nil || !di.IsDir() {
 		return false, nil
+	}
+	if !create {
+		return false, fmt.Errorf("%w: %s", errWouldCreate, f)
 	}
 	fd, err := syscall.Open(f, syscall.O_CREAT|syscall.O_EXCL|syscall.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
 	if errors.Is(err, syscall.EEXIST) {

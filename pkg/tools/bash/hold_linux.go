@@ -48,12 +48,19 @@ func newHold() (h *hold, infoW, blockR *os.File, err error) {
 // any other error the held process is killed before anything of the
 // command runs: it is never let go without its limits.
 func (h *hold) release(l Limits) error {
+	_, err := h.releasePid(l)
+	return err
+}
+
+// releasePid is release, which also returns the pid of the process bwrap
+// held; 0 when bwrap failed before it forked or its child is gone.
+func (h *hold) releasePid(l Limits) (int, error) {
 	var info struct {
 		Pid int `json:"child-pid"`
 	}
 	data, err := io.ReadAll(io.LimitReader(h.infoR, 1<<16))
 	if err != nil || json.Unmarshal(data, &info) != nil || info.Pid <= 1 {
-		return nil // bwrap failed before it forked
+		return 0, nil // bwrap failed before it forked
 	}
 	err = setLimits(info.Pid, l)
 	if err == nil {
@@ -61,12 +68,12 @@ func (h *hold) release(l Limits) error {
 	}
 	switch {
 	case err == nil:
-		return nil
+		return info.Pid, nil
 	case errors.Is(err, syscall.ESRCH), errors.Is(err, syscall.EPIPE):
-		return nil // the child is gone: bwrap failed to build the sandbox
+		return 0, nil // the child is gone: bwrap failed to build the sandbox
 	}
 	_ = syscall.Kill(info.Pid, syscall.SIGKILL)
-	return fmt.Errorf("hold the sandbox: %w", err)
+	return 0, fmt.Errorf("hold the sandbox: %w", err)
 }
 
 // close closes the worker's ends; the held process, if any, is then let

@@ -174,6 +174,15 @@ type Config struct {
 	// 65534 (nobody).
 	UID int `yaml:"uid,omitempty" json:"uid,omitempty"`
 	GID int `yaml:"gid,omitempty" json:"gid,omitempty"`
+	// Prepared says whether sandboxes are started ahead of their calls,
+	// off the calls' path: two per view (the workspace's grant, the
+	// network, whether execution is restricted) a call found none ready
+	// for twice, for at most four views,
+	// each used by one call only and discarded when its mounts changed
+	// (see pool.go). A call finding none ready gets its sandbox built as
+	// without. Ignored without a sandbox or without the sandbox's first
+	// program (toolgate-sandbox-init).
+	Prepared bool `yaml:"prepared,omitempty" json:"prepared,omitempty"`
 	// Logger receives one debug line per command and warnings. Nil means
 	// slog.Default().
 	Logger *slog.Logger `yaml:"-" json:"-"`
@@ -245,6 +254,9 @@ type bash struct {
 	init string
 	// noexec: that program remounts the places a call can write noexec.
 	noexec bool
+	// pool holds the sandboxes prepared ahead (Config.Prepared); nil
+	// when off.
+	pool *pool
 }
 
 // New returns the bash tool (aliases run_shell and exec) for cfg. It
@@ -355,6 +367,9 @@ func newBash(cfg Config) (*bash, error) {
 	b.setupInit()
 	if err := b.check(); err != nil {
 		return nil, err
+	}
+	if cfg.Prepared && b.sb.Enabled() && b.init != "" {
+		b.pool = &pool{b: b, ready: map[string][]*prepared{}, filling: map[string]int{}, seen: map[string]bool{}}
 	}
 	return b, nil
 }
@@ -843,6 +858,11 @@ type result struct {
 // run starts the command, reads its output while it runs, and returns
 // once its process group is gone.
 func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, network bool) (*result, error) {
+	if b.pooled(network) {
+		if res, ok, err := b.runPrepared(ctx, c, command, cwd, network); ok {
+			return res, err
+		}
+	}
 	pc, err := b.newCallDir()
 	if err != nil {
 		return nil, err
@@ -883,42 +903,16 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		mounts = append(mounts, "--info-fd", files.add(infoW), "--block-fd", files.add(blockR))
 		argv = b.direct(command)
 		mounts = append(mounts, "--bind", pc.home, home)
-		gr, err := grantFor(c, b.ws, b.id)
+		sb, gm, scope, err := b.grantView(c, true)
 		if err != nil {
 			return nil, err
 		}
-		writeScope = gr.write.String()
-		mounts = append(mounts, gr.mounts...)
-		sb := b.sb
-		if c.Decision != nil && c.Decision.Access != nil {
-			sb.reads = c.Decision.Access.Reads
+		writeScope, mounts = scope, append(mounts, gm...)
+		gm, err = b.gitView(ctx, c, rule, files.data)
+		if err != nil {
+			return nil, err
 		}
-		if b.userNS {
-			mounts = append(mounts, "--unshare-user")
-		}
-		// A call restricted to the programs the gate resolved cannot
-		// execve git unless it names git, so only then does it get git's
-		// wrapper and the repository's sanitised configs: fewer mounts
-		// for bwrap to make. (git started through the dynamic loader,
-		// which Landlock cannot refuse, reads the read-only config; every
-		// program that config names still needs an execve the
-		// restriction judges.)
-		if !restrict || rule.git {
-			gw, err := gitWrapperMounts(b.gitWrapper, files.data)
-			if err != nil {
-				return nil, fmt.Errorf("bash: git wrapper: %w", err)
-			}
-			mounts = append(mounts, gw...)
-		}
-		if !c.Approved && (!restrict || rule.git) {
-			// Without a person, git's program-running configuration of
-			// the workspace's repository is replaced for the call.
-			gm, err := gitMounts(ctx, b.ws, b.gitConfigs, files.data)
-			if err != nil {
-				return nil, fmt.Errorf("bash: neutralise the repository's git config: %w", err)
-			}
-			mounts = append(mounts, gm...)
-		}
+		mounts = append(mounts, gm...)
 		env = callEnv(b.env, home, "/tmp")
 		if network && b.proxy != nil {
 			inner := argv
@@ -1035,9 +1029,16 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		}
 		return nil, startError{fmt.Errorf("bash: start %s in %s: %w", argv[0], dir, err)}
 	}
-	pid := cmd.Process.Pid
-
 	res := &result{out: newCapture(b.maxOut), err: newCapture(b.maxOut), proxied: proxied, exec: execWhy, write: writeScope}
+	return b.await(ctx, c, cmd, g, outR, errR, cc, start, res, stopProxy)
+}
+
+// await reads the output of the started command cmd (its group g, its
+// pipes outR and errR, its cgroups cc) into res until its process group
+// is gone, and completes res.
+func (b *bash) await(ctx context.Context, c *tools.Call, cmd *exec.Cmd, g *group, outR, errR *os.File, cc *callCgroup,
+	start time.Time, res *result, stopProxy func() []string) (*result, error) {
+	pid := cmd.Process.Pid
 	var p *pump
 	if c.Progress != nil {
 		p = newPump(c.Progress, b.maxProg, b.log.With("call_id", c.ID))
@@ -1087,6 +1088,52 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		res.memLimited = cc.memDir != "" || (cc.v2 && b.cg.memory)
 	}
 	return res, nil
+}
+
+// grantView is the sandbox showing the policy's read roots for call c,
+// the mounts of its grant (grantFor, which creates the files it may
+// write when create) and its write scope.
+func (b *bash) grantView(c *tools.Call, create bool) (sb Sandbox, mounts []string, write string, err error) {
+	gr, err := grantFor(c, b.ws, b.id, create)
+	if err != nil {
+		return sb, nil, "", err
+	}
+	sb, mounts = b.sb, gr.mounts
+	if c.Decision != nil && c.Decision.Access != nil {
+		sb.reads = c.Decision.Access.Reads
+	}
+	if b.userNS {
+		mounts = append(mounts, "--unshare-user")
+	}
+	return sb, mounts, gr.write.String(), nil
+}
+
+// gitView are the mounts of git's wrapper and, without a person's
+// approval, the repository's sanitised configs, for a call with the
+// execute rule rule. A call restricted to the programs the gate resolved
+// cannot execve git unless it names git, so only then does it get them:
+// fewer mounts for bwrap to make. (git started through the dynamic
+// loader, which Landlock cannot refuse, reads the read-only config; every
+// program that config names still needs an execve the restriction
+// judges.) data passes their contents to bwrap.
+func (b *bash) gitView(ctx context.Context, c *tools.Call, rule execRule, data func([]byte) (string, error)) ([]string, error) {
+	if rule.restrict && !rule.git {
+		return nil, nil
+	}
+	mounts, err := gitWrapperMounts(b.gitWrapper, data)
+	if err != nil {
+		return nil, fmt.Errorf("bash: git wrapper: %w", err)
+	}
+	if !c.Approved {
+		// Without a person, git's program-running configuration of
+		// the workspace's repository is replaced for the call.
+		gm, err := gitMounts(ctx, b.ws, b.gitConfigs, data)
+		if err != nil {
+			return nil, fmt.Errorf("bash: neutralise the repository's git config: %w", err)
+		}
+		mounts = append(mounts, gm...)
+	}
+	return mounts, nil
 }
 
 // callDir is a call's private directory on the worker, removed when the
