@@ -78,11 +78,13 @@ func (w *Worker) serveIntake() (func(), error) {
 }
 
 // scopeMsgID scopes the Nats-Msg-Id of a message agent sent (ScopedMsgID),
-// in place.
+// in place: every value of it, so that no line of the header the stream
+// might read names another agent's id.
 func scopeMsgID(h nats.Header, agent string) {
-	if v := h[events.HeaderMsgID]; len(v) > 0 && v[0] != "" {
-		v[0] = ScopedMsgID(agent, v[0])
-		h[events.HeaderMsgID] = v[:1]
+	for i, id := range h[events.HeaderMsgID] {
+		if id != "" {
+			h[events.HeaderMsgID][i] = ScopedMsgID(agent, id)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -194,5 +195,32 @@ func TestIntakeHoldsNoGoroutinePerCall(t *testing.T) {
 		if err := m.Respond([]byte(`{"stream":"CALLS","seq":1}`)); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestScopeMsgID: every id line an agent's message carries is scoped by
+// the agent, so no line the stream might read names another agent's id.
+func TestScopeMsgID(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []string
+		want []string
+	}{
+		{"one", []string{"c1"}, []string{"ann.c1"}},
+		{"two lines", []string{"c1", "bob.c2"}, []string{"ann.c1", "ann.bob.c2"}},
+		{"an empty line first", []string{"", "c2"}, []string{"", "ann.c2"}},
+		{"none", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := nats.Header{}
+			if tt.in != nil {
+				h[events.HeaderMsgID] = append([]string(nil), tt.in...)
+			}
+			scopeMsgID(h, "ann")
+			if got := h[events.HeaderMsgID]; !slices.Equal(got, tt.want) {
+				t.Fatalf("scoped %q = %q, want %q", tt.in, got, tt.want)
+			}
+		})
 	}
 }
