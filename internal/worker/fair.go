@@ -19,7 +19,12 @@ import (
 //
 // What the delivery guarantees need: a held call is kept alive at the
 // server (InProgress, every third of the ack wait) and is not claimed, so
-// handing it back (a nak, when the worker stops) is always safe.
+// handing it back (a nak, when the worker stops) is always safe. A
+// requeued call is neither: its copy is stored before the original is
+// acked, and a copy and a redelivered original are both claimed by call
+// id before anything runs (pure calls too), so of the two that a worker
+// dying between the copy and the ack leaves, one runs and the other is
+// answered as a duplicate (requeue.go, HeaderRequeues).
 //
 // Bounds of the held calls: at most perAgentHeld calls of one agent (the
 // concurrency) and maxHeld calls of all agents (4 × the concurrency) are
@@ -32,9 +37,9 @@ import (
 // of the stream with a fresh delivery count, and the original is acked.
 // So no call is ever held past the bounds: what a flood costs the
 // workers consumer's MaxAckPending (4096, shared by every worker and
-// agent) is its calls waiting out their naks, each at most bounces
-// times per trip through the queue, never a flood's worth held until it
-// drains. Neither bound ever stops the puller: it keeps asking the
+// agent) is its calls waiting out their naks (a nak-delayed call counts
+// as pending), each at most bounces times per trip through the queue,
+// never a flood's worth held until it drains. Neither bound ever stops the puller: it keeps asking the
 // server for its free slots, and a call of an agent that holds no call
 // and runs below its cap takes a free slot, however many agents (or
 // identities of one operator) fill the pool; so an agent at or above
