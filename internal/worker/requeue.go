@@ -35,9 +35,9 @@ import (
 //     any redelivery: the second finds the claim taken and is answered as
 //     a duplicate (redelivery.go).
 //   - A pure call runs unclaimed only on its first delivery of a message
-//     never requeued; a redelivered original (delivered more than once)
-//     and a copy (this header) are claimed as any call, after looking up
-//     a stored result (handle).
+//     never requeued; a redelivered original (delivered more than once:
+//     after looking up a stored result) and a copy (this header) are
+//     claimed as any call (handle).
 //
 // A redelivered original requeued again makes the same copy id: within
 // the stream's duplicate window (2 minutes) the stream drops it and the

@@ -108,3 +108,75 @@ func TestRequeueIsOneCopy(t *testing.T) {
 		t.Fatalf("copy of the copy: headers %v", cc.Headers())
 	}
 }
+
+// TestRequeuedPureCallAndItsRedeliveredOriginalRunOnce: a worker died
+// between storing a pure call's requeued copy and acking the original,
+// so both are queued, the original delivered once already. A worker then
+// takes both: the call runs once, and both messages are settled. A pure
+// call's first delivery runs unclaimed; the redelivered original and the
+// copy are both claimed, so only one runs.
+func TestRequeuedPureCallAndItsRedeliveredOriginalRunOnce(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	var ctr counter
+	reg := testRegistry(t, &ctr, nil)
+	if err := startWorker(t, s.ClientURL(), reg, Config{Bus: fastBus}).stop(); err != nil { // provisions the bus
+		t.Fatal(err)
+	}
+	_, js := s.Connect(t)
+	ctx := ctxT(t)
+	ev, err := events.NewCall("pure-rq", "p", events.CallData{Arguments: []byte(`{"text":"x"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, err := events.Encode(events.CallSubject("p", "peek"), ev, events.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig.Header.Set(events.HeaderMsgID, ScopedMsgID("p", "pure-rq"))
+	if _, err := js.PublishMsg(ctx, orig); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, bus.StreamCalls, bus.ConsumerWorkers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first jsMsg
+	for m := range b.Messages() {
+		first = jsMsg{m}
+	}
+	if first.Msg == nil {
+		t.Fatal("the original was not delivered")
+	}
+	// The dead worker's requeue: the copy stored, the original not acked.
+	if _, err := js.PublishMsg(ctx, requeueCopy(first)); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Nak(); err != nil {
+		t.Fatal(err)
+	}
+
+	startWorker(t, s.ClientURL(), reg, Config{Bus: fastBus})
+	st, err := js.Stream(ctx, bus.StreamCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d call messages still queued (runs: %d)", info.State.Msgs, ctr.get("pure-rq"))
+		}
+	}
+	if n := ctr.get("pure-rq"); n != 1 {
+		t.Fatalf("the pure call ran %d times, want once", n)
+	}
+}
