@@ -83,7 +83,9 @@ func requeueCopy(m callMsg) *nats.Msg {
 // requeue puts a copy of m at the tail of the calls stream and, once the
 // stream has stored it (or dropped it as a copy it has), acks m; when the
 // copy cannot be stored m goes back to the stream as over its bounds
-// (a delayed nak). It does not hold up the puller's loop (as handBack).
+// (a delayed nak, which spends one of its deliveries: a calls stream
+// that stores nothing until m's last one is spent dead-letters it). It
+// does not hold up the puller's loop (as handBack).
 func (p *puller) requeue(m deliveredMsg) {
 	p.slots.Add(1)
 	go func() {
