@@ -499,7 +499,7 @@ func (cx *canceller) queued(ctx context.Context, agent, id string) (bool, error)
 		if err != nil {
 			return false, err
 		}
-		ix.ids[m.Header.Get(events.HeaderMsgID)] = m.Sequence
+		ix.ids[queuedMsgID(m.Header.Get(events.HeaderMsgID))] = m.Sequence // a requeued copy under its original's id
 		ix.next = m.Sequence + 1
 	}
 	if _, ok := ix.ids[ScopedMsgID(agent, id)]; ok {

@@ -19,27 +19,37 @@ import (
 //
 // What the delivery guarantees need: a held call is kept alive at the
 // server (InProgress, every third of the ack wait) and is not claimed, so
-// handing it back (a nak, when the worker stops) is always safe.
+// handing it back (a nak, when the worker stops) is always safe. A
+// requeued call is neither: its copy is stored before the original is
+// acked, and a copy and a redelivered original are both claimed by call
+// id before anything runs (pure calls too), so of the two that a worker
+// dying between the copy and the ack leaves, one runs and the other is
+// answered as a duplicate (requeue.go, HeaderRequeues).
 //
 // Bounds of the held calls: at most perAgentHeld calls of one agent (the
 // concurrency) and maxHeld calls of all agents (4 × the concurrency) are
-// held with deliveries to spare. A call that would be held past either
-// bound goes back to the stream instead (overflow): a nak delayed by
-// overflowDelay times its delivery count, for as long as it has
-// deliveries to spare (all of MaxDeliver but runDeliveries, which stay
-// for its run, a retry and a hand-back), so no call is dead-lettered for
-// waiting its turn. Neither bound ever stops the puller: it keeps asking
-// the server for its free slots, and a call of an agent that holds no
-// call and runs below its cap takes a free slot, however many agents (or
-// identities of one operator) fill the pool; so an agent at or above its
-// bound delays another's call by at most one call's run. What keeps the
-// pulling from spinning: a call sent back waits at the server at least
-// overflowDelay, longer each time, and spends a delivery each time, so
-// while only held agents' calls are queued each comes back at most
-// bounces times. A call with no delivery to spare is held past the
-// bounds: how many a worker holds so is bounded by the workers
-// consumer's MaxAckPending (4096), and each costs one InProgress per
-// third of the ack wait.
+// held. A call that would be held past either bound goes back to the
+// stream instead (overflow): a nak delayed by overflowDelay times its
+// delivery count, for as long as it has deliveries to spare (all of
+// MaxDeliver but runDeliveries, which stay for its run, a retry and a
+// hand-back), so no call is dead-lettered for waiting its turn. With no
+// delivery to spare it is requeued (requeue.go): a copy goes to the tail
+// of the stream with a fresh delivery count, and the original is acked.
+// So no call is ever held past the bounds: what a flood costs the
+// workers consumer's MaxAckPending (4096, shared by every worker and
+// agent) is its calls waiting out their naks (a nak-delayed call counts
+// as pending), each at most bounces times per trip through the queue,
+// never a flood's worth held until it drains. Neither bound ever stops the puller: it keeps asking the
+// server for its free slots, and a call of an agent that holds no call
+// and runs below its cap takes a free slot, however many agents (or
+// identities of one operator) fill the pool; so an agent at or above
+// its bound delays another's call by at most one call's run, once the
+// flood's calls ahead of it have gone back or to the tail. What keeps
+// the pulling from spinning: a call sent back waits at the server at
+// least overflowDelay, longer each time, and spends a delivery each
+// time, so while only held agents' calls are queued each comes back at
+// most bounces times before it goes to the tail, where it waits behind
+// every call queued meanwhile.
 type fairShare struct {
 	cap          int // calls one agent runs at once; <= 0: no cap
 	maxHeld      int
@@ -116,41 +126,58 @@ func (f *fairShare) admit(m deliveredMsg) bool {
 	return false
 }
 
-// overflow reports whether m goes back to the stream rather than being
-// held, and at which bound: its agent holds its bound of calls already
-// (boundHeldCalls), or m would be held and the pool holds its bound of
-// calls of all agents (boundHeldPool); either way only while m has a
-// delivery to spare. A call that would run (its agent below its cap,
-// none of its calls held) never goes back. delay is how long it waits
-// there: overflowDelay per delivery it had, so a lasting flood comes back
-// ever more slowly.
-func (f *fairShare) overflow(m deliveredMsg) (delay time.Duration, bound string, ok bool) {
+// overflow says what becomes of m rather than being held, and at which
+// bound: its agent holds its bound of calls already (boundHeldCalls), or
+// m would be held and the pool holds its bound of calls of all agents
+// (boundHeldPool). While m has a delivery to spare it goes back to the
+// stream (sendBack) and waits there delay: overflowDelay per delivery it
+// had, so a lasting flood comes back ever more slowly. With none to spare
+// it is requeued (requeue): a copy at the tail, never held past the
+// bounds. A call that would run (its agent below its cap, none of its
+// calls held) or be held within the bounds gets keep.
+func (f *fairShare) overflow(m deliveredMsg) (act overflowAct, delay time.Duration, bound string) {
 	agent := callAgent(m)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
 	case agent == "" || f.cap <= 0 || f.running[agent] < f.cap && len(f.held[agent]) == 0:
-		return 0, "", false // it runs
+		return keep, 0, "" // it runs
 	case len(f.held[agent]) >= f.perAgentHeld:
 		bound = boundHeldCalls
 	case f.bounded >= f.maxHeld:
 		bound = boundHeldPool
 	default:
-		return 0, "", false // held within the bounds
+		return keep, 0, "" // held within the bounds
 	}
 	n := m.NumDelivered()
 	if n == 0 || n > f.bounces {
-		return 0, "", false
+		// No delivery to spare (or unknown: its metadata unreadable, so
+		// not its stream sequence either, which a copy's id needs).
+		if n == 0 || m.StreamSeq() == 0 {
+			return keep, 0, ""
+		}
+		return requeue, 0, bound
 	}
-	return overflowDelay * time.Duration(n), bound, true
+	return sendBack, overflowDelay * time.Duration(n), bound
 }
+
+// overflowAct is what becomes of a call over its bounds (overflow).
+type overflowAct int
+
+const (
+	keep     overflowAct = iota // run or held within the bounds
+	sendBack                    // a nak, delayed
+	requeue                     // a copy at the tail of the stream, the original acked
+)
 
 // The bound labels of calls sent back to the stream (overflow): their
 // agent held its bound of calls, or the pool held its bound of all
-// agents' calls.
+// agents' calls; and of calls requeued (boundRequeued), each counted
+// once more under it.
 const (
 	boundHeldCalls = "held_calls"
 	boundHeldPool  = "held_pool"
+	boundRequeued  = "requeued"
 )
 
 // release records the end of a call of agent.

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"fmt"
 	"testing"
 	"time"
@@ -21,13 +22,14 @@ type heldMsg struct {
 	progress, nakked int
 	delay            time.Duration // of the last nak
 	delivered        uint64        // 0: 1
+	seq              uint64        // its stream sequence; 0: 7
 }
 
 func (m *heldMsg) Subject() string                    { return m.subject }
 func (m *heldMsg) Headers() nats.Header               { return nil }
 func (m *heldMsg) Data() []byte                       { return nil }
 func (m *heldMsg) InProgress() error                  { m.progress++; return nil }
-func (m *heldMsg) StreamSeq() uint64                  { return 0 }
+func (m *heldMsg) StreamSeq() uint64                  { return cmp.Or(m.seq, 7) }
 func (m *heldMsg) NumDelivered() uint64               { return max(m.delivered, 1) }
 func (m *heldMsg) Ack() error                         { return nil }
 func (m *heldMsg) NakWithDelay(d time.Duration) error { m.nakked++; m.delay = d; return nil }
@@ -112,25 +114,26 @@ func TestFairShareRoundRobinAndBound(t *testing.T) {
 // TestFairShareOverflowPerAgent: an agent holding its bound (the
 // concurrency) sends its further calls back to the stream while they have
 // deliveries to spare, each delayed by its delivery count; one with none
-// to spare is held past the bound, and never counts toward the pool's
+// to spare is requeued, never held past the bound; a call held past it
+// all the same (its metadata unreadable) never counts toward the pool's
 // bound: one agent alone never stops the puller.
 func TestFairShareOverflowPerAgent(t *testing.T) {
 	f := newFairShare(1, 4, 5, 30*time.Second)
 	for range 1 + 4 { // one runs, four are held
-		if _, _, over := f.overflow(call("a")); over {
+		if act, _, _ := f.overflow(call("a")); act != keep {
 			t.Fatal("sent back before its agent held its bound")
 		}
 		f.admit(call("a"))
 	}
 	tests := []struct {
 		delivered uint64
-		over      bool
+		act       overflowAct
 		delay     time.Duration
-	}{{1, true, overflowDelay}, {2, true, 2 * overflowDelay}, {3, false, 0}, {5, false, 0}}
+	}{{1, sendBack, overflowDelay}, {2, sendBack, 2 * overflowDelay}, {3, requeue, 0}, {5, requeue, 0}}
 	for _, tt := range tests {
-		delay, bound, over := f.overflow(&heldMsg{subject: "toolgate.call.a.bash", delivered: tt.delivered})
-		if over != tt.over || delay != tt.delay || over && bound != boundHeldCalls {
-			t.Errorf("delivery %d: overflow %v after %s, want %v after %s", tt.delivered, over, delay, tt.over, tt.delay)
+		act, delay, bound := f.overflow(&heldMsg{subject: "toolgate.call.a.bash", delivered: tt.delivered})
+		if act != tt.act || delay != tt.delay || bound != boundHeldCalls {
+			t.Errorf("delivery %d: overflow %v after %s at %q, want %v after %s", tt.delivered, act, delay, bound, tt.act, tt.delay)
 		}
 	}
 	for range 100 {
@@ -139,7 +142,7 @@ func TestFairShareOverflowPerAgent(t *testing.T) {
 	if f.bounded != f.perAgentHeld {
 		t.Fatalf("one agent's held calls count %d toward the pool's bound, want %d", f.bounded, f.perAgentHeld)
 	}
-	if _, _, over := f.overflow(call("b")); over {
+	if act, _, _ := f.overflow(call("b")); act != keep {
 		t.Fatal("another agent's call was sent back")
 	}
 	for range 100 + 4 {
@@ -158,7 +161,7 @@ func TestFairShareOverflowPerAgent(t *testing.T) {
 // bound never stops another agent's call: one that would run (its agent
 // below its cap, none of its calls held) runs; one that would be held
 // goes back to the stream at bound="held_pool" while it has deliveries
-// to spare, waiting longer each time, and is then held past the bound;
+// to spare, waiting longer each time, and is then requeued;
 // a call of an agent at its own bound goes back at bound="held_calls".
 // Once a held call has run, the pool holds again.
 func TestFairShareFullPoolNeverStopsOthers(t *testing.T) {
@@ -189,10 +192,10 @@ func TestFairShareFullPoolNeverStopsOthers(t *testing.T) {
 		{"a call naming no agent runs", "", 1, "", 0},
 		{"an agent at its cap goes back", "e", 1, boundHeldPool, overflowDelay},
 		{"longer on its second delivery", "e", 2, boundHeldPool, 2 * overflowDelay},
-		{"held past the pool with no delivery to spare", "e", 3, "", 0},
+		{"requeued past the pool with no delivery to spare", "e", 3, boundHeldPool, 0},
 		{"an agent below its cap holding calls goes back", "g", 1, boundHeldPool, overflowDelay},
 		{"an agent at its own bound goes back at that bound", "a", 2, boundHeldCalls, 2 * overflowDelay},
-		{"held past its bound with no delivery to spare", "a", 4, "", 0},
+		{"requeued past its bound with no delivery to spare", "a", 4, boundHeldCalls, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -200,9 +203,16 @@ func TestFairShareFullPoolNeverStopsOthers(t *testing.T) {
 			if tt.agent == "" {
 				m.subject = "x"
 			}
-			delay, bound, over := f.overflow(m)
-			if over != (tt.bound != "") || bound != tt.bound || delay != tt.delay {
-				t.Errorf("overflow: %v at %q after %s, want %v at %q after %s", over, bound, delay, tt.bound != "", tt.bound, tt.delay)
+			want := keep
+			switch {
+			case tt.bound != "" && tt.delay == 0:
+				want = requeue
+			case tt.bound != "":
+				want = sendBack
+			}
+			act, delay, bound := f.overflow(m)
+			if act != want || bound != tt.bound || delay != tt.delay {
+				t.Errorf("overflow: %v at %q after %s, want %v at %q after %s", act, bound, delay, want, tt.bound, tt.delay)
 			}
 		})
 	}
@@ -213,7 +223,7 @@ func TestFairShareFullPoolNeverStopsOthers(t *testing.T) {
 			t.Fatalf("after %s's call ended: %v %v, want its held call", a, m, ok)
 		}
 	}
-	if _, _, over := f.overflow(call("e")); over {
+	if act, _, _ := f.overflow(call("e")); act != keep {
 		t.Fatalf("a call was sent back while the pool had room (%d of %d held)", f.bounded, f.maxHeld)
 	}
 }

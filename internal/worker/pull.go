@@ -212,7 +212,7 @@ const handBackMargin = 100 * time.Millisecond
 // ask gives free slots to held calls whose agent's turn it is (fair.go),
 // the stream first (below), then sends a pull request for the free slots
 // not yet asked for, however many calls are held (a call that cannot be held goes back
-// to the stream: fairShare.overflow). While earlier requests still wait
+// to the stream or to its tail: fairShare.overflow). While earlier requests still wait
 // at the server it waits until a batch's worth of slots is free, so that
 // a busy worker does not send a request per call.
 //
@@ -317,12 +317,18 @@ func (p *puller) receive(m *nats.Msg) {
 	}
 	d := delivery{m: m, nc: p.w.nc, wait: p.w.cfg.publishTimeout}
 	if !p.stopping { // stopping: dispatch hands it back
-		if delay, bound, ok := p.fair.overflow(d); ok {
-			// Its agent holds its bound of calls, or the pool is full:
-			// back to the stream, and the puller keeps taking other
-			// agents' calls.
+		// Its agent holds its bound of calls, or the pool is full: back
+		// to the stream, or with no delivery to spare to its tail, and
+		// the puller keeps taking other agents' calls.
+		switch act, delay, bound := p.fair.overflow(d); act {
+		case sendBack:
 			p.w.agentRefused(bound)
 			p.handBack(d, fate.Retry(delay, nil))
+			return
+		case requeue:
+			p.w.agentRefused(bound)
+			p.w.agentRefused(boundRequeued)
+			p.requeue(d)
 			return
 		}
 		if !p.fair.admit(d) {

@@ -44,10 +44,17 @@ func (w *Worker) handle(msg callMsg) fate.Fate {
 	}
 	key := CallKey(in.Agent, in.ID)
 	pure := w.pure(in.Tool)
+	if pure && requeued(msg) {
+		// A requeued copy, whose original may have been redelivered
+		// and run too (requeue.go): claimed as any call, so that the
+		// other's run is found by its claim (redelivery.go).
+		pure = false
+	}
 	if pure && msg.NumDelivered() > 1 {
 		// A redelivered pure call may have been answered already: its
 		// stored result stands. Otherwise it is claimed as any call, so
-		// that a cancellation, a parked record or a kept result is found.
+		// that a cancellation, a parked record, a kept result or a
+		// requeued copy's run is found.
 		if res, ok := w.storedResult(ctx, in); ok && res.Status.Final() {
 			// Its worker may have died before storing the execution event.
 			if audited, err := w.auditedKeeping(msg, in, res.Tool, time.Now().Add(-w.ackWait()*time.Duration(msg.NumDelivered()+1))); err != nil {
