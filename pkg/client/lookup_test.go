@@ -32,8 +32,10 @@ func TestCallOutlivesAnUnansweredLookup(t *testing.T) {
 	release := make(chan struct{})
 	runWorker(t, srv, in, holdRegistry(nil, release))
 
-	// A second member of the workers' queue group for look-ups that
-	// takes requests and never answers: a worker that stopped.
+	// More members of the workers' queue group for look-ups that take
+	// requests and never answer: workers that stopped. Seven of them
+	// beside the live worker, so that one of the call's few look-ups
+	// (they back off) reaches one all but surely.
 	hcreds, err := in.MintCreds(identity.RoleWorker, "stopped")
 	if err != nil {
 		t.Fatal(err)
@@ -45,10 +47,12 @@ func TestCallOutlivesAnUnansweredLookup(t *testing.T) {
 	defer hnc.Close()
 	swallowed := make(chan struct{})
 	var once sync.Once
-	if _, err := hnc.QueueSubscribe(events.SubjectResultAPI, "workers", func(*nats.Msg) {
-		once.Do(func() { close(swallowed) })
-	}); err != nil {
-		t.Fatal(err)
+	for range 7 {
+		if _, err := hnc.QueueSubscribe(events.SubjectResultAPI, "workers", func(*nats.Msg) {
+			once.Do(func() { close(swallowed) })
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := hnc.Flush(); err != nil {
 		t.Fatal(err)

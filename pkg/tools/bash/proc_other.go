@@ -48,6 +48,7 @@ type hold struct{}
 
 func newHold() (*hold, *os.File, *os.File, error) { return nil, nil, nil, errors.ErrUnsupported }
 func (*hold) release(Limits) error                { return errors.ErrUnsupported }
+func (*hold) releasePid(Limits) (int, error)      { return 0, errors.ErrUnsupported }
 func (*hold) close()                              {}
 
 func keyOf(os.FileInfo) (fileKey, bool) { return fileKey{}, false }
