@@ -117,7 +117,12 @@ type plan struct {
 	argv, env []string
 	rule      execRule
 	write     string
-	filterFD  int
+	// sb and grant are the call's view and the mounts of its grant
+	// (grantView): a call that finds no sandbox ready builds its own
+	// with them, not judging its grant a second time.
+	sb       Sandbox
+	grant    []string
+	filterFD int
 	// the descriptors of the hold (info, block), the first program's
 	// command line and its readiness
 	infoFD, blockFD, reqFD, readyFD string
@@ -140,7 +145,8 @@ func (b *bash) planFor(ctx context.Context, c *tools.Call, network, create bool,
 	if err != nil {
 		return nil, err
 	}
-	p.write, mounts = write, append(mounts, gm...)
+	p.sb, p.grant, p.write = sb, gm, write
+	mounts = append(mounts, gm...)
 	gm, err = b.gitView(ctx, c, p.rule, f.data)
 	if err != nil {
 		return nil, err
@@ -175,27 +181,30 @@ func (b *bash) pooled(network bool) bool {
 
 // runPrepared runs the call in a prepared sandbox of its key when one is
 // ready (ok); when none is, it prepares one for the next call of the key
-// and returns ok false: the caller builds the sandbox itself.
-func (b *bash) runPrepared(ctx context.Context, c *tools.Call, command, cwd string, network bool) (res *result, ok bool, err error) {
-	p, err := b.planFor(ctx, c, network, true, newKeyFiles(true), nil, nil, nil, nil, nil)
+// and returns ok false with the call's plan (nil when it could not be
+// made): the caller builds the sandbox itself, from the plan's rule and
+// grant.
+func (b *bash) runPrepared(ctx context.Context, c *tools.Call, command, cwd string, network bool) (res *result, ok bool, p *plan, err error) {
+	p, err = b.planFor(ctx, c, network, true, newKeyFiles(true), nil, nil, nil, nil, nil)
 	if err != nil {
-		return nil, false, nil // built as without the pool, which says what failed
+		return nil, false, nil, nil // built as without the pool, which says what failed
 	}
 	// The sandboxes for the next calls of this view are prepared once
 	// this one ended (or is built), not beside it; for a view seen for
 	// the first time, none: a view that changes with every call (a new
 	// file to write each time) would have its sandboxes prepared in
 	// vain.
-	sb := b.pool.take(p.key)
-	if sb != nil || b.pool.seenBefore(p.key) {
+	key := p.key // p is returned nil once the call ran
+	sb := b.pool.take(key)
+	if sb != nil || b.pool.seenBefore(key) {
 		defer func() {
 			for range preparedPerKey {
-				b.pool.fill(c, network, p.key)
+				b.pool.fill(c, network, key)
 			}
 		}()
 	}
 	if sb == nil {
-		return nil, false, nil
+		return nil, false, p, nil
 	}
 	if sb.cc != nil {
 		defer sb.cc.remove()
@@ -213,7 +222,7 @@ func (b *bash) runPrepared(ctx context.Context, c *tools.Call, command, cwd stri
 	for _, a := range args {
 		if strings.IndexByte(a, 0) >= 0 {
 			b.pool.discard(sb)
-			return nil, false, nil
+			return nil, false, p, nil
 		}
 		line.WriteString(a)
 		line.WriteByte(0)
@@ -232,7 +241,7 @@ func (b *bash) runPrepared(ctx context.Context, c *tools.Call, command, cwd stri
 	}
 	res = &result{out: newCapture(b.maxOut), err: newCapture(b.maxOut), exec: p.rule.why, write: p.write}
 	res, err = b.await(ctx, c, sb.cmd, sb.g, sb.outR, sb.errR, sb.cc, start, res, nil)
-	return res, true, err
+	return res, true, nil, err
 }
 
 // take removes and returns a prepared sandbox of key whose mount table is

@@ -858,10 +858,13 @@ type result struct {
 // run starts the command, reads its output while it runs, and returns
 // once its process group is gone.
 func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, network bool) (*result, error) {
+	var planned *plan // the call's rule and grant, when the pool judged them
 	if b.pooled(network) {
-		if res, ok, err := b.runPrepared(ctx, c, command, cwd, network); ok {
+		res, ok, p, err := b.runPrepared(ctx, c, command, cwd, network)
+		if ok {
 			return res, err
 		}
+		planned = p
 	}
 	pc, err := b.newCallDir()
 	if err != nil {
@@ -885,7 +888,12 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		// A call whose execution is restricted loads the filter in its
 		// first program, after that program's remounts (the filter
 		// forbids mounts); bwrap loads it for the others.
-		rule := b.allowlist(c)
+		var rule execRule
+		if planned != nil {
+			rule = planned.rule
+		} else {
+			rule = b.allowlist(c)
+		}
 		restrict := rule.restrict
 		execWhy = rule.why
 		filterFD := files.add(filter)
@@ -903,11 +911,14 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		mounts = append(mounts, "--info-fd", files.add(infoW), "--block-fd", files.add(blockR))
 		argv = b.direct(command)
 		mounts = append(mounts, "--bind", pc.home, home)
-		sb, gm, scope, err := b.grantView(c, true)
-		if err != nil {
+		var sb Sandbox
+		var gm []string
+		if planned != nil {
+			sb, gm, writeScope = planned.sb, planned.grant, planned.write
+		} else if sb, gm, writeScope, err = b.grantView(c, true); err != nil {
 			return nil, err
 		}
-		writeScope, mounts = scope, append(mounts, gm...)
+		mounts = append(mounts, gm...)
 		gm, err = b.gitView(ctx, c, rule, files.data)
 		if err != nil {
 			return nil, err
