@@ -23,10 +23,19 @@ import (
 // generator's alone (its own server idles meanwhile).
 const embeddedSide = "embedded"
 
-// startEmbedded starts the embedded side's worker and returns it, the
-// URL its server listens on for agents, and an agent's credentials file.
-func startEmbedded(bin, ws, dir string, conc int) (*proc, string, string) {
-	const name = embeddedSide
+// baseSide is an embedded side running the -baseline worker binary.
+const baseSide = "base"
+
+// sideConn is an agent's connection to one side's server.
+type sideConn struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+// startEmbedded starts embedded side name's worker, binary bin, and
+// returns it, the URL its server listens on for agents, and an agent's
+// credentials file.
+func startEmbedded(bin, ws, dir, name string, conc int) (*proc, string, string) {
 	// The install the worker loads from its state directory, made here
 	// first as its first start would, so that this process can mint an
 	// agent's credentials from it.
@@ -39,7 +48,7 @@ func startEmbedded(bin, ws, dir string, conc int) (*proc, string, string) {
 	}
 	b, err := in.Mint(identity.RoleAgent, agent)
 	must(err)
-	path := filepath.Join(dir, "agent-embedded.creds")
+	path := filepath.Join(dir, "agent-"+name+".creds")
 	must(os.WriteFile(path, b, 0o600))
 	return p, run.URL, path
 }
@@ -67,15 +76,18 @@ func workerEnviron(dir, name string) []string {
 	return env
 }
 
-// connectEmbedded connects the generator to the embedded side's server
-// as agent "bench" with credsFile.
-func (g *generator) connectEmbedded(url, credsFile string) {
+// connectEmbedded connects the generator to embedded side's server as
+// agent "bench" with credsFile.
+func (g *generator) connectEmbedded(side, url, credsFile string) {
 	nc, err := nats.Connect(url, nats.Name("bench-embedded-agent"), nats.UserCredentials(credsFile),
 		nats.CustomInboxPrefix(identity.InboxPrefix(identity.RoleAgent, agent)))
 	must(err)
-	g.enc = nc
-	g.ejs, err = jetstream.New(nc)
+	js, err := jetstream.New(nc)
 	must(err)
+	if g.own == nil {
+		g.own = map[string]sideConn{}
+	}
+	g.own[side] = sideConn{nc, js}
 	sub, err := nc.Subscribe(events.ResultsOf(agent), g.result)
 	must(err)
 	must(sub.SetPendingLimits(-1, -1))
@@ -86,5 +98,5 @@ func (g *generator) connectEmbedded(url, credsFile string) {
 // isToolgate reports whether side's calls are toolgate's (its worker
 // answers pending first for a parked call).
 func isToolgate(side string) bool {
-	return side == "toolgate" || side == "agents" || side == embeddedSide
+	return side == "toolgate" || side == "agents" || side == embeddedSide || side == baseSide
 }

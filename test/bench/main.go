@@ -40,7 +40,10 @@
 // worker started without --nats runs its own embedded server, and the
 // load generator connects to it as an agent (see embedded.go). Its
 // worker CPU includes its server's; every process counted, it compares
-// with the raw side's worker plus this process.
+// with the raw side's worker plus this process. With -baseline BIN a
+// fifth side, base, is an embedded side of its own running another
+// worker binary: two builds measured in the same rounds, taking turns.
+// -sides limits a run to some sides (raw is always measured).
 //
 // The sides take turns going first within every round so that other load
 // on a shared machine falls on all of them.
@@ -114,6 +117,8 @@ func main() {
 	flag.StringVar(&benchTool, "tool", "read", "the calls' tool: read (a 1 KiB file: a pure tool, run without a claim record), write (1 KiB to one of 64 files: claimed) or bash (`true` in the sandbox, beside bare bwrap: side bwrap, its CPU that of the bwrap processes)")
 	flag.DurationVar(&think, "think", 0, "pause of each in-flight caller between its calls (an agent's thinking), not counted in the latency: what a call finds when the work left by the one before it is done")
 	withEmbedded := flag.Bool("embedded", true, "also measure the embedded side: a worker running its own embedded server (no --nats), called by an agent connected to that server")
+	onlySides := flag.String("sides", "", "comma-separated sides to measure (default every one); raw, the reference of every ratio, always")
+	baseline := flag.String("baseline", "", "a second worker binary measured as side "+baseSide+", an embedded side of its own, beside -worker's in the same rounds (two builds compared in one run)")
 	useAuth := flag.Bool("auth", true, "run the server in operator mode (JWT users) as the worker's embedded server does; false: no authentication")
 	flag.Parse()
 	if *pprofAddr != "" {
@@ -193,11 +198,24 @@ func main() {
 	gen := newGenerator(url)
 	defer gen.close()
 	if *withEmbedded {
-		emb, embURL, agentCreds := startEmbedded(bin, ws, dir, *conc)
-		defer emb.stop()
-		procs[embeddedSide] = emb
-		all = append(all, embeddedSide)
-		gen.connectEmbedded(embURL, agentCreds)
+		embedded := map[string]string{embeddedSide: bin}
+		if *baseline != "" {
+			embedded[baseSide] = *baseline
+		}
+		for _, side := range []string{embeddedSide, baseSide} {
+			if embedded[side] == "" {
+				continue
+			}
+			emb, embURL, agentCreds := startEmbedded(embedded[side], ws, dir, side, *conc)
+			defer emb.stop()
+			procs[side] = emb
+			all = append(all, side)
+			gen.connectEmbedded(side, embURL, agentCreds)
+		}
+	}
+	if *onlySides != "" {
+		want := strings.Split(*onlySides, ",")
+		all = slices.DeleteFunc(all, func(s string) bool { return s != "raw" && !slices.Contains(want, s) })
 	}
 	type key struct {
 		side, mode string
@@ -234,21 +252,19 @@ func main() {
 				fmt.Printf("%-9s %-5s %9d  %-24s %-26s %-26s\n", side, mode, f, joinRates(sts), joinDur(sts, 0.5), joinDur(sts, 0.99))
 			}
 			rs, ts := res[key{"raw", mode, f}], res[key{"toolgate", mode, f}]
-			var thr, p50 []string
-			for i := range rs {
-				thr = append(thr, fmt.Sprintf("%.2f", ts[i].rate()/rs[i].rate()))
-				p50 = append(p50, fmt.Sprintf("%.2f", float64(ts[i].pct(0.5))/float64(rs[i].pct(0.5))))
-			}
-			fmt.Printf("%-9s %-5s %9d  calls/s toolgate/raw %s; p50 toolgate/raw %s\n", "ratio", mode, f, strings.Join(thr, " "), strings.Join(p50, " "))
-			if es := res[key{embeddedSide, mode, f}]; len(es) > 0 {
-				thr, p50 = nil, nil
+			for _, side := range []string{"toolgate", embeddedSide, baseSide} {
+				es := res[key{side, mode, f}]
+				if len(es) == 0 {
+					continue
+				}
+				var thr, p50 []string
 				for i := range rs {
 					thr = append(thr, fmt.Sprintf("%.2f", es[i].rate()/rs[i].rate()))
 					p50 = append(p50, fmt.Sprintf("%.2f", float64(es[i].pct(0.5))/float64(rs[i].pct(0.5))))
 				}
-				fmt.Printf("%-9s %-5s %9d  calls/s embedded/raw %s; p50 embedded/raw %s\n", "ratio", mode, f, strings.Join(thr, " "), strings.Join(p50, " "))
+				fmt.Printf("%-9s %-5s %9d  calls/s %s/raw %s; p50 %s/raw %s\n", "ratio", mode, f, side, strings.Join(thr, " "), side, strings.Join(p50, " "))
 			}
-			if bs := res[key{"bus", mode, f}]; len(bs) > 0 {
+			if bs := res[key{"bus", mode, f}]; len(bs) > 0 && len(ts) > 0 {
 				var busRaw, tgBus []string
 				for i := range rs {
 					busRaw = append(busRaw, fmt.Sprintf("%.2f", bs[i].rate()/rs[i].rate()))
@@ -375,10 +391,9 @@ type generator struct {
 	// they cross into the toolgate account and pass the worker's intake.
 	anc *nats.Conn
 	ajs jetstream.JetStream
-	// enc and ejs are an agent's connection to the embedded side's
-	// worker's own server.
-	enc     *nats.Conn
-	ejs     jetstream.JetStream
+	// own are agents' connections to the servers of the workers that
+	// run their own (the embedded sides), by side.
+	own     map[string]sideConn
 	waiters sync.Map // call id -> chan []byte
 	subs    []*nats.Subscription
 }
@@ -423,8 +438,8 @@ func (g *generator) close() {
 	if g.anc != nil {
 		g.anc.Close()
 	}
-	if g.enc != nil {
-		g.enc.Close()
+	for _, c := range g.own {
+		c.nc.Close()
 	}
 }
 
@@ -468,8 +483,9 @@ func (g *generator) call(ctx context.Context, side, mode, tool string, args stri
 	switch side {
 	case "agents":
 		nc, js = g.anc, g.ajs
-	case embeddedSide:
-		nc, js = g.enc, g.ejs
+	}
+	if c, ok := g.own[side]; ok {
+		nc, js = c.nc, c.js
 	}
 	if mode == "core" {
 		err = nc.PublishMsg(m)
