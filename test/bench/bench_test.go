@@ -43,7 +43,7 @@ func TestBenchMeasuresEverySide(t *testing.T) {
 	for _, tool := range []string{"read", "write"} {
 		t.Run(tool, func(t *testing.T) {
 			cmd := exec.Command(self, "-tool", tool, "-n", "60", "-rounds", "2", "-inflight", "1,8",
-				"-scale=false", "-mem=false", "-gate=false", "-worker", worker)
+				"-scale=false", "-mem=false", "-gate=false", "-worker", worker, "-baseline", worker)
 			cmd.Env = append(os.Environ(), mainEnv+"=1")
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -54,7 +54,7 @@ func TestBenchMeasuresEverySide(t *testing.T) {
 			num := `[0-9.]+(µs|ms|s)`
 			for _, f := range []string{"1", "8"} {
 				for _, mode := range []string{"js", "core"} {
-					for _, side := range []string{"raw", "bus", "toolgate"} {
+					for _, side := range []string{"raw", "bus", "toolgate", "embedded", "base"} {
 						want := fmt.Sprintf(`(?m)^%s +%s +%s +\d+ \d+ +%s %s +%s %s`, side, mode, f, num, num, num, num)
 						if !regexp.MustCompile(want).MatchString(out) {
 							t.Errorf("no rates and latencies of %s, %s, %s in flight (want /%s/):\n%s", side, mode, f, want, out)
@@ -63,10 +63,19 @@ func TestBenchMeasuresEverySide(t *testing.T) {
 						if !regexp.MustCompile(want).MatchString(out) {
 							t.Errorf("no CPU of %s, %s, %s in flight:\n%s", side, mode, f, out)
 						}
+						if side == "raw" {
+							continue
+						}
+						want = fmt.Sprintf(`(?m)^%s +%s +%s  CPU µs per call, every process: \d+ \d+; %s/raw [0-9.]+ [0-9.]+$`, side, mode, f, side)
+						if !regexp.MustCompile(want).MatchString(out) {
+							t.Errorf("no CPU of every process of %s, %s, %s in flight:\n%s", side, mode, f, out)
+						}
 					}
 					for _, want := range []string{
 						fmt.Sprintf(`(?m)^ratio +%s +%s  calls/s toolgate/raw [0-9.]+ [0-9.]+; p50 toolgate/raw [0-9.]+ [0-9.]+$`, mode, f),
 						fmt.Sprintf(`(?m)^ratio +%s +%s  calls/s bus/raw [0-9.]+ [0-9.]+; toolgate/bus [0-9.]+ [0-9.]+$`, mode, f),
+						fmt.Sprintf(`(?m)^ratio +%s +%s  calls/s embedded/raw [0-9.]+ [0-9.]+; p50 embedded/raw [0-9.]+ [0-9.]+$`, mode, f),
+						fmt.Sprintf(`(?m)^ratio +%s +%s  calls/s base/raw [0-9.]+ [0-9.]+; p50 base/raw [0-9.]+ [0-9.]+$`, mode, f),
 					} {
 						if !regexp.MustCompile(want).MatchString(out) {
 							t.Errorf("no ratios (want /%s/):\n%s", want, out)

@@ -35,6 +35,16 @@
 // can reach with its message pattern: toolgate/bus is what toolgate's own
 // handling of a call costs, bus/raw what its messages cost.
 //
+// A fourth side, embedded (-embedded, on by default), is toolgate as a
+// fresh install runs it and as the goals of CPU per call count it: the
+// worker started without --nats runs its own embedded server, and the
+// load generator connects to it as an agent (see embedded.go). Its
+// worker CPU includes its server's; every process counted, it compares
+// with the raw side's worker plus this process. With -baseline BIN a
+// fifth side, base, is an embedded side of its own running another
+// worker binary: two builds measured in the same rounds, taking turns.
+// -sides limits a run to some sides (raw is always measured).
+//
 // The sides take turns going first within every round so that other load
 // on a shared machine falls on all of them.
 //
@@ -106,6 +116,9 @@ func main() {
 	pprofAddr := flag.String("pprof", "", "serve net/http/pprof of this process (the server and the load) on this address")
 	flag.StringVar(&benchTool, "tool", "read", "the calls' tool: read (a 1 KiB file: a pure tool, run without a claim record), write (1 KiB to one of 64 files: claimed) or bash (`true` in the sandbox, beside bare bwrap: side bwrap, its CPU that of the bwrap processes)")
 	flag.DurationVar(&think, "think", 0, "pause of each in-flight caller between its calls (an agent's thinking), not counted in the latency: what a call finds when the work left by the one before it is done")
+	withEmbedded := flag.Bool("embedded", true, "also measure the embedded side: a worker running its own embedded server (no --nats), called by an agent connected to that server")
+	onlySides := flag.String("sides", "", "comma-separated sides to measure (default every one); raw, the reference of every ratio, always")
+	baseline := flag.String("baseline", "", "a second worker binary measured as side "+baseSide+", an embedded side of its own, beside -worker's in the same rounds (two builds compared in one run)")
 	useAuth := flag.Bool("auth", true, "run the server in operator mode (JWT users) as the worker's embedded server does; false: no authentication")
 	flag.Parse()
 	if *pprofAddr != "" {
@@ -184,6 +197,26 @@ func main() {
 
 	gen := newGenerator(url)
 	defer gen.close()
+	if *withEmbedded {
+		embedded := map[string]string{embeddedSide: bin}
+		if *baseline != "" {
+			embedded[baseSide] = *baseline
+		}
+		for _, side := range []string{embeddedSide, baseSide} {
+			if embedded[side] == "" {
+				continue
+			}
+			emb, embURL, agentCreds := startEmbedded(embedded[side], ws, dir, side, *conc)
+			defer emb.stop()
+			procs[side] = emb
+			all = append(all, side)
+			gen.connectEmbedded(side, embURL, agentCreds)
+		}
+	}
+	if *onlySides != "" {
+		want := strings.Split(*onlySides, ",")
+		all = slices.DeleteFunc(all, func(s string) bool { return s != "raw" && !slices.Contains(want, s) })
+	}
 	type key struct {
 		side, mode string
 		f          int
@@ -219,13 +252,19 @@ func main() {
 				fmt.Printf("%-9s %-5s %9d  %-24s %-26s %-26s\n", side, mode, f, joinRates(sts), joinDur(sts, 0.5), joinDur(sts, 0.99))
 			}
 			rs, ts := res[key{"raw", mode, f}], res[key{"toolgate", mode, f}]
-			var thr, p50 []string
-			for i := range rs {
-				thr = append(thr, fmt.Sprintf("%.2f", ts[i].rate()/rs[i].rate()))
-				p50 = append(p50, fmt.Sprintf("%.2f", float64(ts[i].pct(0.5))/float64(rs[i].pct(0.5))))
+			for _, side := range []string{"toolgate", embeddedSide, baseSide} {
+				es := res[key{side, mode, f}]
+				if len(es) == 0 {
+					continue
+				}
+				var thr, p50 []string
+				for i := range rs {
+					thr = append(thr, fmt.Sprintf("%.2f", es[i].rate()/rs[i].rate()))
+					p50 = append(p50, fmt.Sprintf("%.2f", float64(es[i].pct(0.5))/float64(rs[i].pct(0.5))))
+				}
+				fmt.Printf("%-9s %-5s %9d  calls/s %s/raw %s; p50 %s/raw %s\n", "ratio", mode, f, side, strings.Join(thr, " "), side, strings.Join(p50, " "))
 			}
-			fmt.Printf("%-9s %-5s %9d  calls/s toolgate/raw %s; p50 toolgate/raw %s\n", "ratio", mode, f, strings.Join(thr, " "), strings.Join(p50, " "))
-			if bs := res[key{"bus", mode, f}]; len(bs) > 0 {
+			if bs := res[key{"bus", mode, f}]; len(bs) > 0 && len(ts) > 0 {
 				var busRaw, tgBus []string
 				for i := range rs {
 					busRaw = append(busRaw, fmt.Sprintf("%.2f", bs[i].rate()/rs[i].rate()))
@@ -240,6 +279,19 @@ func main() {
 					sc = append(sc, strconv.Itoa(int(s.cpuServer.Microseconds())/s.calls))
 				}
 				fmt.Printf("%-9s %-5s %9d  CPU µs per call: worker %s; server and load generator %s\n", side, mode, f, strings.Join(wc, " "), strings.Join(sc, " "))
+			}
+			// Every process counted: the side's worker (with its server
+			// for the embedded side) and this process.
+			for _, side := range all {
+				if side == "raw" || side == bwrapSide {
+					continue
+				}
+				var tot, ratio []string
+				for i, s := range res[key{side, mode, f}] {
+					tot = append(tot, strconv.Itoa(int(s.cpu().Microseconds())/s.calls))
+					ratio = append(ratio, fmt.Sprintf("%.2f", float64(s.cpu())/float64(rs[i].cpu())))
+				}
+				fmt.Printf("%-9s %-5s %9d  CPU µs per call, every process: %s; %s/raw %s\n", side, mode, f, strings.Join(tot, " "), side, strings.Join(ratio, " "))
 			}
 			fmt.Println()
 		}
@@ -290,6 +342,10 @@ type stats struct {
 	cpuWorker, cpuServer time.Duration
 }
 
+// cpu is the CPU time of every process counted: the worker's and this
+// process's.
+func (s stats) cpu() time.Duration { return s.cpuWorker + s.cpuServer }
+
 func (s stats) rate() float64 { return float64(s.calls) / s.elapsed.Seconds() }
 
 func (s stats) pct(p float64) time.Duration {
@@ -333,8 +389,11 @@ type generator struct {
 	// anc and ajs are an agent's connection in the agents account (with
 	// authentication on): side "agents" sends toolgate's calls there, so
 	// they cross into the toolgate account and pass the worker's intake.
-	anc     *nats.Conn
-	ajs     jetstream.JetStream
+	anc *nats.Conn
+	ajs jetstream.JetStream
+	// own are agents' connections to the servers of the workers that
+	// run their own (the embedded sides), by side.
+	own     map[string]sideConn
 	waiters sync.Map // call id -> chan []byte
 	subs    []*nats.Subscription
 }
@@ -379,6 +438,9 @@ func (g *generator) close() {
 	if g.anc != nil {
 		g.anc.Close()
 	}
+	for _, c := range g.own {
+		c.nc.Close()
+	}
 }
 
 func (g *generator) result(m *nats.Msg) {
@@ -418,8 +480,12 @@ func (g *generator) call(ctx context.Context, side, mode, tool string, args stri
 	g.waiters.Store(id, ch)
 	defer g.waiters.Delete(id)
 	nc, js := g.nc, g.js
-	if side == "agents" {
+	switch side {
+	case "agents":
 		nc, js = g.anc, g.ajs
+	}
+	if c, ok := g.own[side]; ok {
+		nc, js = c.nc, c.js
 	}
 	if mode == "core" {
 		err = nc.PublishMsg(m)
@@ -432,7 +498,7 @@ func (g *generator) call(ctx context.Context, side, mode, tool string, args stri
 	for {
 		select {
 		case data := <-ch:
-			if (side == "toolgate" || side == "agents") && bytes.Contains(data, []byte(`"status":"pending"`)) && tool != "bash" {
+			if isToolgate(side) && bytes.Contains(data, []byte(`"status":"pending"`)) && tool != "bash" {
 				continue
 			}
 			return data, nil
@@ -501,7 +567,7 @@ func (g *generator) run(side, mode string, n, inflight int) stats {
 				if err != nil {
 					panic(err)
 				}
-				if (side == "toolgate" || side == "agents") && !bytes.Contains(data, []byte(`"status":"ok"`)) {
+				if isToolgate(side) && !bytes.Contains(data, []byte(`"status":"ok"`)) {
 					errs.Add(1)
 					if errs.Load() == 1 {
 						fmt.Fprintf(os.Stderr, "bench: a call did not succeed: %s\n", data)
@@ -594,20 +660,23 @@ func start(name string, cmd *exec.Cmd, ready string) *proc {
 	return p
 }
 
+// startWorker starts worker name connected to url, or, with url empty,
+// running its own embedded server on a free port.
 func startWorker(bin, url, ws, dir, name string, conc int) *proc {
-	args := []string{"--nats", url, "--workspace", ws, "--data", filepath.Join(dir, name), "--name", name}
+	args := []string{"--workspace", ws, "--data", dataDir(dir, name), "--name", name}
+	if url != "" {
+		args = append(args, "--nats", url)
+	} else {
+		args = append(args, "--listen", "127.0.0.1:0")
+	}
 	if conc > 0 {
 		args = append(args, "--concurrency", strconv.Itoa(conc))
 	}
-	if creds != nil {
+	if creds != nil && url != "" {
 		args = append(args, "--creds", creds.worker(name))
 	}
 	cmd := exec.Command(bin, args...)
-	// Its own state directory, never the user's.
-	cmd.Env = append(os.Environ(), "TOOLGATE_STATE_DIR="+filepath.Join(dir, "state-"+name))
-	if workerEnv != "" {
-		cmd.Env = append(cmd.Env, strings.Split(workerEnv, ",")...)
-	}
+	cmd.Env = workerEnviron(dir, name)
 	return start(name, cmd, "worker taking calls")
 }
 
