@@ -3,6 +3,9 @@ package test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -133,4 +136,103 @@ func TestAttackStreamHeadersThroughTheIntake(t *testing.T) {
 			t.Errorf("a call ran as bob on mallory's headers: %s %s", m.Subject, m.Data)
 		}
 	}
+}
+
+// TestFairFloodWaitsOutOfTheConsumer: one agent floods a worker of 2
+// slots that runs one call per agent with ten times as many calls as
+// the workers consumer lets be delivered unacknowledged (MaxAckPending,
+// here 12 instead of 4096; the calls are bash calls that wait for a
+// release). Its calls over its bounds wait as schedules of the calls
+// stream, out of the consumer; then alice reads a file, queued behind
+// the whole flood. Her read runs while no flood call has finished and at
+// most one has started, after the server delivered each flood call ahead
+// of her about once (at most a quarter more deliveries than calls). The
+// gauge of scheduled calls counts them, and none went to the tail with a
+// nak's requeue. Then every flood call runs exactly once and gets
+// exactly one result. Before, each flood call over its bounds waited out
+// two delayed naks unacknowledged, 12 at a time: the server delivered
+// nobody else's call while they did, so alice's read waited for the
+// whole flood to go back or to the tail, nine calls each 6 s, and ran
+// out of her minute.
+func TestFairFloodWaitsOutOfTheConsumer(t *testing.T) {
+	testenv.LookPath(t, "bash", "bash")
+	const slots, maxAckPending, total = 2, 12, 120
+	p, metrics, js := startFairWorker(t, slots, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cons, err := js.Consumer(ctx, bus.StreamCalls, bus.ConsumerWorkers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cons.CachedInfo().Config
+	cfg.MaxAckPending = maxAckPending
+	if _, err := js.UpdateConsumer(ctx, bus.StreamCalls, cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	results := make(chan floodResult, total)
+	flood(ctx, t, p.client(t, "flood"), "flood", total, results)
+	eventually(t, "the flood queued", func() (bool, string) {
+		st, err := js.Stream(ctx, bus.StreamCalls)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.CachedInfo().State.LastSeq >= total, fmt.Sprint(st.CachedInfo().State)
+	})
+
+	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+	defer rcancel()
+	r, err := p.client(t, "alice").Call(rctx, "read", map[string]any{"path": "README.md"})
+	ran := floodRuns(t, p.ws)
+	info, ierr := cons.Info(ctx)
+	if ierr != nil {
+		t.Fatal(ierr)
+	}
+	if err != nil || r.Status != events.StatusOK {
+		t.Fatalf("alice's read behind a flood ten times MaxAckPending: %+v, %v (%d flood calls started; %d deliveries, %d delivered unacked, %d undelivered)",
+			r, err, len(ran), info.Delivered.Consumer, info.NumAckPending, info.NumPending)
+	}
+	if len(results) != 0 || len(ran) > 1 {
+		t.Fatalf("when alice's read finished: %d flood calls finished (want 0), %d started (want at most 1)", len(results), len(ran))
+	}
+	if info.Delivered.Consumer > total+total/4+1 {
+		t.Fatalf("when alice's read finished the server had made %d deliveries for %d flood calls and hers", info.Delivered.Consumer, total)
+	}
+	eventually(t, "the gauge counting the flood's scheduled calls", func() (bool, string) {
+		n := gauge(t, metrics, "toolgate_calls_scheduled")
+		return n > 0, fmt.Sprint(n)
+	})
+	if got := metricSum(t, metrics, "toolgate_agent_requests_refused_total", `bound="held_calls"`); got < total-3 {
+		t.Errorf("%v flood calls counted as over their agent's bound, want at least %d", got, total-3)
+	}
+	if got := metricSum(t, metrics, "toolgate_agent_requests_refused_total", `bound="requeued"`); got != 0 {
+		t.Errorf("%v flood calls requeued to the tail, want none (they wait as schedules)", got)
+	}
+
+	releaseFloods(ctx, t, p.ws, results, total)
+}
+
+// gauge reads the value of an unlabelled gauge from the worker's metrics
+// at addr (-1 when it is not exported).
+func gauge(t *testing.T, addr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	return -1
 }

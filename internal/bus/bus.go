@@ -99,6 +99,11 @@ func CallWaitSubject(agent string, seq uint64) string {
 	return events.Prefix + ".call_wait." + agent + "." + strconv.FormatUint(seq, 10)
 }
 
+// CallsOf is the subject filter of agent's calls in the calls stream:
+// queued (toolgate.call.<agent>.<tool>) and waiting out their agent's
+// bounds (CallWaitSubject).
+func CallsOf(agent string) string { return events.Prefix + ".*." + agent + ".>" }
+
 // Subjects of the dead-letter stream.
 const SubjectDeadLetter = events.Prefix + ".dlq.>"
 

@@ -38,7 +38,7 @@ func (m *heldMsg) TermWithReason(string) error        { return nil }
 func call(agent string) *heldMsg { return &heldMsg{subject: "toolgate.call." + agent + ".bash"} }
 
 func TestFairShareTakesTurns(t *testing.T) {
-	f := newFairShare(2, 4, 0, 30*time.Second)
+	f := newFairShare(2, 4, 0, 30*time.Second, false)
 	a1, a2, a3, a4 := call("a"), call("a"), call("a"), call("a")
 	b1, c1 := call("b"), call("c")
 	for _, tt := range []struct {
@@ -78,7 +78,7 @@ func TestFairShareTakesTurns(t *testing.T) {
 }
 
 func TestFairShareRoundRobinAndBound(t *testing.T) {
-	f := newFairShare(1, 4, 0, 30*time.Second)
+	f := newFairShare(1, 4, 0, 30*time.Second, false)
 	ms := map[string][]*heldMsg{}
 	for range 2 {
 		for _, a := range []string{"a", "b"} {
@@ -118,7 +118,7 @@ func TestFairShareRoundRobinAndBound(t *testing.T) {
 // all the same (its metadata unreadable) never counts toward the pool's
 // bound: one agent alone never stops the puller.
 func TestFairShareOverflowPerAgent(t *testing.T) {
-	f := newFairShare(1, 4, 5, 30*time.Second)
+	f := newFairShare(1, 4, 5, 30*time.Second, false)
 	for range 1 + 4 { // one runs, four are held
 		if act, _, _ := f.overflow(call("a")); act != keep {
 			t.Fatal("sent back before its agent held its bound")
@@ -166,7 +166,7 @@ func TestFairShareOverflowPerAgent(t *testing.T) {
 // Once a held call has run, the pool holds again.
 func TestFairShareFullPoolNeverStopsOthers(t *testing.T) {
 	const concurrency = 8
-	f := newFairShare(1, concurrency, 5, 30*time.Second)
+	f := newFairShare(1, concurrency, 5, 30*time.Second, false)
 	for _, a := range []string{"a", "b", "c", "d"} {
 		for range 1 + concurrency { // one runs, its bound is held
 			f.admit(call(a))
@@ -229,14 +229,14 @@ func TestFairShareFullPoolNeverStopsOthers(t *testing.T) {
 }
 
 func TestFairShareWithoutCapRunsAll(t *testing.T) {
-	f := newFairShare(-1, 4, 0, time.Second)
+	f := newFairShare(-1, 4, 0, time.Second, false)
 	for range 10 {
 		if !f.admit(call("a")) {
 			t.Fatal("held a call with no cap")
 		}
 	}
 	// A subject naming no agent is never held.
-	g := newFairShare(1, 4, 0, time.Second)
+	g := newFairShare(1, 4, 0, time.Second, false)
 	if !g.admit(&heldMsg{subject: "x"}) || !g.admit(&heldMsg{subject: "x"}) {
 		t.Fatal("held a call without an agent")
 	}

@@ -337,24 +337,27 @@ func (w *Worker) refuseIntake(m *nats.Msg, agent string, code int, err error) {
 }
 
 // ErrStreamHeader is the error of an agent's message refused by the
-// intake for a header the stream acts on (streamHeaders).
-var ErrStreamHeader = errors.New("header reserved for the stream")
+// intake for a header the stream or the workers act on (streamHeaders).
+var ErrStreamHeader = errors.New("header reserved for the stream and the workers")
 
 // streamHeaders refuses the headers of an agent's message that the
-// server acts on when it stores a message: every header whose name
-// starts with "Nats-", in any case, but Nats-Msg-Id (which the intake
-// scopes by the agent) and Nats-Request-Info (the server's own account
-// of who sent a request across accounts; the stream drops it). The calls stream keeps message schedules, and so
-// roll-ups: through Nats-Schedule and Nats-Schedule-Target an agent would
-// fire calls onto another agent's subject, for ever; through Nats-Rollup
-// purge every agent's queued calls; and the server gives more such
-// headers meaning over time (TTLs, expectations, batches, counters). The
-// message is refused with an error naming the header, not forwarded
-// without it: what the agent meant is not what would be stored.
+// server acts on when it stores a message, and the workers' own marks of
+// a stored call: every header whose name starts with "Nats-" or
+// "Toolgate-", in any case, but Nats-Msg-Id (which the intake scopes by
+// the agent) and Nats-Request-Info (the server's own account of who sent
+// a request across accounts; the stream drops it). The calls stream
+// keeps message schedules, and so roll-ups: through Nats-Schedule and
+// Nats-Schedule-Target an agent would fire calls onto another agent's
+// subject, for ever; through Nats-Rollup purge every agent's queued
+// calls; and the server gives more such headers meaning over time (TTLs,
+// expectations, batches, counters). HeaderRequeues and HeaderQueuedID
+// are the workers' (requeue.go). The message is refused with an error
+// naming the header, not forwarded without it: what the agent meant is
+// not what would be stored.
 func streamHeaders(h nats.Header) error {
 	var bad []string
 	for k := range h {
-		if len(k) >= len("Nats-") && strings.EqualFold(k[:len("Nats-")], "Nats-") && k != events.HeaderMsgID && k != requestInfoHeader {
+		if (hasPrefixFold(k, "Nats-") || hasPrefixFold(k, "Toolgate-")) && k != events.HeaderMsgID && k != requestInfoHeader {
 			bad = append(bad, k)
 		}
 	}
@@ -362,7 +365,12 @@ func streamHeaders(h nats.Header) error {
 		return nil
 	}
 	slices.Sort(bad)
-	return fmt.Errorf("header %s: %w (an agent may send Nats-Msg-Id, no other Nats-* header)", strings.Join(bad, ", "), ErrStreamHeader)
+	return fmt.Errorf("header %s: %w (an agent may send Nats-Msg-Id, no other Nats-* or Toolgate-* header)", strings.Join(bad, ", "), ErrStreamHeader)
+}
+
+// hasPrefixFold reports whether s starts with prefix, in any case.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // requestInfoHeader is the header the server adds to a request crossing

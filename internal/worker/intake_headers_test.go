@@ -7,9 +7,9 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// TestStreamHeadersRefused: every Nats-* header of an agent's message, in
-// any case, is refused with an error naming it, but the message id and
-// the server's own request info; other headers pass.
+// TestStreamHeadersRefused: every Nats-* and Toolgate-* header of an
+// agent's message, in any case, is refused with an error naming it, but
+// the message id and the server's own request info; other headers pass.
 func TestStreamHeadersRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -31,6 +31,9 @@ func TestStreamHeadersRefused(t *testing.T) {
 		{"counter", nats.Header{"Nats-Incr": {"1"}}, true},
 		{"lower case", nats.Header{"nats-rollup": {"all"}}, true},
 		{"mixed case message id", nats.Header{"NATS-MSG-ID": {"bob.x"}}, true},
+		{"requeues", nats.Header{HeaderRequeues: {"1"}}, true},
+		{"queued id", nats.Header{HeaderQueuedID: {"bob.x"}}, true},
+		{"workers' mark in lower case", nats.Header{"toolgate-queued-id": {"bob.x"}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := streamHeaders(tc.h)
