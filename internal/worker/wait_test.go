@@ -150,3 +150,52 @@ func TestWaitIsOneSchedule(t *testing.T) {
 		t.Fatalf("second fired copy: headers %v", cc.Headers())
 	}
 }
+
+// storedMsg is a call message as stored at seq in the calls stream.
+type storedMsg struct {
+	*nats.Msg
+	seq uint64
+}
+
+func (m storedMsg) Subject() string      { return m.Msg.Subject }
+func (m storedMsg) Headers() nats.Header { return m.Header }
+func (m storedMsg) Data() []byte         { return m.Msg.Data }
+func (m storedMsg) InProgress() error    { return nil }
+func (m storedMsg) StreamSeq() uint64    { return m.seq }
+func (m storedMsg) NumDelivered() uint64 { return 1 }
+
+// TestCancelOfAWaitingCall: mallory's call waiting out her bounds as a
+// schedule (as a worker sends it to wait) is queued to her cancellation,
+// not a made-up id; once it fires it is answered cancelled, and never
+// runs.
+func TestCancelOfAWaitingCall(t *testing.T) {
+	s := testenv.StartNATS(t, "")
+	ctr := &counter{}
+	startWorker(t, s.ClientURL(), testRegistry(t, ctr, nil), Config{Concurrency: 1, Bus: fastBus})
+	c, _ := newClient(t, s, "mallory")
+	_, js := s.Connect(t)
+	ctx := ctxT(t)
+	ev, err := events.NewCall("w1", "mallory", events.CallData{Arguments: []byte(`{"text":"x"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := events.Encode(events.CallSubject("mallory", "echo"), ev, events.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Header.Set(events.HeaderMsgID, ScopedMsgID("mallory", "w1"))
+	if _, err := js.PublishMsg(ctx, waitCopy(storedMsg{m, 999}, time.Now().Add(3*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Cancel(ctx, "w1")
+	if err != nil || r.State != events.CancelQueued {
+		t.Fatalf("cancellation of the waiting call: %+v, %v; want queued", r, err)
+	}
+	res, err := c.Wait(ctx, "w1")
+	if err != nil || res.Status != events.StatusCancelled {
+		t.Fatalf("the waiting call once fired: %+v, %v; want cancelled", res, err)
+	}
+	if n := ctr.get("w1"); n != 0 {
+		t.Fatalf("the cancelled call ran %d times", n)
+	}
+}
