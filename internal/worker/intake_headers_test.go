@@ -43,3 +43,18 @@ func TestStreamHeadersRefused(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkStreamHeaders is the intake's check of one call's headers as
+// an agent's client sends them (binary mode, traced).
+func BenchmarkStreamHeaders(b *testing.B) {
+	h := nats.Header{"ce-specversion": {"1.0"}, "ce-id": {"c1"}, "ce-source": {"agent://alice"},
+		"ce-type": {"dev.toolgate.call.requested.v1"}, "content-type": {"application/json"},
+		"Nats-Msg-Id": {"c1"}, "ce-traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+		"Nats-Request-Info": {"{}"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := streamHeaders(h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
