@@ -37,16 +37,7 @@ func deadLetterHandledLater(t *testing.T, fired bool) {
 			t.Fatal(err)
 		}
 	} else {
-		ev, err := events.NewCall("orphan-1", "orphans", events.CallData{Arguments: []byte(`{"text":"x"}`)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := events.Encode(events.CallSubject("orphans", "echo"), ev, events.Binary)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Header.Set(events.HeaderMsgID, ScopedMsgID("orphans", "orphan-1"))
-		if _, err := js.PublishMsg(ctxT(t), waitCopy(storedMsg{m, 99}, time.Now())); err != nil {
+		if _, err := js.PublishMsg(ctxT(t), waitCopy(storedMsg{echoCall(t, "orphans", "orphan-1"), 99}, time.Now())); err != nil {
 			t.Fatal(err)
 		}
 	}

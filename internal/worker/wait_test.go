@@ -151,6 +151,21 @@ func TestWaitIsOneSchedule(t *testing.T) {
 	}
 }
 
+// echoCall is agent's call id of the echo tool as the intake stores it.
+func echoCall(t *testing.T, agent, id string) *nats.Msg {
+	t.Helper()
+	ev, err := events.NewCall(id, agent, events.CallData{Arguments: []byte(`{"text":"x"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := events.Encode(events.CallSubject(agent, "echo"), ev, events.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Header.Set(events.HeaderMsgID, ScopedMsgID(agent, id))
+	return m
+}
+
 // storedMsg is a call message as stored at seq in the calls stream.
 type storedMsg struct {
 	*nats.Msg
@@ -175,15 +190,7 @@ func TestCancelOfAWaitingCall(t *testing.T) {
 	c, _ := newClient(t, s, "mallory")
 	_, js := s.Connect(t)
 	ctx := ctxT(t)
-	ev, err := events.NewCall("w1", "mallory", events.CallData{Arguments: []byte(`{"text":"x"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := events.Encode(events.CallSubject("mallory", "echo"), ev, events.Binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Header.Set(events.HeaderMsgID, ScopedMsgID("mallory", "w1"))
+	m := echoCall(t, "mallory", "w1")
 	if _, err := js.PublishMsg(ctx, waitCopy(storedMsg{m, 999}, time.Now().Add(3*time.Second))); err != nil {
 		t.Fatal(err)
 	}
