@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -81,6 +82,28 @@ const BudgetRecordTTL = 31 * 24 * time.Hour
 // beyond Config.MaxPayload of data.
 const CallHeaderAllowance = 16 << 10
 
+// SubjectCallWaits is where the calls stream keeps the calls waiting out
+// their agent's bounds (fair share): each a one-time message schedule
+// (CallWaitSubject) whose target is the call's own subject, fired by the
+// server into the queue when its time comes. No consumer filters it, so
+// a waiting call holds no slot of the workers consumer's MaxAckPending.
+// Only workers publish on it; agents' calls reach the stream through the
+// intake, which forwards only toolgate.call.<agent>.<tool>.
+const SubjectCallWaits = events.Prefix + ".call_wait.>"
+
+// CallWaitSubject is the schedule subject of the call waiting out its
+// agent's bounds that had sequence seq in the calls stream: one per
+// stored call, so that the schedule's roll-up (the server keeps one
+// schedule per subject) never replaces another call's.
+func CallWaitSubject(agent string, seq uint64) string {
+	return events.Prefix + ".call_wait." + agent + "." + strconv.FormatUint(seq, 10)
+}
+
+// CallsOf is the subject filter of agent's calls in the calls stream:
+// queued (toolgate.call.<agent>.<tool>) and waiting out their agent's
+// bounds (CallWaitSubject).
+func CallsOf(agent string) string { return events.Prefix + ".*." + agent + ".>" }
+
 // Subjects of the dead-letter stream.
 const SubjectDeadLetter = events.Prefix + ".dlq.>"
 
@@ -152,10 +175,15 @@ func (c Config) Streams() []jetstream.StreamConfig {
 	c = c.withDefaults()
 	return []jetstream.StreamConfig{
 		{
-			Name: StreamCalls, Subjects: []string{events.SubjectCalls},
+			Name: StreamCalls, Subjects: []string{events.SubjectCalls, SubjectCallWaits},
 			Retention: jetstream.WorkQueuePolicy, Storage: c.Storage, Replicas: c.Replicas,
 			Duplicates: 2 * time.Minute, MaxMsgSize: c.maxCallMsg(), Discard: jetstream.DiscardOld,
 			Description: "tool calls, one durable consumer shared by all workers",
+			// Calls over their agent's bounds wait as message schedules
+			// (SubjectCallWaits). The server requires roll-ups with them:
+			// the intake refuses every Nats-* header of the agents' but
+			// Nats-Msg-Id, so none but the workers' own reach the stream.
+			AllowMsgSchedules: true, AllowRollup: true,
 		},
 		{
 			Name: StreamResults, Subjects: []string{events.SubjectResults},
@@ -319,7 +347,6 @@ func request[T any](ctx context.Context, fn func(context.Context) (T, error)) (T
 	return fn(ctx)
 }
 
-// ensureStream creates sc, or updates it when what exists differs.
 // Recreate creates the stream name of c's streams when it does not exist
 // (deleted while workers run), and reports whether it did. A stream that
 // exists is left as it is, answering or not.
@@ -332,6 +359,9 @@ func Recreate(ctx context.Context, js jetstream.JetStream, c Config, name string
 			return false, nil
 		}
 		_, err := js.CreateStream(ctx, sc)
+		if refusedSchedules(sc, err) {
+			_, err = js.CreateStream(ctx, withoutSchedules(sc))
+		}
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return false, nil // another worker was quicker
 		}
@@ -343,7 +373,36 @@ func Recreate(ctx context.Context, js jetstream.JetStream, c Config, name string
 	return false, fmt.Errorf("recreate stream %s: no such stream", name)
 }
 
+// ensureStream creates sc, or updates it when what exists differs.
+// A calls stream the server refuses message schedules (a server or
+// cluster that does not know them, or refuses the update) is provisioned
+// without them, as before: the workers then send calls over their
+// agent's bounds back with a delayed nak (Schedules reports which).
 func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {
+	err := ensureStreamConfig(ctx, js, sc)
+	if refusedSchedules(sc, err) && ensureStreamConfig(ctx, js, withoutSchedules(sc)) == nil {
+		return nil
+	}
+	return err
+}
+
+// refusedSchedules reports whether err is the server's refusal of sc,
+// which keeps message schedules: an answer of the server's that waiting
+// does not cure.
+func refusedSchedules(sc jetstream.StreamConfig, err error) bool {
+	var api *jetstream.APIError
+	return sc.AllowMsgSchedules && errors.As(err, &api) && !Transient(err)
+}
+
+// withoutSchedules is sc as it was before message schedules: no
+// schedules, no roll-ups, no SubjectCallWaits.
+func withoutSchedules(sc jetstream.StreamConfig) jetstream.StreamConfig {
+	sc.AllowMsgSchedules, sc.AllowRollup = false, false
+	sc.Subjects = slices.DeleteFunc(slices.Clone(sc.Subjects), func(s string) bool { return s == SubjectCallWaits })
+	return sc
+}
+
+func ensureStreamConfig(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {
 	st, err := request(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, sc.Name) })
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
@@ -367,7 +426,18 @@ func streamDiffers(want, got jetstream.StreamConfig) bool {
 	return !slices.Equal(want.Subjects, got.Subjects) || want.Retention != got.Retention || want.Storage != got.Storage ||
 		want.Description != got.Description || want.Discard != got.Discard || want.AllowDirect != got.AllowDirect ||
 		differs(want.Replicas, got.Replicas) || differs(want.Duplicates, got.Duplicates) ||
-		differs(want.MaxMsgSize, got.MaxMsgSize) || differs(want.MaxAge, got.MaxAge)
+		differs(want.MaxMsgSize, got.MaxMsgSize) || differs(want.MaxAge, got.MaxAge) ||
+		want.AllowMsgSchedules && !got.AllowMsgSchedules
+}
+
+// Schedules reports whether the calls stream st describes keeps calls
+// waiting out their agent's bounds as message schedules: it allows them
+// and holds SubjectCallWaits. A stream provisioned without them (a
+// server that refused them) does not, and a schedule published to it
+// would never fire: the workers send such calls back with a delayed nak
+// instead.
+func Schedules(st jetstream.StreamConfig) bool {
+	return st.AllowMsgSchedules && slices.Contains(st.Subjects, SubjectCallWaits)
 }
 
 // differs reports whether a setting differs from the one wanted, zero

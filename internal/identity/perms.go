@@ -81,6 +81,9 @@ func Permissions(role Role, name string) jwt.Permissions {
 		// forwarding the agents' (IntakePrefix).
 		p.Pub.Allow = jwt.StringList{
 			"toolgate.call.>",
+			// Calls waiting out their agent's bounds (message
+			// schedules of the calls stream, fired into toolgate.call.>).
+			"toolgate.call_wait.>",
 			"toolgate.task_result.>",
 			"toolgate.result.>",
 			"toolgate.progress.>",

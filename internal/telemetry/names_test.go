@@ -38,7 +38,7 @@ func TestDashboardAndDocsNameTheExportedMetrics(t *testing.T) {
 	w.AgentRefused.Add(ctx, 1)
 	a.Decisions.Add(ctx, 1)
 	a.Latency.Record(ctx, 3)
-	for _, g := range []string{"toolgate.calls.waiting", "toolgate.approvals.parked", "toolgate.audit.pending"} {
+	for _, g := range []string{"toolgate.calls.waiting", "toolgate.calls.scheduled", "toolgate.approvals.parked", "toolgate.audit.pending"} {
 		if err := tel.Gauge(g, "{call}", g, func(context.Context) (int64, bool) { return 1, true }); err != nil {
 			t.Fatal(err)
 		}
@@ -49,8 +49,8 @@ func TestDashboardAndDocsNameTheExportedMetrics(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^# TYPE (toolgate_\w+) `).FindAllStringSubmatch(rec.Body.String(), -1) {
 		exported[m[1]] = true
 	}
-	if len(exported) != 15 {
-		t.Fatalf("%d toolgate metrics exported, want 15 (toolgate_build_info among them):\n%s", len(exported), rec.Body.String())
+	if len(exported) != 16 {
+		t.Fatalf("%d toolgate metrics exported, want 16 (toolgate_build_info among them):\n%s", len(exported), rec.Body.String())
 	}
 	dash, err := os.ReadFile("../../deploy/grafana/toolgate.json")
 	if err != nil {

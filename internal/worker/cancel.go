@@ -490,7 +490,7 @@ func (cx *canceller) queued(ctx context.Context, agent, id string) (bool, error)
 			delete(ix.ids, mid)
 		}
 	}
-	subject := events.CallSubject(agent, ">")
+	subject := bus.CallsOf(agent) // queued, and waiting out its bounds
 	for len(ix.ids) < queuedIndexLimit {
 		m, err := st.GetMsg(ctx, max(ix.next, first), jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -499,7 +499,7 @@ func (cx *canceller) queued(ctx context.Context, agent, id string) (bool, error)
 		if err != nil {
 			return false, err
 		}
-		ix.ids[queuedMsgID(m.Header.Get(events.HeaderMsgID))] = m.Sequence // a requeued copy under its original's id
+		ix.ids[queuedID(m.Header)] = m.Sequence // a copy (requeued, waiting, fired) under its original's id
 		ix.next = m.Sequence + 1
 	}
 	if _, ok := ix.ids[ScopedMsgID(agent, id)]; ok {

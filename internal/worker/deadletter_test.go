@@ -15,8 +15,16 @@ import (
 // TestDeadLetterAnnouncedWithNoWorkerIsHandledLater proves the
 // max-deliveries advisory is not missed when no worker listens at the
 // moment it is announced: the call is dead-lettered and answered once a
-// worker starts.
+// worker starts. So is a call fired by a schedule (a call that waited out
+// its agent's bounds), whose server headers (Nats-Scheduler,
+// Nats-Schedule-Next) the dead-letter stream would refuse.
 func TestDeadLetterAnnouncedWithNoWorkerIsHandledLater(t *testing.T) {
+	for name, fired := range map[string]bool{"published": false, "fired by a schedule": true} {
+		t.Run(name, func(t *testing.T) { deadLetterHandledLater(t, fired) })
+	}
+}
+
+func deadLetterHandledLater(t *testing.T, fired bool) {
 	s := testenv.StartNATS(t, "")
 	nc, js := s.Connect(t)
 	cfg := bus.Config{AckWait: 500 * time.Millisecond, MaxDeliver: 2}
@@ -24,8 +32,14 @@ func TestDeadLetterAnnouncedWithNoWorkerIsHandledLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ := client.New(nc, "orphans", trusting(t))
-	if _, err := c.Submit(ctxT(t), "echo", map[string]any{"text": "x"}, client.WithID("orphan-1")); err != nil {
-		t.Fatal(err)
+	if !fired {
+		if _, err := c.Submit(ctxT(t), "echo", map[string]any{"text": "x"}, client.WithID("orphan-1")); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		if _, err := js.PublishMsg(ctxT(t), waitCopy(storedMsg{echoCall(t, "orphans", "orphan-1"), 99}, time.Now())); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// A consumer that takes the call and never acks it (a worker that
 	// crashed every time), with no worker running.

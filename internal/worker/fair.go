@@ -19,43 +19,55 @@ import (
 //
 // What the delivery guarantees need: a held call is kept alive at the
 // server (InProgress, every third of the ack wait) and is not claimed, so
-// handing it back (a nak, when the worker stops) is always safe. A
-// requeued call is neither: its copy is stored before the original is
-// acked, and a copy and a redelivered original are both claimed by call
-// id before anything runs (pure calls too), so of the two that a worker
-// dying between the copy and the ack leaves, one runs and the other is
-// answered as a duplicate (requeue.go, HeaderRequeues).
+// handing it back (a nak, when the worker stops) is always safe. A call
+// requeued or waiting as a schedule is neither: its copy is stored before
+// the original is acked, and a copy and a redelivered original are both
+// claimed by call id before anything runs (pure calls too), so of the two
+// that a worker dying between the copy and the ack leaves, one runs and
+// the other is answered as a duplicate (requeue.go, HeaderRequeues).
 //
 // Bounds of the held calls: at most perAgentHeld calls of one agent (the
 // concurrency) and maxHeld calls of all agents (4 × the concurrency) are
-// held. A call that would be held past either bound goes back to the
-// stream instead (overflow): a nak delayed by overflowDelay times its
-// delivery count, for as long as it has deliveries to spare (all of
-// MaxDeliver but runDeliveries, which stay for its run, a retry and a
-// hand-back), so no call is dead-lettered for waiting its turn. With no
-// delivery to spare it is requeued (requeue.go): a copy goes to the tail
-// of the stream with a fresh delivery count, and the original is acked.
-// So no call is ever held past the bounds: what a flood costs the
-// workers consumer's MaxAckPending (4096, shared by every worker and
-// agent) is its calls waiting out their naks (a nak-delayed call counts
-// as pending), each at most bounces times per trip through the queue,
-// never a flood's worth held until it drains. Neither bound ever stops the puller: it keeps asking the
-// server for its free slots, and a call of an agent that holds no call
-// and runs below its cap takes a free slot, however many agents (or
-// identities of one operator) fill the pool; so an agent at or above
-// its bound delays another's call by at most one call's run, once the
-// flood's calls ahead of it have gone back or to the tail. What keeps
-// the pulling from spinning: a call sent back waits at the server at
-// least overflowDelay, longer each time, and spends a delivery each
-// time, so while only held agents' calls are queued each comes back at
-// most bounces times before it goes to the tail, where it waits behind
-// every call queued meanwhile.
+// held. A call that would be held past either bound leaves the worker
+// instead (overflow), and never waits unacknowledged at the server:
+//
+//   - Where the calls stream keeps message schedules (bus.Schedules), it
+//     waits out of the workers consumer (wait.go): a copy is stored as a
+//     one-time schedule on a subject no consumer filters, firing onto the
+//     call's own subject after waitDelay (2 s, growing with each wait to
+//     10 s), and the original is acked. A waiting call holds no slot of
+//     the workers consumer's MaxAckPending (4096, shared by every worker
+//     and agent), so no flood of calls past their agents' bounds, however
+//     large, stops the server delivering another agent's call: an agent
+//     at or above its bound delays another's call by at most one call's
+//     run.
+//   - Where it does not (a server that refused schedules), it goes back
+//     to the stream: a nak delayed by overflowDelay times its delivery
+//     count, for as long as it has deliveries to spare (all of
+//     MaxDeliver but runDeliveries, which stay for its run, a retry and
+//     a hand-back), then is requeued (requeue.go): a copy at the tail of
+//     the stream with a fresh delivery count, the original acked. A
+//     nak-delayed call counts against MaxAckPending while it waits, so
+//     there a flood of more calls than that, all past their agents'
+//     bounds, stops the server delivering anyone's call for the few
+//     seconds its calls take to go back or to the tail, each time the
+//     server reaches them.
+//
+// Neither bound ever stops the puller: it keeps asking the server for its
+// free slots, and a call of an agent that holds no call and runs below
+// its cap takes a free slot, however many agents (or identities of one
+// operator) fill the pool. What keeps the pulling from spinning: a call
+// sent away waits at least overflowDelay before it is delivered again,
+// longer each time.
 type fairShare struct {
 	cap          int // calls one agent runs at once; <= 0: no cap
 	maxHeld      int
 	perAgentHeld int
-	bounces      uint64 // deliveries of a call that may go to overflow
+	bounces      uint64 // deliveries of a call that may go back with a nak
 	keepAlive    time.Duration
+	// schedules: calls over the bounds wait as message schedules of the
+	// calls stream (wait), not as delayed naks (sendBack, requeue).
+	schedules bool
 
 	mu      sync.Mutex
 	running map[string]int // agent → calls running
@@ -78,7 +90,8 @@ func defaultAgentShare(concurrency int) int { return max(1, concurrency-concurre
 const heldPerSlot = 4
 
 // overflowDelay is how long a call sent back to the stream at its
-// agent's bound waits there, per delivery it had.
+// agent's bound waits there, per delivery it had (or, waiting as a
+// schedule, per time it waited before: waitDelay).
 const overflowDelay = 2 * time.Second
 
 // runDeliveries are the deliveries of a call never spent on overflow:
@@ -86,12 +99,12 @@ const overflowDelay = 2 * time.Second
 // worker's hand-back.
 const runDeliveries = 3
 
-func newFairShare(cap, concurrency, maxDeliver int, ackWait time.Duration) *fairShare {
+func newFairShare(cap, concurrency, maxDeliver int, ackWait time.Duration, schedules bool) *fairShare {
 	if maxDeliver <= 0 {
 		maxDeliver = 5 // the workers consumer's default (bus.Config)
 	}
 	return &fairShare{cap: cap, maxHeld: heldPerSlot * concurrency, perAgentHeld: concurrency,
-		bounces: uint64(max(0, maxDeliver-runDeliveries)), keepAlive: ackWait / 3,
+		bounces: uint64(max(0, maxDeliver-runDeliveries)), keepAlive: ackWait / 3, schedules: schedules,
 		running: map[string]int{}, held: map[string][]heldCall{}}
 }
 
@@ -129,10 +142,12 @@ func (f *fairShare) admit(m deliveredMsg) bool {
 // overflow says what becomes of m rather than being held, and at which
 // bound: its agent holds its bound of calls already (boundHeldCalls), or
 // m would be held and the pool holds its bound of calls of all agents
-// (boundHeldPool). While m has a delivery to spare it goes back to the
-// stream (sendBack) and waits there delay: overflowDelay per delivery it
-// had, so a lasting flood comes back ever more slowly. With none to spare
-// it is requeued (requeue): a copy at the tail, never held past the
+// (boundHeldPool). Where the calls stream keeps schedules it waits out of
+// the workers consumer (wait) for delay, waitDelay. Otherwise, while m
+// has a delivery to spare it goes back to the stream (sendBack) and waits
+// there delay: overflowDelay per delivery it had, so a lasting flood
+// comes back ever more slowly; with none to spare it is requeued
+// (requeue): a copy at the tail. Either way it is never held past the
 // bounds. A call that would run (its agent below its cap, none of its
 // calls held) or be held within the bounds gets keep.
 func (f *fairShare) overflow(m deliveredMsg) (act overflowAct, delay time.Duration, bound string) {
@@ -148,6 +163,12 @@ func (f *fairShare) overflow(m deliveredMsg) (act overflowAct, delay time.Durati
 		bound = boundHeldPool
 	default:
 		return keep, 0, "" // held within the bounds
+	}
+	if f.schedules {
+		if m.StreamSeq() == 0 {
+			return keep, 0, "" // its metadata unreadable: no sequence to name its schedule by
+		}
+		return wait, waitDelay(m), bound
 	}
 	n := m.NumDelivered()
 	if n == 0 || n > f.bounces {
@@ -168,6 +189,7 @@ const (
 	keep     overflowAct = iota // run or held within the bounds
 	sendBack                    // a nak, delayed
 	requeue                     // a copy at the tail of the stream, the original acked
+	wait                        // a copy stored as a schedule firing later, the original acked
 )
 
 // The bound labels of calls sent back to the stream (overflow): their

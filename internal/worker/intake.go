@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +51,10 @@ func (w *Worker) serveIntake() (func(), error) {
 		agent, ok := intakeAgent(subject)
 		if !ok {
 			return // no stream takes it
+		}
+		if err := streamHeaders(m.Header); err != nil {
+			w.refuseIntake(m, agent, http.StatusBadRequest, err)
+			return
 		}
 		if !strings.HasPrefix(subject, taskResultPrefix) {
 			r.forward(m, subject, agent)
@@ -98,7 +104,7 @@ func (w *Worker) intakeAnswer(m *nats.Msg, subject, agent string) {
 	mu.(*sync.Mutex).Lock()
 	defer mu.(*sync.Mutex).Unlock()
 	if err := w.taskAnswerQuota(agent); err != nil {
-		w.refuseIntake(m, agent, err)
+		w.refuseIntake(m, agent, http.StatusTooManyRequests, err)
 		return
 	}
 	scopeMsgID(m.Header, agent)
@@ -317,18 +323,59 @@ func (w *Worker) taskAnswerQuota(agent string) error {
 const boundTaskAnswers = "task_answers"
 
 // refuseIntake answers the agent's message with err as a JetStream
-// publish error (what its client reports for a stream's refusal), or
-// logs it when the agent asked for no answer.
-func (w *Worker) refuseIntake(m *nats.Msg, agent string, err error) {
+// publish error of status code (what its client reports for a stream's
+// refusal), or logs it when the agent asked for no answer.
+func (w *Worker) refuseIntake(m *nats.Msg, agent string, code int, err error) {
 	if m.Reply == "" {
 		w.log.Warn("intake: refused", "agent", agent, "subject", m.Subject, "err", err)
 		return
 	}
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": 429, "description": err.Error()}})
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": code, "description": err.Error()}})
 	if rerr := m.Respond(b); rerr != nil {
 		w.log.Warn("intake: refusal not passed on", "agent", agent, "err", rerr)
 	}
 }
+
+// ErrStreamHeader is the error of an agent's message refused by the
+// intake for a header the stream or the workers act on (streamHeaders).
+var ErrStreamHeader = errors.New("header reserved for the stream and the workers")
+
+// streamHeaders refuses the headers of an agent's message that the
+// server acts on when it stores a message, and the workers' own marks of
+// a stored call: every header whose name starts with "Nats-" or
+// "Toolgate-", in any case, but Nats-Msg-Id (which the intake scopes by
+// the agent) and Nats-Request-Info (the server's own account of who sent
+// a request across accounts; the stream drops it). The calls stream
+// keeps message schedules, and so roll-ups: through Nats-Schedule and
+// Nats-Schedule-Target an agent would fire calls onto another agent's
+// subject, for ever; through Nats-Rollup purge every agent's queued
+// calls; and the server gives more such headers meaning over time (TTLs,
+// expectations, batches, counters). HeaderRequeues and HeaderQueuedID
+// are the workers' (requeue.go). The message is refused with an error
+// naming the header, not forwarded without it: what the agent meant is
+// not what would be stored.
+func streamHeaders(h nats.Header) error {
+	var bad []string
+	for k := range h {
+		if (hasPrefixFold(k, "Nats-") || hasPrefixFold(k, "Toolgate-")) && k != events.HeaderMsgID && k != requestInfoHeader {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return fmt.Errorf("header %s: %w (an agent may send Nats-Msg-Id, no other Nats-* or Toolgate-* header)", strings.Join(bad, ", "), ErrStreamHeader)
+}
+
+// hasPrefixFold reports whether s starts with prefix, in any case.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// requestInfoHeader is the header the server adds to a request crossing
+// accounts, naming its sender.
+const requestInfoHeader = "Nats-Request-Info"
 
 // intakeStreams are the subject prefixes the intake forwards to; the
 // token after one is the agent.

@@ -93,7 +93,7 @@ func newPuller(w *Worker) *puller {
 		msgs: make(chan *nats.Msg, 2*c+16),
 		wake: make(chan struct{}, 1), work: make(chan deliveredMsg), quit: make(chan struct{}),
 		reqs: map[string]*pullReq{},
-		fair: newFairShare(w.cfg.AgentConcurrency, c, w.cfg.Bus.MaxDeliver, w.ackWait()),
+		fair: newFairShare(w.cfg.AgentConcurrency, c, w.cfg.Bus.MaxDeliver, w.ackWait(), w.schedules),
 	}
 }
 
@@ -317,10 +317,15 @@ func (p *puller) receive(m *nats.Msg) {
 	}
 	d := delivery{m: m, nc: p.w.nc, wait: p.w.cfg.publishTimeout}
 	if !p.stopping { // stopping: dispatch hands it back
-		// Its agent holds its bound of calls, or the pool is full: back
-		// to the stream, or with no delivery to spare to its tail, and
-		// the puller keeps taking other agents' calls.
+		// Its agent holds its bound of calls, or the pool is full: it
+		// waits as a schedule of the stream, or goes back to the stream
+		// (with no delivery to spare, to its tail), and the puller keeps
+		// taking other agents' calls.
 		switch act, delay, bound := p.fair.overflow(d); act {
+		case wait:
+			p.w.agentRefused(bound)
+			p.away(d, func(m callMsg) fate.Fate { return p.w.wait(m, delay) })
+			return
 		case sendBack:
 			p.w.agentRefused(bound)
 			p.handBack(d, fate.Retry(delay, nil))
@@ -328,7 +333,7 @@ func (p *puller) receive(m *nats.Msg) {
 		case requeue:
 			p.w.agentRefused(bound)
 			p.w.agentRefused(boundRequeued)
-			p.requeue(d)
+			p.away(d, p.w.requeue)
 			return
 		}
 		if !p.fair.admit(d) {

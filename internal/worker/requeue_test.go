@@ -60,19 +60,8 @@ func TestRequeueIsOneCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := func() jsMsg {
-		t.Helper()
-		b, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m := range b.Messages() {
-			return jsMsg{m}
-		}
-		t.Fatal("no message")
-		return jsMsg{}
-	}
-	w := &Worker{js: js, log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: Config{publishTimeout: 5 * time.Second}}
+	next := func() jsMsg { return nextCall(t, cons) }
+	w := copyingWorker(js)
 
 	m := next()
 	for range 2 { // the second: after a crash before the original's ack
@@ -109,13 +98,43 @@ func TestRequeueIsOneCopy(t *testing.T) {
 	}
 }
 
+// nextCall fetches the next message of cons, waiting up to 10 s.
+func nextCall(t *testing.T, cons jetstream.Consumer) jsMsg {
+	t.Helper()
+	b, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range b.Messages() {
+		return jsMsg{m}
+	}
+	t.Fatal("no message")
+	return jsMsg{}
+}
+
+// copyingWorker is a worker with only what copies of calls over their
+// bounds use (requeue, wait), on js.
+func copyingWorker(js jetstream.JetStream) *Worker {
+	return &Worker{js: js, log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: Config{publishTimeout: 5 * time.Second}}
+}
+
 // TestRequeuedPureCallAndItsRedeliveredOriginalRunOnce: a worker died
-// between storing a pure call's requeued copy and acking the original,
-// so both are queued, the original delivered once already. A worker then
+// between storing a pure call's copy (requeued to the tail, or waiting
+// as a schedule that fires a second later) and acking the original, so
+// both are queued, the original delivered once already. A worker then
 // takes both: the call runs once, and both messages are settled. A pure
 // call's first delivery runs unclaimed; the redelivered original and the
 // copy are both claimed, so only one runs.
 func TestRequeuedPureCallAndItsRedeliveredOriginalRunOnce(t *testing.T) {
+	for name, copyOf := range map[string]func(callMsg) *nats.Msg{
+		"requeued": requeueCopy,
+		"waiting":  func(m callMsg) *nats.Msg { return waitCopy(m, time.Now().Add(time.Second)) },
+	} {
+		t.Run(name, func(t *testing.T) { redeliveredOriginalAndCopyRunOnce(t, copyOf) })
+	}
+}
+
+func redeliveredOriginalAndCopyRunOnce(t *testing.T, copyOf func(callMsg) *nats.Msg) {
 	s := testenv.StartNATS(t, "")
 	var ctr counter
 	reg := testRegistry(t, &ctr, nil)
@@ -152,7 +171,7 @@ func TestRequeuedPureCallAndItsRedeliveredOriginalRunOnce(t *testing.T) {
 		t.Fatal("the original was not delivered")
 	}
 	// The dead worker's requeue: the copy stored, the original not acked.
-	if _, err := js.PublishMsg(ctx, requeueCopy(first)); err != nil {
+	if _, err := js.PublishMsg(ctx, copyOf(first)); err != nil {
 		t.Fatal(err)
 	}
 	if err := first.Nak(); err != nil {

@@ -137,6 +137,9 @@ type Worker struct {
 	// answering holds, per agent, the lock one task answer of the agent
 	// takes through the intake (intake.go).
 	answering sync.Map
+	// schedules: calls over their agent's bounds wait as message
+	// schedules of the calls stream (wait.go), read once at Run.
+	schedules bool
 	pipe      *tools.Pipeline
 	handler   tools.Handler // the pipeline's handler
 	settler   fate.Runner   // applies the fates handle returns
@@ -230,6 +233,11 @@ func (w *Worker) OnReady(fn func()) { w.onReady = fn }
 func (w *Worker) Run(ctx context.Context) error {
 	if err := bus.Provision(ctx, w.js, w.cfg.Bus); err != nil {
 		return err
+	}
+	w.useSchedules(ctx)
+	if err := w.obs.t.Gauge("toolgate.calls.scheduled", "{call}", "Calls over their agent's fair-share bounds waiting as message schedules of the calls stream, outside the workers consumer (read at most every 10 s).",
+		w.newWaitingCalls().count); err != nil {
+		w.log.Warn("telemetry: gauge of scheduled calls", "err", err)
 	}
 	var err error
 	if w.calls, err = w.js.KeyValue(ctx, bus.BucketCalls); err != nil {
