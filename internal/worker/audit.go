@@ -17,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/parking"
 	papproval "github.com/toolgate/toolgate/pkg/approval"
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/eventsig"
 	"github.com/toolgate/toolgate/pkg/policy"
 )
 
@@ -381,7 +382,7 @@ func (w *Worker) sendAudits(b []linkedAudit) {
 	for i := range b {
 		us[i] = &b[i].u
 	}
-	msgs, err := w.signEvents(us)
+	msgs, err := w.signEvents(us, w.signBatch)
 	if err != nil {
 		w.auditUnsigned(b, err)
 		return
@@ -414,17 +415,17 @@ func (w *Worker) auditUnsigned(b []linkedAudit, err error) {
 
 // signEvents signs the events with one signature (pkg/eventsig: the
 // single form for one event, the co-signed form for more) and returns
-// their messages, in order; unsigned when the worker has no signer.
-func (w *Worker) signEvents(us []*events.Unsigned) ([]*nats.Msg, error) {
+// their messages, in order; unsigned when sign is nil (no signer).
+func (w *Worker) signEvents(us []*events.Unsigned, sign eventsig.SignBatch) ([]*nats.Msg, error) {
 	var sigs []string
 	var signer string
-	if w.signBatch != nil {
+	if sign != nil {
 		inputs := make([][]byte, len(us))
 		for i, u := range us {
 			inputs[i] = u.Input()
 		}
 		var err error
-		if sigs, signer, err = w.signBatch(inputs); err != nil {
+		if sigs, signer, err = sign(inputs); err != nil {
 			return nil, fmt.Errorf("sign %s: %w", us[0].ID(), err)
 		}
 	}

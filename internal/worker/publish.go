@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/toolgate/toolgate/pkg/events"
+	"github.com/toolgate/toolgate/pkg/eventsig"
 	"github.com/toolgate/toolgate/pkg/policy"
 	"github.com/toolgate/toolgate/pkg/tools"
 )
@@ -59,9 +60,14 @@ func (w *Worker) publishResult(in *events.Call, res events.ResultData, audit boo
 // the dedup id makes a retry harmless.
 func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, appr *events.ApprovalAudit) error {
 	res.Agent, res.CallID = in.Agent, in.ID
-	id := CallKey(in.Agent, in.ID) + ":" + string(res.Status)
+	key := CallKey(in.Agent, in.ID)
+	id := key + ":" + string(res.Status)
 	if res.Status.Final() {
-		id = CallKey(in.Agent, in.ID) + ":result"
+		id = key + ":result"
+	}
+	var sign eventsig.SignBatch // signed with concurrent calls' events
+	if w.group != nil {
+		sign = func(inputs [][]byte) ([]string, string, error) { return w.group.signTogether(key, inputs) }
 	}
 	u, err := events.EncodeUnsigned(events.ResultSubject(in.Agent, in.ID), events.Attrs{ID: id, Source: w.source,
 		Type: events.TypeCallCompleted, Subject: in.ID, TraceParent: in.TraceParent}, res, in.Mode)
@@ -75,7 +81,7 @@ func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, app
 	for i := range b {
 		us = append(us, &b[i].u)
 	}
-	msgs, err := w.signEvents(us)
+	msgs, err := w.signEvents(us, sign)
 	if err != nil {
 		w.auditUnsigned(b, err)
 		return err

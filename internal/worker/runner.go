@@ -43,6 +43,10 @@ func (w *Worker) handle(msg callMsg) fate.Fate {
 		return w.reject(msg, in, err, start)
 	}
 	key := CallKey(in.Agent, in.ID)
+	if w.group != nil {
+		w.group.begin(key) // on its way to its final publish (groupSigner)
+		defer w.group.done(key)
+	}
 	pure := w.pure(in.Tool)
 	if pure && requeued(msg) {
 		// A requeued copy, whose original may have been redelivered
@@ -75,7 +79,13 @@ func (w *Worker) handle(msg callMsg) fate.Fate {
 	stop := func() {}
 	res, err := w.run(ctx, in, cl, func(d *events.Decision, decidedAt time.Time) { // claimed: the tool is about to run
 		stop = w.heartbeat(msg, key, cl.rev, start, d, decidedAt)
+		if w.group != nil {
+			w.group.done(key) // no signature waits on a running tool
+		}
 	})
+	if w.group != nil {
+		w.group.begin(key) // ran: on its way to its final publish
+	}
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return w.duplicate(msg, in, key)
 	}

@@ -188,7 +188,9 @@ type Worker struct {
 	// events, those of a call's result together; nil: unsigned.
 	sign      events.SignFunc
 	signBatch eventsig.SignBatch
-	onReady   func()
+	// group signs final publishes together (groupSigner); nil unsigned.
+	group   *groupSigner
+	onReady func()
 	// beforeAck, when set (tests only), runs before a call message is
 	// acked; returning false skips the ack, as a crash at that point
 	// would.
@@ -212,6 +214,7 @@ func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
 	w.boxes = newReplyBoxes(nc, cfg.Concurrency+16, &w.running)
 	w.source = "toolgate://worker/" + cfg.Name
 	w.sign, w.signBatch = eventsig.Sign(cfg.Signer), eventsig.SignTogether(cfg.Signer)
+	w.group = newGroupSigner(w.signBatch, signLinger)
 	w.execCtx, w.execCancel = context.WithCancel(context.Background())
 	w.auditGiveUp, w.graceOver = make(chan struct{}), make(chan struct{})
 	w.newObserver()
