@@ -16,7 +16,8 @@ import (
 // structured-bare message has no headers at all).
 const (
 	// ExtSignature is the base64url (no padding) ed25519 signature of
-	// SigningInput by the signer's nkey.
+	// SigningInput by the signer's nkey, or the co-signed form of an
+	// event signed together with others (pkg/eventsig).
 	ExtSignature = "toolgatesig"
 	// ExtSigner is the signer's NATS user JWT: its subject is the key
 	// that signed, its issuer the account that vouches for it, its role

@@ -58,3 +58,51 @@ func BenchmarkVerifyResult(b *testing.B) {
 		}
 	}
 }
+
+// The cost of signing a call's result and its audit event: two
+// signatures, or one over both (the co-signed form), and of verifying
+// an event of each form.
+
+func benchInputs(b *testing.B) [][]byte {
+	evs := batchEvents(b, 2)
+	return [][]byte{events.EventSigningInput(evs[0]), events.EventSigningInput(evs[1])}
+}
+
+// BenchmarkSign2Alone signs two events, each with a signature of its own.
+func BenchmarkSign2Alone(b *testing.B) {
+	sign := Sign(newFixture(b).worker)
+	inputs := benchInputs(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, in := range inputs {
+			if _, _, err := sign(in); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkSign2Together signs the same two events with one signature.
+func BenchmarkSign2Together(b *testing.B) {
+	sign := SignTogether(newFixture(b).worker)
+	inputs := benchInputs(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := sign(inputs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkVerifyCosigned verifies one event of a co-signed pair.
+func BenchmarkVerifyCosigned(b *testing.B) {
+	f := newFixture(b)
+	evs := batchEvents(b, 2)
+	signTogether(b, f.worker, evs)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := f.v.Verify(evs[1]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

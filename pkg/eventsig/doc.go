@@ -19,7 +19,10 @@
 // Two CloudEvents extension attributes carry it, in every content mode:
 //
 //   - toolgatesig: the base64url (RFC 4648 §5, no padding) ed25519
-//     signature of the signing input, by the worker's nkey.
+//     signature of the signing input, by the worker's nkey (the single
+//     form); or, for an event signed together with others, the
+//     co-signed form (below), recognised by its '.' (a character
+//     base64url never has).
 //   - toolgatesigner: the worker's NATS user JWT.
 //
 // In binary mode (a ce-specversion header is present) every attribute is
@@ -88,7 +91,11 @@
 //     admin or agent (else "wrong-role"); then "name" is not blank (else
 //     "bad-jwt"); then the role is "worker" (else "wrong-role").
 //  7. toolgatesig decodes and verifies as the ed25519 signature of the
-//     signing input by the key "sub" names (else "bad-signature").
+//     signing input by the key "sub" names, in the single form; or, when
+//     it holds a '.', in the co-signed form (below: it parses strictly,
+//     its path leads from the event's leaf to a root, and its signature
+//     by that key verifies the batch signing message of that root)
+//     (else "bad-signature").
 //  8. For a result: type is dev.toolgate.call.completed.v1 (else
 //     "wrong-type"); source starts with "toolgate://worker/" (else
 //     "wrong-source"); the subject attribute and the data's call_id are
@@ -97,10 +104,91 @@
 //     result replayed onto another call, or another agent's); the data's
 //     agent is the agent (else "wrong-agent").
 //
+// # Co-signed events
+//
+// A worker may sign several events with one ed25519 signature (a call's
+// result and its audit events; the single form costs a signature per
+// event). Each event still verifies on its own: it carries the signature
+// and a Merkle inclusion proof of its signing input in the tree signed.
+// toolgatesig is then five parts joined by '.':
+//
+//	<sig>.<index>.<size>.<salt>.<path>
+//
+// where:
+//
+//   - sig: base64url of the 64-byte ed25519 signature, by the key the
+//     signer JWT's "sub" names, of the batch signing message (below).
+//   - index, size: decimal, ASCII digits only, no sign, no leading zero
+//     ("0" itself is allowed for index); 2 <= size <= 65536 and
+//     0 <= index < size.
+//   - salt: base64url of exactly 16 bytes (22 characters), random per
+//     event.
+//   - path: base64url of the inclusion path's hashes, 32 bytes each,
+//     concatenated in the order the verification consumes them (leaf to
+//     root); its decoded length is a multiple of 32 and exactly the
+//     length the verification needs for (index, size): it consumes every
+//     hash and ends with sn == 0.
+//
+// Every part is strict base64url (RFC 4648 §5): no padding, no character
+// outside the alphabet (line breaks included), and canonical (encoding
+// the decoded bytes again gives the same text: no stray bits in the last
+// character). A reader refuses anything else: any failure to parse or
+// verify this form is "bad-signature".
+//
+// Hashes (SHA-256; leaves and nodes are told apart by their first byte,
+// as in RFC 6962):
+//
+//	leaf = SHA-256(0x00 || salt (16 bytes) || signing input)
+//	node = SHA-256(0x01 || left (32 bytes) || right (32 bytes))
+//
+// The tree over the leaves D[0..n) of the events signed together, in
+// their order, is RFC 6962's Merkle Tree Hash: of one leaf, that leaf's
+// hash; for n > 1, with k the largest power of two smaller than n,
+// MTH(D[0:n]) = node(MTH(D[0:k]), MTH(D[k:n])). An event's path is
+// RFC 6962's PATH(index, D[0:n]).
+//
+// The reader computes the root from the event's leaf and its path as
+// RFC 9162 §2.1.3.2 verifies an inclusion proof:
+//
+//	fn = index; sn = size - 1; r = leaf
+//	for each p in path:
+//	    if sn == 0: refuse
+//	    if (fn & 1) == 1 or fn == sn:
+//	        r = node(p, r)
+//	        if (fn & 1) == 0:
+//	            while (fn & 1) == 0 and fn != 0: fn >>= 1; sn >>= 1
+//	    else:
+//	        r = node(r, p)
+//	    fn >>= 1; sn >>= 1
+//	sn must be 0 at the end (else refuse); root = r
+//
+// The batch signing message is the ASCII bytes
+// "23:toolgate-event-batch-v1\n" followed by the 64 lower-case hex digits
+// of root, no newline after them (23 is the length of
+// "toolgate-event-batch-v1"; the single form's input starts
+// "27:toolgate-event-signature-v1\n", so the two never meet). The event
+// verifies when ed25519.Verify(key, batch signing message, sig) holds.
+//
+// The salt: the path shows its reader hashes of the other events signed
+// in the same batch, possibly another agent's. Without a salt a reader
+// who can guess another event's whole signing input could confirm the
+// guess from a sibling hash; with 16 random bytes per leaf a sibling hash
+// says nothing.
+//
+// index and size are not signed: they steer the computation of the root
+// only, and a pair that steers it the same way (index 1 of 5 or of 6)
+// gives the same root. The event is no less one of those the worker
+// signed; a reader takes no meaning from index and size, and tells
+// events apart by their id, never by their toolgatesig.
+//
+// A worker writes the single form for an event signed alone; one signed
+// with others in the co-signed form (never size 1). Every other check is
+// the same for both forms, in the same order.
+//
 // # The vectors
 //
-// testdata/vectors.json (rewritten from fixed keys by go test -run
-// TestVectorsGolden -update) holds "trusted_accounts", the account keys a
+// testdata/vectors.json (rewritten from fixed keys by go test
+// ./pkg/eventsig -run TestVectorsGolden -update) holds "trusted_accounts", the account keys a
 // reader trusts, and "vectors", each a message as a reader receives it:
 // "subject", "headers" (name to value; in structured mode without
 // headers only Nats-Msg-Id, which carries no attribute), "data" (the

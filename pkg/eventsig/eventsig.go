@@ -47,17 +47,10 @@ func Sign(s trust.Signer) events.SignFunc {
 	if s.Key == nil || s.JWT == "" {
 		return nil
 	}
-	seed, err := s.Key.Seed()
+	priv, err := privateKey(s)
 	if err != nil {
-		return func([]byte) (string, string, error) { return "", "", fmt.Errorf("signing key: %w", err) }
+		return func([]byte) (string, string, error) { return "", "", err }
 	}
-	_, raw, err := nkeys.DecodeSeed(seed)
-	if err != nil || len(raw) != ed25519.SeedSize {
-		return func([]byte) (string, string, error) {
-			return "", "", fmt.Errorf("signing key: not an ed25519 seed: %v", err)
-		}
-	}
-	priv := ed25519.NewKeyFromSeed(raw)
 	return func(input []byte) (string, string, error) {
 		return base64.RawURLEncoding.EncodeToString(ed25519.Sign(priv, input)), s.JWT, nil
 	}
@@ -80,7 +73,9 @@ func New(v *trust.Verifier) *Verifier {
 // maxSigners bounds the JWTs a Verifier keeps (a fleet has few workers).
 const maxSigners = 1024
 
-// Verify checks ev's signature and returns the worker that made it.
+// Verify checks ev's signature, of either form (signed alone, or
+// co-signed with other events: doc.go), and returns the worker that
+// made it.
 func (v *Verifier) Verify(ev event.Event) (trust.Identity, error) {
 	sig, signer := events.Signature(ev)
 	if sig == "" || signer == "" {
@@ -90,9 +85,8 @@ func (v *Verifier) Verify(ev event.Event) (trust.Identity, error) {
 	if err != nil {
 		return c.id, fmt.Errorf("%w: %s: %w", ErrForged, ev.ID(), err)
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !ed25519.Verify(c.key, events.EventSigningInput(ev), raw) {
-		return c.id, fmt.Errorf("%w: %s: %w: key %s", ErrForged, ev.ID(), trust.ErrBadSignature, c.id.PublicKey)
+	if err := verifySignature(c.key, events.EventSigningInput(ev), sig); err != nil {
+		return c.id, fmt.Errorf("%w: %s: %w: key %s: %v", ErrForged, ev.ID(), trust.ErrBadSignature, c.id.PublicKey, err)
 	}
 	return c.id, nil
 }

@@ -2,6 +2,7 @@ package eventsig
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base32"
@@ -9,9 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -127,8 +130,8 @@ func pub(t testing.TB, kp nkeys.KeyPair) string {
 var vectorTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // vectorMsg encodes the result of call id of agent in mode as a worker
-// does, signed by s (unsigned when s has no key), after change.
-func vectorMsg(t testing.TB, s trust.Signer, agent, id string, mode events.Mode, change func(*events.Attrs, *events.ResultData)) (*nats.Msg, []byte) {
+// does, signed by sign (unsigned when nil), after change.
+func vectorMsg(t testing.TB, sign events.SignFunc, agent, id string, mode events.Mode, change func(*events.Attrs, *events.ResultData)) (*nats.Msg, []byte) {
 	t.Helper()
 	a := events.Attrs{ID: agent + "." + id + ":result", Source: "toolgate://worker/w1", Type: events.TypeCallCompleted, Subject: id}
 	r := events.ResultData{CallID: id, Agent: agent, Tool: "read", Status: events.StatusOK, Output: "hello, world\n",
@@ -143,7 +146,7 @@ func vectorMsg(t testing.TB, s trust.Signer, agent, id string, mode events.Mode,
 	ev.SetTime(vectorTime)
 	ev.SetSubject(a.Subject)
 	input := events.EventSigningInput(ev)
-	if sign := Sign(s); sign != nil {
+	if sign != nil {
 		sig, signer, err := sign(input)
 		if err != nil {
 			t.Fatal(err)
@@ -165,6 +168,48 @@ func vectorMsg(t testing.TB, s trust.Signer, agent, id string, mode events.Mode,
 		}
 	}
 	return m, input
+}
+
+// vectorCosign signs a result's signing input in the co-signed form, as
+// event index of a batch of size (size 1 only to be refused): with its
+// call's execution audit event at index 1, other calls' results at the
+// others, every salt derived from the vector's place so that the vectors
+// come out the same every run.
+func vectorCosign(t testing.TB, s trust.Signer, index, size int) events.SignFunc {
+	priv, err := privateKey(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(input []byte) (string, string, error) {
+		inputs := make([][]byte, size)
+		salts := make([][SaltSize]byte, size)
+		for i := range inputs {
+			id := "c" + strconv.Itoa(i+1)
+			switch i {
+			case index:
+				inputs[i] = input
+			case 1:
+				inputs[i] = events.SigningInput(events.TypeCallAudited, "toolgate://worker/w1", "ann.c1:audit", "",
+					[]byte(`{"kind":"execution","call_id":"c1","agent":"ann","tool":"read","status":"ok","worker":"w1"}`))
+			default:
+				inputs[i] = events.SigningInput(events.TypeCallCompleted, "toolgate://worker/w1", "ann."+id+":result", id,
+					[]byte(`{"call_id":"`+id+`","agent":"ann","tool":"read","status":"ok","output":"hello"}`))
+			}
+			sum := sha256.Sum256(fmt.Appendf(nil, "toolgate signature vectors: salt %d of %d at %d", i, size, index))
+			copy(salts[i][:], sum[:])
+		}
+		return cosign(priv, inputs, salts)[index], s.JWT, nil
+	}
+}
+
+// sigPart changes part i of a co-signed ce-toolgatesig.
+func sigPart(i int, change func(string) string) func(*nats.Msg, []byte) (*nats.Msg, []byte) {
+	return func(m *nats.Msg, in []byte) (*nats.Msg, []byte) {
+		parts := strings.Split(m.Header.Get("ce-toolgatesig"), ".")
+		parts[i] = change(parts[i])
+		m.Header.Set("ce-toolgatesig", strings.Join(parts, "."))
+		return m, in
+	}
 }
 
 // makeVectors builds the vectors from fixed keys.
@@ -197,7 +242,7 @@ func makeVectors(t testing.TB) Vectors {
 		t.Fatal("JWT unchanged")
 	}
 	badJWT := string(j)
-	otherSig, _ := vectorMsg(t, worker, "ann", "c9", events.Binary, nil)
+	otherSig, _ := vectorMsg(t, Sign(worker), "ann", "c9", events.Binary, nil)
 	tamper := func(m *nats.Msg, in []byte) (*nats.Msg, []byte) {
 		m.Data = bytes.Replace(m.Data, []byte("hello, world"), []byte("rm -rf ~ now"), 1)
 		return m, nil
@@ -208,6 +253,7 @@ func makeVectors(t testing.TB) Vectors {
 			return m, nil
 		}
 	}
+	cosign := func(index, size int) events.SignFunc { return vectorCosign(t, worker, index, size) }
 	type spec struct {
 		name   string
 		s      trust.Signer
@@ -215,6 +261,8 @@ func makeVectors(t testing.TB) Vectors {
 		mode   events.Mode
 		change func(*events.Attrs, *events.ResultData)
 		after  func(*nats.Msg, []byte) (*nats.Msg, []byte)
+		sign   events.SignFunc // instead of s's own
+
 		callID string // waited for; default c1
 		reason string
 	}
@@ -258,6 +306,40 @@ func makeVectors(t testing.TB) Vectors {
 		{name: "another agent's result, structured mode without headers", s: worker, agent: "bob", mode: events.StructuredBare, reason: "wrong-call"},
 		{name: "not from a worker", s: worker, mode: events.Binary,
 			change: func(a *events.Attrs, _ *events.ResultData) { a.Source = "agent://ann" }, reason: "wrong-source"},
+
+		// The co-signed form: the result signed with other events.
+		{name: "co-signed result and audit event, binary mode", sign: cosign(0, 2), mode: events.Binary},
+		{name: "co-signed result and audit event, structured mode", sign: cosign(0, 2), mode: events.Structured},
+		{name: "co-signed result, index 2 of 3", sign: cosign(2, 3), mode: events.Binary},
+		{name: "co-signed result, index 4 of 5", sign: cosign(4, 5), mode: events.Binary},
+		{name: "co-signed result, path tampered", sign: cosign(2, 3), mode: events.Binary,
+			after: sigPart(4, func(p string) string { return reencode(p, func(b []byte) []byte { b[7] ^= 1; return b }) }), reason: "bad-signature"},
+		{name: "co-signed result, index changed", sign: cosign(0, 2), mode: events.Binary,
+			after: sigPart(1, func(string) string { return "1" }), reason: "bad-signature"},
+		{name: "co-signed result, size changed", sign: cosign(2, 3), mode: events.Binary,
+			after: sigPart(2, func(string) string { return "4" }), reason: "bad-signature"},
+		{name: "co-signed result, salt changed", sign: cosign(2, 3), mode: events.Binary,
+			after: sigPart(3, func(p string) string { return reencode(p, func(b []byte) []byte { b[0] ^= 1; return b }) }), reason: "bad-signature"},
+		{name: "co-signed result, path one hash short", sign: cosign(1, 5), mode: events.Binary,
+			after: sigPart(4, func(p string) string { return reencode(p, func(b []byte) []byte { return b[:len(b)-32] }) }), reason: "bad-signature"},
+		{name: "co-signed result, path one hash long", sign: cosign(4, 5), mode: events.Binary,
+			after: sigPart(4, func(p string) string { return reencode(p, func(b []byte) []byte { return append(b, b[:32]...) }) }), reason: "bad-signature"},
+		{name: "co-signed result, salt not canonical base64url", sign: cosign(2, 3), mode: events.Binary,
+			after: sigPart(3, nonCanonical), reason: "bad-signature"},
+		{name: "co-signed result, index with a leading zero", sign: cosign(2, 3), mode: events.Binary,
+			after: sigPart(1, func(p string) string { return "0" + p }), reason: "bad-signature"},
+		{name: "co-signed result, size 1", sign: cosign(0, 1), mode: events.Binary, reason: "bad-signature"},
+		{name: "co-signed result, index equal to size", sign: cosign(0, 2), mode: events.Binary,
+			after: sigPart(1, func(string) string { return "2" }), reason: "bad-signature"},
+		{name: "co-signed result, a single form signature in it", sign: cosign(0, 2), mode: events.Binary,
+			after: func(m *nats.Msg, in []byte) (*nats.Msg, []byte) {
+				single, _, err := Sign(worker)(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return sigPart(0, func(string) string { return single })(m, in)
+			}, reason: "bad-signature"},
+		{name: "co-signed result, data tampered under a valid proof", sign: cosign(2, 3), mode: events.Binary, after: tamper, reason: "bad-signature"},
 	}
 	out := Vectors{Format: "toolgate-event-signature-v1", TrustedAccounts: []string{pub(t, acct)}}
 	for _, sp := range specs {
@@ -267,7 +349,11 @@ func makeVectors(t testing.TB) Vectors {
 		if sp.callID == "" {
 			sp.callID = "c1"
 		}
-		m, input := vectorMsg(t, sp.s, sp.agent, "c1", sp.mode, sp.change)
+		sign := sp.sign
+		if sign == nil {
+			sign = Sign(sp.s)
+		}
+		m, input := vectorMsg(t, sign, sp.agent, "c1", sp.mode, sp.change)
 		if sp.after != nil {
 			m, input = sp.after(m, input)
 		}
@@ -310,10 +396,10 @@ func TestVectorsGolden(t *testing.T) {
 	}
 	want, err := os.ReadFile(vectorsFile)
 	if err != nil {
-		t.Fatalf("%v (run go test -run TestVectorsGolden -update)", err)
+		t.Fatalf("%v (run go test ./pkg/eventsig -run TestVectorsGolden -update)", err)
 	}
 	if !bytes.Equal(want, b) {
-		t.Fatalf("%s is stale: run go test -run TestVectorsGolden -update ./pkg/eventsig", vectorsFile)
+		t.Fatalf("%s is stale: run go test ./pkg/eventsig -run TestVectorsGolden -update", vectorsFile)
 	}
 }
 
@@ -372,4 +458,48 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestVectorsCatchLenientReaders: the refused co-signed vectors about
+// strict parsing (a leading zero, a non-canonical salt, size 1, index
+// equal to size) verify under a reader that parses leniently - so they
+// test the strictness, not a broken signature.
+func TestVectorsCatchLenientReaders(t *testing.T) {
+	vs := makeVectors(t)
+	key := publicKey(t, vectorUser(t, vectorKey(t, nkeys.PrefixByteAccount, "toolgate account"), "w1", 0, trust.RoleTag(trust.RoleWorker)))
+	lenient := func(sig string, input []byte) bool {
+		p := strings.Split(sig, ".")
+		index, err1 := strconv.Atoi(p[1])
+		size, err2 := strconv.Atoi(p[2])
+		raw, err3 := base64.RawURLEncoding.DecodeString(p[0])
+		salt, err4 := base64.RawURLEncoding.DecodeString(p[3])
+		path, err5 := base64.RawURLEncoding.DecodeString(p[4])
+		if err := errors.Join(err1, err2, err3, err4, err5); err != nil || index < 0 || size < 1 {
+			return false
+		}
+		c := cosigned{sig: raw, index: uint32(index), size: uint32(size), salt: salt, path: path}
+		root, err := c.root(input)
+		return err == nil && ed25519.Verify(key, batchMessage(root), raw)
+	}
+	for _, name := range []string{"co-signed result, salt not canonical base64url", "co-signed result, index with a leading zero",
+		"co-signed result, size 1", "co-signed result, index equal to size", "co-signed result, index 2 of 3"} {
+		i := slices.IndexFunc(vs.Vectors, func(v Vector) bool { return v.Name == name })
+		if i < 0 {
+			t.Fatalf("no vector %q", name)
+		}
+		v := vs.Vectors[i]
+		h := nats.Header{}
+		for k, val := range v.Headers {
+			h.Set(k, val)
+		}
+		data, _ := base64.StdEncoding.DecodeString(v.Data)
+		ev, _, err := events.Decode(h, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig, _ := events.Signature(ev)
+		if !lenient(sig, events.EventSigningInput(ev)) {
+			t.Errorf("%s: a lenient reader refuses it too", name)
+		}
+	}
 }
