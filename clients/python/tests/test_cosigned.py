@@ -4,7 +4,8 @@ its inclusion proof. Events are co-signed here with the vectors' worker key
 (its seed is the one pkg/eventsig's vectors derive), the tree and the paths
 built by RFC 6962's recursive definition, independently of the verifier's
 iterative check: every index of every size verifies, and every change of
-the value, the data or the batch is refused as "bad-signature"."""
+the value, the data or the batch that changes what is signed is refused as
+"bad-signature"."""
 
 from __future__ import annotations
 
@@ -275,6 +276,15 @@ class CosignedTest(unittest.TestCase):
         ):
             with self.subTest(value=value):
                 self.refused(value)
+
+    def test_index_and_size_only_steer_the_root(self) -> None:
+        # They are not signed: a pair that walks the path the same way
+        # gives the same root (pkg/eventsig), so the Go reader accepts it.
+        b = self.batch(5, 1)
+        for size in (5, 6, 7, 8):
+            self.result(b.value(1, size=str(size)))
+        self.refused(b.value(1, size="4"))  # one hash fewer needed: too long
+        self.refused(b.value(1, size="9"))  # one hash more needed: too short
 
     def test_the_forms_do_not_mix(self) -> None:
         b = self.batch(2, 1)
