@@ -297,6 +297,13 @@ class CosignedTest(unittest.TestCase):
         one = self.key.sign(b"23:toolgate-event-batch-v1\n" + r.hex().encode()).signature
         self.refused(b.value(1, sig=b64(one), size="1", index="0", path=""))
 
+    def test_the_single_form_is_unpadded_base64url(self) -> None:
+        single = b64(self.key.sign(self.input).signature)
+        self.result(single)
+        for bad in (single + "=", single + "==", single[:40] + " " + single[40:], single[:40] + "!" + single[40:]):
+            with self.subTest(value=bad):
+                self.refused(bad)
+
     def test_any_change_of_the_value_is_refused(self) -> None:
         rnd = random.Random(34)
         chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.=+/ 0\u0660"
