@@ -35,13 +35,15 @@ import (
 // audit publishes the execution audit event of a call that reached its
 // final status, and counts the call by tool and outcome.
 func (w *Worker) audit(in *events.Call, res events.ResultData, appr *events.ApprovalAudit) {
-	w.auditExecution(in, res, appr, "", nil)
+	w.sendAudits(w.auditExecution(nil, in, res, appr, "", nil))
 }
 
-// auditExecution is audit with the arguments' hash when already known
-// (empty: computed here) and the gate's decision on this run folded in
-// (nil: none).
-func (w *Worker) auditExecution(in *events.Call, res events.ResultData, appr *events.ApprovalAudit, argsHash string, gate *pendingDecision) {
+// auditExecution links the execution audit event of a call that reached
+// its final status into the chain, appending it to b unsigned, and
+// counts the call by tool and outcome; with the arguments' hash when
+// already known (empty: computed here) and the gate's decision on this
+// run folded in (nil: none).
+func (w *Worker) auditExecution(b []linkedAudit, in *events.Call, res events.ResultData, appr *events.ApprovalAudit, argsHash string, gate *pendingDecision) []linkedAudit {
 	a := w.auditData(in, res.Tool, in.Data.SessionID, argsHash)
 	a.Kind, a.Status, a.IsError, a.Decision = events.AuditExecution, res.Status, res.IsError, res.Decision
 	a.DurationMS, a.OutputBytes, a.Error, a.Approval = res.DurationMS, len(res.Output), res.Error, appr
@@ -56,7 +58,7 @@ func (w *Worker) auditExecution(in *events.Call, res events.ResultData, appr *ev
 	}
 	w.countOutcome(context.Background(), &res)
 	agent, tool := tokenOr(in.Agent, "_"), tokenOr(res.Tool, "_")
-	w.publishAudit(events.AuditSubject(agent, tool), CallKey(in.Agent, in.ID)+":audit", events.TypeCallAudited, a)
+	return w.linkAudit(b, events.AuditSubject(agent, tool), CallKey(in.Agent, in.ID)+":audit", events.TypeCallAudited, a)
 }
 
 // auditDecision records the decision audit event of the gate's decision
@@ -113,30 +115,36 @@ type pendingDecision struct {
 	data        events.AuditData
 }
 
-// auditAfterResult publishes, once a call's result publish has started,
-// its audit: when audit is set, its execution audit event, with the
-// gate's pending decision folded in when the event says all it said
+// auditAfterResult publishes the audit events of a call's result
+// (linkAfterResult), signed together, for a result published before.
+func (w *Worker) auditAfterResult(in *events.Call, res events.ResultData, audit bool, appr *events.ApprovalAudit) {
+	w.sendAudits(w.linkAfterResult(nil, in, res, audit, appr))
+}
+
+// linkAfterResult links the audit events of a call's result into the
+// chain, in this order, appending them to b unsigned (publish signs them
+// with the result): when audit is set, its execution audit event, with
+// the gate's pending decision folded in when the event says all it said
 // (folds), else after that decision's own event; when audit is not set
 // (a parked call), the pending decision's event. The arguments are
 // hashed once.
-func (w *Worker) auditAfterResult(in *events.Call, res events.ResultData, audit bool, appr *events.ApprovalAudit) {
-	if !audit {
-		w.flushDecision(in)
-		return
-	}
+func (w *Worker) linkAfterResult(b []linkedAudit, in *events.Call, res events.ResultData, audit bool, appr *events.ApprovalAudit) []linkedAudit {
 	p, ok := w.decisions.LoadAndDelete(in)
-	if !ok {
-		w.auditExecution(in, res, appr, "", nil)
-		return
+	switch {
+	case !audit && !ok:
+		return b
+	case !audit:
+		return w.linkDecision(b, in, p.(*pendingDecision), "")
+	case !ok:
+		return w.auditExecution(b, in, res, appr, "", nil)
 	}
 	gate := p.(*pendingDecision)
 	if gate.folds(res, appr) {
-		w.auditExecution(in, res, appr, "", gate)
-		return
+		return w.auditExecution(b, in, res, appr, "", gate)
 	}
 	hash := ArgsSHA256(in.Data.Arguments)
-	w.publishDecision(in, gate, hash)
-	w.auditExecution(in, res, appr, hash, nil)
+	b = w.linkDecision(b, in, gate, hash)
+	return w.auditExecution(b, in, res, appr, hash, nil)
 }
 
 // folds reports whether the execution audit event of result res (appr:
@@ -170,12 +178,20 @@ func (w *Worker) flushDecision(in *events.Call) {
 	}
 }
 
+// publishDecision publishes the decision audit event p, signed alone.
 func (w *Worker) publishDecision(in *events.Call, p *pendingDecision, hash string) {
+	w.sendAudits(w.linkDecision(nil, in, p, hash))
+}
+
+// linkDecision links the decision audit event p into the chain,
+// appending it to b unsigned; hash is the arguments' (empty: computed
+// here).
+func (w *Worker) linkDecision(b []linkedAudit, in *events.Call, p *pendingDecision, hash string) []linkedAudit {
 	if hash == "" {
 		hash = ArgsSHA256(in.Data.Arguments)
 	}
 	p.data.ArgsSHA256 = hash
-	w.publishAudit(p.subject, p.id, events.TypeDecisionAudited, p.data)
+	return w.linkAudit(b, p.subject, p.id, events.TypeDecisionAudited, p.data)
 }
 
 // auditPeople publishes the decision audit event of what people decided
@@ -328,19 +344,103 @@ type callAudit struct {
 	done  chan struct{} // closed once none is left
 }
 
-// publishAudit publishes an audit event; its acknowledgement is handled
-// by auditAck, a failure retried.
+// publishAudit publishes an audit event signed alone; its
+// acknowledgement is handled by auditAck, a failure retried.
 func (w *Worker) publishAudit(subject, id, typ string, data events.AuditData) {
-	m, checkpoint, err := w.chain.link(w, subject, id, typ, &data)
+	w.sendAudits(w.linkAudit(nil, subject, id, typ, data))
+}
+
+// linkedAudit is an audit event linked into the chain and encoded, its
+// signature still to be made, with the other events signed together
+// with it (signEvents).
+type linkedAudit struct {
+	u           events.Unsigned
+	callID, key string
+	checkpoint  *nats.Msg // due after it (signed); nil when none is
+}
+
+// linkAudit links an audit event into the chain and appends it to b,
+// unsigned; an event that cannot be encoded is counted lost.
+func (w *Worker) linkAudit(b []linkedAudit, subject, id, typ string, data events.AuditData) []linkedAudit {
+	u, checkpoint, err := w.chain.link(w, subject, id, typ, &data)
 	if err != nil {
 		w.obs.m.AuditLost.Add(context.Background(), 1)
 		w.log.Error("audit event lost: encode", "call_id", data.CallID, "type", typ, "err", err)
+		return b
+	}
+	return append(b, linkedAudit{u: u, callID: data.CallID, key: CallKey(data.Agent, data.CallID), checkpoint: checkpoint})
+}
+
+// sendAudits signs the audit events of b together (one event: alone)
+// and publishes them.
+func (w *Worker) sendAudits(b []linkedAudit) {
+	if len(b) == 0 {
 		return
 	}
-	w.enqueueAudit(m, data.CallID, CallKey(data.Agent, data.CallID))
-	if checkpoint != nil {
-		w.enqueueAudit(checkpoint, "", "")
+	us := make([]*events.Unsigned, len(b))
+	for i := range b {
+		us[i] = &b[i].u
 	}
+	msgs, err := w.signEvents(us)
+	if err != nil {
+		w.auditUnsigned(b, err)
+		return
+	}
+	w.enqueueAudits(b, msgs)
+}
+
+// enqueueAudits publishes the audit events of b, signed (msgs, in b's
+// order), each followed by the checkpoint due after it.
+func (w *Worker) enqueueAudits(b []linkedAudit, msgs []*nats.Msg) {
+	for i, l := range b {
+		w.enqueueAudit(msgs[i], l.callID, l.key)
+		if l.checkpoint != nil {
+			w.enqueueAudit(l.checkpoint, "", "")
+		}
+	}
+}
+
+// auditUnsigned counts and logs the audit events of b lost because they
+// could not be signed (a broken key: no signature can be made).
+func (w *Worker) auditUnsigned(b []linkedAudit, err error) {
+	for _, l := range b {
+		w.obs.m.AuditLost.Add(context.Background(), 1)
+		w.log.Error("audit event lost: sign", "call_id", l.callID, "event", l.u.ID(), "err", err)
+		if l.checkpoint != nil {
+			w.enqueueAudit(l.checkpoint, "", "")
+		}
+	}
+}
+
+// signEvents signs the events with one signature (pkg/eventsig: the
+// single form for one event, the co-signed form for more) and returns
+// their messages, in order; unsigned when the worker has no signer.
+func (w *Worker) signEvents(us []*events.Unsigned) ([]*nats.Msg, error) {
+	var sigs []string
+	var signer string
+	if w.signBatch != nil {
+		inputs := make([][]byte, len(us))
+		for i, u := range us {
+			inputs[i] = u.Input()
+		}
+		var err error
+		if sigs, signer, err = w.signBatch(inputs); err != nil {
+			return nil, fmt.Errorf("sign %s: %w", us[0].ID(), err)
+		}
+	}
+	msgs := make([]*nats.Msg, len(us))
+	for i, u := range us {
+		sig := ""
+		if sigs != nil {
+			sig = sigs[i]
+		}
+		m, err := u.Signed(sig, signer)
+		if err != nil {
+			return nil, err
+		}
+		msgs[i] = m
+	}
+	return msgs, nil
 }
 
 // track records m as an unstored audit event of the call key.

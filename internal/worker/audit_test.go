@@ -244,15 +244,7 @@ func storedAudit(t *testing.T, rw *running, js jetstream.JetStream, agent string
 func TestEveryDecisionAuditedWhateverTheFate(t *testing.T) {
 	s := testenv.StartNATS(t, "")
 	var ctr counter
-	gate := policy.EvaluatorFunc(func(_ context.Context, r policy.Request) policy.Decision {
-		switch r.Arguments["text"] {
-		case "deny":
-			return policy.Decision{Action: policy.Deny, Reason: "no", Rule: "test.deny"}
-		case "ask":
-			return policy.Decision{Action: policy.Ask, Reason: "a person decides", Rule: "test.ask"}
-		}
-		return policy.Decision{Action: policy.Allow, Rule: "test.allow"}
-	})
+	gate := textGate()
 	rw := startWorker(t, s.ClientURL(), testRegistry(t, &ctr, nil), Config{Bus: fastBus}, tools.WithGate(gate))
 	c, nc := newClient(t, s, "fates")
 	js, _ := jetstream.New(nc)
@@ -401,4 +393,18 @@ func TestInterruptedCallIsAuditedAsAllowed(t *testing.T) {
 		a.Decision.Revision != "r0" || strings.Join(a.DecidedBy, ",") != "policy" || !a.DecidedAt.Equal(decidedAt) {
 		t.Errorf("the interrupted call's audit: %+v", a)
 	}
+}
+
+// textGate decides by the call's text argument: "deny" denies, "ask"
+// asks, anything else is allowed.
+func textGate() policy.Evaluator {
+	return policy.EvaluatorFunc(func(_ context.Context, r policy.Request) policy.Decision {
+		switch r.Arguments["text"] {
+		case "deny":
+			return policy.Decision{Action: policy.Deny, Reason: "no", Rule: "test.deny"}
+		case "ask":
+			return policy.Decision{Action: policy.Ask, Reason: "a person decides", Rule: "test.ask"}
+		}
+		return policy.Decision{Action: policy.Allow, Rule: "test.allow"}
+	})
 }

@@ -49,26 +49,20 @@ type auditChain struct {
 	closed     bool      // the closing checkpoint is made
 }
 
-// link encodes an audit event as the chain's next link, and the
-// checkpoint that is due after it (nil when none is).
-func (c *auditChain) link(w *Worker, subject, id, typ string, data *events.AuditData) (m, checkpoint *nats.Msg, err error) {
+// link encodes an audit event as the chain's next link, unsigned (the
+// chain hashes its signing input, not its signature: the signature is
+// made afterwards, out of the chain's lock, with the other events of its
+// batch), and the checkpoint that is due after it (nil when none is).
+func (c *auditChain) link(w *Worker, subject, id, typ string, data *events.AuditData) (u events.Unsigned, checkpoint *nats.Msg, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.start(w)
 	data.Chain, data.Seq, data.Prev = c.id, c.seq+1, c.head
-	var hash string
-	sign := func(input []byte) (string, string, error) {
-		hash = events.EventHash(input)
-		if w.sign == nil {
-			return "", "", nil
-		}
-		return w.sign(input)
-	}
-	m, err = events.EncodeData(subject, events.Attrs{ID: id, Source: w.source, Type: typ, Sign: sign}, data, events.Binary)
+	u, err = events.EncodeUnsigned(subject, events.Attrs{ID: id, Source: w.source, Type: typ}, data, events.Binary)
 	if err != nil {
-		return nil, nil, err
+		return u, nil, err
 	}
-	c.seq, c.head = c.seq+1, hash
+	c.seq, c.head = c.seq+1, events.EventHash(u.Input())
 	c.unchecked++
 	if c.unchecked >= checkpointEvery || time.Since(c.checkpoint) >= checkpointPeriod {
 		checkpoint, err = c.checkpointMsg(w)
@@ -77,7 +71,7 @@ func (c *auditChain) link(w *Worker, subject, id, typ string, data *events.Audit
 			err = nil
 		}
 	}
-	return m, checkpoint, nil
+	return u, checkpoint, nil
 }
 
 // start names the chain (c.mu held).

@@ -52,27 +52,42 @@ func (w *Worker) publishResult(in *events.Call, res events.ResultData, audit boo
 }
 
 // publish publishes res on the agent's result subject in the mode the call
-// came in and, when audit is set, the audit event. It waits until the
-// result is stored, retrying with backoff (a stream leader change takes a
-// second or two); the dedup id makes a retry harmless.
+// came in and, when audit is set, the audit event (linkAfterResult). The
+// result and its audit events are signed together, with one signature;
+// the result is written first. It waits until the result is stored,
+// retrying with backoff (a stream leader change takes a second or two);
+// the dedup id makes a retry harmless.
 func (w *Worker) publish(in *events.Call, res events.ResultData, audit bool, appr *events.ApprovalAudit) error {
 	res.Agent, res.CallID = in.Agent, in.ID
 	id := CallKey(in.Agent, in.ID) + ":" + string(res.Status)
 	if res.Status.Final() {
 		id = CallKey(in.Agent, in.ID) + ":result"
 	}
-	m, err := events.EncodeData(events.ResultSubject(in.Agent, in.ID), events.Attrs{ID: id, Source: w.source,
-		Type: events.TypeCallCompleted, Subject: in.ID, TraceParent: in.TraceParent, Sign: w.sign}, res, in.Mode)
+	u, err := events.EncodeUnsigned(events.ResultSubject(in.Agent, in.ID), events.Attrs{ID: id, Source: w.source,
+		Type: events.TypeCallCompleted, Subject: in.ID, TraceParent: in.TraceParent}, res, in.Mode)
 	if err != nil {
 		return err
 	}
+	var buf [3]linkedAudit // a decision and an execution event at most
+	b := w.linkAfterResult(buf[:0], in, res, audit, appr)
+	us := make([]*events.Unsigned, 1, 1+len(b))
+	us[0] = &u
+	for i := range b {
+		us = append(us, &b[i].u)
+	}
+	msgs, err := w.signEvents(us)
+	if err != nil {
+		w.auditUnsigned(b, err)
+		return err
+	}
+	m := msgs[0]
 	box := w.boxes.get()
 	reply := ""
 	err = errNoBox
 	if box != nil {
-		reply, err = box.publish(m) // written before the audit events' work (replyBox.publish)
+		reply, err = box.publish(m) // written before the audit events (replyBox.publish)
 	}
-	w.auditAfterResult(in, res, audit, appr) // after the result: they do not delay it
+	w.enqueueAudits(b, msgs[1:])
 	if reply != "" {
 		_, err = box.wait(reply, w.cfg.publishTimeout)
 	}

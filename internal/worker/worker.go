@@ -181,9 +181,11 @@ type Worker struct {
 	auditRecreated  atomic.Int64 // when the audit stream was last looked for, unix ns (recreateAudit)
 	// forged counts stored results refused by the verifier.
 	forged atomic.Int64
-	// sign signs results and audit events (cfg.Signer); nil: unsigned.
-	sign    events.SignFunc
-	onReady func()
+	// sign signs checkpoints (cfg.Signer), signBatch results and audit
+	// events, those of a call's result together; nil: unsigned.
+	sign      events.SignFunc
+	signBatch eventsig.SignBatch
+	onReady   func()
 	// beforeAck, when set (tests only), runs before a call message is
 	// acked; returning false skips the ack, as a crash at that point
 	// would.
@@ -206,7 +208,7 @@ func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
 	w.beats = newBeater(w)
 	w.boxes = newReplyBoxes(nc, cfg.Concurrency+16, &w.running)
 	w.source = "toolgate://worker/" + cfg.Name
-	w.sign = eventsig.Sign(cfg.Signer)
+	w.sign, w.signBatch = eventsig.Sign(cfg.Signer), eventsig.SignTogether(cfg.Signer)
 	w.execCtx, w.execCancel = context.WithCancel(context.Background())
 	w.auditGiveUp, w.graceOver = make(chan struct{}), make(chan struct{})
 	w.newObserver()

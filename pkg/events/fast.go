@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 )
 
@@ -27,12 +28,45 @@ type Attrs struct {
 
 // EncodeData builds the message of an event with data marshalled as JSON,
 // on subject, in mode: the message New and Encode would build, with the
-// same Nats-Msg-Id.
+// same Nats-Msg-Id, signed by a.Sign when set.
 func EncodeData(subject string, a Attrs, data any, mode Mode) (*nats.Msg, error) {
+	u, err := EncodeUnsigned(subject, a, data, mode)
+	if err != nil {
+		return nil, err
+	}
+	var sig, signer string
+	if a.Sign != nil {
+		if sig, signer, err = a.Sign(u.Input()); err != nil {
+			return nil, fmt.Errorf("sign %s: %w", a.ID, err)
+		}
+	}
+	return u.Signed(sig, signer)
+}
+
+// Unsigned is an event encoded but for its signature: its signing input
+// is known (Input) and Signed completes its message, so that the
+// signature can be made afterwards, over several events at once.
+type Unsigned struct {
+	a Attrs
+	// The fast path's message without its signature headers, and the
+	// backing array of its header values (room left for them).
+	m    *nats.Msg
+	vals []string
+	// The general path's event, subject and mode (m nil).
+	ev      event.Event
+	subject string
+	mode    Mode
+	input   []byte
+}
+
+// EncodeUnsigned builds the message of an event as EncodeData does,
+// but for its signature (a.Sign is not called): Signed adds it.
+func EncodeUnsigned(subject string, a Attrs, data any, mode Mode) (Unsigned, error) {
+	a.Sign = nil
 	if mode != Binary || !plain(a.ID) || !plainURI(a.Source) || !plain(a.Type) || !optPlain(a.Subject) || !optPlain(a.TraceParent) {
 		ev, err := New(a.ID, a.Source, a.Type, data)
 		if err != nil {
-			return nil, err
+			return Unsigned{}, err
 		}
 		if a.Subject != "" {
 			ev.SetSubject(a.Subject)
@@ -40,27 +74,11 @@ func EncodeData(subject string, a Attrs, data any, mode Mode) (*nats.Msg, error)
 		if a.TraceParent != "" {
 			ev.SetExtension("traceparent", a.TraceParent)
 		}
-		if a.Sign != nil {
-			sig, signer, err := a.Sign(EventSigningInput(ev))
-			if err != nil {
-				return nil, fmt.Errorf("sign %s: %w", a.ID, err)
-			}
-			if sig != "" {
-				ev.SetExtension(ExtSignature, sig)
-				ev.SetExtension(ExtSigner, signer)
-			}
-		}
-		return Encode(subject, ev, mode)
+		return Unsigned{a: a, ev: ev, subject: subject, mode: mode}, nil
 	}
 	b, err := json.Marshal(data)
 	if err != nil {
-		return nil, fmt.Errorf("marshal %s data: %w", a.Type, err)
-	}
-	var sig, signer string
-	if a.Sign != nil {
-		if sig, signer, err = a.Sign(SigningInput(a.Type, a.Source, a.ID, a.Subject, b)); err != nil {
-			return nil, fmt.Errorf("sign %s: %w", a.ID, err)
-		}
+		return Unsigned{}, fmt.Errorf("marshal %s data: %w", a.Type, err)
 	}
 	// One backing array for the header's values: a slice literal per
 	// header would be an allocation each.
@@ -81,13 +99,44 @@ func EncodeData(subject string, a Attrs, data any, mode Mode) (*nats.Msg, error)
 	if a.TraceParent != "" {
 		set(headerPrefix+"traceparent", a.TraceParent)
 	}
-	if sig != "" {
-		set(headerPrefix+ExtSignature, sig)
-		set(headerPrefix+ExtSigner, signer)
-	}
 	set(HeaderContentType, ContentTypeJSON)
 	set(HeaderMsgID, a.ID)
-	return &nats.Msg{Subject: subject, Header: h, Data: b}, nil
+	return Unsigned{a: a, m: &nats.Msg{Subject: subject, Header: h, Data: b}, vals: vals}, nil
+}
+
+// Input is the event's SigningInput, what its signature covers.
+func (u *Unsigned) Input() []byte {
+	if u.input == nil {
+		if u.m != nil {
+			u.input = SigningInput(u.a.Type, u.a.Source, u.a.ID, u.a.Subject, u.m.Data)
+		} else {
+			u.input = EventSigningInput(u.ev)
+		}
+	}
+	return u.input
+}
+
+// ID is the event's id.
+func (u *Unsigned) ID() string { return u.a.ID }
+
+// Signed returns the event's message with sig and signer as its
+// signature attributes (ExtSignature, ExtSigner); unsigned when sig is
+// empty. It is called once.
+func (u *Unsigned) Signed(sig, signer string) (*nats.Msg, error) {
+	if u.m == nil {
+		if sig != "" {
+			u.ev.SetExtension(ExtSignature, sig)
+			u.ev.SetExtension(ExtSigner, signer)
+		}
+		return Encode(u.subject, u.ev, u.mode)
+	}
+	if sig != "" {
+		u.vals = append(u.vals, sig, signer)
+		n := len(u.vals)
+		u.m.Header[headerPrefix+ExtSignature] = u.vals[n-2 : n-1 : n-1]
+		u.m.Header[headerPrefix+ExtSigner] = u.vals[n-1 : n : n]
+	}
+	return u.m, nil
 }
 
 // decodeCallFast reads a binary-mode call whose attributes need no

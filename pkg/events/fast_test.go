@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -77,48 +78,88 @@ func TestDecodeCallFastPathAgreesWithTheGeneralPath(t *testing.T) {
 }
 
 // TestEncodeDataFastPathAgreesWithNewAndEncode holds EncodeData to the
-// message New and Encode build.
+// message New and Encode build, unsigned and signed; and EncodeUnsigned
+// with the signature added afterwards (Signed) to both.
 func TestEncodeDataFastPathAgreesWithNewAndEncode(t *testing.T) {
 	data := ResultData{CallID: "c1", Agent: "a1", Tool: "read", Status: StatusOK, Output: "x"}
+	// a signature of the co-signed form's shape, made from the input
+	sign := func(input []byte) (string, string, error) {
+		return "sig." + EventHash(input)[:16] + ".2.salt.path", "jwt", nil
+	}
 	for _, a := range []Attrs{
 		{ID: "a1.c1:result", Source: "toolgate://worker/w1", Type: TypeCallCompleted},
 		{ID: "a1.c1:result", Source: "toolgate://worker/w1", Type: TypeCallCompleted, Subject: "c1", TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
 		{ID: "a1.c1:result", Source: "toolgate://worker/host name-1", Type: TypeCallCompleted, Subject: "c%1"},
 		{ID: "ünïcode", Source: "toolgate://worker/w1", Type: TypeCallCompleted},
 	} {
-		for _, mode := range []Mode{Binary, Structured, StructuredBare} {
-			got, err := EncodeData("toolgate.result.a1.c1", a, data, mode)
-			if err != nil {
-				t.Fatal(err)
+		for _, signed := range []bool{false, true} {
+			if signed {
+				a.Sign = sign
 			}
-			ev, err := New(a.ID, a.Source, a.Type, data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a.Subject != "" {
-				ev.SetSubject(a.Subject)
-			}
-			if a.TraceParent != "" {
-				ev.SetExtension("traceparent", a.TraceParent)
-			}
-			want, err := Encode("toolgate.result.a1.c1", ev, mode)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if mode == Binary {
-				for _, m := range []*nats.Msg{got, want} {
-					if _, err := time.Parse(time.RFC3339Nano, m.Header.Get("ce-time")); err != nil {
-						t.Fatalf("%+v: ce-time: %v", a, err)
-					}
-					delete(m.Header, "ce-time")
+			for _, mode := range []Mode{Binary, Structured, StructuredBare} {
+				got, err := EncodeData("toolgate.result.a1.c1", a, data, mode)
+				if err != nil {
+					t.Fatal(err)
 				}
-			} else {
-				got.Data, want.Data = []byte(dropTime(t, got.Data)), []byte(dropTime(t, want.Data))
-			}
-			if got.Subject != want.Subject || !reflect.DeepEqual(got.Header, want.Header) || string(got.Data) != string(want.Data) {
-				t.Fatalf("%+v in %v:\n got %v %s\nwant %v %s", a, mode, got.Header, got.Data, want.Header, want.Data)
+				ev, err := New(a.ID, a.Source, a.Type, data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.Subject != "" {
+					ev.SetSubject(a.Subject)
+				}
+				if a.TraceParent != "" {
+					ev.SetExtension("traceparent", a.TraceParent)
+				}
+				if signed {
+					sig, signer, _ := sign(EventSigningInput(ev))
+					ev.SetExtension(ExtSignature, sig)
+					ev.SetExtension(ExtSigner, signer)
+				}
+				want, err := Encode("toolgate.result.a1.c1", ev, mode)
+				if err != nil {
+					t.Fatal(err)
+				}
+				u, err := EncodeUnsigned("toolgate.result.a1.c1", a, data, mode)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var sig, signer string
+				if signed {
+					sig, signer, _ = sign(u.Input())
+				}
+				later, err := u.Signed(sig, signer)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if dec, _, err := Decode(later.Header, later.Data); err != nil || string(EventSigningInput(dec)) != string(u.Input()) {
+					t.Fatalf("%+v in %v: Input %q, the message's %v", a, mode, u.Input(), err)
+				}
+				sameMsg(t, got, want)
+				sameMsg(t, later, want)
 			}
 		}
+	}
+}
+
+// sameMsg fails unless got and want are the same message but for their
+// time attribute.
+func sameMsg(t *testing.T, got, want *nats.Msg) {
+	t.Helper()
+	gh, wh := maps.Clone(got.Header), maps.Clone(want.Header)
+	gd, wd := string(got.Data), string(want.Data)
+	if gh.Get("content-type") == ContentTypeJSON {
+		for _, h := range []nats.Header{gh, wh} {
+			if _, err := time.Parse(time.RFC3339Nano, h.Get("ce-time")); err != nil {
+				t.Fatalf("ce-time: %v", err)
+			}
+			delete(h, "ce-time")
+		}
+	} else {
+		gd, wd = dropTime(t, got.Data), dropTime(t, want.Data)
+	}
+	if got.Subject != want.Subject || !reflect.DeepEqual(gh, wh) || gd != wd {
+		t.Fatalf("\n got %v %s\nwant %v %s", gh, gd, wh, wd)
 	}
 }
 

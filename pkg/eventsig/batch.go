@@ -49,11 +49,9 @@ func SignTogether(s trust.Signer) SignBatch {
 		if len(inputs) > MaxBatch {
 			return nil, "", fmt.Errorf("sign %d events together: at most %d", len(inputs), MaxBatch)
 		}
-		salts := make([][SaltSize]byte, len(inputs))
-		for i := range salts {
-			if _, err := rand.Read(salts[i][:]); err != nil {
-				return nil, "", fmt.Errorf("salt: %w", err)
-			}
+		salts := make([]byte, SaltSize*len(inputs))
+		if _, err := rand.Read(salts); err != nil {
+			return nil, "", fmt.Errorf("salt: %w", err)
 		}
 		return cosign(priv, inputs, salts), s.JWT, nil
 	}
@@ -84,44 +82,59 @@ func privateKey(s trust.Signer) (ed25519.PrivateKey, error) {
 	return ed25519.NewKeyFromSeed(raw), nil
 }
 
-// cosign signs inputs (two or more) with the given salts as one batch
-// and returns each one's co-signed toolgatesig.
-func cosign(priv ed25519.PrivateKey, inputs [][]byte, salts [][SaltSize]byte) []string {
-	leaves := make([][32]byte, len(inputs))
+// cosign signs inputs (two or more) with the given salts (SaltSize
+// bytes each, in order) as one batch and returns each one's co-signed
+// toolgatesig. The values share one string (a batch is published
+// together).
+func cosign(priv ed25519.PrivateKey, inputs [][]byte, salts []byte) []string {
+	n := len(inputs)
+	leaves := make([][32]byte, n)
 	for i, in := range inputs {
-		leaves[i] = leafHash(salts[i][:], in)
+		leaves[i] = leafHash(salts[i*SaltSize:(i+1)*SaltSize], in)
 	}
-	paths := make([][]byte, len(inputs))
+	// every path in one array, each with room for the deepest
+	depth := bits.Len(uint(n - 1))
+	hashes := make([]byte, n*depth*sha256.Size)
+	paths := make([][]byte, n)
+	for i := range paths {
+		paths[i] = hashes[i*depth*sha256.Size : i*depth*sha256.Size : (i+1)*depth*sha256.Size]
+	}
 	root := merkle(leaves, paths)
-	sig := base64.RawURLEncoding.EncodeToString(ed25519.Sign(priv, batchMessage(root)))
-	size := strconv.Itoa(len(inputs))
-	out := make([]string, len(inputs))
-	for i := range inputs {
-		var b strings.Builder
-		b.Grow(len(sig) + 16 + 22 + base64.RawURLEncoding.EncodedLen(len(paths[i])))
-		b.WriteString(sig)
-		b.WriteByte('.')
-		b.WriteString(strconv.Itoa(i))
-		b.WriteByte('.')
-		b.WriteString(size)
-		b.WriteByte('.')
-		b.WriteString(base64.RawURLEncoding.EncodeToString(salts[i][:]))
-		b.WriteByte('.')
-		b.WriteString(base64.RawURLEncoding.EncodeToString(paths[i]))
-		out[i] = b.String()
+	var msg [len(batchDomain) + 64]byte
+	sig := ed25519.Sign(priv, batchMessage(msg[:0], root))
+	enc := base64.RawURLEncoding
+	size := 0
+	for i := range paths {
+		size += enc.EncodedLen(len(sig)) + 2*6 + 4 + enc.EncodedLen(SaltSize) + enc.EncodedLen(len(paths[i]))
+	}
+	b := make([]byte, 0, size)
+	ends := make([]int, n)
+	for i := range paths {
+		b = enc.AppendEncode(b, sig)
+		b = append(b, '.')
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, '.')
+		b = strconv.AppendInt(b, int64(n), 10)
+		b = append(b, '.')
+		b = enc.AppendEncode(b, salts[i*SaltSize:(i+1)*SaltSize])
+		b = append(b, '.')
+		b = enc.AppendEncode(b, paths[i])
+		ends[i] = len(b)
+	}
+	all := string(b)
+	out := make([]string, n)
+	for i, start := 0, 0; i < n; i++ {
+		out[i], start = all[start:ends[i]], ends[i]
 	}
 	return out
 }
 
 // leafHash is SHA-256(0x00 || salt || input).
 func leafHash(salt, input []byte) [32]byte {
-	h := sha256.New()
-	h.Write([]byte{0})
-	h.Write(salt)
-	h.Write(input)
-	var sum [32]byte
-	h.Sum(sum[:0])
-	return sum
+	var buf [512]byte // a signing input is about 200 bytes
+	b := append(buf[:0], 0)
+	b = append(b, salt...)
+	return sha256.Sum256(append(b, input...))
 }
 
 // nodeHash is SHA-256(0x01 || left || right).
@@ -151,10 +164,9 @@ func merkle(leaves [][32]byte, paths [][]byte) [32]byte {
 	return nodeHash(l[:], r[:])
 }
 
-// batchMessage is what a co-signature signs: the domain, then the hex
-// of root.
-func batchMessage(root [32]byte) []byte {
-	b := make([]byte, 0, len(batchDomain)+64)
+// batchMessage appends to b what a co-signature signs: the domain, then
+// the hex of root.
+func batchMessage(b []byte, root [32]byte) []byte {
 	b = append(b, batchDomain...)
 	return hex.AppendEncode(b, root[:])
 }
@@ -256,7 +268,8 @@ func verifySignature(key ed25519.PublicKey, input []byte, sig string) error {
 	if err != nil {
 		return err
 	}
-	if !ed25519.Verify(key, batchMessage(root), c.sig) {
+	var msg [len(batchDomain) + 64]byte
+	if !ed25519.Verify(key, batchMessage(msg[:0], root), c.sig) {
 		return fmt.Errorf("%w: the signature does not verify the root", errCosigned)
 	}
 	return nil
@@ -266,12 +279,16 @@ func verifySignature(key ed25519.PublicKey, input []byte, sig string) error {
 // no character outside the alphabet (line breaks included), no stray
 // bits in the last character.
 func strictBase64(s string) ([]byte, bool) {
-	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	b, err := strict64.DecodeString(s)
 	if err != nil || base64.RawURLEncoding.EncodedLen(len(b)) != len(s) {
 		return nil, false
 	}
 	return b, true
 }
+
+// strict64 is base64url without padding refusing stray bits (made once:
+// Strict copies the encoding).
+var strict64 = base64.RawURLEncoding.Strict()
 
 // decimal parses ASCII digits without sign or leading zero ("0" itself
 // allowed), up to 6 of them.

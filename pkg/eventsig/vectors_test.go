@@ -182,7 +182,7 @@ func vectorCosign(t testing.TB, s trust.Signer, index, size int) events.SignFunc
 	}
 	return func(input []byte) (string, string, error) {
 		inputs := make([][]byte, size)
-		salts := make([][SaltSize]byte, size)
+		salts := make([]byte, SaltSize*size)
 		for i := range inputs {
 			id := "c" + strconv.Itoa(i+1)
 			switch i {
@@ -196,7 +196,7 @@ func vectorCosign(t testing.TB, s trust.Signer, index, size int) events.SignFunc
 					[]byte(`{"call_id":"`+id+`","agent":"ann","tool":"read","status":"ok","output":"hello"}`))
 			}
 			sum := sha256.Sum256(fmt.Appendf(nil, "toolgate signature vectors: salt %d of %d at %d", i, size, index))
-			copy(salts[i][:], sum[:])
+			copy(salts[i*SaltSize:], sum[:SaltSize])
 		}
 		return cosign(priv, inputs, salts)[index], s.JWT, nil
 	}
@@ -479,7 +479,7 @@ func TestVectorsCatchLenientReaders(t *testing.T) {
 		}
 		c := cosigned{sig: raw, index: uint32(index), size: uint32(size), salt: salt, path: path}
 		root, err := c.root(input)
-		return err == nil && ed25519.Verify(key, batchMessage(root), raw)
+		return err == nil && ed25519.Verify(key, batchMessage(nil, root), raw)
 	}
 	for _, name := range []string{"co-signed result, salt not canonical base64url", "co-signed result, index with a leading zero",
 		"co-signed result, size 1", "co-signed result, index equal to size", "co-signed result, index 2 of 3"} {
