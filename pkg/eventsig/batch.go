@@ -100,8 +100,8 @@ func cosign(priv ed25519.PrivateKey, inputs [][]byte, salts []byte) []string {
 		paths[i] = hashes[i*depth*sha256.Size : i*depth*sha256.Size : (i+1)*depth*sha256.Size]
 	}
 	root := merkle(leaves, paths)
-	var msg [len(batchDomain) + 64]byte
-	sig := ed25519.Sign(priv, batchMessage(msg[:0], root))
+	var msg [len(batchDomain) + 6 + 64]byte
+	sig := ed25519.Sign(priv, batchMessage(msg[:0], uint32(n), root))
 	enc := base64.RawURLEncoding
 	size := 0
 	for i := range paths {
@@ -164,10 +164,15 @@ func merkle(leaves [][32]byte, paths [][]byte) [32]byte {
 	return nodeHash(l[:], r[:])
 }
 
-// batchMessage appends to b what a co-signature signs: the domain, then
-// the hex of root.
-func batchMessage(b []byte, root [32]byte) []byte {
+// batchMessage appends to b what a co-signature signs: the domain, the
+// batch's size in decimal and a newline, then the hex of root. Signing
+// the size binds it, and with it the index (for a given size every
+// index walks the path differently), so an event has exactly one valid
+// co-signed toolgatesig.
+func batchMessage(b []byte, size uint32, root [32]byte) []byte {
 	b = append(b, batchDomain...)
+	b = strconv.AppendUint(b, uint64(size), 10)
+	b = append(b, '\n')
 	return hex.AppendEncode(b, root[:])
 }
 
@@ -268,8 +273,8 @@ func verifySignature(key ed25519.PublicKey, input []byte, sig string) error {
 	if err != nil {
 		return err
 	}
-	var msg [len(batchDomain) + 64]byte
-	if !ed25519.Verify(key, batchMessage(msg[:0], root), c.sig) {
+	var msg [len(batchDomain) + 6 + 64]byte
+	if !ed25519.Verify(key, batchMessage(msg[:0], c.size, root), c.sig) {
 		return fmt.Errorf("%w: the signature does not verify the root", errCosigned)
 	}
 	return nil

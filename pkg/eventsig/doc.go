@@ -163,11 +163,18 @@
 //	sn must be 0 at the end (else refuse); root = r
 //
 // The batch signing message is the ASCII bytes
-// "23:toolgate-event-batch-v1\n" followed by the 64 lower-case hex digits
-// of root, no newline after them (23 is the length of
-// "toolgate-event-batch-v1"; the single form's input starts
-// "27:toolgate-event-signature-v1\n", so the two never meet). The event
-// verifies when ed25519.Verify(key, batch signing message, sig) holds.
+// "23:toolgate-event-batch-v1\n", then size in decimal (as in the
+// toolgatesig) and "\n", then the 64 lower-case hex digits of root, no
+// newline after them (23 is the length of "toolgate-event-batch-v1"; the
+// single form's input starts "27:toolgate-event-signature-v1\n", so the
+// two never meet). For a batch of two:
+//
+//	23:toolgate-event-batch-v1
+//	2
+//	<64 hex digits>
+//
+// The event verifies when ed25519.Verify(key, batch signing message,
+// sig) holds.
 //
 // The salt: the path shows its reader hashes of the other events signed
 // in the same batch, possibly another agent's. Without a salt a reader
@@ -175,11 +182,10 @@
 // guess from a sibling hash; with 16 random bytes per leaf a sibling hash
 // says nothing.
 //
-// index and size are not signed: they steer the computation of the root
-// only, and a pair that steers it the same way (index 1 of 5 or of 6)
-// gives the same root. The event is no less one of those the worker
-// signed; a reader takes no meaning from index and size, and tells
-// events apart by their id, never by their toolgatesig.
+// The size is signed; the index is bound with it (for a given size each
+// index walks a path differently, so another index gives another root):
+// an event signed in a batch has exactly one valid co-signed
+// toolgatesig.
 //
 // A worker writes the single form for an event signed alone; one signed
 // with others in the co-signed form (never size 1). Every other check is

@@ -479,7 +479,7 @@ func TestVectorsCatchLenientReaders(t *testing.T) {
 		}
 		c := cosigned{sig: raw, index: uint32(index), size: uint32(size), salt: salt, path: path}
 		root, err := c.root(input)
-		return err == nil && ed25519.Verify(key, batchMessage(nil, root), raw)
+		return err == nil && ed25519.Verify(key, batchMessage(nil, uint32(size), root), raw)
 	}
 	for _, name := range []string{"co-signed result, salt not canonical base64url", "co-signed result, index with a leading zero",
 		"co-signed result, size 1", "co-signed result, index equal to size", "co-signed result, index 2 of 3"} {
