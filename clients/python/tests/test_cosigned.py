@@ -37,6 +37,11 @@ def node(left: bytes, right: bytes) -> bytes:
     return hashlib.sha256(b"\x01" + left + right).digest()
 
 
+def batch_message(size: int, root: bytes) -> bytes:
+    """What the one signature of a batch covers."""
+    return b"23:toolgate-event-batch-v1\n%d\n" % size + root.hex().encode()
+
+
 def split(n: int) -> int:
     """The largest power of two smaller than n."""
     k = 1
@@ -70,7 +75,7 @@ class Batch:
         self.salts = [rnd.randbytes(16) for _ in inputs]
         self.leaves = [leaf(s, d) for s, d in zip(self.salts, inputs)]
         root = mth(self.leaves)
-        self.sig = key.sign(b"23:toolgate-event-batch-v1\n" + root.hex().encode()).signature
+        self.sig = key.sign(batch_message(len(inputs), root)).signature
 
     def value(self, i: int, **change: Any) -> str:
         """Event i's toolgatesig, with parts replaced by change."""
@@ -138,7 +143,7 @@ class CosignedTest(unittest.TestCase):
             s = hashlib.sha256(b"subtree %d" % d).digest()
             sibs.append(s)
             r = node(s, r)
-        sig = b64(self.key.sign(b"23:toolgate-event-batch-v1\n" + r.hex().encode()).signature)
+        sig = b64(self.key.sign(batch_message(MAX_BATCH, r)).signature)
         p = b64(b"".join(sibs))
         self.assertEqual(self.result(f"{sig}.{MAX_BATCH - 1}.{MAX_BATCH}.{b64(salt)}.{p}"), self.vec["result"])
         self.refused(f"{sig}.{MAX_BATCH - 1}.{MAX_BATCH + 1}.{b64(salt)}.{p}")
@@ -244,7 +249,7 @@ class CosignedTest(unittest.TestCase):
         b = self.batch(6, 5)
         p = path(5, b.leaves)
         sig, msg = cosigned_message(b.value(5), self.input)
-        self.assertEqual((sig, msg), (b.sig, b"23:toolgate-event-batch-v1\n" + mth(b.leaves).hex().encode()))
+        self.assertEqual((sig, msg), (b.sig, b"23:toolgate-event-batch-v1\n6\n" + mth(b.leaves).hex().encode()))
         for value, why in (
             (b.value(5, path=b64(b"".join(p) + p[0])), "longer"),
             (b.value(5, path=b64(b"".join(p[:-1]))), "shorter"),
@@ -277,14 +282,19 @@ class CosignedTest(unittest.TestCase):
             with self.subTest(value=value):
                 self.refused(value)
 
-    def test_index_and_size_only_steer_the_root(self) -> None:
-        # They are not signed: a pair that walks the path the same way
-        # gives the same root (pkg/eventsig), so the Go reader accepts it.
+    def test_the_size_is_signed(self) -> None:
+        # Index 1 walks the same path in batches of 5 to 8: the root is the
+        # same, the signed size tells them apart, so only 5 verifies.
         b = self.batch(5, 1)
-        for size in (5, 6, 7, 8):
-            self.result(b.value(1, size=str(size)))
+        self.result(b.value(1))
+        for size in (6, 7, 8):
+            self.refused(b.value(1, size=str(size)))
         self.refused(b.value(1, size="4"))  # one hash fewer needed: too long
         self.refused(b.value(1, size="9"))  # one hash more needed: too short
+        # The root signed without its size (the message before the size
+        # was signed) is no batch signature.
+        unsized = self.key.sign(b"23:toolgate-event-batch-v1\n" + mth(b.leaves).hex().encode()).signature
+        self.refused(b.value(1, sig=b64(unsized)))
 
     def test_the_forms_do_not_mix(self) -> None:
         b = self.batch(2, 1)
@@ -294,7 +304,7 @@ class CosignedTest(unittest.TestCase):
         self.refused(b.value(1).split(".")[0])  # the batch signature alone
         # The event signed alone, as a batch of one: the leaf is no root.
         r = leaf(b.salts[1], self.input)
-        one = self.key.sign(b"23:toolgate-event-batch-v1\n" + r.hex().encode()).signature
+        one = self.key.sign(batch_message(1, r)).signature
         self.refused(b.value(1, sig=b64(one), size="1", index="0", path=""))
 
     def test_the_single_form_is_unpadded_base64url(self) -> None:

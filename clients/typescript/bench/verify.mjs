@@ -69,7 +69,7 @@ const salt = randomBytes(16);
 const resultLeaf = sha(Buffer.of(0), salt, signingInput(attrs.type, attrs.source, attrs.id, attrs.subject, data));
 const auditLeaf = sha(Buffer.of(0), randomBytes(16), te.encode("the audit event's signing input"));
 const root = sha(Buffer.of(1), resultLeaf, auditLeaf);
-const batchSig = b64url(user.sign(te.encode(`23:toolgate-event-batch-v1\n${root.toString("hex")}`)));
+const batchSig = b64url(user.sign(te.encode(`23:toolgate-event-batch-v1\n2\n${root.toString("hex")}`)));
 const cosigned = { ...headers, "ce-toolgatesig": `${batchSig}.0.2.${b64url(salt)}.${b64url(auditLeaf)}` };
 
 const trusted = [account.getPublicKey()];

@@ -459,7 +459,8 @@ const maxSigners = 1024;
 /**
  * BATCH_FORMAT names the co-signed form: a signature over the Merkle root
  * of several events' signing inputs (the batch signing message is
- * "23:toolgate-event-batch-v1\n" and the root's lower-case hex).
+ * "23:toolgate-event-batch-v1\n", the batch's size and "\n", then the
+ * root's lower-case hex).
  */
 export const BATCH_FORMAT = "toolgate-event-batch-v1";
 const batchPrefix = `${BATCH_FORMAT.length}:${BATCH_FORMAT}\n`;
@@ -493,7 +494,9 @@ function merkleNode(left: Uint8Array, right: Uint8Array): Buffer {
  * <sig>.<index>.<size>.<salt>.<path>, of the event whose signing input is
  * input: it returns the ed25519 signature and the batch signing message it
  * must verify over, whose root is what the event's leaf (SHA-256 of 0x00,
- * salt, input) and its inclusion path give (RFC 9162 §2.1.3.2). It throws
+ * salt, input) and its inclusion path give (RFC 9162 §2.1.3.2); the size
+ * is signed with it, which binds the index too (an event has one valid
+ * co-signed value). It throws
  * an Error saying what is wrong when the value is not exactly that form
  * (pkg/eventsig).
  */
@@ -540,7 +543,7 @@ export function cosignedMessage(value: string, input: Uint8Array): { sig: Buffer
   if (sn !== 0) {
     throw new Error("the path is shorter than the tree is deep");
   }
-  return { sig, message: Buffer.from(batchPrefix + r.toString("hex"), "utf8") };
+  return { sig, message: Buffer.from(`${batchPrefix}${sizePart}\n${r.toString("hex")}`, "utf8") };
 }
 
 /** ED25519_SPKI is the DER prefix of an ed25519 public key (RFC 8410). */

@@ -33,7 +33,7 @@ const b64 = (b) => Buffer.from(b).toString("base64url");
 const sha = (...parts) => parts.reduce((h, p) => h.update(p), createHash("sha256")).digest();
 const leaf = (salt, d) => sha(Buffer.of(0), salt, d);
 const node = (l, r) => sha(Buffer.of(1), l, r);
-const batchMessage = (root) => Buffer.concat([Buffer.from("23:toolgate-event-batch-v1\n"), Buffer.from(root.toString("hex"))]);
+const batchMessage = (size, root) => Buffer.from(`23:toolgate-event-batch-v1\n${size}\n${root.toString("hex")}`);
 
 /** split is the largest power of two smaller than n. */
 function split(n) {
@@ -64,7 +64,7 @@ function batch(size, at) {
   inputs[at] = input;
   const salts = inputs.map(() => randomBytes16());
   const leaves = inputs.map((d, i) => leaf(salts[i], d));
-  const sig = ed(batchMessage(mth(leaves)));
+  const sig = ed(batchMessage(size, mth(leaves)));
   return {
     salts,
     leaves,
@@ -101,7 +101,7 @@ test("the largest batch", () => {
     sibs.push(sha(Buffer.from(`subtree ${d}`)));
     r = node(sibs[d], r);
   }
-  const sig = b64(ed(batchMessage(r)));
+  const sig = b64(ed(batchMessage(MAX_BATCH, r)));
   verifies(`${sig}.${MAX_BATCH - 1}.${MAX_BATCH}.${b64(salt)}.${b64(Buffer.concat(sibs))}`);
   refused(`${sig}.${MAX_BATCH - 1}.${MAX_BATCH + 1}.${b64(salt)}.${b64(Buffer.concat(sibs))}`);
 });
@@ -114,7 +114,7 @@ test("structured mode", () => {
   // The batch signed over this event's input instead of the binary one's.
   const sinput = signingInput(sev.type, sev.source, sev.id, sev.subject, sev.data);
   const leaves = [b.leaves[0], leaf(b.salts[1], sinput), b.leaves[2]];
-  const sig = b64(ed(batchMessage(mth(leaves))));
+  const sig = b64(ed(batchMessage(3, mth(leaves))));
   const value = [sig, "1", "3", b64(b.salts[1]), b64(Buffer.concat(path(1, leaves)))].join(".");
   const old = JSON.parse(sdata).toolgatesig;
   const ok = Buffer.from(sdata.toString("utf8").replace(old, value));
@@ -191,7 +191,7 @@ test("the parser is strict before any hash", () => {
   const p = path(5, b.leaves);
   const got = cosignedMessage(b.value(5), input);
   assert.deepEqual(got.sig, b.sig);
-  assert.equal(got.message.toString("utf8"), `23:toolgate-event-batch-v1\n${mth(b.leaves).toString("hex")}`);
+  assert.equal(got.message.toString("utf8"), `23:toolgate-event-batch-v1\n6\n${mth(b.leaves).toString("hex")}`);
   for (const [value, why] of [
     [b.value(5, { path: b64(Buffer.concat([...p, p[0]])) }), /longer/],
     [b.value(5, { path: b64(Buffer.concat(p.slice(0, -1))) }), /shorter/],
@@ -224,13 +224,18 @@ test("a value of the wrong shape is refused", () => {
   }
 });
 
-test("index and size only steer the root", () => {
-  // They are not signed: a pair that walks the path the same way gives
-  // the same root (pkg/eventsig), so the Go reader accepts it.
+test("the size is signed", () => {
+  // Index 1 walks the same path in batches of 5 to 8: the root is the
+  // same, the signed size tells them apart, so only 5 verifies.
   const b = batch(5, 1);
-  for (const size of [5, 6, 7, 8]) verifies(b.value(1, { size: String(size) }));
+  verifies(b.value(1));
+  for (const size of [6, 7, 8]) refused(b.value(1, { size: String(size) }));
   refused(b.value(1, { size: "4" })); // one hash fewer needed: too long
   refused(b.value(1, { size: "9" })); // one hash more needed: too short
+  // The root signed without its size (the message before the size was
+  // signed) is no batch signature.
+  const unsized = ed(Buffer.from(`23:toolgate-event-batch-v1\n${mth(b.leaves).toString("hex")}`));
+  refused(b.value(1, { sig: b64(unsized) }));
 });
 
 test("the two forms do not mix", () => {
@@ -240,7 +245,7 @@ test("the two forms do not mix", () => {
   refused(b.value(1, { sig: single })); // a single form signature in a co-signed value
   refused(b.value(1).split(".")[0]); // the batch signature alone
   // The event signed alone, as a batch of one: the leaf is no root.
-  const one = b64(ed(batchMessage(leaf(b.salts[1], input))));
+  const one = b64(ed(batchMessage(1, leaf(b.salts[1], input))));
   refused(b.value(1, { sig: one, size: "1", index: "0", path: "" }));
 });
 

@@ -69,11 +69,12 @@ def _b64url_strict(s: str) -> bytes:
 
 def cosigned_message(value: str, signing_input: bytes) -> tuple[bytes, bytes]:
     """The ed25519 signature of a co-signed toolgatesig value and the batch
-    signing message it must verify over: "23:toolgate-event-batch-v1\\n"
-    and the hex of the Merkle root that the event's leaf (SHA-256 of 0x00,
-    salt, signing input) and its inclusion path give (RFC 9162 §2.1.3.2,
-    nodes SHA-256 of 0x01, left, right). ValueError when the value is not
-    exactly the specified form."""
+    signing message it must verify over: "23:toolgate-event-batch-v1\\n",
+    the size and "\\n", then the hex of the Merkle root that the event's
+    leaf (SHA-256 of 0x00, salt, signing input) and its inclusion path give
+    (RFC 9162 §2.1.3.2, nodes SHA-256 of 0x01, left, right). The size
+    signed binds the index too: an event has one valid co-signed value.
+    ValueError when the value is not exactly the specified form."""
     parts = value.split(".")
     if len(parts) != 5:
         raise ValueError(f"{len(parts)} parts, want 5")
@@ -103,7 +104,7 @@ def cosigned_message(value: str, signing_input: bytes) -> tuple[bytes, bytes]:
         sn >>= 1
     if sn != 0:
         raise ValueError("the path is shorter than the tree is deep")
-    return sig, BATCH_PREFIX + r.hex().encode()
+    return sig, BATCH_PREFIX + size_s.encode() + b"\n" + r.hex().encode()
 
 
 @dataclass(frozen=True)
