@@ -41,7 +41,7 @@ def _per_call(fn: Any, n: int, repeat: int) -> tuple[float, float]:
 
 def bench_verify(n: int, repeat: int) -> None:
     doc = json.loads(VECTORS.read_text())
-    for name in ("result, binary mode", "result, structured mode"):
+    for name in ("result, binary mode", "result, structured mode", "co-signed result and audit event, binary mode"):
         vec = next(v for v in doc["vectors"] if v["name"] == name)
         data = base64.b64decode(vec["data"])
         v = Verifier(doc["trusted_accounts"])

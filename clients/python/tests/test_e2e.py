@@ -147,6 +147,24 @@ class E2ETest(unittest.IsolatedAsyncioTestCase):
         self.assertIn("across-the-gap", r.output)
         self.assertGreaterEqual(nc.reconnects, 1)
 
+    async def test_result_cosigned_with_its_audit_event(self) -> None:
+        """A worker signs a call's result and its audit event with one
+        signature: the stored result carries the co-signed form, verifies,
+        and any change of its inclusion proof is refused."""
+        r = await self.client.call("read", {"path": "hello.txt"})
+        raw = await self.client._nc.request(f"toolgate.api.result.py-agent.{r.call_id}", b"")
+        sig = raw.headers["ce-toolgatesig"]
+        parts = sig.split(".")
+        self.assertEqual(len(parts), 5, f"not co-signed: {sig}")
+        self.assertGreaterEqual(int(parts[2]), 2)
+        v = self.client._verifier
+        self.assertEqual(v.result(raw.headers, raw.data, "py-agent", r.call_id)["output"], r.output)
+        for i, changed in ((1, str(int(parts[2]))), (2, "1"), (2, "0" + parts[2]), (3, "A" * 22), (4, "A" * len(parts[4]))):
+            forged = ".".join(parts[:i] + [changed] + parts[i + 1 :])
+            with self.assertRaises(toolgate.Refused) as cm:
+                v.result({**raw.headers, "ce-toolgatesig": forged}, raw.data, "py-agent", r.call_id)
+            self.assertEqual(cm.exception.reason, "bad-signature", forged)
+
     async def test_tools_listing(self) -> None:
         tools = await self.client.tools()
         names = {t["name"] for t in tools}

@@ -38,6 +38,23 @@ class VectorsTest(unittest.TestCase):
         self.assertGreaterEqual(valid, 4)
         self.assertGreaterEqual(refused, 10)
 
+    def test_both_forms_are_in_the_vectors(self) -> None:
+        # toolgatesig in its single and its co-signed form (one signature
+        # over a batch's Merkle root, with the event's inclusion path).
+        doc = json.loads(VECTORS.read_text())
+        forms: dict[tuple[bool, bool], int] = {}
+        for vec in doc["vectors"]:
+            try:
+                sig = _events.decode(vec["headers"], base64.b64decode(vec["data"])).extension(_events.EXT_SIGNATURE)
+            except _events.MalformedEvent:
+                continue
+            if sig:
+                k = ("." in sig, vec["valid"])
+                forms[k] = forms.get(k, 0) + 1
+        self.assertGreaterEqual(forms.get((True, True), 0), 3, "valid co-signed vectors")
+        self.assertGreaterEqual(forms.get((True, False), 0), 10, "refused co-signed vectors")
+        self.assertGreaterEqual(forms.get((False, True), 0), 4, "valid single form vectors")
+
     def test_trusting_nothing_refuses(self) -> None:
         doc = json.loads(VECTORS.read_text())
         vec = doc["vectors"][0]

@@ -1,14 +1,17 @@
 // What verifying a result costs the TypeScript client, in µs per result:
 // a result with a 1 KiB output in binary mode (as pkg/eventsig's Go
 // benchmark reads it), signed by a worker whose JWT a freshly made
-// account issued. Baselines in the same run: decoding only (what a
-// reader that verifies nothing spends), and the ed25519 check done with
-// nkeys.js (tweetnacl) instead of node:crypto.
+// account issued, alone or co-signed with its audit event (one signature
+// over the Merkle root of the two, the event carrying its inclusion
+// path). Baselines in the same run: decoding only (what a reader that
+// verifies nothing spends), and the ed25519 check done with nkeys.js
+// (tweetnacl) instead of node:crypto.
 //
 //   npm run build && node bench/verify.mjs [iterations] [rounds]
 import { createAccount, createUser } from "@nats-io/nkeys";
 import { Verifier, decodeEvent, signingInput, agentKey } from "../dist/index.js";
 import { fromPublic } from "@nats-io/nkeys";
+import { createHash, randomBytes } from "node:crypto";
 
 const n = Number(process.argv[2] ?? 3000);
 const rounds = Number(process.argv[3] ?? 5);
@@ -59,6 +62,16 @@ const headers = {
   "Nats-Msg-Id": attrs.id,
 };
 
+// Co-signed with its audit event: leaves SHA-256(0x00 || salt || input),
+// the root SHA-256(0x01 || result leaf || audit leaf).
+const sha = (...parts) => parts.reduce((h, p) => h.update(p), createHash("sha256")).digest();
+const salt = randomBytes(16);
+const resultLeaf = sha(Buffer.of(0), salt, signingInput(attrs.type, attrs.source, attrs.id, attrs.subject, data));
+const auditLeaf = sha(Buffer.of(0), randomBytes(16), te.encode("the audit event's signing input"));
+const root = sha(Buffer.of(1), resultLeaf, auditLeaf);
+const batchSig = b64url(user.sign(te.encode(`23:toolgate-event-batch-v1\n2\n${root.toString("hex")}`)));
+const cosigned = { ...headers, "ce-toolgatesig": `${batchSig}.0.2.${b64url(salt)}.${b64url(auditLeaf)}` };
+
 const trusted = [account.getPublicKey()];
 const warm = new Verifier(trusted);
 const userKey = fromPublic(user.getPublicKey());
@@ -69,6 +82,7 @@ const cases = {
     JSON.parse(new TextDecoder().decode(ev.data));
   },
   "verify, JWT kept (the client's path)": () => warm.result(headers, data, "ann", "c1"),
+  "verify co-signed (batch of 2), JWT kept": () => warm.result(cosigned, data, "ann", "c1"),
   "verify, JWT checked every time": () => new Verifier(trusted).result(headers, data, "ann", "c1"),
   "ed25519 by nkeys.js/tweetnacl alone (baseline)": () => {
     const ev = decodeEvent(headers, data);

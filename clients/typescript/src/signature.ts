@@ -456,6 +456,96 @@ interface Signer {
 /** maxSigners bounds the JWTs a Verifier keeps (a fleet has few workers). */
 const maxSigners = 1024;
 
+/**
+ * BATCH_FORMAT names the co-signed form: a signature over the Merkle root
+ * of several events' signing inputs (the batch signing message is
+ * "23:toolgate-event-batch-v1\n", the batch's size and "\n", then the
+ * root's lower-case hex).
+ */
+export const BATCH_FORMAT = "toolgate-event-batch-v1";
+const batchPrefix = `${BATCH_FORMAT.length}:${BATCH_FORMAT}\n`;
+
+/** MAX_BATCH is the most events one co-signature may cover. */
+export const MAX_BATCH = 65536;
+
+const decimal = /^(?:0|[1-9][0-9]{0,5})$/;
+const b64urlChars = /^[A-Za-z0-9_-]*$/;
+
+/** b64urlStrict decodes canonical unpadded base64url: re-encoding the bytes gives s back. */
+function b64urlStrict(s: string, what: string): Buffer {
+  const b = b64urlChars.test(s) && s.length % 4 !== 1 ? Buffer.from(s, "base64url") : undefined;
+  if (!b || b.toString("base64url") !== s) {
+    throw new Error(`the ${what} is not canonical unpadded base64url`);
+  }
+  return b;
+}
+
+/** LEAF_TAG and NODE_TAG start the hashed bytes of a leaf and of an inner node. */
+const LEAF_TAG = Uint8Array.of(0);
+const NODE_TAG = Uint8Array.of(1);
+
+/** merkleNode is an inner node of the batch's tree: SHA-256 of 0x01, left, right. */
+function merkleNode(left: Uint8Array, right: Uint8Array): Buffer {
+  return createHash("sha256").update(NODE_TAG).update(left).update(right).digest();
+}
+
+/**
+ * cosignedMessage reads a co-signed toolgatesig value,
+ * <sig>.<index>.<size>.<salt>.<path>, of the event whose signing input is
+ * input: it returns the ed25519 signature and the batch signing message it
+ * must verify over, whose root is what the event's leaf (SHA-256 of 0x00,
+ * salt, input) and its inclusion path give (RFC 9162 §2.1.3.2); the size
+ * is signed with it, which binds the index too (an event has one valid
+ * co-signed value). It throws
+ * an Error saying what is wrong when the value is not exactly that form
+ * (pkg/eventsig).
+ */
+export function cosignedMessage(value: string, input: Uint8Array): { sig: Buffer; message: Buffer } {
+  const parts = value.split(".");
+  if (parts.length !== 5) {
+    throw new Error(`${parts.length} parts, want 5`);
+  }
+  const [sigPart, indexPart, sizePart, saltPart, pathPart] = parts;
+  if (!decimal.test(indexPart) || !decimal.test(sizePart)) {
+    throw new Error("the index or size is not a decimal without leading zero");
+  }
+  const index = Number(indexPart);
+  const size = Number(sizePart);
+  if (size < 2 || size > MAX_BATCH || index >= size) {
+    throw new Error(`index ${index} of size ${size} is out of range`);
+  }
+  const sig = b64urlStrict(sigPart, "signature");
+  const salt = b64urlStrict(saltPart, "salt");
+  const path = b64urlStrict(pathPart, "path");
+  if (sig.length !== 64 || salt.length !== 16 || path.length % 32 !== 0) {
+    throw new Error("the signature, salt or path has the wrong length");
+  }
+  let r: Buffer = createHash("sha256").update(LEAF_TAG).update(salt).update(input).digest();
+  let fn = index;
+  let sn = size - 1;
+  for (let i = 0; i < path.length; i += 32) {
+    if (sn === 0) {
+      throw new Error("the path is longer than the tree is deep");
+    }
+    const p = path.subarray(i, i + 32);
+    if ((fn & 1) === 1 || fn === sn) {
+      r = merkleNode(p, r);
+      while ((fn & 1) === 0 && fn !== 0) {
+        fn >>= 1;
+        sn >>= 1;
+      }
+    } else {
+      r = merkleNode(r, p);
+    }
+    fn >>= 1;
+    sn >>= 1;
+  }
+  if (sn !== 0) {
+    throw new Error("the path is shorter than the tree is deep");
+  }
+  return { sig, message: Buffer.from(`${batchPrefix}${sizePart}\n${r.toString("hex")}`, "utf8") };
+}
+
 /** ED25519_SPKI is the DER prefix of an ed25519 public key (RFC 8410). */
 const ED25519_SPKI = Buffer.from("302a300506032b6570032100", "hex");
 
@@ -538,7 +628,11 @@ export class Verifier {
     this.trusted = set;
   }
 
-  /** verify checks ev's signature (steps 2 to 7) and returns the worker's name. */
+  /**
+   * verify checks ev's signature (steps 2 to 7) and returns the worker's
+   * name. toolgatesig is the event's own signature, or its co-signed form
+   * (cosignedMessage); any failure of either is "bad-signature".
+   */
   verify(ev: CloudEvent): string {
     const sig = ev.extensions.toolgatesig ?? "";
     const token = ev.extensions.toolgatesigner ?? "";
@@ -546,12 +640,22 @@ export class Verifier {
       throw new RefusedError("unsigned", "not signed", ev.id);
     }
     const s = this.signer(token, ev.id);
+    const input = signingInput(ev.type, ev.source, ev.id, ev.subject, ev.data);
+    if (sig.includes(".")) {
+      // The co-signed form: one signature over a batch's Merkle root.
+      let signed: { sig: Buffer; message: Buffer };
+      try {
+        signed = cosignedMessage(sig, input);
+      } catch (e) {
+        throw new RefusedError("bad-signature", `bad co-signature by key ${s.publicKey}: ${(e as Error).message}`, ev.id);
+      }
+      if (!ed25519(s, signed.message, signed.sig)) {
+        throw new RefusedError("bad-signature", `bad co-signature by key ${s.publicKey}`, ev.id);
+      }
+      return s.name;
+    }
     const raw = /^[A-Za-z0-9_-]*$/.test(sig) ? Buffer.from(sig, "base64url") : undefined;
-    if (
-      !raw ||
-      raw.length !== 64 ||
-      !ed25519(s, signingInput(ev.type, ev.source, ev.id, ev.subject, ev.data), raw)
-    ) {
+    if (!raw || raw.length !== 64 || !ed25519(s, input, raw)) {
       throw new RefusedError("bad-signature", `bad signature by key ${s.publicKey}`, ev.id);
     }
     return s.name;

@@ -75,6 +75,25 @@ test("read returns the file, allowed by the policy", async (t) => {
   assert.equal(c.refused, 0);
 });
 
+test("a result co-signed with its audit event verifies; a changed proof is refused", async (t) => {
+  if (!ready(t)) return;
+  // The worker signs a call's result and its audit event with one
+  // signature: the stored result carries the co-signed form.
+  const c = await agent("ann");
+  const r = await c.call("read", { path: "hello.txt" }, { timeout: 60_000 });
+  const m = await c.nc.request(`toolgate.api.result.ann.${r.callId}`, undefined, { timeout: 10_000 });
+  const headers = Object.fromEntries(m.headers.keys().map((k) => [k, m.headers.get(k)]));
+  const sig = headers["ce-toolgatesig"];
+  const parts = sig.split(".");
+  assert.equal(parts.length, 5, `not co-signed: ${sig}`);
+  assert.ok(Number(parts[2]) >= 2, sig);
+  assert.equal(c.verifier.result(headers, m.data, "ann", r.callId).output, r.output);
+  for (const [i, changed] of [[1, parts[2]], [2, "1"], [2, "0" + parts[2]], [3, "A".repeat(22)], [4, "A".repeat(parts[4].length)]]) {
+    const forged = [...parts.slice(0, i), changed, ...parts.slice(i + 1)].join(".");
+    assert.throws(() => c.verifier.result({ ...headers, "ce-toolgatesig": forged }, m.data, "ann", r.callId), (e) => e.reason === "bad-signature", forged);
+  }
+});
+
 test("a denied bash returns denied with the rule, and the command never runs", async (t) => {
   if (!ready(t)) return;
   const c = await agent("ann");

@@ -20,6 +20,24 @@ test("the vectors name valid and refused results of every kind", () => {
   assert.ok(vectors.vectors.some((v) => v.valid));
 });
 
+test("the vectors hold both forms of toolgatesig, valid and refused", () => {
+  // The single form, and the co-signed one (one signature over a batch's
+  // Merkle root, with the event's inclusion path), recognised by its '.'.
+  const count = (cosigned, valid) =>
+    vectors.vectors.filter((v) => {
+      let sig = "";
+      try {
+        sig = decodeEvent(v.headers, Buffer.from(v.data, "base64")).extensions.toolgatesig ?? "";
+      } catch {
+        return false; // a malformed vector
+      }
+      return sig !== "" && sig.includes(".") === cosigned && v.valid === valid;
+    }).length;
+  assert.ok(count(true, true) >= 3, "valid co-signed vectors");
+  assert.ok(count(true, false) >= 10, "refused co-signed vectors");
+  assert.ok(count(false, true) >= 4, "valid single form vectors");
+});
+
 for (const v of vectors.vectors) {
   test(`vector: ${v.name}`, () => {
     const verifier = new Verifier(vectors.trusted_accounts);

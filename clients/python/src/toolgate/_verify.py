@@ -7,7 +7,9 @@ names the golden vectors use."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -43,6 +45,66 @@ def _b64url(s: str) -> bytes:
         return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
     except (ValueError, TypeError):
         raise ValueError("not base64url") from None
+
+
+# The co-signed form of toolgatesig, <sig>.<index>.<size>.<salt>.<path>:
+# one signature over the Merkle tree root of several events' signing
+# inputs, and this event's inclusion proof (pkg/eventsig).
+BATCH_PREFIX = b"23:toolgate-event-batch-v1\n"
+MAX_BATCH = 65536
+_B64URL_CHARS = re.compile(r"[A-Za-z0-9_-]*")
+_DECIMAL = re.compile(r"0|[1-9][0-9]{0,5}")
+
+
+def _b64url_strict(s: str) -> bytes:
+    """Canonical unpadded base64url: only the alphabet, and re-encoding the
+    bytes gives s back (no stray bits in the last character)."""
+    if not _B64URL_CHARS.fullmatch(s) or len(s) % 4 == 1:
+        raise ValueError("not unpadded base64url")
+    raw = base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != s:
+        raise ValueError("not canonical base64url")
+    return raw
+
+
+def cosigned_message(value: str, signing_input: bytes) -> tuple[bytes, bytes]:
+    """The ed25519 signature of a co-signed toolgatesig value and the batch
+    signing message it must verify over: "23:toolgate-event-batch-v1\\n",
+    the size and "\\n", then the hex of the Merkle root that the event's
+    leaf (SHA-256 of 0x00, salt, signing input) and its inclusion path give
+    (RFC 9162 §2.1.3.2, nodes SHA-256 of 0x01, left, right). The size
+    signed binds the index too: an event has one valid co-signed value.
+    ValueError when the value is not exactly the specified form."""
+    parts = value.split(".")
+    if len(parts) != 5:
+        raise ValueError(f"{len(parts)} parts, want 5")
+    sig_s, index_s, size_s, salt_s, path_s = parts
+    if not _DECIMAL.fullmatch(index_s) or not _DECIMAL.fullmatch(size_s):
+        raise ValueError("index or size is not a decimal without leading zero")
+    index, size = int(index_s), int(size_s)
+    if not 2 <= size <= MAX_BATCH or index >= size:
+        raise ValueError(f"index {index} of size {size} is out of range")
+    sig, salt, path = _b64url_strict(sig_s), _b64url_strict(salt_s), _b64url_strict(path_s)
+    if len(sig) != 64 or len(salt) != 16 or len(path) % 32 != 0:
+        raise ValueError("signature, salt or path of the wrong length")
+    r = hashlib.sha256(b"\x00" + salt + signing_input).digest()
+    fn, sn = index, size - 1
+    for i in range(0, len(path), 32):
+        if sn == 0:
+            raise ValueError("the path is longer than the tree is deep")
+        p = path[i : i + 32]
+        if fn & 1 or fn == sn:
+            r = hashlib.sha256(b"\x01" + p + r).digest()
+            while not fn & 1 and fn != 0:
+                fn >>= 1
+                sn >>= 1
+        else:
+            r = hashlib.sha256(b"\x01" + r + p).digest()
+        fn >>= 1
+        sn >>= 1
+    if sn != 0:
+        raise ValueError("the path is shorter than the tree is deep")
+    return sig, BATCH_PREFIX + size_s.encode() + b"\n" + r.hex().encode()
 
 
 @dataclass(frozen=True)
@@ -143,10 +205,15 @@ class Verifier:
             raise Refused("unsigned", f"{ev.id} is not signed")
         s = self._signer(token)
         try:
-            raw = _b64url(sig)
+            if "." in sig:
+                raw, msg = cosigned_message(sig, _events.signing_input(ev))
+            elif _B64URL_CHARS.fullmatch(sig):  # unpadded base64url, as Go reads it
+                raw, msg = _b64url(sig), _events.signing_input(ev)
+            else:
+                raise ValueError("not unpadded base64url")
             if len(raw) != 64:
                 raise ValueError("not an ed25519 signature")
-            nacl.bindings.crypto_sign_open(raw + _events.signing_input(ev), s.key)
+            nacl.bindings.crypto_sign_open(raw + msg, s.key)
         except (ValueError, nacl.exceptions.BadSignatureError, TypeError):
             raise Refused("bad-signature", f"{ev.id}: bad signature") from None
         return s.name
