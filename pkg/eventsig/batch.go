@@ -259,8 +259,10 @@ func (c cosigned) root(input []byte) ([32]byte, error) {
 // verifies input by key; the error says why not.
 func verifySignature(key ed25519.PublicKey, input []byte, sig string) error {
 	if !strings.Contains(sig, ".") {
-		raw, err := base64.RawURLEncoding.DecodeString(sig)
-		if err != nil || !ed25519.Verify(key, input, raw) {
+		// Canonical base64url, as every client reads it: no line
+		// breaks, no stray bits, no padding.
+		raw, ok := strictBase64(sig)
+		if !ok || !ed25519.Verify(key, input, raw) {
 			return errors.New("the signature does not verify")
 		}
 		return nil

@@ -342,3 +342,33 @@ func FuzzCosigned(f *testing.F) {
 		}
 	})
 }
+
+// TestSingleFormIsCanonical: a single form signature is read as the
+// clients read it, canonical base64url only; the same signature with a
+// line break, padding or stray bits in its last character is refused.
+func TestSingleFormIsCanonical(t *testing.T) {
+	f := newFixture(t)
+	ev := batchEvents(t, 1)[0]
+	signTogether(t, f.worker, []event.Event{ev})
+	good, _ := events.Signature(ev)
+	if strings.Contains(good, ".") {
+		t.Fatalf("one event signed alone got the co-signed form %q", good)
+	}
+	if _, err := f.v.Verify(ev); err != nil {
+		t.Fatalf("Verify = %v", err)
+	}
+	for name, sig := range map[string]string{
+		"line break": good[:40] + "\n" + good[40:],
+		"cr lf":      good[:40] + "\r\n" + good[40:],
+		"padding":    good + "==",
+		"stray bits": nonCanonical(good),
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := ev.Clone()
+			e.SetExtension(events.ExtSignature, sig)
+			if _, err := f.v.Verify(e); !errors.Is(err, trust.ErrBadSignature) {
+				t.Fatalf("Verify(%q) = %v", sig, err)
+			}
+		})
+	}
+}

@@ -295,6 +295,10 @@ func makeVectors(t testing.TB) Vectors {
 		{name: "signer JWT names two roles", s: twoRoles, mode: events.Binary, reason: "wrong-role"},
 		{name: "signer JWT names no identity", s: nameless, mode: events.Binary, reason: "bad-jwt"},
 		{name: "signature not base64url", s: worker, mode: events.Binary, after: header("ce-toolgatesig", "!!not base64!!"), reason: "bad-signature"},
+		{name: "signature with stray bits in its last character", s: worker, mode: events.Binary, after: func(m *nats.Msg, in []byte) (*nats.Msg, []byte) {
+			m.Header.Set("ce-toolgatesig", nonCanonical(m.Header.Get("ce-toolgatesig")))
+			return m, in
+		}, reason: "bad-signature"},
 		{name: "signature of another event", s: worker, mode: events.Binary,
 			after: header("ce-toolgatesig", otherSig.Header.Get("ce-toolgatesig")), reason: "bad-signature"},
 		{name: "signature without its signer", s: worker, mode: events.Binary, after: header("ce-toolgatesigner", ""), reason: "unsigned"},

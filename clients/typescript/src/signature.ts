@@ -654,7 +654,12 @@ export class Verifier {
       }
       return s.name;
     }
-    const raw = /^[A-Za-z0-9_-]*$/.test(sig) ? Buffer.from(sig, "base64url") : undefined;
+    let raw: Buffer | undefined;
+    try {
+      raw = b64urlStrict(sig, "signature"); // canonical unpadded base64url, as Go reads it
+    } catch {
+      raw = undefined;
+    }
     if (!raw || raw.length !== 64 || !ed25519(s, input, raw)) {
       throw new RefusedError("bad-signature", `bad signature by key ${s.publicKey}`, ev.id);
     }

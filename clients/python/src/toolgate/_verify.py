@@ -207,10 +207,8 @@ class Verifier:
         try:
             if "." in sig:
                 raw, msg = cosigned_message(sig, _events.signing_input(ev))
-            elif _B64URL_CHARS.fullmatch(sig):  # unpadded base64url, as Go reads it
-                raw, msg = _b64url(sig), _events.signing_input(ev)
-            else:
-                raise ValueError("not unpadded base64url")
+            else:  # canonical unpadded base64url, as Go reads it
+                raw, msg = _b64url_strict(sig), _events.signing_input(ev)
             if len(raw) != 64:
                 raise ValueError("not an ed25519 signature")
             nacl.bindings.crypto_sign_open(raw + msg, s.key)
