@@ -13,6 +13,8 @@ import {
 } from "@nats-io/transport-node";
 import { jetstream, type JetStreamClient } from "@nats-io/jetstream";
 import { loadCreds, parseCreds, type Creds } from "./creds.js";
+import { LookupSchedule, STORED_RESULT_CHECK } from "./lookup.js";
+import { ResultMux } from "./results.js";
 import {
   RefusedError,
   TYPE_CALL_PROGRESS,
@@ -23,9 +25,6 @@ import {
   type ResultData,
   type Status,
 } from "./signature.js";
-
-/** STORED_RESULT_CHECK is how often a waiting call also looks for its stored result, in ms. */
-const STORED_RESULT_CHECK = 5000;
 
 /** Options of connect. */
 export interface ConnectOptions {
@@ -260,6 +259,7 @@ export class Client {
   readonly verifier: Verifier;
   private js: JetStreamClient;
   private refusedCount = 0;
+  private results: ResultMux;
   private onRefused?: (err: RefusedError, callId: string) => void;
 
   /** The constructor takes a connection made with the agent's credentials (see connect). */
@@ -268,6 +268,7 @@ export class Client {
     this.agent = validToken("agent id", agent);
     this.verifier = new Verifier(trustedAccounts);
     this.js = jetstream(nc);
+    this.results = new ResultMux(nc, this.agent);
     this.onRefused = onRefused;
   }
 
@@ -278,7 +279,8 @@ export class Client {
 
   /**
    * call runs tool with args and waits for its final result. It subscribes
-   * to the result subject before publishing, so a fast result is never
+   * to the agent's results (one subscription the client's waiting calls
+   * share) before publishing, so a fast result is never
    * missed; a result that does not verify is refused and the wait goes on.
    */
   async call(tool: string, args?: unknown, opts: CallOptions = {}): Promise<Result> {
@@ -451,20 +453,21 @@ export class Client {
   }
 
   /**
-   * listen subscribes to call id's result (and its progress, when someone
-   * takes it) and returns the wait over what it hears.
+   * listen waits on call id's results (the client's shared results
+   * subscription) and, when someone takes it, subscribes to its progress
+   * (a subject of the call's own); it returns the wait over what it hears.
    */
   private listen(id: string, o: CallOptions, progress: Queue<Progress> | undefined) {
     const heard = new Queue<Heard>();
     const subs: Subscription[] = [];
-    const onMsg = (err: Error | null, msg: Msg) => {
+    const onMsg = (err: Error | null, msg: Msg | undefined) => {
       if (err) {
         heard.push({ stop: err });
         return;
       }
-      heard.push({ msg });
+      if (msg) heard.push({ msg });
     };
-    subs.push(this.nc.subscribe(`toolgate.result.${this.agent}.${id}`, { callback: onMsg }));
+    const unwait = this.results.wait(id, onMsg);
     const progressSubject = `toolgate.progress.${this.agent}.${id}`;
     if (progress || o.onProgress) {
       subs.push(this.nc.subscribe(progressSubject, { callback: onMsg }));
@@ -472,14 +475,17 @@ export class Client {
     // A closed connection ends the wait (a closed queue ignores the push).
     this.nc.closed().then(() => heard.push({ stop: new Error(`waiting for result of ${id}: the connection closed`) }));
     const stop = () => {
+      unwait();
       for (const s of subs) s.unsubscribe();
       heard.close();
       progress?.close();
     };
     const wait = async (cancelOnAbort: boolean): Promise<Result> => {
-      // A live message can be missed (a reconnect during a long call); the
-      // stored result cannot, so look now and then, one look-up at a time.
+      // A live message can be missed (a reconnect during a long call, a
+      // slow consumer); the stored result cannot, so look now and then
+      // (LookupSchedule says when), one look-up at a time.
       let lookup = false;
+      const sched = new LookupSchedule(Date.now(), this.results.reconnects, this.results.dropped);
       const ticker = setInterval(() => heard.push({ tick: true }), STORED_RESULT_CHECK);
       let timer: NodeJS.Timeout | undefined;
       if (o.timeout !== undefined && o.timeout > 0) {
@@ -505,7 +511,7 @@ export class Client {
             throw h.stop;
           }
           if ("tick" in h) {
-            if (!lookup) {
+            if (!lookup && sched.due(Date.now(), this.results.reconnects, this.results.dropped)) {
               lookup = true;
               this.result(id, STORED_RESULT_CHECK)
                 .then((r) => {
