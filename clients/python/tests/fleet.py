@@ -18,6 +18,8 @@ import time
 import unittest
 from typing import Optional
 
+import toolgate
+
 REPO = pathlib.Path(__file__).resolve().parents[3]
 _bin_dir: Optional[str] = None
 
@@ -159,3 +161,27 @@ class Fleet:
                     p.kill()
                     p.wait()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class FleetCase(unittest.IsolatedAsyncioTestCase):
+    """Tests against one install per class, each with a client connected
+    as the agent name AGENT (self.client)."""
+
+    AGENT = "py-agent"
+    fleet: Fleet
+    creds: str
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.fleet = Fleet()
+        cls.creds = cls.fleet.creds("agent", cls.AGENT)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.fleet.close()
+
+    async def asyncSetUp(self) -> None:
+        self.client = await toolgate.Client.connect(self.fleet.url, creds=self.creds)
+
+    async def asyncTearDown(self) -> None:
+        await self.client.close()

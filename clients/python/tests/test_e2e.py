@@ -14,29 +14,15 @@ import toolgate
 from toolgate import _nats, _nkeys
 from toolgate.client import Credentials
 
-from fleet import Fleet
+import fleet
 
 
-class E2ETest(unittest.IsolatedAsyncioTestCase):
-    fleet: Fleet
-    creds: str
-
+class E2ETest(fleet.FleetCase):
     @classmethod
     def setUpClass(cls) -> None:
-        cls.fleet = Fleet()
-        cls.creds = cls.fleet.creds("agent", "py-agent")
+        super().setUpClass()
         with open(os.path.join(cls.fleet.workspace, "hello.txt"), "w") as f:
             f.write("hello from the workspace\n")
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.fleet.close()
-
-    async def asyncSetUp(self) -> None:
-        self.client = await toolgate.Client.connect(self.fleet.url, creds=self.creds)
-
-    async def asyncTearDown(self) -> None:
-        await self.client.close()
 
     async def test_read_returns_the_file(self) -> None:
         r = await self.client.call("read", {"path": "hello.txt"}, timeout=30)

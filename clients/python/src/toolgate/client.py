@@ -16,6 +16,7 @@ from enum import Enum
 from typing import Any, AsyncIterator, Callable, Optional
 
 from . import _events, _nats, _nkeys
+from ._lookup import STORED_RESULT_CHECK, LookupSchedule
 from ._verify import ROLE_TAG_PREFIX, SERVICES_TAG_PREFIX, Refused, Verifier
 
 log = logging.getLogger("toolgate")
@@ -27,7 +28,9 @@ _PREFIX = "toolgate"
 # How long a call is published again while no worker's intake answers
 # (the Go client waits as long).
 _NO_WORKER_WAIT = 30.0
-_STORED_RESULT_CHECK = 5.0
+# How often a waiting call checks whether a look-up of its stored result
+# is due (LookupSchedule says when one is).
+_STORED_RESULT_CHECK = STORED_RESULT_CHECK
 _API_STATUS_HEADER = "Toolgate-Status"
 _SERVICE_ERROR_HEADER = "Nats-Service-Error"
 
@@ -280,15 +283,18 @@ class Call:
             q = self._w.progress = asyncio.Queue()
             if self._w.result.done():
                 q.put_nowait(None)
+        loop = asyncio.get_running_loop()
+        sched = LookupSchedule(loop.time(), self.client._nc.reconnects)
         while True:
             try:
                 p = await asyncio.wait_for(q.get(), _STORED_RESULT_CHECK)
             except asyncio.TimeoutError:
                 # The live result may have been missed: the stored one ends
                 # the progress as well.
-                r = await self.client._stored(self.id)
-                if r is not None and r.status.final:
-                    self._w.done(r)
+                if sched.due(loop.time(), self.client._nc.reconnects):
+                    r = await self.client._stored(self.id)
+                    if r is not None and r.status.final:
+                        self._w.done(r)
                 continue
             if p is None:
                 return
@@ -538,6 +544,7 @@ class Client:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         lookup: Optional[asyncio.Task[Optional[Result]]] = None
+        sched = LookupSchedule(loop.time(), self._nc.reconnects)
         try:
             while not w.result.done():
                 step = _STORED_RESULT_CHECK
@@ -555,9 +562,12 @@ class Client:
                     if r is not None and r.status.final:
                         w.done(r)
                     continue
-                if not done and lookup is None:
+                if not done and lookup is None and sched.due(loop.time(), self._nc.reconnects):
                     # A live message can be missed (a reconnect during a
-                    # long call); the stored result cannot: look now and then.
+                    # long call); the stored result cannot: look now and
+                    # then (LookupSchedule says when). The connection
+                    # hands every message to its handler as it is read:
+                    # none is dropped for a slow consumer.
                     lookup = loop.create_task(self._stored(w.call_id))
             return w.result.result()
         finally:
