@@ -57,6 +57,10 @@ func (w *Worker) serveIntake() (func(), error) {
 			return
 		}
 		if !strings.HasPrefix(subject, taskResultPrefix) {
+			if err := w.queued.admit(agent); err != nil {
+				w.refuseIntake(m, agent, http.StatusTooManyRequests, err)
+				return
+			}
 			r.forward(m, subject, agent)
 			return
 		}
