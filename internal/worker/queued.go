@@ -147,23 +147,30 @@ func (q *queuedQuota) prune() {
 	}
 }
 
-// countQueued counts agent's calls in the calls stream, queued and
+// queuedCounter counts an agent's calls in the calls stream, queued and
 // waiting out their agent's bounds (bus.CallsOf), from the stream's
-// per-subject counts.
-func (w *Worker) countQueued(agent string) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), queuedCountWait)
-	defer cancel()
-	st, err := w.js.Stream(ctx, bus.StreamCalls)
-	if err != nil {
-		return 0, fmt.Errorf("count the queued calls of agent %s: %w", agent, err)
+// per-subject counts: one request a count, once the stream is open.
+// Calls of it do not overlap (queuedQuota's lock).
+func (w *Worker) queuedCounter() func(agent string) (int, error) {
+	var st jetstream.Stream
+	return func(agent string) (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), queuedCountWait)
+		defer cancel()
+		if st == nil {
+			s, err := w.js.Stream(ctx, bus.StreamCalls)
+			if err != nil {
+				return 0, fmt.Errorf("count the queued calls of agent %s: %w", agent, err)
+			}
+			st = s
+		}
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(bus.CallsOf(agent)))
+		if err != nil {
+			return 0, fmt.Errorf("count the queued calls of agent %s: %w", agent, err)
+		}
+		var n uint64
+		for _, c := range info.State.Subjects {
+			n += c
+		}
+		return int(n), nil
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(bus.CallsOf(agent)))
-	if err != nil {
-		return 0, fmt.Errorf("count the queued calls of agent %s: %w", agent, err)
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
-	}
-	return int(n), nil
 }

@@ -83,9 +83,17 @@ func TestQueuedQuotaCountsEveryStep(t *testing.T) {
 	if a, r := send(10); a != 10 || r != 0 || f.counts != 10 {
 		t.Fatalf("after its queue drained: %d admitted, %d refused, %d counts", a, r, f.counts)
 	}
-	// Another agent is counted on its own.
-	if err := q.admit("b"); err != nil || f.counts != 11 {
-		t.Fatalf("another agent's call: %v, %d counts", err, f.counts)
+	// Another agent is counted on its own; near the quota (its calls
+	// forwarded by other workers), it is counted again sooner.
+	f.queued["b"] = quota - 4
+	for i := range 4 {
+		if err := q.admit("b"); err != nil || f.counts != 11 {
+			t.Fatalf("another agent's call %d: %v, %d counts (want 11)", i, err, f.counts)
+		}
+		f.queued["b"]++
+	}
+	if err := q.admit("b"); !errors.Is(err, ErrQueuedCallsQuota) || f.counts != 12 {
+		t.Fatalf("another agent's call at its quota: %v, %d counts (want 12)", err, f.counts)
 	}
 }
 
@@ -153,5 +161,21 @@ func TestQueuedQuotaForgetsIdleAgents(t *testing.T) {
 	counts := f.counts
 	if err := q.admit("agent-1"); err != nil || f.counts != counts+1 {
 		t.Fatalf("a forgotten agent's call: %v, %d counts (want %d)", err, f.counts, counts+1)
+	}
+}
+
+// BenchmarkQueuedQuotaAdmit is the intake's cost of the quota for a call
+// of an agent under its quota (the count, every step calls, costs
+// nothing here: its request is the stream's):
+//
+//	go test -run '^$' -bench BenchmarkQueuedQuotaAdmit -benchmem ./internal/worker/
+func BenchmarkQueuedQuotaAdmit(b *testing.B) {
+	q := newQueuedQuota(DefaultMaxQueuedCalls, func(string) (int, error) { return 0, nil }, time.Now, func() {},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := q.admit("bench"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

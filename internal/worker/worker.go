@@ -228,7 +228,7 @@ func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
 	w.execCtx, w.execCancel = context.WithCancel(context.Background())
 	w.auditGiveUp, w.graceOver = make(chan struct{}), make(chan struct{})
 	w.newObserver()
-	w.queued = newQueuedQuota(cfg.MaxQueuedCalls, w.countQueued, time.Now,
+	w.queued = newQueuedQuota(cfg.MaxQueuedCalls, w.queuedCounter(), time.Now,
 		func() { w.agentRefused(boundQueuedCalls) }, w.log)
 	return w, nil
 }
