@@ -58,7 +58,9 @@ func (w *Worker) serveIntake() (func(), error) {
 		}
 		if !strings.HasPrefix(subject, taskResultPrefix) {
 			if err := w.queued.admit(agent); err != nil {
-				w.refuseIntake(m, agent, http.StatusTooManyRequests, err)
+				if m.Reply != "" { // else counted, and logged by the quota at most once a second
+					w.refuseIntake(m, agent, http.StatusTooManyRequests, err)
+				}
 				return
 			}
 			r.forward(m, subject, agent)

@@ -129,6 +129,9 @@ func (q *queuedQuota) recount(agent string, a *queuedAgent) {
 	}
 	a.queued, a.over = n, n >= q.max
 	a.left = min(q.step, q.max-n)
+	if a.over {
+		q.log.Warn("call intake: agent at its quota of queued calls, its calls refused", "agent", agent, "queued", n, "quota", q.max)
+	}
 }
 
 // prune forgets the agents with no call since the last prune, once
