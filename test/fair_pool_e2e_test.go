@@ -164,9 +164,10 @@ func TestFairSlotTurnsBetweenHeldAndQueued(t *testing.T) {
 
 // startFairWorker starts a worker of slots slots running agentSlots
 // calls per agent (0: the default) whose policy allows every bash call
-// without asking, with a README.md in its workspace; it returns the
-// worker, its metrics address and an admin's JetStream.
-func startFairWorker(t *testing.T, slots, agentSlots int) (*process, string, jetstream.JetStream) {
+// without asking, with a README.md in its workspace, and mods applied to
+// its options; it returns the worker, its metrics address and an admin's
+// JetStream.
+func startFairWorker(t *testing.T, slots, agentSlots int, mods ...func(*daemon.Options)) (*process, string, jetstream.JetStream) {
 	t.Helper()
 	ws := newWorkspace(t)
 	writeFile(t, filepath.Join(ws, "README.md"), "hello\n")
@@ -175,6 +176,9 @@ func startFairWorker(t *testing.T, slots, agentSlots int) (*process, string, jet
 	metrics := freeAddr(t)
 	p := startProcess(t, ws, func(o *daemon.Options) {
 		o.PolicyFile, o.Concurrency, o.AgentConcurrency, o.MetricsListen = pol, slots, agentSlots, metrics
+		for _, mod := range mods {
+			mod(o)
+		}
 	})
 	js, err := jetstream.New(dialAs(t, p.url, identity.RoleAdmin, "admin"))
 	if err != nil {

@@ -53,6 +53,7 @@ func main() {
 	fs.BoolVar(&o.NoRemoteTools, "no-remote-tools", false, "do not discover tools served as NATS micro services")
 	fs.StringVar(&o.ToolsConfig, "tools-config", "", "tool overrides file (YAML): disable tools or set their kind, description, timeouts, whatever their source")
 	fs.StringVar(&o.HooksFile, "hooks", "", "tool hooks file (YAML): before and after hooks, in-process or over NATS, and the redaction of secrets (on by default); give every worker the same file")
+	fs.IntVar(&o.MaxQueuedCalls, "max-queued-calls", 0, "calls of one agent in the calls stream (queued, or waiting their turn) past which the worker refuses the agent's calls with an error naming the quota (default 1024; negative: no limit)")
 	fs.IntVar(&o.MaxParked, "max-parked", 0, "calls of one agent waiting for people at once; more are refused with an error result (default 100; negative: no limit)")
 	fs.StringVar(&o.MCPConfig, "mcp-config", "", "mcpServers file (Claude Code's format): the servers' tools join as mcp__<server>__<tool>")
 	fs.StringVar(&o.MCPListen, "mcp-listen", "", "serve the tools as an MCP server over Streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:8471)")

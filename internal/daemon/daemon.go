@@ -109,6 +109,10 @@ type Options struct {
 	// MaxParked bounds one agent's calls waiting for people at once
 	// (parking.Options.MaxParkedPerAgent): 0 the default, negative none.
 	MaxParked int
+	// MaxQueuedCalls bounds one agent's calls in the calls stream past
+	// which the intake refuses its calls (worker.Config.MaxQueuedCalls):
+	// 0 the default, negative none.
+	MaxQueuedCalls int
 	// MCPListen, when set, serves the fleet's tools as an MCP server over
 	// Streamable HTTP at http://<MCPListen>/mcp.
 	MCPListen string
@@ -339,7 +343,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	w, err := worker.New(nc, pipe, worker.Config{
-		Name: o.Name, Concurrency: o.Concurrency, AgentConcurrency: o.AgentConcurrency, MaxPayload: o.MaxPayload, ShutdownGrace: o.ShutdownGrace,
+		Name: o.Name, Concurrency: o.Concurrency, AgentConcurrency: o.AgentConcurrency, MaxPayload: o.MaxPayload, MaxQueuedCalls: o.MaxQueuedCalls, ShutdownGrace: o.ShutdownGrace,
 		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr, Preview: preview(ws, roots, gate)},
 		Telemetry: tel, Budgeted: budgets.Applies, Signer: signer(creds), Verifier: eventsig.New(workers),
 		Redact: chain.Redact,

@@ -57,6 +57,12 @@ func (w *Worker) serveIntake() (func(), error) {
 			return
 		}
 		if !strings.HasPrefix(subject, taskResultPrefix) {
+			if err := w.queued.admit(agent); err != nil {
+				if m.Reply != "" { // else counted, and logged by the quota at most once a second
+					w.refuseIntake(m, agent, http.StatusTooManyRequests, err)
+				}
+				return
+			}
 			r.forward(m, subject, agent)
 			return
 		}

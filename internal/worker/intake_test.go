@@ -19,10 +19,11 @@ import (
 )
 
 // intakeWorker is a worker with only what its intake uses, on its own
-// connection to s.
+// connection to s, with no quota of queued calls (queued_test.go and
+// test/queued_quota_e2e_test.go test it).
 func intakeWorker(t *testing.T, s *testenv.Server) *Worker {
 	nc, _ := s.Connect(t)
-	return &Worker{nc: nc, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return &Worker{nc: nc, log: slog.New(slog.NewTextHandler(io.Discard, nil)), queued: &queuedQuota{max: -1}}
 }
 
 // serveIntake starts w's intake, subscribed at the server once it returns.

@@ -57,6 +57,11 @@ type Config struct {
 	AgentConcurrency int
 	// MaxPayload bounds a call's message data in bytes; default 1 MiB.
 	MaxPayload int
+	// MaxQueuedCalls bounds the calls of one agent in the calls stream
+	// (queued, or waiting out their agent's bounds) past which the
+	// worker's intake refuses the agent's calls (queued.go); default
+	// DefaultMaxQueuedCalls, negative means no bound.
+	MaxQueuedCalls int
 	// ShutdownGrace is how long running calls may finish after a stop
 	// signal before they are interrupted; default 30s.
 	ShutdownGrace time.Duration
@@ -110,6 +115,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxPayload <= 0 {
 		c.MaxPayload = 1 << 20
 	}
+	if c.MaxQueuedCalls == 0 {
+		c.MaxQueuedCalls = DefaultMaxQueuedCalls
+	}
 	if c.Bus.MaxPayload <= 0 {
 		// The calls stream refuses what the worker would refuse.
 		c.Bus.MaxPayload = int32(min(c.MaxPayload, math.MaxInt32))
@@ -137,6 +145,8 @@ type Worker struct {
 	// answering holds, per agent, the lock one task answer of the agent
 	// takes through the intake (intake.go).
 	answering sync.Map
+	// queued is the intake's per-agent quota of queued calls (queued.go).
+	queued *queuedQuota
 	// schedules: calls over their agent's bounds wait as message
 	// schedules of the calls stream (wait.go), read once at Run.
 	schedules bool
@@ -218,6 +228,8 @@ func New(nc *nats.Conn, p *tools.Pipeline, cfg Config) (*Worker, error) {
 	w.execCtx, w.execCancel = context.WithCancel(context.Background())
 	w.auditGiveUp, w.graceOver = make(chan struct{}), make(chan struct{})
 	w.newObserver()
+	w.queued = newQueuedQuota(cfg.MaxQueuedCalls, w.queuedCounter(), time.Now,
+		func() { w.agentRefused(boundQueuedCalls) }, w.log)
 	return w, nil
 }
 
