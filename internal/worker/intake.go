@@ -333,7 +333,12 @@ const boundTaskAnswers = "task_answers"
 // refusal), or logs it when the agent asked for no answer.
 func (w *Worker) refuseIntake(m *nats.Msg, agent string, code int, err error) {
 	if m.Reply == "" {
-		w.log.Warn("intake: refused", "agent", agent, "subject", m.Subject, "err", err)
+		// Logged at most once a second: an agent's refused messages
+		// must not flood the worker's log.
+		if now := time.Now().UnixNano(); now-w.intakeLogged.Load() >= int64(time.Second) {
+			w.intakeLogged.Store(now)
+			w.log.Warn("intake: refused (further refusals within a second not logged)", "agent", agent, "subject", m.Subject, "err", err)
+		}
 		return
 	}
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": code, "description": err.Error()}})

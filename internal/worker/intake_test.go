@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -224,4 +225,55 @@ func TestScopeMsgID(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIntakeRefusalsWithoutReplyLoggedOncePerSecond: an agent's messages
+// refused without a reply subject (a reserved header, no one to answer)
+// do not flood the worker's log: 200 of them within a second make one
+// line.
+func TestIntakeRefusalsWithoutReplyLoggedOncePerSecond(t *testing.T) {
+	s := testenv.StartNATS(t, t.TempDir())
+	w := intakeWorker(t, s)
+	var logged syncBuffer
+	w.log = slog.New(slog.NewTextHandler(&logged, nil))
+	defer serveIntake(t, w)()
+	nc, _ := s.Connect(t)
+	refused := func() *nats.Msg {
+		m := nats.NewMsg(identity.IntakePrefix + events.CallSubject("ann", "read"))
+		m.Header.Set("Nats-Rollup", "all")
+		return m
+	}
+	for range 200 {
+		if err := nc.PublishMsg(refused()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The intake handles its messages in order: once this one is
+	// answered (refused too, to its reply subject), the 200 were handled.
+	if _, err := nc.RequestMsg(refused(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := logged.Count("intake: refused"); n < 1 || n > 2 {
+		t.Fatalf("200 refused messages logged %d times, want 1 (2 if a second turned)", n)
+	}
+}
+
+// syncBuffer is a log sink safe for the intake's goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b = append(b.b, p...)
+	return len(p), nil
+}
+
+// Count is how many times s occurs in what was written.
+func (b *syncBuffer) Count(s string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Count(string(b.b), s)
 }

@@ -147,6 +147,9 @@ type Worker struct {
 	answering sync.Map
 	// queued is the intake's per-agent quota of queued calls (queued.go).
 	queued *queuedQuota
+	// intakeLogged is when the intake last logged a refusal it could
+	// not answer (Unix nanoseconds; refuseIntake).
+	intakeLogged atomic.Int64
 	// schedules: calls over their agent's bounds wait as message
 	// schedules of the calls stream (wait.go), read once at Run.
 	schedules bool
