@@ -120,7 +120,7 @@ func TestAttackStreamHeadersThroughTheIntake(t *testing.T) {
 		}
 	}
 	releaseFloods(ctx, t, p.ws, results, 1)
-	if err := <-bobRead; err != nil {
+	if err := testenv.Recv(t, bobRead, "bob's read's end"); err != nil {
 		t.Fatal(err)
 	}
 	// Every call settled: what ran as bob is all on his result subject.
