@@ -6,10 +6,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/teststack"
 	"github.com/toolgate/toolgate/pkg/events"
 )
@@ -44,16 +44,16 @@ func BenchmarkReadCallPath(b *testing.B) {
 	}
 	b.Run("inflight=1", func(b *testing.B) {
 		b.ReportAllocs()
-		cpu := processCPU()
+		cpu := testenv.ProcessCPU()
 		b.ResetTimer()
 		for range b.N {
 			call(b)
 		}
-		b.ReportMetric(float64((processCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+		b.ReportMetric(float64((testenv.ProcessCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
 	})
 	b.Run("inflight=64", func(b *testing.B) {
 		b.ReportAllocs()
-		cpu := processCPU()
+		cpu := testenv.ProcessCPU()
 		b.ResetTimer()
 		var next atomic.Int64
 		var wg sync.WaitGroup
@@ -67,15 +67,6 @@ func BenchmarkReadCallPath(b *testing.B) {
 			}()
 		}
 		wg.Wait()
-		b.ReportMetric(float64((processCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+		b.ReportMetric(float64((testenv.ProcessCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
 	})
-}
-
-// processCPU is the CPU time (user and system) this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -42,7 +41,7 @@ func benchFinal(b *testing.B, step func(*Worker, *events.Call, events.ResultData
 	d := &events.Decision{Action: "allow", Rule: "tools.read.allow", Revision: "fa44dea771e5"}
 	res := events.ResultData{CallID: in.ID, Agent: in.Agent, Tool: "read", Status: events.StatusOK, Output: strings.Repeat("0123456789abcde\n", 64), Decision: d}
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := testenv.ProcessCPU()
 	i := 0
 	for b.Loop() {
 		i++
@@ -53,18 +52,9 @@ func benchFinal(b *testing.B, step func(*Worker, *events.Call, events.ResultData
 		step(w, in, res)
 	}
 	w.drainAudit(time.Now().Add(defaultPublishTimeout))
-	b.ReportMetric(float64((processCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64((testenv.ProcessCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
 	b.StopTimer()
 	if st := w.EventStats(); st.Lost != 0 {
 		b.Fatalf("%d events lost", st.Lost)
 	}
-}
-
-// processCPU is the CPU time (user and system) this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
