@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -68,15 +67,9 @@ func (w *Worker) deadLetterOne(advisory []byte) error {
 	}
 	in, derr := events.DecodeCall(raw.Subject, raw.Header, raw.Data, 0)
 	dl := nats.NewMsg(bus.SubjectDeadLetter[:len(bus.SubjectDeadLetter)-1] + tokenOr(in.Agent, "_") + "." + tokenOr(in.Tool, "_"))
-	for k, v := range raw.Header {
-		if strings.HasPrefix(k, "Nats-") {
-			// The stream's own, which it would act on again (a fired
-			// schedule's Nats-Schedule-Next: purge is refused by a
-			// stream without schedules).
-			continue
-		}
-		dl.Header[k] = v
-	}
+	// Not the stream's own headers: a fired schedule's
+	// Nats-Schedule-Next: purge is refused by a stream without schedules.
+	dl.Header = callHeaders(raw.Header)
 	dl.Header.Set(nats.MsgIdHdr, fmt.Sprintf("dlq-%d", adv.StreamSeq))
 	dl.Header.Set("Toolgate-Original-Subject", raw.Subject)
 	dl.Header.Set("Toolgate-Deliveries", fmt.Sprint(adv.Deliveries))

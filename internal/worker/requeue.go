@@ -92,13 +92,7 @@ func requeueCopy(m callMsg) *nats.Msg {
 
 // copyHeaders are the headers of a copy of m (HeaderRequeues).
 func copyHeaders(m callMsg) nats.Header {
-	h := nats.Header{}
-	for k, v := range m.Headers() {
-		if strings.HasPrefix(k, "Nats-") {
-			continue // the stream's own (expectations of the publish, a TTL, a fired schedule's): not the call's
-		}
-		h[k] = append([]string(nil), v...)
-	}
+	h := callHeaders(m.Headers())
 	n, _ := strconv.Atoi(h.Get(HeaderRequeues))
 	h.Set(HeaderRequeues, strconv.Itoa(n+1))
 	id := queuedID(m.Headers())
@@ -136,4 +130,18 @@ func (w *Worker) requeue(m callMsg) fate.Fate {
 	}
 	w.log.Debug("call over its agent's bounds requeued", "subject", m.Subject(), "stream_seq", m.StreamSeq(), "id", c.Header.Get(events.HeaderMsgID))
 	return fate.Ack()
+}
+
+// callHeaders is a copy of the headers of a stored call message without
+// the stream's own ("Nats-*": expectations of the publish, a TTL, a fired
+// schedule's Nats-Schedule-Next), which are not the call's and which a
+// stream would act on again.
+func callHeaders(stored nats.Header) nats.Header {
+	h := nats.Header{}
+	for k, v := range stored {
+		if !strings.HasPrefix(k, "Nats-") {
+			h[k] = append([]string(nil), v...)
+		}
+	}
+	return h
 }
