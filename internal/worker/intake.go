@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/bus"
 	"github.com/toolgate/toolgate/internal/identity"
@@ -309,13 +308,9 @@ func (w *Worker) taskAnswerQuota(agent string) error {
 	if err != nil {
 		return fmt.Errorf("count the task answers of agent %s: %w", agent, err)
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(events.TaskResultSubject(agent, ">")))
+	n, err := storedOn(ctx, st, events.TaskResultSubject(agent, ">"))
 	if err != nil {
 		return fmt.Errorf("count the task answers of agent %s: %w", agent, err)
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
 	}
 	if n >= TaskAnswersPerAgent {
 		w.agentRefused(boundTaskAnswers)

@@ -166,14 +166,24 @@ func (w *Worker) queuedCounter() func(agent string) (int, error) {
 			}
 			st = s
 		}
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter(bus.CallsOf(agent)))
+		n, err := storedOn(ctx, st, bus.CallsOf(agent))
 		if err != nil {
 			return 0, fmt.Errorf("count the queued calls of agent %s: %w", agent, err)
 		}
-		var n uint64
-		for _, c := range info.State.Subjects {
-			n += c
-		}
 		return int(n), nil
 	}
+}
+
+// storedOn counts the messages st stores on the subjects filter matches,
+// from the stream's per-subject counts: one request.
+func storedOn(ctx context.Context, st jetstream.Stream, filter string) (uint64, error) {
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n, nil
 }
