@@ -345,7 +345,7 @@ func Run(ctx context.Context, o Options) error {
 	w, err := worker.New(nc, pipe, worker.Config{
 		Name: o.Name, Concurrency: o.Concurrency, AgentConcurrency: o.AgentConcurrency, MaxPayload: o.MaxPayload, MaxQueuedCalls: o.MaxQueuedCalls, ShutdownGrace: o.ShutdownGrace,
 		Bus: busCfg, Logger: o.Logger, Parker: worker.ManagerParker{M: mgr, Preview: preview(ws, roots, gate)},
-		Telemetry: tel, Budgeted: budgets.Applies, Signer: signer(creds), Verifier: eventsig.New(workers),
+		Telemetry: tel, Budgeted: budgets.Applies, Signer: signer(o, creds), Verifier: eventsig.New(workers),
 		Redact: chain.Redact,
 	})
 	if err != nil {
@@ -530,14 +530,31 @@ func policyChange(ch policyload.Change) events.PolicyChangeData {
 }
 
 // signer is the key and JWT the worker signs its results and audit
-// events with: its own credentials'. Without credentials (a URL that
-// carries a user or token) there is none, and readers refuse what it
-// publishes.
-func signer(creds *identity.Creds) trust.Signer {
+// events with: its own credentials' key; for credentials it minted from
+// its install (no NATS URL given), the install's signing JWT for that
+// key (identity.Install.SigningJWT: the same identity, permitting
+// nothing, under a third of the length), else its credentials' JWT. Without
+// credentials (a URL that carries a user or token) there is none, and
+// readers refuse what it publishes.
+func signer(o Options, creds *identity.Creds) trust.Signer {
 	if creds == nil {
 		return trust.Signer{}
 	}
-	return trust.Signer{Key: creds.Key, JWT: creds.JWT}
+	s := trust.Signer{Key: creds.Key, JWT: creds.JWT}
+	if o.NATSURL != "" {
+		return s
+	}
+	in, err := identity.LoadInstall()
+	if err == nil {
+		var j string
+		if j, err = in.SigningJWT(creds); err == nil {
+			s.JWT = j
+		}
+	}
+	if err != nil {
+		o.Logger.Warn("signing with the credentials' own JWT", "err", err)
+	}
+	return s
 }
 
 // policyMarkFile is the file, in the data directory (else the state

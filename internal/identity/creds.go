@@ -71,6 +71,36 @@ func (in *Install) accountOf(role Role) nkeys.KeyPair {
 	return in.Account
 }
 
+// SigningJWT returns the user JWT a worker's signed events carry
+// (toolgatesigner) in place of the JWT of its credentials c, which this
+// install issued: for the same key, naming the same identity (name, role
+// tag, expiry), issued by the same account, and permitting nothing on the
+// bus (publish and subscribe denied), so that it vouches for the key and
+// opens no connection to anything. The credentials' own JWT lists every
+// subject its role may use and is over three times as long; every result
+// and audit event carries its signer's JWT in a header, which the server
+// scans once for each header it looks for as it stores the event.
+func (in *Install) SigningJWT(c *Creds) (string, error) {
+	if c == nil || c.Claims == nil {
+		return "", fmt.Errorf("%w: no credentials to sign for", ErrWrongIdentity)
+	}
+	issuer := in.accountOf(c.Role)
+	if pub, _ := issuer.PublicKey(); c.Claims.Issuer != pub || c.Claims.IssuerAccount != "" {
+		return "", fmt.Errorf("%w: %s were not issued by this install's account", ErrWrongIdentity, c)
+	}
+	uc := jwt.NewUserClaims(c.Claims.Subject)
+	uc.Name = c.Claims.Name
+	uc.Tags = append(jwt.TagList(nil), c.Claims.Tags...)
+	uc.Expires, uc.NotBefore = c.Claims.Expires, c.Claims.NotBefore
+	uc.Pub.Deny.Add(">")
+	uc.Sub.Deny.Add(">")
+	enc, err := uc.Encode(issuer)
+	if err != nil {
+		return "", fmt.Errorf("issue the signing JWT of %s: %w", c, err)
+	}
+	return enc, nil
+}
+
 // MintCreds is Mint, parsed: the credentials in memory.
 func (in *Install) MintCreds(role Role, name string) (*Creds, error) {
 	b, err := in.Mint(role, name)

@@ -10,20 +10,27 @@ import (
 // groupSigner signs the final publishes of concurrent calls with one
 // signature (group commit): the first call to sign leads, waits while
 // other calls are on their way to their signature (begun: decoded and
-// judged, or run; not while their tool runs), at most linger, then signs
-// every queued call's events with one eventsig.SignBatch and hands each
-// its signatures. A call alone waits for nothing. A failed signature
-// fails the calls of its batch. The callers do the work; it starts no
-// goroutine.
+// judged, or run; not while their tool runs), or while calls come to
+// their signature closer together than linger (a loaded worker: the
+// last gap between two and the recent average both shorter; pace), at
+// most linger, then signs every queued call's events with one
+// eventsig.SignBatch and hands each its signatures. A call alone, or
+// after a pause, waits for nothing. A failed signature fails the calls
+// of its batch. The callers do the work; it starts no goroutine.
 type groupSigner struct {
 	sign   eventsig.SignBatch
 	linger time.Duration
+	pace   time.Duration // calls closer together than this: loaded
 
 	mu      sync.Mutex
 	calls   map[string]bool // begun, not queued yet, by call key
 	queue   []*signReq      // waiting to be signed, in arrival order
 	leading bool            // a leader is gathering or signing
 	arrived chan struct{}   // a request queued while a leader gathers
+	// last is when a call last came to its signature; gap the time
+	// before it, avg a moving average of the gaps (0: none yet).
+	last     time.Time
+	gap, avg time.Duration
 }
 
 // signReq is one call's events waiting for their signatures.
@@ -47,7 +54,7 @@ func newGroupSigner(sign eventsig.SignBatch, linger time.Duration) *groupSigner 
 	if sign == nil {
 		return nil
 	}
-	return &groupSigner{sign: sign, linger: linger, arrived: make(chan struct{}, 1), calls: map[string]bool{}}
+	return &groupSigner{sign: sign, linger: linger, pace: linger, arrived: make(chan struct{}, 1), calls: map[string]bool{}}
 }
 
 // begin records a call on its way to a final publish, by its key; a
@@ -84,7 +91,17 @@ func (g *groupSigner) notify() {
 // eventsig.SignBatch does.
 func (g *groupSigner) signTogether(key string, inputs [][]byte) ([]string, string, error) {
 	r := &signReq{inputs: inputs, done: make(chan struct{})}
+	now := time.Now()
 	g.mu.Lock()
+	if !g.last.IsZero() {
+		g.gap = now.Sub(g.last)
+		if g.avg == 0 {
+			g.avg = g.gap
+		} else {
+			g.avg = (3*g.avg + g.gap) / 4
+		}
+	}
+	g.last = now
 	delete(g.calls, key)
 	g.queue = append(g.queue, r)
 	if g.leading {
@@ -105,9 +122,9 @@ func (g *groupSigner) signTogether(key string, inputs [][]byte) ([]string, strin
 // begun and not queued yet), signs it and hands the lead on to the first
 // request queued meanwhile. g.mu held on entry, not on return.
 func (g *groupSigner) lead() {
-	if len(g.calls) > 0 {
+	if len(g.calls) > 0 || g.loaded() {
 		t := time.NewTimer(g.linger)
-		for gathering := true; gathering && len(g.calls) > 0 && batchInputs(g.queue) < eventsig.MaxBatch/2; {
+		for gathering := true; gathering && (len(g.calls) > 0 || g.loaded()) && batchInputs(g.queue) < eventsig.MaxBatch/2; {
 			g.mu.Unlock()
 			select {
 			case <-g.arrived:
@@ -166,6 +183,13 @@ func (g *groupSigner) signBatch(batch []*signReq, size int) {
 			r.sigs, sigs = sigs[:len(r.inputs):len(r.inputs)], sigs[len(r.inputs):]
 		}
 	}
+}
+
+// loaded reports whether calls come to their signature closer together
+// than pace: the last gap and the moving average both shorter (g.mu
+// held). Another call is then likely to come while a leader waits.
+func (g *groupSigner) loaded() bool {
+	return g.avg > 0 && g.gap < g.pace && g.avg < g.pace
 }
 
 // batchInputs counts the events queued.

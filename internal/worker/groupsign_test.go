@@ -17,9 +17,10 @@ import (
 
 // TestGroupSigner signs the final publishes of calls through a
 // groupSigner and counts the ed25519 signatures made: calls publishing
-// together share one, a call alone has its own and waits for nothing (the
-// linger is a minute: a wait would time the test out), and every event
-// verifies alone with pkg/eventsig. It starts no goroutine.
+// together share one, a call alone (after a pause longer than the pace)
+// has its own and waits for nothing (the linger is a minute: a wait would
+// time the test out), and every event verifies alone with pkg/eventsig.
+// It starts no goroutine.
 func TestGroupSigner(t *testing.T) {
 	signer, verify, _ := testenv.WorkerSigning(t)
 	cases := []struct {
@@ -42,6 +43,10 @@ func TestGroupSigner(t *testing.T) {
 				made.Add(1)
 				return sign(in)
 			}, time.Minute)
+			g.pace = time.Millisecond // alone: calls two paces apart
+			if tc.together {
+				g.pace = 0 // together: the calls begun are all it waits for
+			}
 			us := make([][]events.Unsigned, tc.calls)
 			for i := range us {
 				us[i] = testEvents(t, fmt.Sprintf("%s-%d", strings.ReplaceAll(tc.name, " ", ""), i), tc.perCall)
@@ -61,6 +66,7 @@ func TestGroupSigner(t *testing.T) {
 				wg.Wait()
 			} else {
 				for i := range tc.calls {
+					time.Sleep(2 * g.pace) // a pause: no load
 					g.begin(fmt.Sprint(i))
 					signOne(i)
 					g.done(fmt.Sprint(i)) // as handle returns
@@ -110,6 +116,7 @@ func TestGroupSignerDoneAndFailure(t *testing.T) {
 		}
 		return sign(in)
 	}, time.Minute)
+	g.pace = 0 // never loaded
 
 	g.begin("a")
 	g.begin("b")
@@ -138,6 +145,35 @@ func TestGroupSignerDoneAndFailure(t *testing.T) {
 	fail.Store(false)
 	g.begin("c")
 	signCall(t, g, "c", testEvents(t, "after-failure", 2), verify)
+}
+
+// TestGroupSignerLoaded: calls that come to their signature one after
+// another, none begun while another signs (as at many calls in flight,
+// each call's own work done between), share signatures once they come
+// closer together than the pace: a leader waits the linger for the next.
+func TestGroupSignerLoaded(t *testing.T) {
+	signer, verify, _ := testenv.WorkerSigning(t)
+	sign := eventsig.SignTogether(signer)
+	var made atomic.Int32
+	g := newGroupSigner(func(in [][]byte) ([]string, string, error) {
+		made.Add(1)
+		return sign(in)
+	}, 50*time.Millisecond)
+	g.pace = time.Minute
+	const calls = 20
+	var wg sync.WaitGroup
+	for i := range calls {
+		us := testEvents(t, fmt.Sprintf("loaded-%d", i), 2)
+		wg.Go(func() { signCall(t, g, fmt.Sprint(i), us, verify) })
+		time.Sleep(time.Millisecond)
+	}
+	wg.Wait()
+	if n := made.Load(); n > calls/2 {
+		t.Errorf("%d signatures for %d calls one after another, want at most %d", n, calls, calls/2)
+	}
+	if len(g.queue) != 0 || g.leading {
+		t.Errorf("left behind: queued %d, leading %v", len(g.queue), g.leading)
+	}
 }
 
 // testEvents encodes n events of a call (a result and audit-like events).

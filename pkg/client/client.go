@@ -410,18 +410,8 @@ func (c *Client) publish(ctx context.Context, tool string, args any, o *callOpts
 	if err != nil {
 		return err
 	}
-	ev, err := events.NewCall(o.id, c.agent, events.CallData{Arguments: raw, SessionID: o.session, TimeoutMS: o.timeout.Milliseconds(), JudgeOnly: o.judgeOnly,
-		ParentCallID: o.parent})
-	if err != nil {
-		return err
-	}
-	if o.traceparent != "" {
-		ev.SetExtension("traceparent", o.traceparent)
-		if o.tracestate != "" {
-			ev.SetExtension("tracestate", o.tracestate)
-		}
-	}
-	m, err := events.Encode(events.CallSubject(c.agent, tool), ev, c.mode)
+	m, err := c.callMsg(tool, events.CallData{Arguments: raw, SessionID: o.session, TimeoutMS: o.timeout.Milliseconds(), JudgeOnly: o.judgeOnly,
+		ParentCallID: o.parent}, o)
 	if err != nil {
 		return err
 	}
@@ -429,6 +419,28 @@ func (c *Client) publish(ctx context.Context, tool string, args any, o *callOpts
 		_, err := c.js.PublishMsg(ctx, m)
 		return err
 	})
+}
+
+// callMsg is the message of a call event of tool with data, in the
+// client's mode: events.EncodeData's (which builds what NewCall and
+// Encode build, without an event.Event for a plain binary call), or
+// through NewCall and Encode for a call carrying a tracestate, an
+// extension EncodeData has no field for.
+func (c *Client) callMsg(tool string, data events.CallData, o *callOpts) (*nats.Msg, error) {
+	subject := events.CallSubject(c.agent, tool)
+	if o.tracestate == "" {
+		return events.EncodeData(subject, events.Attrs{ID: o.id, Source: events.AgentSource(c.agent), Type: events.TypeCallRequested,
+			TraceParent: o.traceparent}, data, c.mode)
+	}
+	ev, err := events.NewCall(o.id, c.agent, data)
+	if err != nil {
+		return nil, err
+	}
+	if o.traceparent != "" {
+		ev.SetExtension("traceparent", o.traceparent)
+		ev.SetExtension("tracestate", o.tracestate)
+	}
+	return events.Encode(subject, ev, c.mode)
 }
 
 // publishAttempt bounds how long one publish of a call waits for the

@@ -246,7 +246,7 @@ func New(id, source, typ string, data any) (event.Event, error) {
 	ev.SetSource(source)
 	ev.SetType(typ)
 	ev.SetTime(time.Now().UTC())
-	b, err := json.Marshal(data)
+	b, err := marshalData(data)
 	if err != nil {
 		return ev, fmt.Errorf("marshal %s data: %w", typ, err)
 	}

@@ -1,7 +1,6 @@
 package events
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -76,7 +75,7 @@ func EncodeUnsigned(subject string, a Attrs, data any, mode Mode) (Unsigned, err
 		}
 		return Unsigned{a: a, ev: ev, subject: subject, mode: mode}, nil
 	}
-	b, err := json.Marshal(data)
+	b, err := marshalData(data)
 	if err != nil {
 		return Unsigned{}, fmt.Errorf("marshal %s data: %w", a.Type, err)
 	}

@@ -142,6 +142,33 @@ func TestEncodeDataFastPathAgreesWithNewAndEncode(t *testing.T) {
 	}
 }
 
+// TestEncodeDataOfACallAgreesWithNewCall: the call message an agent's
+// client builds with EncodeData is the one NewCall and Encode build, in
+// every mode, with and without a traceparent.
+func TestEncodeDataOfACallAgreesWithNewCall(t *testing.T) {
+	data := CallData{Arguments: json.RawMessage(`{"path":"a <b>.txt"}`), SessionID: "s1", TimeoutMS: 500, ParentCallID: "task-1"}
+	for _, tp := range []string{"", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"} {
+		for _, mode := range []Mode{Binary, Structured, StructuredBare} {
+			got, err := EncodeData("toolgate.call.a1.read", Attrs{ID: "call-1", Source: AgentSource("a1"), Type: TypeCallRequested, TraceParent: tp}, data, mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev, err := NewCall("call-1", "a1", data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tp != "" {
+				ev.SetExtension("traceparent", tp)
+			}
+			want, err := Encode("toolgate.call.a1.read", ev, mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameMsg(t, got, want)
+		}
+	}
+}
+
 // sameMsg fails unless got and want are the same message but for their
 // time attribute.
 func sameMsg(t *testing.T, got, want *nats.Msg) {

@@ -272,14 +272,14 @@ func timeout(next Handler) Handler {
 		if own {
 			deadline += timeoutGrace
 		}
-		cause := fmt.Errorf("%w after %s", ErrTimeout, d)
+		cause := &timeoutError{after: d}
 		ctx, cancel := context.WithTimeoutCause(ctx, deadline, cause)
 		defer cancel()
 		out, err := next.Handle(ctx, c)
 		if errors.Is(err, ErrTimeout) {
 			return out, err // the tool said so itself, with its detail
 		}
-		if context.Cause(ctx) == cause {
+		if context.Cause(ctx) == error(cause) {
 			// Whatever the tool returned, it was cut short: keep its partial
 			// output and report the timeout.
 			if err != nil {
@@ -290,6 +290,15 @@ func timeout(next Handler) Handler {
 		return out, err
 	})
 }
+
+// timeoutError is a call's timeout: ErrTimeout "after" its duration,
+// the message made only when read (most calls never time out).
+type timeoutError struct{ after time.Duration }
+
+func (e *timeoutError) Error() string { return ErrTimeout.Error() + " after " + e.after.String() }
+
+// Unwrap makes errors.Is(err, ErrTimeout) true.
+func (e *timeoutError) Unwrap() error { return ErrTimeout }
 
 // bound cuts an output above the tool's MaxOutput (head and tail kept).
 func bound(next Handler) Handler {
