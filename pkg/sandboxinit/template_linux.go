@@ -10,7 +10,7 @@ import (
 	"unsafe"
 )
 
-// A sandbox template (TemplateArgs) is a first program that serves many
+// A sandbox template (Template) is a first program that serves many
 // calls, each in a sandbox of its own forked from the template's, without
 // bwrap or the start of a program per call. Per call, on a thread of its
 // own that is never given back to the runtime (runtime.LockOSThread
@@ -50,32 +50,63 @@ const (
 	flagCgroupHome   = "--cgroup-home="
 	flagTemplateNet  = "--network"
 	flagTemplateCall = "--calls="
+	flagRlimit       = "--rlimit="
 )
 
-// TemplateArgs is the command line of a sandbox template: it listens on
-// the SOCK_SEQPACKET socket ctl for calls (see Serve in a template's
-// doc), says it is ready with one byte on ready, loads the seccomp filter
-// read from seccomp for every call, moves the starting threads back to
-// the cgroups whose tasks files are home, remounts noexec (but keepExec)
-// the mounts under noexec once, and for calls leaves the network
-// namespace shared when network. After calls calls (0: no bound) it
-// stops taking new ones and exits once those it took ended.
-func TemplateArgs(ctl, ready, seccomp int, home []int, noexec, keepExec []string, network bool, calls int) []string {
-	out := []string{Path, flagTemplate + strconv.Itoa(ctl) + ":" + strconv.Itoa(ready), flagSeccomp + strconv.Itoa(seccomp)}
-	for _, fd := range home {
+// Template is the command line of a sandbox template.
+type Template struct {
+	// Ctl is the SOCK_SEQPACKET socket the template takes calls on;
+	// Ready gets one byte once it can.
+	Ctl, Ready int
+	// Seccomp is the descriptor of the seccomp filter every call
+	// loads.
+	Seccomp int
+	// Home are the tasks files of the template's own cgroups, which a
+	// call's starting thread goes back to.
+	Home []int
+	// Noexec are directories whose mounts the template remounts noexec
+	// once (but KeepExec), and whose fresh tmpfs instances (/tmp,
+	// /dev/shm) it mounts noexec per call.
+	Noexec, KeepExec []string
+	// Network leaves the network namespace shared with the calls;
+	// otherwise each call gets its own.
+	Network bool
+	// Calls bounds the calls taken (0: no bound); the template exits
+	// once those it took ended.
+	Calls int
+	// Limits are the resource limits each call's processes get (the
+	// template itself keeps its own), set while the call waits at its
+	// gate.
+	Limits []Rlimit
+}
+
+// Rlimit is one resource limit (soft and hard), as setrlimit(2) names
+// the resource.
+type Rlimit struct {
+	Resource int
+	Value    uint64
+}
+
+// Args is t's command line, shown at Path.
+func (t Template) Args() []string {
+	out := []string{Path, flagTemplate + strconv.Itoa(t.Ctl) + ":" + strconv.Itoa(t.Ready), flagSeccomp + strconv.Itoa(t.Seccomp)}
+	for _, fd := range t.Home {
 		out = append(out, flagCgroupHome+strconv.Itoa(fd))
 	}
-	for _, p := range noexec {
+	for _, p := range t.Noexec {
 		out = append(out, flagNoexec+p)
 	}
-	for _, p := range keepExec {
+	for _, p := range t.KeepExec {
 		out = append(out, flagKeepExec+p)
 	}
-	if network {
+	if t.Network {
 		out = append(out, flagTemplateNet)
 	}
-	if calls > 0 {
-		out = append(out, flagTemplateCall+strconv.Itoa(calls))
+	if t.Calls > 0 {
+		out = append(out, flagTemplateCall+strconv.Itoa(t.Calls))
+	}
+	for _, l := range t.Limits {
+		out = append(out, flagRlimit+strconv.Itoa(l.Resource)+":"+strconv.FormatUint(l.Value, 10))
 	}
 	return out
 }
@@ -100,6 +131,7 @@ type template struct {
 	noexec  bool     // /tmp and /dev/shm are mounted noexec
 	keep    []string // top mount points under /tmp and /dev/shm, moved into each call's
 	covers  []string // read-only mount points under /proc
+	limits  []Rlimit // each call's
 	wg      sync.WaitGroup
 }
 
@@ -154,6 +186,14 @@ func serveTemplate(args []string) error {
 			keepExec = append(keepExec, trimPrefix(a, flagKeepExec))
 		case a == flagTemplateNet:
 			t.network = true
+		case hasPrefix(a, flagRlimit):
+			r, v, _ := cut(trimPrefix(a, flagRlimit), ":")
+			res, err1 := strconv.ParseUint(r, 10, 31)
+			val, err2 := strconv.ParseUint(v, 10, 64)
+			if err1 != nil || err2 != nil {
+				return newError("bad " + a + ": want " + flagRlimit + "RESOURCE:VALUE")
+			}
+			t.limits = append(t.limits, Rlimit{int(res), val})
 		case hasPrefix(a, flagTemplateCall):
 			n, err := strconv.ParseUint(trimPrefix(a, flagTemplateCall), 10, 31)
 			if err != nil {
@@ -396,32 +436,42 @@ func (t *template) call(sock, out, errFD int, tasks []int) {
 	for _, fd := range tasks {
 		syscall.Close(fd)
 	}
-	if err != nil {
-		reply(ReplyFailed, err.Error())
-		return
+	if err == nil {
+		reply(ReplyStarted, "")
 	}
-	reply(ReplyStarted, "")
 	var ws syscall.WaitStatus
-	for {
-		_, err = syscall.Wait4(pid, &ws, 0, nil)
-		if err != syscall.EINTR {
-			break
+	if pid > 0 {
+		for {
+			_, werr := syscall.Wait4(pid, &ws, 0, nil)
+			if werr != syscall.EINTR {
+				if err == nil {
+					err = wrap("wait", werr)
+				}
+				break
+			}
 		}
 	}
 	if err != nil {
-		reply(ReplyFailed, "wait: "+err.Error())
+		reply(ReplyFailed, err.Error())
 		return
 	}
 	reply(ReplyExited, strconv.Itoa(int(ws)))
 }
 
-// GatePrologue is what a command a template starts must begin with: the
-// command starts before its /proc is mounted (the procfs of its PID
-// namespace can be made only once that namespace has its PID 1, the
-// command), and waits for the byte the template writes on descriptor 3
-// once it is; end of file instead (the mount failed) exits 126. REPLY,
-// which read sets, is unset as it was.
-const GatePrologue = "{ read -r -n 1 -u 3 && exec 3<&-; } || exit 126; unset -v REPLY; "
+// callInit is the script of the first process of a call's PID namespace,
+// the call's own shell (its program, which the call may execute whatever
+// it may not): it waits at the gate on descriptor 3 until the call's
+// /proc is mounted and its limits set (the procfs of a PID namespace can
+// be made only once the namespace has its PID 1), closes it, runs the
+// command as its child with the call's stderr from descriptor 4 (so that
+// the command is not its namespace's init, whose signals from inside the
+// namespace the kernel drops: kill $$ works as anywhere; and what the
+// shell reports of the command's death, as bubblewrap's init does not,
+// goes nowhere), reaps what is orphaned meanwhile, and exits as the
+// command did; the kernel then kills what is left in the namespace. End
+// of file at the gate instead of its newline (something failed) exits
+// 126.
+const callInit = `read -r -n 1 -u 3 _ || exit 126; exec 3<&-; "$@" 2>&4 4>&-; exit $?`
 
 // start makes the call's sandbox on this thread and forks the command in
 // it; it returns the command's pid (as the template sees it).
@@ -450,7 +500,7 @@ func (t *template) start(c command, out, errFD int, tasks []int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	null, err := syscall.Open("/dev/null", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, wrap("open /dev/null", err)
 	}
@@ -478,13 +528,23 @@ func (t *template) start(c command, out, errFD int, tasks []int) (int, error) {
 	if err := loadFilter(t.filter); err != nil {
 		return 0, err
 	}
-	pid, err := syscall.ForkExec(prog, c.argv, &syscall.ProcAttr{
+	argv := append([]string{prog, "-c", callInit, "toolgate-init", prog}, c.argv[1:]...)
+	pid, err := syscall.ForkExec(prog, argv, &syscall.ProcAttr{
 		Env:   syscall.Environ(),
-		Files: []uintptr{uintptr(null), uintptr(out), uintptr(errFD), uintptr(gate[0])},
+		Files: []uintptr{uintptr(null), uintptr(out), uintptr(null), uintptr(gate[0]), uintptr(errFD)},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	})
 	if err != nil {
 		return 0, wrap("exec "+prog, err)
+	}
+	// The call's limits, on its first process (the same user as this
+	// thread now), before it passes its gate.
+	for _, l := range t.limits {
+		rl := [2]uint64{l.Value, l.Value}
+		if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRLIMIT64, uintptr(pid), uintptr(l.Resource), uintptr(unsafe.Pointer(&rl[0])), 0, 0, 0); errno != 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			return pid, wrap("set resource limit "+strconv.Itoa(l.Resource)+" of the call", errno)
+		}
 	}
 	// Out of the call's cgroups before the worker counts what is left
 	// in them: a thread that cannot leave ends the template (fail exits),
@@ -521,7 +581,7 @@ func mountProc(mntNS, pidNS, gate int, covers []string) {
 		_, _ = syscall.Write(2, []byte("toolgate: sandbox template: "+err.Error()+"\n"))
 		return
 	}
-	_, _ = syscall.Write(gate, []byte{1})
+	_, _ = syscall.Write(gate, []byte{'\n'})
 }
 
 // enterProc makes a procfs instance of pidNS (closed here), enters the

@@ -232,9 +232,9 @@ func main() {
 					if p, ok := procs[side]; ok {
 						wk = p
 					}
-					w0, s0, c0 := cpuOf(wk.cmd.Process.Pid), cpuSelf(), cpuChildren()
+					w0, s0, c0 := cpuTree(wk.cmd.Process.Pid), cpuSelf(), cpuChildren()
 					st := gen.run(side, mode, *n, f)
-					st.cpuWorker, st.cpuServer = cpuOf(wk.cmd.Process.Pid)-w0, cpuSelf()-s0
+					st.cpuWorker, st.cpuServer = cpuTree(wk.cmd.Process.Pid)-w0, cpuSelf()-s0
 					if side == bwrapSide {
 						// bwrap and all it started, reaped by this process.
 						st.cpuWorker = cpuChildren() - c0

@@ -182,7 +182,8 @@ func (b *bash) planFor(ctx context.Context, c *tools.Call, network, create bool,
 			noexec, keep = noexecDirs(b.ws), keepExec
 		}
 		sid.template, sid.noexec = true, false
-		inner = sandboxinit.TemplateArgs(reqFD, readyFD, p.filterFD, homeFDs, noexec, keep, network, 0)
+		inner = sandboxinit.Template{Ctl: reqFD, Ready: readyFD, Seccomp: p.filterFD, Home: homeFDs,
+			Noexec: noexec, KeepExec: keep, Network: network, Limits: rlimitList(b.rlimits())}.Args()
 	}
 	p.argv = sb.argv(b.ws, "/", network, sid, mounts, inner)
 	p.env = callEnv(b.env, sandboxHome(b.ws), "/tmp")
@@ -568,7 +569,14 @@ func (b *bash) prepare(ctx context.Context, c *tools.Call, network, tmpl bool) (
 		b.pool.discard(sb)
 		return nil, e
 	}
-	if sb.child, err = held.releasePid(b.rlimits()); err != nil {
+	// A template keeps no limit of a call's but core files off: it sets
+	// them on each call's first process (its runtime would not start
+	// within a call's address space, nor live within its CPU time).
+	limits := b.rlimits()
+	if tmpl {
+		limits = Limits{}
+	}
+	if sb.child, err = held.releasePid(limits); err != nil {
 		return fail(err)
 	}
 	if sb.child <= 1 {

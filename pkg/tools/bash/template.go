@@ -36,8 +36,11 @@ import (
 // filter, all on that thread alone, which ends once the command started.
 // The worker kills a call by its cgroups, never by the template. A
 // template is retired (it ends once its calls have) when its mount table
-// changed (as a prepared sandbox is discarded), after maxTemplateCalls
-// calls, or when its own CPU time nears its RLIMIT_CPU.
+// changed (as a prepared sandbox is discarded) or after maxTemplateCalls
+// calls. The template keeps none of a call's resource limits (its Go
+// runtime would not start within a call's address space, nor live within
+// its CPU time): it sets them on each call's first process, while the
+// call waits at its gate.
 //
 // Templates need the worker to be root (the template drops root per
 // call) and per-call cgroups in a v1 hierarchy (a thread joins one by
@@ -47,10 +50,6 @@ import (
 // maxTemplateCalls is how many calls a template serves before it is
 // retired.
 const maxTemplateCalls = 10000
-
-// templateCPUCheck is how often (in calls) the worker reads a template's
-// CPU time.
-const templateCPUCheck = 64
 
 // socketPair is a connected pair of Unix sockets of type typ, both
 // close-on-exec.
@@ -111,29 +110,6 @@ func templatePid(child int) (int, error) {
 	return 0, errors.New("the template's process is not found")
 }
 
-// cpuTicks is the CPU time (user and system, in clock ticks of 1/100 s)
-// the process pid used itself, not counting its children.
-func cpuTicks(pid int) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("malformed stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, errors.New("malformed stat")
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, errors.New("malformed stat")
-	}
-	return u + s, nil
-}
-
 // templated reports whether prepared sandboxes are served by templates
 // here (Config.NoTemplate unset, the worker root, call cgroups in v1).
 func (b *bash) templated(cfg Config) bool {
@@ -181,12 +157,7 @@ func (p *pool) template(key string) *prepared {
 func (p *pool) done(t *prepared) {
 	n := t.calls.Add(1)
 	t.inflight.Done()
-	retire := n >= maxTemplateCalls
-	if cpu := p.b.limits.CPUSeconds; !retire && cpu > 0 && n%templateCPUCheck == 0 {
-		ticks, err := cpuTicks(t.tpid)
-		retire = err != nil || ticks >= int64(cpu)*100/2
-	}
-	if retire {
+	if n == maxTemplateCalls {
 		p.retire(t)
 	}
 }
@@ -220,7 +191,7 @@ func (b *bash) runTemplated(ctx context.Context, c *tools.Call, t *prepared, p *
 	spec.AllowDirs = p.rule.dirs
 	spec.Chdir, spec.Home = cwd, sandboxHome(b.ws)
 	var line bytes.Buffer
-	for _, a := range spec.Args(b.direct(sandboxinit.GatePrologue + command))[1:] {
+	for _, a := range spec.Args(b.direct(command))[1:] {
 		if strings.IndexByte(a, 0) >= 0 {
 			return nil, false, nil
 		}
