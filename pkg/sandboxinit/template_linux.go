@@ -250,6 +250,10 @@ func serveTemplate(args []string) error {
 // /proc. A shared mount (one whose mounts would propagate to the
 // template's, or from a call's to another's) is refused.
 func (t *template) survey() error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(callInit, &st); err != nil {
+		return wrap("a call's init "+callInit, err)
+	}
 	table, err := readFile("/proc/self/mountinfo", maxCmdline)
 	if err != nil {
 		return err
@@ -430,7 +434,7 @@ func (t *template) call(sock, out, errFD int, tasks []int) {
 	// Everything from here happens to this thread alone, which ends with
 	// the goroutine.
 	runtime.LockOSThread()
-	pid, err := t.start(c, out, errFD, tasks)
+	pid, init, hold, err := t.start(c, out, errFD, tasks)
 	syscall.Close(out)
 	syscall.Close(errFD)
 	for _, fd := range tasks {
@@ -441,15 +445,17 @@ func (t *template) call(sock, out, errFD int, tasks []int) {
 	}
 	var ws syscall.WaitStatus
 	if pid > 0 {
-		for {
-			_, werr := syscall.Wait4(pid, &ws, 0, nil)
-			if werr != syscall.EINTR {
-				if err == nil {
-					err = wrap("wait", werr)
-				}
-				break
-			}
+		if werr := wait(pid, &ws); err == nil {
+			err = wrap("wait", werr)
 		}
+	}
+	// The init goes, and the kernel kills what is left of the call,
+	// before the reply says it ended.
+	if init > 0 {
+		syscall.Close(hold)
+		_ = syscall.Kill(init, syscall.SIGKILL)
+		var iws syscall.WaitStatus
+		_ = wait(init, &iws)
 	}
 	if err != nil {
 		reply(ReplyFailed, err.Error())
@@ -458,93 +464,110 @@ func (t *template) call(sock, out, errFD int, tasks []int) {
 	reply(ReplyExited, strconv.Itoa(int(ws)))
 }
 
-// callInit is the script of the first process of a call's PID namespace,
-// the call's own shell (its program, which the call may execute whatever
-// it may not): it waits at the gate on descriptor 3 until the call's
-// /proc is mounted and its limits set (the procfs of a PID namespace can
-// be made only once the namespace has its PID 1), closes it, runs the
-// command as its child with the call's stderr from descriptor 4 (so that
-// the command is not its namespace's init, whose signals from inside the
-// namespace the kernel drops: kill $$ works as anywhere; and what the
-// shell reports of the command's death, as bubblewrap's init does not,
-// goes nowhere), reaps what is orphaned meanwhile, and exits as the
-// command did; the kernel then kills what is left in the namespace. End
-// of file at the gate instead of its newline (something failed) exits
-// 126.
-const callInit = `read -r -n 1 -u 3 _ || exit 126; exec 3<&-; "$@" 2>&4 4>&-; exit $?`
+// The first process of a call's PID namespace (its init) is /bin/sh
+// waiting on its stdin, a pipe the template closes once the command
+// ended, with SIGCHLD ignored so that the kernel reaps at once whatever
+// is orphaned in the namespace and reparented to it. It is forked before
+// the call's execute restriction and the command is forked after it,
+// from the template's thread, not from the init: the init runs no
+// program of the call's and nothing the call starts is its child, and
+// Landlock keeps the restricted command from tracing it or writing its
+// memory (a domain reaches only its own and those nested in it). When
+// the init exits, the kernel kills whatever is left in the namespace. The
+// command, not the init, is what the call runs: kill $$ works as
+// anywhere (the kernel drops signals sent to an init from inside its
+// namespace).
+const (
+	callInit       = "/bin/sh"
+	callInitScript = "trap '' CHLD; read x"
+)
+
+// GatePrologue is what a template's command line (its shell's -c
+// script) must begin with: the command waits on descriptor 3 until the
+// template has set its resource limits (it is forked before they can be),
+// then closes it; end of file instead (something failed) exits 126.
+// REPLY, which read sets, is unset as it was.
+const GatePrologue = "{ read -r -n 1 -u 3 && exec 3<&-; } || exit 126; unset -v REPLY; "
 
 // start makes the call's sandbox on this thread and forks the command in
-// it; it returns the command's pid (as the template sees it).
-func (t *template) start(c command, out, errFD int, tasks []int) (int, error) {
+// it; it returns the command's pid and the init's (as the template sees
+// them) and the write end of the init's stdin, to close once the command
+// ended.
+func (t *template) start(c command, out, errFD int, tasks []int) (pid, init, hold int, err error) {
+	if len(c.argv) < 3 || c.argv[1] != "-c" || !hasPrefix(c.argv[2], GatePrologue) {
+		return 0, 0, -1, newError("a template's command is a shell's -c script beginning with its gate")
+	}
 	mntNS, nsDir, err := t.isolate(tasks)
 	if err != nil {
-		return 0, err
+		return 0, 0, -1, err
 	}
 	defer syscall.Close(nsDir)
-	handed := false // mntNS and the gate's write end go to mountProc
-	var gate [2]int
-	defer func() {
-		if !handed {
-			syscall.Close(mntNS)
-			if gate[1] > 0 {
-				syscall.Close(gate[1])
-			}
-		}
-	}()
+	defer syscall.Close(mntNS)
 	if c.chdir != "" {
 		if err := syscall.Chdir(c.chdir); err != nil {
-			return 0, wrap("chdir "+c.chdir, err)
+			return 0, 0, -1, wrap("chdir "+c.chdir, err)
 		}
 	}
 	prog, err := lookPath(c.argv[0])
 	if err != nil {
-		return 0, err
+		return 0, 0, -1, err
 	}
 	null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return 0, wrap("open /dev/null", err)
+		return 0, 0, -1, wrap("open /dev/null", err)
 	}
 	defer syscall.Close(null)
-	if err := syscall.Pipe2(gate[:], syscall.O_CLOEXEC); err != nil {
-		return 0, wrap("make the gate", err)
-	}
-	defer syscall.Close(gate[0])
 	if err := prctl(prSetNoNewPrivs, 1); err != nil {
-		return 0, wrap("no_new_privs", err)
+		return 0, 0, -1, wrap("no_new_privs", err)
 	}
 	if err := dropThread(c); err != nil {
-		return 0, err
+		return 0, 0, -1, err
 	}
 	if c.home != "" {
 		if err := syscall.Mkdir(c.home, 0o700); err != nil {
-			return 0, wrap("make the home "+c.home, err)
-		}
-	}
-	if c.restrict {
-		if err := restrictExec(c.allow, c.allowDirs); err != nil {
-			return 0, err
+			return 0, 0, -1, wrap("make the home "+c.home, err)
 		}
 	}
 	if err := loadFilter(t.filter); err != nil {
-		return 0, err
+		return 0, 0, -1, err
 	}
-	argv := append([]string{prog, "-c", callInit, "toolgate-init", prog}, c.argv[1:]...)
-	pid, err := syscall.ForkExec(prog, argv, &syscall.ProcAttr{
-		Env:   syscall.Environ(),
-		Files: []uintptr{uintptr(null), uintptr(out), uintptr(null), uintptr(gate[0]), uintptr(errFD)},
+	var initIn [2]int
+	if err := syscall.Pipe2(initIn[:], syscall.O_CLOEXEC); err != nil {
+		return 0, 0, -1, wrap("make the init's pipe", err)
+	}
+	init, err = syscall.ForkExec(callInit, []string{"sh", "-c", callInitScript}, &syscall.ProcAttr{
+		Files: []uintptr{uintptr(initIn[0]), uintptr(null), uintptr(null)},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	})
+	syscall.Close(initIn[0])
 	if err != nil {
-		return 0, wrap("exec "+prog, err)
+		syscall.Close(initIn[1])
+		return 0, 0, -1, wrap("exec "+callInit, err)
 	}
-	// The call's limits, on its first process (the same user as this
-	// thread now), before it passes its gate.
-	for _, l := range t.limits {
-		rl := [2]uint64{l.Value, l.Value}
-		if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRLIMIT64, uintptr(pid), uintptr(l.Resource), uintptr(unsafe.Pointer(&rl[0])), 0, 0, 0); errno != 0 {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			return pid, wrap("set resource limit "+strconv.Itoa(l.Resource)+" of the call", errno)
+	hold = initIn[1]
+	// The namespace has its PID 1: its procfs can be made, by a thread
+	// of the template's own (this one has dropped everything).
+	if err := t.mountProc(mntNS, nsDir); err != nil {
+		return 0, init, hold, err
+	}
+	if c.restrict {
+		if err := restrictExec(c.allow, c.allowDirs); err != nil {
+			return 0, init, hold, err
 		}
+	}
+	var gate [2]int
+	if err := syscall.Pipe2(gate[:], syscall.O_CLOEXEC); err != nil {
+		return 0, init, hold, wrap("make the gate", err)
+	}
+	defer syscall.Close(gate[1])
+	pid, err = syscall.ForkExec(prog, c.argv, &syscall.ProcAttr{
+		Env:   syscall.Environ(),
+		Files: []uintptr{uintptr(null), uintptr(out), uintptr(errFD), uintptr(gate[0])},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	})
+	syscall.Close(gate[0])
+	if err != nil {
+		return 0, init, hold, wrap("exec "+prog, err)
 	}
 	// Out of the call's cgroups before the worker counts what is left
 	// in them: a thread that cannot leave ends the template (fail exits),
@@ -556,32 +579,37 @@ func (t *template) start(c command, out, errFD int, tasks []int) (int, error) {
 			fail(wrap("return to the template's cgroup", err))
 		}
 	}
-	// The call's PID namespace has its PID 1 now: its procfs can be
-	// made. A thread of the template's own does it (this one has
-	// dropped everything); the command waits at its gate meanwhile.
-	pidNS, err := openat(nsDir, "pid_for_children")
-	if err != nil {
-		return pid, nil // the gate closes: the command exits 126
+	// The call's limits, on the command (the same user as this thread
+	// now) while it waits at its gate.
+	for _, l := range t.limits {
+		rl := [2]uint64{l.Value, l.Value}
+		if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRLIMIT64, uintptr(pid), uintptr(l.Resource), uintptr(unsafe.Pointer(&rl[0])), 0, 0, 0); errno != 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			return pid, init, hold, wrap("set resource limit "+strconv.Itoa(l.Resource)+" of the call", errno)
+		}
 	}
-	handed = true
-	go mountProc(mntNS, pidNS, gate[1], t.covers)
-	return pid, nil
+	if _, err := syscall.Write(gate[1], []byte{'\n'}); err != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		return pid, init, hold, wrap("open the gate", err)
+	}
+	return pid, init, hold, nil
 }
 
 // mountProc mounts, on a thread of its own that ends with it, a procfs
-// instance of the PID namespace pidNS on /proc of the mount namespace
-// mntNS, with the read-only covers of the template's own /proc, and
-// opens the gate; on failure the gate closes unopened. It closes the
-// three descriptors.
-func mountProc(mntNS, pidNS, gate int, covers []string) {
-	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-	defer syscall.Close(gate)
-	defer syscall.Close(mntNS)
-	if err := enterProc(mntNS, pidNS, covers); err != nil {
-		_, _ = syscall.Write(2, []byte("toolgate: sandbox template: "+err.Error()+"\n"))
-		return
+// instance of the PID namespace of the children of this thread (nsDir is
+// its /proc/thread-self/ns) on /proc of its mount namespace mntNS, with
+// the read-only covers of the template's own /proc.
+func (t *template) mountProc(mntNS, nsDir int) error {
+	pidNS, err := openat(nsDir, "pid_for_children")
+	if err != nil {
+		return wrap("open the call's PID namespace", err)
 	}
-	_, _ = syscall.Write(gate, []byte{'\n'})
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		errc <- enterProc(mntNS, pidNS, t.covers)
+	}()
+	return <-errc
 }
 
 // enterProc makes a procfs instance of pidNS (closed here), enters the
@@ -846,4 +874,14 @@ func loadFilter(prog string) error {
 		return wrap("load the seccomp filter", errno)
 	}
 	return nil
+}
+
+// wait reaps the child pid into ws.
+func wait(pid int, ws *syscall.WaitStatus) error {
+	for {
+		_, err := syscall.Wait4(pid, ws, 0, nil)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
 }

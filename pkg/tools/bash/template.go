@@ -191,7 +191,7 @@ func (b *bash) runTemplated(ctx context.Context, c *tools.Call, t *prepared, p *
 	spec.AllowDirs = p.rule.dirs
 	spec.Chdir, spec.Home = cwd, sandboxHome(b.ws)
 	var line bytes.Buffer
-	for _, a := range spec.Args(b.direct(command))[1:] {
+	for _, a := range spec.Args(b.direct(sandboxinit.GatePrologue + command))[1:] {
 		if strings.IndexByte(a, 0) >= 0 {
 			return nil, false, nil
 		}

@@ -161,7 +161,7 @@ func TestTemplateCallsOfTwoAgentsConcurrently(t *testing.T) {
 }
 
 // TestTemplateCannotBeSeenOrSignalled: a call sees only its own
-// processes (its command is PID 2 of its namespace, under the call's
+// processes (its command is PID 2 of its namespace, beside the call's
 // init), cannot signal the template by any pid it can name, and holds no
 // descriptor but its standard streams.
 func TestTemplateCannotBeSeenOrSignalled(t *testing.T) {
@@ -171,8 +171,8 @@ func TestTemplateCannotBeSeenOrSignalled(t *testing.T) {
 	out := mustRun(t, p, "echo self=$$; ls /proc | grep '^[0-9]' | tr '\\n' ' '; echo; ls /proc/$$/fd | tr '\\n' ' '; echo; "+
 		"for p in $(seq 1 4096); do [ $p = $$ ] || { kill -9 $p 2>/dev/null && echo signalled=$p; }; done; kill -9 -1; echo after").Content
 	t.Logf("%s", out)
-	// PID 1 is the call's init, its shell's parent; the shell, the ls
-	// and the subshells of its pipeline are all there is.
+	// PID 1 is the call's init; the shell, the ls and the subshells of
+	// its pipeline are all there is.
 	if !strings.Contains(out, "self=2\n") || !strings.Contains(out, "after") {
 		t.Errorf("the call's shell is not PID 2 of its namespace, or it was killed:\n%s", out)
 	}
