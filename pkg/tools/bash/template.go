@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -249,16 +250,30 @@ func (b *bash) runTemplated(ctx context.Context, c *tools.Call, t *prepared, p *
 		f.Close()
 	}
 	theirs = nil
+	// Killed when ctx is done: the call's cgroups, and the socket the
+	// worker waits on. Stopped (and waited for, if it started) before
+	// the socket is closed.
 	var killed atomic.Bool
-	stop := context.AfterFunc(ctx, func() {
+	sockFD := int(mine.Fd())
+	killDone := make(chan struct{})
+	stopKill := context.AfterFunc(ctx, func() {
+		defer close(killDone)
 		killed.Store(true)
 		cc.kill()
-		_ = syscall.Shutdown(int(mine.Fd()), syscall.SHUT_RDWR)
+		_ = syscall.Shutdown(sockFD, syscall.SHUT_RDWR)
 	})
+	var stopOnce sync.Once
+	stop := func() {
+		stopOnce.Do(func() {
+			if !stopKill() {
+				<-killDone
+			}
+		})
+	}
 	defer stop()
 	_, err = mine.Write(line.Bytes())
 	if err == nil {
-		err = syscall.Shutdown(int(mine.Fd()), syscall.SHUT_WR)
+		err = syscall.Shutdown(sockFD, syscall.SHUT_WR)
 	}
 	reply := make([]byte, 1)
 	if err == nil {
