@@ -442,7 +442,7 @@ func remountNoexec(dirs, keep []string) error {
 		if err := syscall.Statfs(mp, &st); err != nil {
 			return wrap("statfs "+mp, err)
 		}
-		flags := uintptr(syscall.MS_REMOUNT|syscall.MS_BIND|syscall.MS_NOEXEC) | mountFlags(st.Flags)
+		flags := uintptr(syscall.MS_REMOUNT|syscall.MS_BIND|syscall.MS_NOEXEC) | mountFlags(int64(st.Flags))
 		if err := syscall.Mount("", mp, "", flags, ""); err != nil {
 			return wrap("remount "+mp+" noexec", err)
 		}

@@ -53,6 +53,10 @@ const maxPreparedKeys = 4
 // still being replaced.
 const preparedPerKey = 2
 
+// maxTemplateCalls is how many calls a template serves before it is
+// retired.
+const maxTemplateCalls = 10000
+
 // prepareTimeout bounds the start of a prepared sandbox.
 const prepareTimeout = 30 * time.Second
 
@@ -599,4 +603,66 @@ func (b *bash) prepare(ctx context.Context, c *tools.Call, network, tmpl bool) (
 		}
 	}
 	return sb, nil
+}
+
+// dryHome stands for a template's cgroups' tasks files in a dry plan (the
+// key): nil when prepared sandboxes are not templates.
+func (p *pool) dryHome() []*os.File {
+	if !p.tmpl {
+		return nil
+	}
+	if p.b.cg.memory {
+		return make([]*os.File, 2)
+	}
+	return make([]*os.File, 1)
+}
+
+// template is the ready template of key, whose mount table is unchanged,
+// counted in flight until done is called; nil when there is none (and
+// one whose table changed is retired).
+func (p *pool) template(key string) *prepared {
+	p.mu.Lock()
+	t := p.templates[key]
+	if t != nil {
+		t.inflight.Add(1)
+	}
+	p.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	now, err := os.ReadFile("/proc/" + strconv.Itoa(t.child) + "/mountinfo")
+	if err == nil && bytes.Equal(now, t.mounts) {
+		return t
+	}
+	p.b.log.Debug("bash: a sandbox template's mounts changed; retired", "err", err)
+	t.inflight.Done()
+	p.retire(t)
+	return nil
+}
+
+// done ends a call of the template t, and retires t when it served its
+// share.
+func (p *pool) done(t *prepared) {
+	n := t.calls.Add(1)
+	t.inflight.Done()
+	if n == maxTemplateCalls {
+		p.retire(t)
+	}
+}
+
+// retire takes the template t out of use and discards it once its calls
+// ended.
+func (p *pool) retire(t *prepared) {
+	p.mu.Lock()
+	if p.templates[t.key] == t {
+		delete(p.templates, t.key)
+		p.order = deleteKey(p.order, t.key)
+	}
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t.inflight.Wait()
+		p.discard(t)
+	}()
 }

@@ -48,10 +48,6 @@ import (
 // writing its tasks file; v2 has no per-thread membership outside
 // threaded cgroups); elsewhere prepared sandboxes are used as before.
 
-// maxTemplateCalls is how many calls a template serves before it is
-// retired.
-const maxTemplateCalls = 10000
-
 // socketPair is a connected pair of Unix sockets of type typ, both
 // close-on-exec.
 func socketPair(typ int) (a, b *os.File, err error) {
@@ -116,68 +112,6 @@ func templatePid(child int) (int, error) {
 func (b *bash) templated(cfg Config) bool {
 	return !cfg.NoTemplate && os.Geteuid() == 0 && (b.id.drop || b.id.root) && !b.userNS &&
 		b.cg != nil && !b.cg.v2
-}
-
-// dryHome stands for a template's cgroups' tasks files in a dry plan (the
-// key): nil when prepared sandboxes are not templates.
-func (p *pool) dryHome() []*os.File {
-	if !p.tmpl {
-		return nil
-	}
-	if p.b.cg.memory {
-		return make([]*os.File, 2)
-	}
-	return make([]*os.File, 1)
-}
-
-// template is the ready template of key, whose mount table is unchanged,
-// counted in flight until done is called; nil when there is none (and
-// one whose table changed is retired).
-func (p *pool) template(key string) *prepared {
-	p.mu.Lock()
-	t := p.templates[key]
-	if t != nil {
-		t.inflight.Add(1)
-	}
-	p.mu.Unlock()
-	if t == nil {
-		return nil
-	}
-	now, err := os.ReadFile("/proc/" + strconv.Itoa(t.child) + "/mountinfo")
-	if err == nil && bytes.Equal(now, t.mounts) {
-		return t
-	}
-	p.b.log.Debug("bash: a sandbox template's mounts changed; retired", "err", err)
-	t.inflight.Done()
-	p.retire(t)
-	return nil
-}
-
-// done ends a call of the template t, and retires t when it served its
-// share.
-func (p *pool) done(t *prepared) {
-	n := t.calls.Add(1)
-	t.inflight.Done()
-	if n == maxTemplateCalls {
-		p.retire(t)
-	}
-}
-
-// retire takes the template t out of use and discards it once its calls
-// ended.
-func (p *pool) retire(t *prepared) {
-	p.mu.Lock()
-	if p.templates[t.key] == t {
-		delete(p.templates, t.key)
-		p.order = deleteKey(p.order, t.key)
-	}
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		t.inflight.Wait()
-		p.discard(t)
-	}()
 }
 
 // errTemplateGone says a template took no call or ended before its
