@@ -72,63 +72,18 @@ const (
 
 // serveTemplate is the template's program; it never returns.
 func serveTemplate(args []string) error {
-	t := &template{}
-	var ready, calls int
-	var noexec, keepExec []string
-	for _, a := range args {
-		switch {
-		case hasPrefix(a, flagTemplate):
-			c, r, _ := cut(trimPrefix(a, flagTemplate), ":")
-			fd, err1 := strconv.ParseUint(c, 10, 31)
-			rd, err2 := strconv.ParseUint(r, 10, 31)
-			if err1 != nil || err2 != nil || fd < 3 || rd < 3 {
-				return newError("bad " + a + ": want " + flagTemplate + "CTL:READY, both 3 or more")
-			}
-			t.ctl, ready = int(fd), int(rd)
-		case hasPrefix(a, flagSeccomp):
-			fd, err := strconv.ParseUint(trimPrefix(a, flagSeccomp), 10, 31)
-			if err != nil || fd < 3 {
-				return newError("bad " + a)
-			}
-			prog, err := readFD(int(fd), 1<<16)
-			syscall.Close(int(fd))
-			if err != nil || len(prog) == 0 || len(prog)%8 != 0 {
-				return newError("the seccomp filter is not a BPF program")
-			}
-			t.filter = prog
-		case hasPrefix(a, flagCgroupHome):
-			fd, err := strconv.ParseUint(trimPrefix(a, flagCgroupHome), 10, 31)
-			if err != nil || fd < 3 {
-				return newError("bad " + a)
-			}
-			t.home = append(t.home, int(fd))
-		case hasPrefix(a, flagNoexec):
-			noexec = append(noexec, trimPrefix(a, flagNoexec))
-		case hasPrefix(a, flagKeepExec):
-			keepExec = append(keepExec, trimPrefix(a, flagKeepExec))
-		case a == flagTemplateNet:
-			t.network = true
-		case hasPrefix(a, flagRlimit):
-			r, v, _ := cut(trimPrefix(a, flagRlimit), ":")
-			res, err1 := strconv.ParseUint(r, 10, 31)
-			val, err2 := strconv.ParseUint(v, 10, 64)
-			if err1 != nil || err2 != nil {
-				return newError("bad " + a + ": want " + flagRlimit + "RESOURCE:VALUE")
-			}
-			t.limits = append(t.limits, Rlimit{int(res), val})
-		case hasPrefix(a, flagTemplateCall):
-			n, err := strconv.ParseUint(trimPrefix(a, flagTemplateCall), 10, 31)
-			if err != nil {
-				return newError("bad " + a)
-			}
-			calls = int(n)
-		default:
-			return newError("unknown template argument " + strconv.Quote(a))
-		}
+	spec, err := parseTemplate(args)
+	if err != nil {
+		return err
 	}
-	if t.ctl == 0 || t.filter == "" {
-		return newError("a template needs " + flagTemplate + " and " + flagSeccomp)
+	t := &template{ctl: spec.Ctl, home: spec.Home, network: spec.Network, limits: spec.Limits}
+	ready, calls, noexec, keepExec := spec.Ready, spec.Calls, spec.Noexec, spec.KeepExec
+	prog, err := readFD(spec.Seccomp, 1<<16)
+	syscall.Close(spec.Seccomp)
+	if err != nil || len(prog) == 0 || len(prog)%8 != 0 {
+		return newError("the seccomp filter is not a BPF program")
 	}
+	t.filter = prog
 	// No descriptor the template holds reaches a command: the commands
 	// get their standard streams and nothing else.
 	if _, _, errno := syscall.RawSyscall(sysCloseRange, 3, ^uintptr(0), closeRangeCloexec); errno != 0 {
