@@ -57,6 +57,10 @@ const preparedPerKey = 2
 // retired.
 const maxTemplateCalls = 10000
 
+// templateThreads bounds the processes and threads of a template's own
+// cgroup: its runtime's threads and two per call in flight.
+const templateThreads = 1024
+
 // prepareTimeout bounds the start of a prepared sandbox.
 const prepareTimeout = 30 * time.Second
 
@@ -94,6 +98,7 @@ type prepared struct {
 	tpid     int
 	calls    atomic.Int64
 	inflight sync.WaitGroup
+	retired  atomic.Bool
 }
 
 // keyFiles passes files to bwrap as sandboxFiles does and hashes the data
@@ -497,7 +502,13 @@ func (b *bash) prepare(ctx context.Context, c *tools.Call, network, tmpl bool) (
 	sb := &prepared{req: reqW, outR: outR, errR: errR, g: &group{}}
 	var cgFD *os.File
 	if b.cg != nil {
-		if sb.cc, err = b.cg.newCall(b.limits.Processes, b.limits.Memory); err != nil {
+		// A template's cgroups bound the template (its threads: about
+		// two per call in flight), not a call's processes.
+		procs := b.limits.Processes
+		if tmpl {
+			procs = templateThreads
+		}
+		if sb.cc, err = b.cg.newCall(procs, b.limits.Memory); err != nil {
 			return nil, fmt.Errorf("bash: per-call cgroup: %w", err)
 		}
 		if sb.cc.v2 {
@@ -653,6 +664,9 @@ func (p *pool) done(t *prepared) {
 // retire takes the template t out of use and discards it once its calls
 // ended.
 func (p *pool) retire(t *prepared) {
+	if t.retired.Swap(true) {
+		return
+	}
 	p.mu.Lock()
 	if p.templates[t.key] == t {
 		delete(p.templates, t.key)

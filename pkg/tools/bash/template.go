@@ -223,9 +223,14 @@ func (b *bash) runTemplated(ctx context.Context, c *tools.Call, t *prepared, p *
 		return nil, false, nil
 	}
 	if reply[0] != sandboxinit.ReplyStarted {
+		// Nothing of the command ran: the template is retired and the
+		// call built on its path, which says what fails if it is the
+		// call's own doing.
 		closeOut()
 		msg, _ := io.ReadAll(io.LimitReader(mine, 4096))
-		return nil, true, startError{fmt.Errorf("bash: start %s in a sandbox template: %s", b.shell, msg)}
+		b.log.Warn("bash: a sandbox template could not start a call; retired", "call_id", c.ID, "err", string(msg))
+		b.pool.retire(t)
+		return nil, false, nil
 	}
 	b.pool.used.Add(1)
 	if err := cc.lower(); err != nil {

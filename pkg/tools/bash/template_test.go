@@ -264,3 +264,36 @@ func TestTemplateRestrictsWhatACallRuns(t *testing.T) {
 		t.Errorf("an unrestricted call after restricted ones could not run touch:\n%s", out)
 	}
 }
+
+// TestTemplateServesConcurrentCallsUnderASmallProcessLimit: a call's
+// process limit bounds each call, not the template, whose threads (two
+// per call in flight) live in cgroups of its own: calls at once in one
+// template all run, each within its limit.
+func TestTemplateServesConcurrentCallsUnderASmallProcessLimit(t *testing.T) {
+	testenv.LookPath(t, "perl", "perl-base")
+	ws := newWorkspace(t, testUID)
+	p, s := templated(t, bash.Config{Workspace: ws, Sandbox: bash.ModeRequire, Limits: bash.Limits{Processes: 3}})
+	before := s.Used()
+	outs := make(chan string, 6)
+	for range 6 {
+		go func() {
+			out, err := run(context.Background(), t, p, map[string]any{"command": "sleep 0.3; " + forkLoop(10)})
+			if err != nil {
+				outs <- err.Error()
+				return
+			}
+			outs <- out.Content
+		}()
+	}
+	for range 6 {
+		out := <-outs
+		_, v, ok := strings.Cut(out, "started=")
+		n, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(v, "\n", 2)[0]))
+		if !ok || err != nil || n >= 3 {
+			t.Errorf("a call under a limit of 3 processes: %s", out)
+		}
+	}
+	if s.Used() != before+6 {
+		t.Errorf("%d of 6 calls ran in the template", s.Used()-before)
+	}
+}
