@@ -89,7 +89,6 @@ func TestSandboxSuiteInATemplate(t *testing.T) {
 		{"MemoryIsPerCallBounded", TestMemoryIsPerCallBounded},
 		{"CommonProgramsWorkUnderTheFilter", TestCommonProgramsWorkUnderTheFilter},
 		{"RootCommandsSeeTheirProgramsNotRootsSecrets", TestRootCommandsSeeTheirProgramsNotRootsSecrets},
-		{"OneProcessLimitRunsACommand", TestOneProcessLimitRunsACommand},
 	} {
 		t.Run(tt.name, tt.fn)
 	}
