@@ -23,23 +23,27 @@ import (
 //     /dev/pts, and moves back under /tmp and /dev/shm clones of the
 //     template's mounts there (the workspace, git's real binary), makes
 //     /dev read-only;
-//   - moves the thread into the call's cgroups (the tasks files the
-//     worker opened and passed), so that the fork below starts there;
-//   - unshares the PID, IPC, UTS, cgroup and (without network) network
-//     namespaces for the thread's children: the fork below is PID 1 of a
-//     new PID namespace, and when it exits the kernel kills whatever the
-//     call left;
-//   - mounts a procfs instance of that PID namespace on /proc (the
-//     "pidns" mount option), with the read-only covers the template's
-//     /proc has;
+//   - covers /proc with an empty read-only directory, moves the thread
+//     into the call's cgroups (the tasks files the worker opened and
+//     passed), so that what it forks starts there, and unshares the
+//     PID, IPC, UTS, cgroup and (without network) network namespaces
+//     for the thread's children;
 //   - enters the call's directory, drops privileges on the thread alone
 //     (raw setresuid and the like: syscall.Setresuid would change every
-//     thread), makes the home, restricts execution (Landlock, per
-//     thread) and loads the seccomp filter (per thread, no TSYNC);
-//   - forks and execs the command (syscall.ForkExec: clone with
-//     CLONE_VM|CLONE_VFORK, which the filter allows), which inherits all
-//     of it, moves the thread back to the template's cgroups, says the
-//     command started, waits for it and says how it ended.
+//     thread), makes the home and loads the seccomp filter (per thread,
+//     no TSYNC);
+//   - forks the call's init (callInit: PID 1 of the new PID namespace),
+//     then, from a fresh thread that enters the call's mount namespace,
+//     mounts a procfs instance of that namespace on /proc (the "pidns"
+//     mount option, which needs the namespace to have its PID 1) with
+//     the read-only covers the template's /proc has;
+//   - restricts execution (Landlock, per thread), forks the command
+//     (syscall.ForkExec: clone with CLONE_VM|CLONE_VFORK, which the
+//     filter allows), which inherits all of it, moves the thread back to
+//     the template's cgroups, sets the call's resource limits on the
+//     command and opens its gate (GatePrologue), says the command
+//     started, waits for it, ends the init (the kernel then kills
+//     whatever the call left) and says how the command ended.
 //
 // The template's own mount, PID and network namespaces, identity and
 // capabilities are never changed by a call.

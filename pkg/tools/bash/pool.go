@@ -585,7 +585,7 @@ func (b *bash) prepare(ctx context.Context, c *tools.Call, network, tmpl bool) (
 		return nil, e
 	}
 	// A template keeps no limit of a call's but core files off: it sets
-	// them on each call's first process (its runtime would not start
+	// them on each call's command (its runtime would not start
 	// within a call's address space, nor live within its CPU time).
 	limits := b.rlimits()
 	if tmpl {

@@ -27,11 +27,12 @@ import (
 // paid per call, off its path. A template serves many: one per prepared
 // key, started as a prepared sandbox is (bwrap with the view, its limits
 // set while held, in cgroups of its own), whose first program
-// (pkg/sandboxinit, TemplateArgs) forks a sandbox per call from its own:
+// (pkg/sandboxinit, Template) forks a sandbox per call from its own:
 // on a thread of its own, the call gets a copy of the template's mount
 // namespace with fresh /tmp, /dev/shm, /dev/pts and /proc, its own PID
-// (the command is its PID 1: when it exits, the kernel kills whatever
-// the call left), IPC, UTS, cgroup and network namespaces, its own
+// (with an init of its own beside the command: when the command has
+// ended, the init is, and the kernel kills whatever the call left), IPC,
+// UTS, cgroup and network namespaces, its own
 // cgroups (the worker makes them and passes their tasks files), its
 // identity dropped, its execute allowlist (Landlock) and the seccomp
 // filter, all on that thread alone, which ends once the command started.
@@ -40,8 +41,8 @@ import (
 // changed (as a prepared sandbox is discarded) or after maxTemplateCalls
 // calls. The template keeps none of a call's resource limits (its Go
 // runtime would not start within a call's address space, nor live within
-// its CPU time): it sets them on each call's first process, while the
-// call waits at its gate.
+// its CPU time): it sets them on each call's command, which waits at
+// its gate (sandboxinit.GatePrologue) meanwhile.
 //
 // Templates need the worker to be root (the template drops root per
 // call) and per-call cgroups in a v1 hierarchy (a thread joins one by
