@@ -95,6 +95,10 @@ type Spec struct {
 	Home string
 }
 
+// A first program started with [Template.Args] is a sandbox template
+// instead: it serves many calls, forking a fresh sandbox for each from
+// its own (template_linux.go); it never execs.
+
 // WaitArgs is the command line of a first program started ahead of its
 // call (a prepared sandbox): it writes one byte to the descriptor ready
 // and closes it (it waits: the sandbox is built), then reads the rest of

@@ -215,6 +215,9 @@ func parse(args []string) (command, error) {
 // run does what the command line says and execs the command; it returns
 // only on failure, and the command never runs then.
 func run(args []string) error {
+	if len(args) > 0 && hasPrefix(args[0], flagTemplate) {
+		return serveTemplate(args)
+	}
 	if len(args) == 1 && hasPrefix(args[0], flagWait) {
 		var err error
 		if args, err = waitArgs(trimPrefix(args[0], flagWait)); err != nil || args == nil {
@@ -307,18 +310,8 @@ func waitArgs(fds string) ([]string, error) {
 // supplementary groups, as setpriv --clear-groups --bounding-set=-all
 // --inh-caps=-all does.
 func dropPrivileges(c command) error {
-	// The bounding set first: emptying it needs CAP_SETPCAP, which the
-	// switch of user drops.
-	for capNum := uintptr(0); capNum < 64; capNum++ {
-		if err := prctl(prCapbsetDrop, capNum); err != nil {
-			if errors.Is(err, syscall.EINVAL) {
-				break // past the kernel's last capability
-			}
-			return wrap("empty the capability bounding set", err)
-		}
-	}
-	if err := prctl(prCapAmbient, prCapAmbientClearAll); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return wrap("clear the ambient capabilities", err)
+	if err := dropBounding(); err != nil {
+		return err
 	}
 	if !c.drop && !c.root {
 		// An unprivileged worker's user: it has no groups to clear
@@ -338,6 +331,24 @@ func dropPrivileges(c command) error {
 		}
 	}
 	return clearCaps()
+}
+
+// dropBounding empties the capability bounding set and the ambient set
+// of this thread. The bounding set goes first: emptying it needs
+// CAP_SETPCAP, which the switch of user drops.
+func dropBounding() error {
+	for capNum := uintptr(0); capNum < 64; capNum++ {
+		if err := prctl(prCapbsetDrop, capNum); err != nil {
+			if errors.Is(err, syscall.EINVAL) {
+				break // past the kernel's last capability
+			}
+			return wrap("empty the capability bounding set", err)
+		}
+	}
+	if err := prctl(prCapAmbient, prCapAmbientClearAll); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return wrap("clear the ambient capabilities", err)
+	}
+	return nil
 }
 
 // clearCaps empties the effective, permitted and inheritable sets (a
@@ -431,7 +442,7 @@ func remountNoexec(dirs, keep []string) error {
 		if err := syscall.Statfs(mp, &st); err != nil {
 			return wrap("statfs "+mp, err)
 		}
-		flags := uintptr(syscall.MS_REMOUNT|syscall.MS_BIND|syscall.MS_NOEXEC) | mountFlags(st.Flags)
+		flags := uintptr(syscall.MS_REMOUNT|syscall.MS_BIND|syscall.MS_NOEXEC) | mountFlags(int64(st.Flags))
 		if err := syscall.Mount("", mp, "", flags, ""); err != nil {
 			return wrap("remount "+mp+" noexec", err)
 		}
@@ -467,15 +478,7 @@ func loadSeccomp(fd int) error {
 	if len(prog) == 0 || len(prog)%8 != 0 {
 		return newError("the seccomp filter is not a BPF program")
 	}
-	fprog := struct {
-		len    uint16
-		filter unsafe.Pointer
-	}{uint16(len(prog) / 8), unsafe.Pointer(unsafe.StringData(prog))}
-	const prSetSeccomp, seccompModeFilter = 22, 2
-	if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetSeccomp, seccompModeFilter, uintptr(unsafe.Pointer(&fprog)), 0, 0, 0); errno != 0 {
-		return wrap("load the seccomp filter", errno)
-	}
-	return nil
+	return loadFilter(prog)
 }
 
 // readFile is the content of the file p, at most limit bytes.

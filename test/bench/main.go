@@ -121,6 +121,8 @@ func main() {
 	baseline := flag.String("baseline", "", "a second worker binary measured as side "+baseSide+", an embedded side of its own, beside -worker's in the same rounds (two builds compared in one run)")
 	useAuth := flag.Bool("auth", true, "run the server in operator mode (JWT users) as the worker's embedded server does; false: no authentication")
 	flag.Parse()
+	// Before any worker starts: everything this run starts is counted.
+	runCPU := cpuacctRun()
 	if *pprofAddr != "" {
 		go func() { must(http.ListenAndServe(*pprofAddr, nil)) }()
 	}
@@ -232,9 +234,9 @@ func main() {
 					if p, ok := procs[side]; ok {
 						wk = p
 					}
-					w0, s0, c0 := cpuOf(wk.cmd.Process.Pid), cpuSelf(), cpuChildren()
+					w0, s0, c0, a0 := cpuTree(wk.cmd.Process.Pid), cpuSelf(), cpuChildren(), runCPU()
 					st := gen.run(side, mode, *n, f)
-					st.cpuWorker, st.cpuServer = cpuOf(wk.cmd.Process.Pid)-w0, cpuSelf()-s0
+					st.cpuWorker, st.cpuServer, st.cpuRun = cpuTree(wk.cmd.Process.Pid)-w0, cpuSelf()-s0, runCPU()-a0
 					if side == bwrapSide {
 						// bwrap and all it started, reaped by this process.
 						st.cpuWorker = cpuChildren() - c0
@@ -293,6 +295,19 @@ func main() {
 				}
 				fmt.Printf("%-9s %-5s %9d  CPU µs per call, every process: %s; %s/raw %s\n", side, mode, f, strings.Join(tot, " "), side, strings.Join(ratio, " "))
 			}
+			// Every process of the run, by the cgroup's clock, which
+			// also counts what the processes' own times miss.
+			for _, side := range all {
+				var tot []string
+				for _, s := range res[key{side, mode, f}] {
+					if s.cpuRun > 0 {
+						tot = append(tot, strconv.Itoa(int(s.cpuRun.Microseconds())/s.calls))
+					}
+				}
+				if len(tot) > 0 {
+					fmt.Printf("%-9s %-5s %9d  CPU µs per call, every process of the run (cpuacct): %s\n", side, mode, f, strings.Join(tot, " "))
+				}
+			}
 			fmt.Println()
 		}
 	}
@@ -340,6 +355,10 @@ type stats struct {
 	// CPU time spent meanwhile by the side's worker process, and by this
 	// process (the server and the load generator).
 	cpuWorker, cpuServer time.Duration
+	// cpuRun is the CPU time of every process of the run meanwhile (a
+	// cpuacct cgroup: the workers, the sandboxes and all they start,
+	// reaped or not, this process); 0 without one.
+	cpuRun time.Duration
 }
 
 // cpu is the CPU time of every process counted: the worker's and this

@@ -53,6 +53,9 @@ type callCgroup struct {
 	mounts map[string]cgroupMount
 	// max is the pids limit startIn sets once its thread has left (v1).
 	max int
+	// spare is a process never killed for the call (a sandbox template
+	// whose thread starts the call from inside its cgroups); 0: none.
+	spare int
 }
 
 // findCgroup finds or makes the worker's "toolgate" cgroup in a hierarchy
@@ -347,10 +350,8 @@ var errCgroup = errors.New("per-call cgroup")
 // its goroutine (remove never kills the worker for it).
 func (c *callCgroup) startIn(cmd *exec.Cmd) error {
 	err := c.startOnThread(cmd)
-	if err == nil && c.max > 0 {
-		if err = os.WriteFile(filepath.Join(c.dir, "pids.max"), []byte(strconv.Itoa(c.max)), 0); err != nil {
-			err = fmt.Errorf("%w: set pids.max in %s: %w", errCgroup, c.dir, err)
-		}
+	if err == nil {
+		err = c.lower()
 	}
 	if err != nil && cmd.Process != nil && cmd.ProcessState == nil {
 		_ = cmd.Process.Kill()
@@ -469,18 +470,25 @@ func (c *callCgroup) remove() {
 			removeCgroupDir(c.memDir)
 		}
 	}()
-	self := strconv.Itoa(os.Getpid())
+	c.kill()
+	removeCgroupDir(c.dir)
+}
+
+// kill kills every process in the cgroup, but the worker and c.spare,
+// until none is left.
+func (c *callCgroup) kill() {
+	self, spare := strconv.Itoa(os.Getpid()), strconv.Itoa(c.spare)
 	for range 200 {
 		if c.v2 {
 			_ = os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
 		}
 		b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))
 		if err != nil {
-			break
+			return
 		}
-		left := slices.DeleteFunc(strings.Fields(string(b)), func(s string) bool { return s == self })
+		left := slices.DeleteFunc(strings.Fields(string(b)), func(s string) bool { return s == self || s == spare })
 		if len(left) == 0 {
-			break
+			return
 		}
 		for _, s := range left {
 			if pid, err := strconv.Atoi(s); err == nil && pid > 1 {
@@ -489,7 +497,6 @@ func (c *callCgroup) remove() {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	removeCgroupDir(c.dir)
 }
 
 // removeCgroupDir removes an emptied cgroup, waiting a little for zombies

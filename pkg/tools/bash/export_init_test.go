@@ -32,6 +32,14 @@ func NewWithInit(cfg Config) (*tools.Tool, string, error) {
 // sandboxes being prepared are ready; the prepared sandboxes left are
 // discarded when t ends.
 func NewPrepared(t testing.TB, cfg Config) (tool *tools.Tool, used func() int, settle func()) {
+	b := newPrepared(t, cfg)
+	return b.tool(), func() int { return int(b.pool.used.Load()) }, b.pool.wg.Wait
+}
+
+// newPrepared is the tool of cfg with Config.Prepared; its prepared
+// sandboxes are discarded when t ends.
+func newPrepared(t testing.TB, cfg Config) *bash {
+	t.Helper()
 	cfg.Prepared = true
 	b, err := newBash(cfg)
 	if err != nil {
@@ -41,5 +49,5 @@ func NewPrepared(t testing.TB, cfg Config) (tool *tools.Tool, used func() int, s
 		t.Fatalf("no sandboxes are prepared here (sandbox %s, first program %q)", b.sb, b.init)
 	}
 	t.Cleanup(b.pool.close)
-	return b.tool(), func() int { return int(b.pool.used.Load()) }, b.pool.wg.Wait
+	return b
 }

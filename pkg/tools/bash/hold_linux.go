@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toolgate/toolgate/pkg/sandboxinit"
 )
 
 // A sandboxed command is held between the sandbox's set-up and its first
@@ -87,16 +89,19 @@ func (h *hold) close() {
 // ulimit builtin sets them on the command's shell: core files off, and
 // each limit that is positive.
 func setLimits(pid int, l Limits) error {
-	set := func(resource int, v uint64) error {
-		rl := unix.Rlimit{Cur: v, Max: v}
-		if err := unix.Prlimit(pid, resource, &rl, nil); err != nil {
-			return fmt.Errorf("set resource limit %d of the sandbox: %w", resource, err)
+	for _, r := range rlimitList(l) {
+		rl := unix.Rlimit{Cur: r.Value, Max: r.Value}
+		if err := unix.Prlimit(pid, r.Resource, &rl, nil); err != nil {
+			return fmt.Errorf("set resource limit %d of the sandbox: %w", r.Resource, err)
 		}
-		return nil
 	}
-	if err := set(unix.RLIMIT_CORE, 0); err != nil {
-		return err
-	}
+	return nil
+}
+
+// rlimitList is l as the resource limits setLimits sets: core files off,
+// and each limit of l that is positive.
+func rlimitList(l Limits) []sandboxinit.Rlimit {
+	out := []sandboxinit.Rlimit{{Resource: unix.RLIMIT_CORE, Value: 0}}
 	for _, r := range []struct {
 		resource int
 		v        int64
@@ -108,12 +113,10 @@ func setLimits(pid int, l Limits) error {
 		{unix.RLIMIT_NPROC, int64(l.Processes)},
 	} {
 		if r.v > 0 {
-			if err := set(r.resource, uint64(r.v)); err != nil {
-				return err
-			}
+			out = append(out, sandboxinit.Rlimit{Resource: r.resource, Value: uint64(r.v)})
 		}
 	}
-	return nil
+	return out
 }
 
 // roundUp is v rounded up to a multiple of unit, as ulimit's blocks and

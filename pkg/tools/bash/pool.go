@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/toolgate/toolgate/pkg/sandboxinit"
@@ -52,6 +53,14 @@ const maxPreparedKeys = 4
 // still being replaced.
 const preparedPerKey = 2
 
+// maxTemplateCalls is how many calls a template serves before it is
+// retired.
+const maxTemplateCalls = 10000
+
+// templateThreads bounds the processes and threads of a template's own
+// cgroup: its runtime's threads and two per call in flight.
+const templateThreads = 1024
+
 // prepareTimeout bounds the start of a prepared sandbox.
 const prepareTimeout = 30 * time.Second
 
@@ -68,6 +77,10 @@ type pool struct {
 	seen map[string]bool
 	wg   sync.WaitGroup
 	used atomic.Int64 // calls that ran in a prepared sandbox
+	// tmpl: the sandboxes prepared are templates (template.go), one per
+	// key, in templates (and order) rather than ready.
+	tmpl      bool
+	templates map[string]*prepared
 }
 
 // prepared is a sandbox started ahead of its call.
@@ -81,6 +94,11 @@ type prepared struct {
 	child      int    // the process bwrap runs the first program in
 	mounts     []byte // its mount table once it waited
 	filterFD   int
+	// A template's: its pid, the calls it served and those in flight.
+	tpid     int
+	calls    atomic.Int64
+	inflight sync.WaitGroup
+	retired  atomic.Bool
 }
 
 // keyFiles passes files to bwrap as sandboxFiles does and hashes the data
@@ -134,12 +152,21 @@ type plan struct {
 // dry or not: the key names descriptors by number). create: the files
 // the call may write are created when missing, as for the call itself;
 // a sandbox prepared ahead creates nothing (grantFor).
-func (b *bash) planFor(ctx context.Context, c *tools.Call, network, create bool, f *keyFiles, filter, infoW, blockR, reqR, readyW *os.File) (*plan, error) {
+//
+// With home (a template's: the tasks files of its own cgroups, nil when
+// dry), the sandbox is a template (template.go) rather than a sandbox
+// for one call.
+func (b *bash) planFor(ctx context.Context, c *tools.Call, network, create bool, f *keyFiles, filter, infoW, blockR, reqR, readyW *os.File, home []*os.File) (*plan, error) {
 	p := &plan{rule: b.allowlist(c)}
 	restrict := p.rule.restrict
 	p.filterFD, _ = strconv.Atoi(f.add(filter))
 	p.infoFD, p.blockFD = f.add(infoW), f.add(blockR)
 	p.reqFD, p.readyFD = f.add(reqR), f.add(readyW)
+	var homeFDs []int
+	for _, h := range home {
+		fd, _ := strconv.Atoi(f.add(h))
+		homeFDs = append(homeFDs, fd)
+	}
 	mounts := []string{"--info-fd", p.infoFD, "--block-fd", p.blockFD}
 	sb, gm, write, err := b.grantView(c, create)
 	if err != nil {
@@ -157,7 +184,17 @@ func (b *bash) planFor(ctx context.Context, c *tools.Call, network, create bool,
 	sid.init, sid.noexec = true, restrict && b.noexec
 	reqFD, _ := strconv.Atoi(p.reqFD)
 	readyFD, _ := strconv.Atoi(p.readyFD)
-	p.argv = sb.argv(b.ws, "/", network, sid, mounts, sandboxinit.WaitArgs(reqFD, readyFD))
+	inner := sandboxinit.WaitArgs(reqFD, readyFD)
+	if home != nil {
+		var noexec, keep []string
+		if sid.noexec {
+			noexec, keep = noexecDirs(b.ws), keepExec
+		}
+		sid.template, sid.noexec = true, false
+		inner = sandboxinit.Template{Ctl: reqFD, Ready: readyFD, Seccomp: p.filterFD, Home: homeFDs,
+			Noexec: noexec, KeepExec: keep, Network: network, Limits: rlimitList(b.rlimits())}.Args()
+	}
+	p.argv = sb.argv(b.ws, "/", network, sid, mounts, inner)
 	p.env = callEnv(b.env, sandboxHome(b.ws), "/tmp")
 	k := sha256.New()
 	rule := fmt.Sprintf("restrict=%t git=%t", p.rule.restrict, p.rule.git)
@@ -185,7 +222,7 @@ func (b *bash) pooled(network bool) bool {
 // made): the caller builds the sandbox itself, from the plan's rule and
 // grant.
 func (b *bash) runPrepared(ctx context.Context, c *tools.Call, command, cwd string, network bool) (res *result, ok bool, p *plan, err error) {
-	p, err = b.planFor(ctx, c, network, true, newKeyFiles(true), nil, nil, nil, nil, nil)
+	p, err = b.planFor(ctx, c, network, true, newKeyFiles(true), nil, nil, nil, nil, nil, b.pool.dryHome())
 	if err != nil {
 		return nil, false, nil, nil // built as without the pool, which says what failed
 	}
@@ -195,6 +232,21 @@ func (b *bash) runPrepared(ctx context.Context, c *tools.Call, command, cwd stri
 	// file to write each time) would have its sandboxes prepared in
 	// vain.
 	key := p.key // p is returned nil once the call ran
+	if b.pool.tmpl {
+		t := b.pool.template(key)
+		if t == nil {
+			if b.pool.seenBefore(key) {
+				b.pool.fill(c, network, key)
+			}
+			return nil, false, p, nil
+		}
+		defer b.pool.done(t)
+		res, ok, err := b.runTemplated(ctx, c, t, p, command, cwd)
+		if !ok {
+			return nil, false, p, nil
+		}
+		return res, true, nil, err
+	}
 	sb := b.pool.take(key)
 	if sb != nil || b.pool.seenBefore(key) {
 		defer func() {
@@ -240,7 +292,7 @@ func (b *bash) runPrepared(ctx context.Context, c *tools.Call, command, cwd stri
 		b.log.Warn("bash: a prepared sandbox is gone", "call_id", c.ID, "err", err)
 	}
 	res = &result{out: newCapture(b.maxOut), err: newCapture(b.maxOut), exec: p.rule.why, write: p.write}
-	res, err = b.await(ctx, c, sb.cmd, sb.g, sb.outR, sb.errR, sb.cc, start, res, nil)
+	res, err = b.await(ctx, c, b.cmdWait(c, sb.cmd, sb.g), sb.outR, sb.errR, sb.cc, start, res, nil)
 	return res, true, nil, err
 }
 
@@ -288,14 +340,22 @@ func (p *pool) seenBefore(key string) bool {
 	return false
 }
 
-// fill prepares a sandbox for the view of call c, whose key is key, in the
-// background, unless one is ready or being prepared for it.
+// fill prepares a sandbox (a template, with p.tmpl) for the view of call
+// c, whose key is key, in the background, unless enough are ready or
+// being prepared for it.
 func (p *pool) fill(c *tools.Call, network bool, key string) {
 	cc := *c // the fields the view is made of; never its output
 	cc.Progress = nil
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.filling[key]+len(p.ready[key]) >= preparedPerKey {
+	held, perKey := len(p.ready[key]), preparedPerKey
+	if p.tmpl {
+		held, perKey = 0, 1
+		if p.templates[key] != nil {
+			held = 1
+		}
+	}
+	if p.closed || p.filling[key]+held >= perKey {
 		return
 	}
 	p.filling[key]++
@@ -304,15 +364,15 @@ func (p *pool) fill(c *tools.Call, network bool, key string) {
 		defer p.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
 		defer cancel()
-		sb, err := p.b.prepare(ctx, &cc, network)
+		sb, err := p.b.prepare(ctx, &cc, network, p.tmpl)
 		p.mu.Lock()
 		if p.filling[key]--; p.filling[key] <= 0 {
 			delete(p.filling, key)
 		}
-		if err != nil || p.closed {
+		if err != nil || p.closed || sb.key != key {
 			p.mu.Unlock()
 			if err != nil {
-				p.b.log.Debug("bash: cannot prepare a sandbox", "err", err)
+				p.b.log.Debug("bash: cannot prepare a sandbox", "template", p.tmpl, "err", err)
 			}
 			if sb != nil {
 				p.discard(sb)
@@ -320,18 +380,30 @@ func (p *pool) fill(c *tools.Call, network bool, key string) {
 			return
 		}
 		var evict []*prepared
-		if _, ok := p.ready[sb.key]; !ok {
+		_, known := p.ready[key]
+		if p.tmpl {
+			_, known = p.templates[key]
+		}
+		if !known {
 			for len(p.order) >= maxPreparedKeys {
 				evict = append(evict, p.ready[p.order[0]]...)
+				if t := p.templates[p.order[0]]; t != nil {
+					evict = append(evict, t)
+				}
 				delete(p.ready, p.order[0])
+				delete(p.templates, p.order[0])
 				p.order = p.order[1:]
 			}
-			p.order = append(p.order, sb.key)
+			p.order = append(p.order, key)
 		}
-		p.ready[sb.key] = append(p.ready[sb.key], sb)
+		if p.tmpl {
+			p.templates[key] = sb
+		} else {
+			p.ready[key] = append(p.ready[key], sb)
+		}
 		p.mu.Unlock()
 		for _, e := range evict {
-			p.discard(e)
+			p.retire(e)
 		}
 	}()
 }
@@ -368,9 +440,16 @@ func (p *pool) close() {
 		all = append(all, l...)
 	}
 	p.ready, p.order = map[string][]*prepared{}, nil
+	var tmpls []*prepared
+	for _, t := range p.templates {
+		tmpls = append(tmpls, t)
+	}
 	p.mu.Unlock()
 	for _, sb := range all {
 		p.discard(sb)
+	}
+	for _, t := range tmpls {
+		p.retire(t)
 	}
 	p.wg.Wait()
 }
@@ -380,8 +459,10 @@ var errNotReady = errors.New("the prepared sandbox did not start")
 
 // prepare starts a sandbox for the view of call c whose first program
 // waits for its command line: bwrap held until its limits are set, in
-// the call's cgroups from birth, as run starts one.
-func (b *bash) prepare(ctx context.Context, c *tools.Call, network bool) (_ *prepared, err error) {
+// the call's cgroups from birth, as run starts one. tmpl: the sandbox is
+// a template (template.go), in cgroups of its own, which serves calls
+// on the socket sb.req; its stderr is logged.
+func (b *bash) prepare(ctx context.Context, c *tools.Call, network, tmpl bool) (_ *prepared, err error) {
 	// The worker's ends are closed unless the sandbox is returned; the
 	// ends bwrap gets (f's) once it started.
 	f := newKeyFiles(false)
@@ -402,7 +483,15 @@ func (b *bash) prepare(ctx context.Context, c *tools.Call, network bool) (_ *pre
 		}
 		return r, w
 	}
-	reqR, reqW := pipe()
+	var reqR, reqW *os.File
+	if tmpl {
+		reqR, reqW, err = socketPair(syscall.SOCK_SEQPACKET)
+		if err == nil {
+			mine = append(mine, reqR, reqW)
+		}
+	} else {
+		reqR, reqW = pipe()
+	}
 	readyR, readyW := pipe()
 	outR, outW := pipe()
 	errR, errW := pipe()
@@ -410,24 +499,16 @@ func (b *bash) prepare(ctx context.Context, c *tools.Call, network bool) (_ *pre
 		return nil, fmt.Errorf("bash: prepare a sandbox: %w", err)
 	}
 	defer readyR.Close()
-	filter, err := seccompFile()
-	if err != nil {
-		return nil, err
-	}
-	held, infoW, blockR, err := newHold()
-	if err != nil {
-		filter.Close()
-		return nil, err
-	}
-	defer held.close()
-	p, err := b.planFor(ctx, c, network, false, f, filter, infoW, blockR, reqR, readyW)
-	if err != nil {
-		return nil, err
-	}
-	sb := &prepared{key: p.key, req: reqW, outR: outR, errR: errR, g: &group{}, filterFD: p.filterFD}
+	sb := &prepared{req: reqW, outR: outR, errR: errR, g: &group{}}
 	var cgFD *os.File
 	if b.cg != nil {
-		if sb.cc, err = b.cg.newCall(b.limits.Processes, b.limits.Memory); err != nil {
+		// A template's cgroups bound the template (its threads: about
+		// two per call in flight), not a call's processes.
+		procs := b.limits.Processes
+		if tmpl {
+			procs = templateThreads
+		}
+		if sb.cc, err = b.cg.newCall(procs, b.limits.Memory); err != nil {
 			return nil, fmt.Errorf("bash: per-call cgroup: %w", err)
 		}
 		if sb.cc.v2 {
@@ -438,10 +519,42 @@ func (b *bash) prepare(ctx context.Context, c *tools.Call, network bool) (_ *pre
 			defer cgFD.Close()
 		}
 	}
+	var home []*os.File
+	if tmpl {
+		// The tasks files the template's starting threads go back to.
+		if sb.cc == nil || sb.cc.v2 {
+			return nil, errors.New("bash: a sandbox template needs cgroup v1")
+		}
+		if home, err = openTasks(sb.cc); err != nil {
+			sb.cc.remove()
+			return nil, err
+		}
+	}
+	filter, err := seccompFile()
+	if err != nil {
+		return nil, err
+	}
+	held, infoW, blockR, err := newHold()
+	if err != nil {
+		filter.Close()
+		return nil, err
+	}
+	defer held.close()
+	p, err := b.planFor(ctx, c, network, false, f, filter, infoW, blockR, reqR, readyW, home)
+	if err != nil {
+		if sb.cc != nil {
+			sb.cc.remove()
+		}
+		return nil, err
+	}
+	sb.key, sb.filterFD = p.key, p.filterFD
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Env = p.env
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = outW, errW
+	if tmpl {
+		cmd.Stdout = nil // /dev/null: the template says what fails on stderr
+	}
 	cmd.ExtraFiles = f.files
 	cmd.SysProcAttr = sysProcAttr(identity{})
 	if cgFD != nil {
@@ -463,11 +576,22 @@ func (b *bash) prepare(ctx context.Context, c *tools.Call, network bool) (_ *pre
 		return nil, fmt.Errorf("bash: start a prepared sandbox: %w", err)
 	}
 	sb.cmd = cmd
+	if tmpl {
+		go b.logTemplate(errR)
+		sb.errR = nil
+	}
 	fail := func(e error) (*prepared, error) {
 		b.pool.discard(sb)
 		return nil, e
 	}
-	if sb.child, err = held.releasePid(b.rlimits()); err != nil {
+	// A template keeps no limit of a call's but core files off: it sets
+	// them on each call's command (its runtime would not start
+	// within a call's address space, nor live within its CPU time).
+	limits := b.rlimits()
+	if tmpl {
+		limits = Limits{}
+	}
+	if sb.child, err = held.releasePid(limits); err != nil {
 		return fail(err)
 	}
 	if sb.child <= 1 {
@@ -484,5 +608,75 @@ func (b *bash) prepare(ctx context.Context, c *tools.Call, network bool) (_ *pre
 	if sb.mounts, err = os.ReadFile("/proc/" + strconv.Itoa(sb.child) + "/mountinfo"); err != nil {
 		return fail(fmt.Errorf("%w: %w", errNotReady, err))
 	}
+	if tmpl {
+		if sb.tpid, err = templatePid(sb.child); err != nil {
+			return fail(fmt.Errorf("%w: %w", errNotReady, err))
+		}
+	}
 	return sb, nil
+}
+
+// dryHome stands for a template's cgroups' tasks files in a dry plan (the
+// key): nil when prepared sandboxes are not templates.
+func (p *pool) dryHome() []*os.File {
+	if !p.tmpl {
+		return nil
+	}
+	if p.b.cg.memory {
+		return make([]*os.File, 2)
+	}
+	return make([]*os.File, 1)
+}
+
+// template is the ready template of key, whose mount table is unchanged,
+// counted in flight until done is called; nil when there is none (and
+// one whose table changed is retired).
+func (p *pool) template(key string) *prepared {
+	p.mu.Lock()
+	t := p.templates[key]
+	if t != nil {
+		t.inflight.Add(1)
+	}
+	p.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	now, err := os.ReadFile("/proc/" + strconv.Itoa(t.child) + "/mountinfo")
+	if err == nil && bytes.Equal(now, t.mounts) {
+		return t
+	}
+	p.b.log.Debug("bash: a sandbox template's mounts changed; retired", "err", err)
+	t.inflight.Done()
+	p.retire(t)
+	return nil
+}
+
+// done ends a call of the template t, and retires t when it served its
+// share.
+func (p *pool) done(t *prepared) {
+	n := t.calls.Add(1)
+	t.inflight.Done()
+	if n == maxTemplateCalls {
+		p.retire(t)
+	}
+}
+
+// retire takes the template t out of use and discards it once its calls
+// ended.
+func (p *pool) retire(t *prepared) {
+	if t.retired.Swap(true) {
+		return
+	}
+	p.mu.Lock()
+	if p.templates[t.key] == t {
+		delete(p.templates, t.key)
+		p.order = deleteKey(p.order, t.key)
+	}
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t.inflight.Wait()
+		p.discard(t)
+	}()
 }

@@ -111,6 +111,19 @@ func TestPreparedSandboxesOfConcurrentCalls(t *testing.T) {
 	shellOut(t, p, "true") // the view's second call: prepares two
 	settle()
 	before := used()
+	twoAgents(t, p, nil)
+	if used() == before {
+		t.Errorf("neither call ran in a prepared sandbox")
+	}
+}
+
+// twoAgents runs two agents' calls at once through p: each leaves a file
+// in /tmp and /dev/shm and a process, waits until the other has had time
+// to do the same, looks, and runs then what last(i) gives (nothing when
+// last is nil). Each must see its own file and process and nothing of the
+// other's. It returns their outputs.
+func twoAgents(t *testing.T, p *tools.Pipeline, last func(i int) string) []string {
+	t.Helper()
 	tags := []string{sleepArg(), sleepArg()}
 	outs := make([]string, 2)
 	var wg sync.WaitGroup
@@ -119,17 +132,15 @@ func TestPreparedSandboxesOfConcurrentCalls(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			me := tags[i]
-			// Each leaves a file and a process, waits until the other
-			// has had time to do the same, and looks.
 			cmd := "echo x > /tmp/mine-" + me + "; echo x > /dev/shm/mine-" + me + "; (sleep " + me + " &); sleep 1; " +
 				"ls /tmp /dev/shm; for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done"
+			if last != nil {
+				cmd += "; " + last(i)
+			}
 			outs[i] = shellOut(t, p, cmd, func(c *tools.Call) { c.Agent, c.ID = agent, "call-"+agent })
 		}()
 	}
 	wg.Wait()
-	if used() == before {
-		t.Errorf("neither call ran in a prepared sandbox")
-	}
 	for i, out := range outs {
 		if !strings.Contains(out, "mine-"+tags[i]) || !strings.Contains(out, "sleep "+tags[i]) {
 			t.Errorf("call %d does not see its own file and process:\n%s", i, out)
@@ -138,6 +149,7 @@ func TestPreparedSandboxesOfConcurrentCalls(t *testing.T) {
 			t.Errorf("call %d sees the other call's file or process (%s):\n%s", i, other, out)
 		}
 	}
+	return outs
 }
 
 // TestPreparedSandboxWithAMaskUndoneIsNotUsed: a prepared sandbox masks

@@ -189,6 +189,10 @@ type identity struct {
 	// noexec: that program remounts the writable places noexec, for
 	// which it gets CAP_SYS_ADMIN until it drops every capability.
 	noexec bool
+	// template: that program is a sandbox template (template.go),
+	// which keeps what it needs to make each call's namespaces and
+	// mounts and to drop root on the call's thread.
+	template bool
 }
 
 // rootNoCaps is the setpriv command line that leaves root without any
@@ -242,6 +246,11 @@ func (s Sandbox) argv(ws, cwd string, network bool, id identity, mounts, inner [
 		a = append(a, "--unshare-net")
 	}
 	a = append(a, "--die-with-parent", "--new-session", "--cap-drop", "ALL")
+	if id.init && id.template {
+		a = append(a, "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
+			"--cap-add", "CAP_SYS_CHROOT", "--chdir", cwd, "--")
+		return append(a, inner...)
+	}
 	if id.init && id.noexec {
 		// The first program remounts the writable places noexec
 		// (pkg/sandboxinit), then drops every capability.

@@ -183,6 +183,12 @@ type Config struct {
 	// without. Ignored without a sandbox or without the sandbox's first
 	// program (toolgate-sandbox-init).
 	Prepared bool `yaml:"prepared,omitempty" json:"prepared,omitempty"`
+	// NoTemplate keeps prepared sandboxes one per call even where a
+	// sandbox template could serve them: by default, with Prepared, a
+	// worker running as root with per-call cgroups in a v1 hierarchy
+	// keeps one template per view that forks a fresh sandbox for each
+	// call (template.go), without bwrap or a program's start per call.
+	NoTemplate bool `yaml:"no_template,omitempty" json:"no_template,omitempty"`
 	// Logger receives one debug line per command and warnings. Nil means
 	// slog.Default().
 	Logger *slog.Logger `yaml:"-" json:"-"`
@@ -369,7 +375,8 @@ func newBash(cfg Config) (*bash, error) {
 		return nil, err
 	}
 	if cfg.Prepared && b.sb.Enabled() && b.init != "" {
-		b.pool = &pool{b: b, ready: map[string][]*prepared{}, filling: map[string]int{}, seen: map[string]bool{}}
+		b.pool = &pool{b: b, ready: map[string][]*prepared{}, filling: map[string]int{}, seen: map[string]bool{},
+			tmpl: b.templated(cfg), templates: map[string]*prepared{}}
 	}
 	return b, nil
 }
@@ -1041,15 +1048,32 @@ func (b *bash) run(ctx context.Context, c *tools.Call, command, cwd string, netw
 		return nil, startError{fmt.Errorf("bash: start %s in %s: %w", argv[0], dir, err)}
 	}
 	res := &result{out: newCapture(b.maxOut), err: newCapture(b.maxOut), proxied: proxied, exec: execWhy, write: writeScope}
-	return b.await(ctx, c, cmd, g, outR, errR, cc, start, res, stopProxy)
+	return b.await(ctx, c, b.cmdWait(c, cmd, g), outR, errR, cc, start, res, stopProxy)
 }
 
-// await reads the output of the started command cmd (its group g, its
-// pipes outR and errR, its cgroups cc) into res until its process group
-// is gone, and completes res.
-func (b *bash) await(ctx context.Context, c *tools.Call, cmd *exec.Cmd, g *group, outR, errR *os.File, cc *callCgroup,
+// cmdWait waits for the started command cmd of the call c until its
+// process group g is gone: its exit code, whether g was cancelled.
+func (b *bash) cmdWait(c *tools.Call, cmd *exec.Cmd, g *group) func() (int, bool, error) {
+	return func() (int, bool, error) {
+		pid := cmd.Process.Pid
+		if err := waitExited(pid); err != nil {
+			b.log.Error("bash: waiting for the command failed; killing its group", "call_id", c.ID, "err", err)
+		}
+		cancelled := g.finish(pid)
+		waitErr := cmd.Wait()
+		if cmd.ProcessState == nil {
+			return 0, cancelled, fmt.Errorf("bash: wait: %w", waitErr)
+		}
+		return exitCode(cmd.ProcessState), cancelled, nil
+	}
+}
+
+// await reads the output of the started command into res until wait
+// says it is gone (its exit code, whether it was killed because ctx was
+// done), from its pipes outR and errR (its cgroups cc), and completes
+// res.
+func (b *bash) await(ctx context.Context, c *tools.Call, wait func() (int, bool, error), outR, errR *os.File, cc *callCgroup,
 	start time.Time, res *result, stopProxy func() []string) (*result, error) {
-	pid := cmd.Process.Pid
 	var p *pump
 	if c.Progress != nil {
 		p = newPump(c.Progress, b.maxProg, b.log.With("call_id", c.ID))
@@ -1059,11 +1083,8 @@ func (b *bash) await(ctx context.Context, c *tools.Call, cmd *exec.Cmd, g *group
 	go drain(&wg, outR, 0, res.out, p)
 	go drain(&wg, errR, 1, res.err, p)
 
-	if err := waitExited(pid); err != nil {
-		b.log.Error("bash: waiting for the command failed; killing its group", "call_id", c.ID, "err", err)
-	}
-	res.cancelled = g.finish(pid)
-	waitErr := cmd.Wait()
+	code, cancelled, waitErr := wait()
+	res.cancelled = cancelled
 	res.duration = time.Since(start)
 
 	// What the group wrote is in the pipes and is read to the end; only a
@@ -1089,11 +1110,10 @@ func (b *bash) await(ctx context.Context, c *tools.Call, cmd *exec.Cmd, g *group
 	if stopProxy != nil {
 		res.egressRefused = stopProxy()
 	}
-	st := cmd.ProcessState
-	if st == nil {
-		return nil, fmt.Errorf("bash: wait: %w", waitErr)
+	if waitErr != nil {
+		return nil, waitErr
 	}
-	res.code = exitCode(st)
+	res.code = code
 	if cc != nil {
 		res.peak = cc.peak()
 		res.memLimited = cc.memDir != "" || (cc.v2 && b.cg.memory)

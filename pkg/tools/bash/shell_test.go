@@ -73,6 +73,9 @@ func newWorkspace(t testing.TB, uid int) string {
 // and returns the pipeline over it.
 func newPipeline(t *testing.T, cfg bash.Config) *tools.Pipeline {
 	t.Helper()
+	if inTemplate != nil && cfg.Sandbox == bash.ModeRequire {
+		return inTemplate(t, cfg)
+	}
 	tool, err := bash.New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
