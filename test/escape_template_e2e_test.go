@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // TestEscapeOracleKernelInATemplate is the kernel-only escape oracle
@@ -32,7 +34,7 @@ func TestEscapeOracleKernelInATemplate(t *testing.T) {
 	}()
 	escapeOracleKernel(t, true)
 	close(stop)
-	n := <-seen
+	n := testenv.Recv(t, seen, "the count of the templates that ran")
 	t.Logf("%d sandbox templates served the oracle's calls", n)
 	if n == 0 && os.Geteuid() == 0 && cgroupV1() {
 		t.Errorf("no sandbox template ran: the oracle did not test one")
